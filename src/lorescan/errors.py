@@ -1,0 +1,38 @@
+"""The LorebookError family: bad input, located by file, entry and field."""
+from __future__ import annotations
+
+__all__ = ["LorebookError", "FormatError", "SettingsError", "RegexKeyError"]
+
+
+class LorebookError(ValueError):
+    """Bad input, located: which file, which entry, which field, what is wrong.
+
+    ``source`` names the file (or ``"<memory>"``), ``entry`` the entry's uid or index,
+    ``field`` the field (``"key[3]"`` for one item of a list).
+    """
+
+    def __init__(self, problem: str, *, source: str = "<memory>", entry: object = None,
+                 field: str | None = None) -> None:
+        self.problem, self.source, self.entry, self.field = problem, source, entry, field
+        where = source + (f", entry {entry!r}" if entry is not None else "") + (
+            f", field {field!r}" if field else "")
+        super().__init__(f"{where}: {problem}")
+
+    def __reduce__(self):  # keep pickling (worker processes) working with keyword-only args
+        return (_rebuild, (type(self), self.problem, self.source, self.entry, self.field))
+
+
+def _rebuild(cls, problem, source, entry, field):
+    return cls(problem, source=source, entry=entry, field=field)
+
+
+class FormatError(LorebookError):
+    """A file that is not a lorebook of any format we read, or a malformed one."""
+
+
+class SettingsError(LorebookError):
+    """A setting out of range or of the wrong type."""
+
+
+class RegexKeyError(LorebookError):
+    """A regex key that cannot be used (only raised where a format requires valid regexes)."""

@@ -1,0 +1,403 @@
+"""The data model: entries, books and settings (SPEC section 2).
+
+An :class:`Entry` keeps every field exactly as read (``fields``, in file order, unknown
+fields included) and exposes the values the engine needs as typed attributes computed
+once, with SillyTavern's JavaScript truthiness rules (SPEC 2.3). Writers use ``fields``
+(minus ``filled``, the defaults a reader added), so nothing is lost on a round trip.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+
+from .errors import LorebookError, SettingsError
+
+__all__ = [
+    "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "STSettings", "MatchOptions", "js_truthy",
+    "entry_from_fields", "POSITION_NAMES", "SELECTIVE_LOGIC_NAMES",
+]
+
+# SillyTavern's new-entry template, in the order its editor writes the fields (SPEC 2.2).
+# `uid` and `displayIndex` are filled from the entry's uid.
+ST_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
+    ("key", []), ("keysecondary", []), ("comment", ""), ("content", ""), ("constant", False),
+    ("vectorized", False), ("selective", True), ("selectiveLogic", 0), ("addMemo", False),
+    ("order", 100), ("position", 0), ("disable", False), ("ignoreBudget", False),
+    ("excludeRecursion", False), ("preventRecursion", False), ("matchPersonaDescription", False),
+    ("matchCharacterDescription", False), ("matchCharacterPersonality", False),
+    ("matchCharacterDepthPrompt", False), ("matchScenario", False), ("matchCreatorNotes", False),
+    ("delayUntilRecursion", 0), ("probability", 100), ("useProbability", True), ("depth", 4),
+    ("outletName", ""), ("group", ""), ("groupOverride", False), ("groupWeight", 100),
+    ("scanDepth", None), ("caseSensitive", None), ("matchWholeWords", None),
+    ("useGroupScoring", None), ("automationId", ""), ("role", 0), ("sticky", None),
+    ("cooldown", None), ("delay", None), ("triggers", []), ("displayIndex", None),
+    ("characterFilter", {"isExclude": False, "names": [], "tags": []}),
+)
+
+POSITION_NAMES = {0: "before", 1: "after", 2: "an_top", 3: "an_bottom", 4: "at_depth",
+                  5: "em_top", 6: "em_bottom", 7: "outlet"}
+SELECTIVE_LOGIC_NAMES = {0: "AND_ANY", 1: "NOT_ALL", 2: "NOT_ANY", 3: "AND_ALL"}
+GENERATION_TRIGGERS = ("normal", "continue", "impersonate", "swipe", "regenerate", "quiet")
+
+
+def js_truthy(value: Any) -> bool:
+    """JavaScript truthiness: ``0``, ``NaN``, ``""``, ``null``, ``false`` are falsy."""
+    if value is None or value is False:
+        return False
+    if isinstance(value, (int, float)):
+        return value != 0 and not (isinstance(value, float) and math.isnan(value))
+    if isinstance(value, str):
+        return value != ""
+    return True
+
+
+def _js_loose_true(value: Any) -> bool:
+    """``value == true`` with JS loose equality (``true``, ``1``, ``"1"``, ``" 1 "``)."""
+    if value is True:
+        return True
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, (int, float)):
+        return value == 1
+    if isinstance(value, str):
+        from .textrules import js_trim
+        try:
+            return float(js_trim(value)) == 1.0
+        except ValueError:
+            return False
+    return False
+
+
+# Field validation: which JSON types each modelled field may hold. A value of another
+# type is an error naming the field (never a silent default). `None` is allowed where
+# SillyTavern itself stores null.
+_BOOL = (bool,)
+_NUM = (int, float)
+_NUM_BOOL = (int, float, bool)
+_FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {
+    # name: (allowed types, null allowed)
+    "key": ((list,), False), "keysecondary": ((list,), False),
+    "comment": ((str,), True), "content": ((str,), True),
+    "constant": (_NUM_BOOL, True), "vectorized": (_NUM_BOOL, True),
+    "selective": (_NUM_BOOL, True), "selectiveLogic": (_NUM, True), "addMemo": (_NUM_BOOL, True),
+    "order": (_NUM, True), "position": (_NUM, True), "disable": (_NUM_BOOL + (str,), True),
+    "ignoreBudget": (_NUM_BOOL, True), "excludeRecursion": (_NUM_BOOL, True),
+    "preventRecursion": (_NUM_BOOL, True), "delayUntilRecursion": (_NUM_BOOL, True),
+    "matchPersonaDescription": (_NUM_BOOL, True), "matchCharacterDescription": (_NUM_BOOL, True),
+    "matchCharacterPersonality": (_NUM_BOOL, True), "matchCharacterDepthPrompt": (_NUM_BOOL, True),
+    "matchScenario": (_NUM_BOOL, True), "matchCreatorNotes": (_NUM_BOOL, True),
+    "probability": (_NUM, True), "useProbability": (_NUM_BOOL, True),
+    "depth": (_NUM, True), "role": (_NUM, True), "outletName": ((str,), True),
+    "group": ((str,), True), "groupOverride": (_NUM_BOOL, True), "groupWeight": (_NUM, True),
+    "scanDepth": (_NUM, True), "caseSensitive": (_NUM_BOOL, True),
+    "matchWholeWords": (_NUM_BOOL, True), "useGroupScoring": (_NUM_BOOL, True),
+    "sticky": (_NUM, True), "cooldown": (_NUM, True), "delay": (_NUM, True),
+    "triggers": ((list,), True), "characterFilter": ((dict,), True),
+}
+_MAX_NUMBER = 1e15   # "absurd settings": larger timed effects/depths/orders are rejected
+
+
+def _check_fields(fields: Mapping[str, Any], *, source: str, uid: object) -> None:
+    for name, (types, nullable) in _FIELD_TYPES.items():
+        if name not in fields:
+            continue
+        value = fields[name]
+        if value is None:
+            if nullable:
+                continue
+            raise LorebookError("must not be null", source=source, entry=uid, field=name)
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)
+                                            and types != _NUM_BOOL):
+            want = "/".join(sorted({t.__name__ for t in types}))
+            raise LorebookError(f"expected {want}, got {type(value).__name__} {value!r:.60}",
+                                source=source, entry=uid, field=name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise LorebookError(f"number must be finite, got {value!r}", source=source,
+                                entry=uid, field=name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > _MAX_NUMBER:
+            raise LorebookError(f"number out of range: {value!r}", source=source, entry=uid,
+                                field=name)
+    for name in ("key", "keysecondary", "triggers"):
+        items = fields.get(name)
+        if isinstance(items, list):
+            for i, item in enumerate(items):
+                if not isinstance(item, str):
+                    raise LorebookError(f"expected a string, got {type(item).__name__} {item!r:.60}",
+                                        source=source, entry=uid, field=f"{name}[{i}]")
+    cf = fields.get("characterFilter")
+    if isinstance(cf, dict):
+        for sub in ("names", "tags"):
+            items = cf.get(sub, [])
+            if not isinstance(items, list) or not all(isinstance(x, (str, int)) for x in items):
+                raise LorebookError("expected a list of strings", source=source, entry=uid,
+                                    field=f"characterFilter.{sub}")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Entry:
+    """One lorebook entry: every stored field plus typed views used by the engine.
+
+    ``fields`` holds the entry exactly as read, in file order (including fields lorescan
+    does not model), followed by any defaults the reader filled in; ``filled`` names those
+    defaults so a writer can leave them out. Typed attributes follow SillyTavern's
+    scan-time reading of the fields (JS truthiness, SPEC 2.3).
+    """
+
+    uid: int | str
+    fields: Mapping[str, Any]
+    filled: frozenset[str]
+    key: tuple[str, ...]
+    keysecondary: tuple[str, ...]
+    content: str
+    comment: str
+    constant: bool
+    disable: bool
+    selective: bool
+    selective_logic: int | None          # None when the field is missing (SPEC 2.3)
+    order: float
+    position: Any
+    depth: Any
+    role: Any
+    outlet_name: str
+    ignore_budget: bool
+    exclude_recursion: bool
+    prevent_recursion: bool
+    delay_until_recursion: float          # 0 = off; True counts as level 1
+    match_sources: tuple[bool, bool, bool, bool, bool, bool]
+    probability: Any
+    use_probability: bool
+    group: str
+    group_override: bool
+    group_weight: float
+    use_group_scoring: bool | None
+    scan_depth: float | None
+    case_sensitive: bool | None
+    match_whole_words: bool | None
+    sticky: Any
+    cooldown: Any
+    delay: Any
+    triggers: tuple[str, ...]
+    character_filter: tuple[bool, tuple[str, ...], tuple[str, ...]]
+
+    def to_dict(self, *, include_filled: bool = False) -> dict[str, Any]:
+        """The entry as a plain dict in field order (filled defaults left out by default)."""
+        return {k: v for k, v in self.fields.items() if include_filled or k not in self.filled}
+
+
+_MATCH_FLAGS = ("matchPersonaDescription", "matchCharacterDescription", "matchCharacterPersonality",
+                "matchCharacterDepthPrompt", "matchScenario", "matchCreatorNotes")
+
+
+def _tri(value: Any) -> bool | None:
+    return None if value is None else js_truthy(value)
+
+
+def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
+                      fill_defaults: bool = True, uid: Any = None) -> Entry:
+    """Build an :class:`Entry` from a SillyTavern-shaped field mapping.
+
+    ``fill_defaults`` adds the new-entry defaults for absent fields, as SillyTavern's editor
+    does when it opens a book; the added names are recorded in ``Entry.filled``.
+    Raises :class:`LorebookError` naming the entry and field for ill-typed values.
+    """
+    if not isinstance(fields, Mapping):
+        raise LorebookError(f"an entry must be an object, got {type(fields).__name__}",
+                            source=source, entry=uid)
+    uid = fields.get("uid", uid)
+    if isinstance(uid, bool) or not isinstance(uid, (int, str)) or (isinstance(uid, str) and not uid):
+        raise LorebookError(f"uid must be an integer, got {uid!r:.40}", source=source, entry=uid,
+                            field="uid")
+    _check_fields(fields, source=source, uid=uid)
+    data = dict(fields)
+    filled: set[str] = set()
+    if fill_defaults:
+        for name, default in ST_ENTRY_DEFAULTS:
+            if name not in data:
+                if name == "displayIndex":
+                    default = uid
+                elif isinstance(default, (list, dict)):
+                    default = _deep_copy_json(default)
+                data[name] = default
+                filled.add(name)
+        cf = data.get("characterFilter")
+        if cf is None:   # the editor replaces a null filter with the empty one
+            data["characterFilter"] = {"isExclude": False, "names": [], "tags": []}
+    g = data.get
+    key = g("key")
+    keysecondary = g("keysecondary")
+    dur = g("delayUntilRecursion")
+    if dur is True:
+        dur_level: float = 1
+    elif isinstance(dur, (int, float)) and not isinstance(dur, bool) and dur > 0:
+        dur_level = dur
+    else:
+        dur_level = 0
+    cf = g("characterFilter") or {}
+    weight = g("groupWeight")
+    order = g("order")
+    return Entry(
+        uid=uid, fields=MappingProxyType(data), filled=frozenset(filled),
+        key=tuple(key) if isinstance(key, list) else (),
+        keysecondary=tuple(keysecondary) if isinstance(keysecondary, list) else (),
+        content=g("content") or "", comment=g("comment") or "",
+        constant=js_truthy(g("constant")), disable=_js_loose_true(g("disable")),
+        selective=js_truthy(g("selective")),
+        selective_logic=None if g("selectiveLogic") is None else g("selectiveLogic"),
+        order=order if isinstance(order, (int, float)) and not isinstance(order, bool) else math.nan,
+        position=g("position"), depth=g("depth"), role=g("role"),
+        outlet_name=g("outletName") or "",
+        ignore_budget=js_truthy(g("ignoreBudget")),
+        exclude_recursion=js_truthy(g("excludeRecursion")),
+        prevent_recursion=js_truthy(g("preventRecursion")),
+        delay_until_recursion=dur_level,
+        match_sources=tuple(js_truthy(g(f)) for f in _MATCH_FLAGS),  # type: ignore[arg-type]
+        probability=g("probability"), use_probability=js_truthy(g("useProbability")),
+        group=g("group") or "", group_override=js_truthy(g("groupOverride")),
+        group_weight=100 if weight is None else weight,
+        use_group_scoring=_tri(g("useGroupScoring")),
+        scan_depth=g("scanDepth"),
+        case_sensitive=_tri(g("caseSensitive")), match_whole_words=_tri(g("matchWholeWords")),
+        sticky=g("sticky"), cooldown=g("cooldown"), delay=g("delay"),
+        triggers=tuple(g("triggers") or ()),
+        character_filter=(js_truthy(cf.get("isExclude")), tuple(str(x) for x in cf.get("names") or ()),
+                          tuple(str(x) for x in cf.get("tags") or ())),
+    )
+
+
+def _deep_copy_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy_json(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Lorebook:
+    """A named book: entries in SillyTavern's visiting order, plus its other top-level fields.
+
+    ``entry_keys`` are the keys of the file's ``entries`` object (or list indexes), in file
+    order, so a writer reproduces the file; ``fields`` holds every other top-level field
+    (``name``, ``originalData``, ``extensions``, …) unchanged. ``format`` names the format
+    the book was read from.
+    """
+
+    name: str
+    entries: tuple[Entry, ...]
+    fields: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    entry_keys: tuple[str, ...] = ()
+    source: str = "<memory>"
+    format: str = "sillytavern"
+
+    def entry(self, uid: int | str) -> Entry:
+        """The entry with this uid; KeyError if there is none."""
+        for e in self.entries:
+            if e.uid == uid:
+                return e
+        raise KeyError(uid)
+
+
+def _require(cond: bool, problem: str, name: str) -> None:
+    if not cond:
+        raise SettingsError(problem, source="settings", field=name)
+
+
+_STRATEGIES = ("evenly", "character_first", "global_first")
+
+
+@dataclass(frozen=True, slots=True)
+class STSettings:
+    """Global World Info settings of SillyTavern mode (SPEC 2.5), with the code defaults.
+
+    Names follow the conformance vectors. Values outside the ranges SillyTavern's UI
+    allows raise :class:`SettingsError` (``scan_depth`` above 1000 is accepted and capped
+    at 1000 by the scan, as in SillyTavern).
+    """
+
+    scan_depth: int = 2
+    budget_percent: float = 25
+    budget_cap: int = 0
+    min_activations: int = 0
+    min_activations_depth_max: int = 0
+    max_recursion_steps: int = 0
+    recursive: bool = False
+    case_sensitive: bool = False
+    match_whole_words: bool = False
+    use_group_scoring: bool = False
+    include_names: bool = True
+    insertion_strategy: str = "character_first"
+    overflow_alert: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("scan_depth", "budget_cap", "min_activations", "min_activations_depth_max",
+                     "max_recursion_steps"):
+            v = getattr(self, name)
+            _require(isinstance(v, int) and not isinstance(v, bool), f"expected an integer, got {v!r}", name)
+            _require(0 <= v <= 10_000_000, f"out of range: {v!r}", name)
+        v = self.budget_percent
+        _require(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+                 f"expected a number, got {v!r}", "budget_percent")
+        _require(0 <= v <= 100, f"must be between 0 and 100, got {v!r}", "budget_percent")
+        for name in ("recursive", "case_sensitive", "match_whole_words", "use_group_scoring",
+                     "include_names", "overflow_alert"):
+            _require(isinstance(getattr(self, name), bool), f"expected true/false, got {getattr(self, name)!r}", name)
+        _require(self.insertion_strategy in _STRATEGIES,
+                 f"must be one of {', '.join(_STRATEGIES)}, got {self.insertion_strategy!r}",
+                 "insertion_strategy")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> "STSettings":
+        """Settings from a mapping with the conformance names; unknown names are an error."""
+        if not isinstance(data, Mapping):
+            raise SettingsError(f"settings must be an object, got {type(data).__name__}", source="settings")
+        known = set(cls.__dataclass_fields__)
+        unknown = [k for k in data if k not in known]
+        if unknown:
+            raise SettingsError(f"unknown setting(s): {', '.join(map(str, unknown))}", source="settings",
+                                field=str(unknown[0]))
+        return cls(**dict(data))
+
+
+@dataclass(frozen=True, slots=True)
+class MatchOptions:
+    """How plain keys match (SPEC 5.2 and 16.1-16.4); part of what a CompiledBook is built for.
+
+    ``case_sensitive`` / ``match_whole_words`` are the defaults for entries whose own
+    override is null. ``word_chars``: ``"ascii"`` (SillyTavern) or ``"unicode"``;
+    ``nospace_scripts``: treat CJK/Thai/... characters as boundaries (only with unicode);
+    ``multiword``: ``"substring"`` (SillyTavern) or ``"bounded"``; ``blank_keys``:
+    ``"match_all"`` (SillyTavern) or ``"ignore"``.
+    """
+
+    case_sensitive: bool = False
+    match_whole_words: bool = False
+    word_chars: str = "ascii"
+    nospace_scripts: bool = False
+    multiword: str = "substring"
+    blank_keys: str = "match_all"
+
+    def __post_init__(self) -> None:
+        _require(self.word_chars in ("ascii", "unicode"), f"bad value {self.word_chars!r}", "word_chars")
+        _require(self.multiword in ("substring", "bounded"), f"bad value {self.multiword!r}", "multiword")
+        _require(self.blank_keys in ("match_all", "ignore"), f"bad value {self.blank_keys!r}", "blank_keys")
+
+    @classmethod
+    def sillytavern(cls, *, case_sensitive: bool = False, match_whole_words: bool = False) -> "MatchOptions":
+        """SillyTavern's exact rules (the ``compat="sillytavern"`` profile)."""
+        return cls(case_sensitive, match_whole_words, "ascii", False, "substring", "match_all")
+
+    @classmethod
+    def improved(cls, *, case_sensitive: bool = False, match_whole_words: bool = False) -> "MatchOptions":
+        """lorescan's improved rules (SPEC 16.1-16.4)."""
+        return cls(case_sensitive, match_whole_words, "unicode", True, "bounded", "ignore")
+
+
+def book_from_entries(name: str, entries: Sequence[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
+                      *, source: str = "<memory>") -> Lorebook:
+    """Convenience: a book from SillyTavern-shaped entry dicts (a list or a uid-keyed map)."""
+    from .formats.sillytavern import read_world
+    if not isinstance(entries, Mapping):
+        entries = {str(e.get("uid", i)) if isinstance(e, Mapping) else str(i): e for i, e in enumerate(entries)}
+    return read_world({"entries": dict(entries)}, source=source, name=name)
