@@ -281,7 +281,7 @@ class Lorebook:
     ``entry_keys`` are the keys of the file's ``entries`` object (or list indexes), in file
     order, so a writer reproduces the file; ``fields`` holds every other top-level field
     (``name``, ``originalData``, ``extensions``, …) unchanged. ``format`` names the format
-    the book was read from.
+    the book was read from; ``origin`` is opaque format data kept for lossless write-back.
     """
 
     name: str
@@ -290,6 +290,9 @@ class Lorebook:
     entry_keys: tuple[str, ...] = ()
     source: str = "<memory>"
     format: str = "sillytavern"
+    # What a writer of the same format needs to reproduce the file exactly (the container,
+    # the raw entry objects); owned by lorescan.formats, None for books built in memory.
+    origin: Any = None
 
     def entry(self, uid: int | str) -> Entry:
         """The entry with this uid; KeyError if there is none."""
