@@ -1,0 +1,907 @@
+"""SillyTavern regex keys as ECMAScript regexes, evaluated by the ``regex`` module (SPEC 5.1, 13.1).
+
+A JS pattern is parsed by a small recursive-descent parser that follows the ECMAScript 2024
+grammar (without the ``v`` flag) including Annex B for non-``u`` patterns, and re-emitted as a
+``regex`` (V0) pattern that uses no flag-dependent construct of its own: every character class,
+``.``, ``\\w``, ``\\s``, ``\\b``, ``^`` and ``$`` is spelt out as an explicit code-point set or
+lookaround, and case-insensitivity is compiled into the sets (JS Canonicalize), so the result does
+not depend on ``regex``'s ideas of "word", "space" or "case".
+
+Text model. JS strings are UTF-16. Without ``u`` the pattern and the text are both converted to
+UTF-16 code units before matching (an astral character becomes two surrogate ``str`` characters),
+so ``.``, classes and quantifiers see the same units JS sees: ``/^.$/`` does not match ``"😀"``,
+``/^..$/`` does, ``/[😀]/`` matches either half. With ``u`` both are sequences of code points, and
+a surrogate pair written in the text as two ``str`` characters is joined first.
+
+Known approximations (everything else is intended to be exact and is checked against V8 in
+``tests/data/jsregex/v8_cases.json``):
+
+* Unicode data comes from Python's ``unicodedata`` (case mappings) and the ``regex`` module
+  (``\\p{...}``), whose Unicode versions may differ from V8's ICU for recently added characters.
+  ``u``-mode simple case folding is derived from ``str.casefold``/``str.lower`` (CaseFolding
+  status C and S); it misses the S entries added for U+1FD3, U+1FE3 and U+FB05.
+* ``\\p{Changes_When_NFKC_Casefolded}`` is computed from ``unicodedata`` NFKC + casefold.
+* Script names in ``\\p{Script=...}``/``\\p{scx=...}`` are checked for JS's exact spelling by shape
+  (``Latin``, ``Latn``, ``Old_Italic``, ``SignWriting``), then looked up by ``regex``.
+* Case-insensitive *backreferences* compare with ``regex``'s simple case folding, not JS's
+  non-``u`` toUpperCase canonicalisation (differs only for characters such as U+017F, U+212A,
+  U+1E9E, U+0130/U+0131).
+* Captures made inside a lookbehind are taken left-to-right (JS matches lookbehinds right-to-left);
+  this is only observable through a backreference to such a group.
+* Quantifier bounds above 4294967294 are clamped to it (``regex``'s limit).
+"""
+from __future__ import annotations
+
+import bisect
+import functools
+import re
+import unicodedata
+from collections.abc import Callable, Iterable
+
+import regex
+
+__all__ = ["JSRegexError", "RegexTimeout", "JSRegex", "parse_regex_key", "compile_js_regex"]
+
+
+class JSRegexError(ValueError):
+    """The pattern/flags pair is not a valid JS RegExp (JS would throw a SyntaxError)."""
+
+
+class RegexTimeout(Exception):
+    """One regex evaluation ran past its time limit."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Character data
+# ---------------------------------------------------------------------------------------------
+
+_MAX_CP = 0x10FFFF
+_REGEX_MAX_REPEAT = 4294967294             # regex: "repeat count too big" above this
+_LINE_TERMINATORS = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))   # ES LineTerminator
+# ES WhiteSpace + LineTerminator (Appendix A): the set of \s.
+_JS_SPACE = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+             (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000),
+             (0xFEFF, 0xFEFF))
+_DIGITS = ((0x30, 0x39),)
+_WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
+# ES WordCharacters with u and i: chars whose Canonicalize is a basic word char (U+017F, U+212A).
+_WORD_IU = _WORD + ((0x17F, 0x17F), (0x212A, 0x212A))
+_SYNTAX_CHARS = "^$\\.*+?()[]{}|"
+_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+# ES2024 table-nonbinary-unicode-properties / PropertyValueAliases: General_Category values.
+_GENERAL_CATEGORIES = frozenset("""
+Cased_Letter LC Close_Punctuation Pe Connector_Punctuation Pc Control Cc cntrl Currency_Symbol Sc
+Dash_Punctuation Pd Decimal_Number Nd digit Enclosing_Mark Me Final_Punctuation Pf Format Cf
+Initial_Punctuation Pi Letter L Letter_Number Nl Line_Separator Zl Lowercase_Letter Ll Mark M
+Combining_Mark Math_Symbol Sm Modifier_Letter Lm Modifier_Symbol Sk Nonspacing_Mark Mn Number N
+Open_Punctuation Ps Other C Other_Letter Lo Other_Number No Other_Punctuation Po Other_Symbol So
+Paragraph_Separator Zp Private_Use Co Punctuation P punct Separator Z Space_Separator Zs
+Spacing_Mark Mc Surrogate Cs Symbol S Titlecase_Letter Lt Unassigned Cn Uppercase_Letter Lu
+""".split())
+# ES2024 table-binary-unicode-properties (names and aliases).
+_BINARY_PROPERTIES = frozenset("""
+ASCII ASCII_Hex_Digit AHex Alphabetic Alpha Any Assigned Bidi_Control Bidi_C Bidi_Mirrored Bidi_M
+Case_Ignorable CI Cased Changes_When_Casefolded CWCF Changes_When_Casemapped CWCM
+Changes_When_Lowercased CWL Changes_When_NFKC_Casefolded CWKCF Changes_When_Titlecased CWT
+Changes_When_Uppercased CWU Dash Default_Ignorable_Code_Point DI Deprecated Dep Diacritic Dia
+Emoji Emoji_Component EComp Emoji_Modifier EMod Emoji_Modifier_Base EBase Emoji_Presentation EPres
+Extended_Pictographic ExtPict Extender Ext Grapheme_Base Gr_Base Grapheme_Extend Gr_Ext Hex_Digit
+Hex IDS_Binary_Operator IDSB IDS_Trinary_Operator IDST ID_Continue IDC ID_Start IDS Ideographic
+Ideo Join_Control Join_C Logical_Order_Exception LOE Lowercase Lower Math Noncharacter_Code_Point
+NChar Pattern_Syntax Pat_Syn Pattern_White_Space Pat_WS Quotation_Mark QMark Radical
+Regional_Indicator RI Sentence_Terminal STerm Soft_Dotted SD Terminal_Punctuation Term
+Unified_Ideograph UIdeo Uppercase Upper Variation_Selector VS White_Space space XID_Continue XIDC
+XID_Start XIDS
+""".split())
+_SCRIPT_NAME_SHAPE = re.compile(r"(?:[A-Z][a-z]*|SignWriting)(?:_[A-Z][a-z]*)*\Z")
+
+
+def _canon_legacy(cp: int) -> int:
+    """ES Canonicalize without u: toUpperCase per code unit, never non-ASCII -> ASCII."""
+    upper = chr(cp).upper()
+    if len(upper) != 1:
+        return cp
+    if cp >= 128 and ord(upper) < 128:
+        return cp
+    return ord(upper)
+
+
+def _canon_unicode(cp: int) -> int:
+    """ES Canonicalize with u: simple case folding (CaseFolding.txt status C and S)."""
+    ch = chr(cp)
+    folded = ch.casefold()
+    if len(folded) == 1:
+        return ord(folded)
+    lower = ch.lower()                  # status F chars: the S mapping, where one exists, is lower()
+    return ord(lower) if len(lower) == 1 and lower.casefold() == folded else cp
+
+
+@functools.lru_cache(maxsize=2)
+def _case_classes(unicode_mode: bool) -> tuple[dict[int, tuple[int, ...]], tuple[tuple[int, ...], ...]]:
+    """Equivalence classes of size > 1 under Canonicalize: member -> class, and all classes."""
+    canon = _canon_unicode if unicode_mode else _canon_legacy
+    limit = 0x20000 if unicode_mode else 0x10000     # no cased characters above U+1FFFF
+    groups: dict[int, list[int]] = {}
+    for cp in range(limit):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        groups.setdefault(canon(cp), []).append(cp)
+    classes = tuple(tuple(g) for g in groups.values() if len(g) > 1)
+    return {cp: cls for cls in classes for cp in cls}, classes
+
+
+@functools.lru_cache(maxsize=1)
+def _cwkcf_ranges() -> tuple[tuple[int, int], ...]:
+    """Changes_When_NFKC_Casefolded, which ``regex`` lacks: NFKC(casefold(NFKC(c))) != c or DI."""
+    ignorable = regex.compile(r"\p{Default_Ignorable_Code_Point}")
+    cps = []
+    for cp in range(_MAX_CP + 1):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        nfkc = unicodedata.normalize("NFKC", ch)
+        if unicodedata.normalize("NFKC", nfkc.casefold()) != ch or ignorable.match(ch):
+            cps.append(cp)
+    return _merge((c, c) for c in cps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Code-point sets
+# ---------------------------------------------------------------------------------------------
+
+def _merge(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in out)
+
+
+def _complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    out, nxt = [], 0
+    for lo, hi in _merge(ranges):
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= _MAX_CP:
+        out.append((nxt, _MAX_CP))
+    return tuple(out)
+
+
+def _esc(cp: int) -> str:
+    if cp < 0x80 and (chr(cp).isalnum() or cp == 0x5F):
+        return chr(cp)
+    return f"\\u{cp:04x}" if cp <= 0xFFFF else f"\\U{cp:08x}"
+
+
+class _CharSet:
+    """A union of code-point ranges and ``regex`` property escapes (``\\p{..}``/``\\P{..}``)."""
+
+    __slots__ = ("ranges", "props")
+
+    def __init__(self, ranges: Iterable[tuple[int, int]] = (), props: Iterable[str] = ()) -> None:
+        self.ranges = _merge(ranges)
+        self.props = tuple(props)
+
+    def union(self, other: _CharSet) -> _CharSet:
+        return _CharSet(self.ranges + other.ranges, self.props + other.props)
+
+    def body(self) -> str:
+        parts = [_esc(lo) if lo == hi else f"{_esc(lo)}-{_esc(hi)}" for lo, hi in self.ranges]
+        return "".join(parts) + "".join(self.props)
+
+    def contains(self) -> Callable[[int], bool]:
+        if self.props:
+            matcher = regex.compile(f"[{self.body()}]", regex.V0).fullmatch
+            return lambda cp: matcher(chr(cp)) is not None
+        los = [lo for lo, _ in self.ranges]
+        ranges = self.ranges
+
+        def member(cp: int) -> bool:
+            i = bisect.bisect_right(los, cp) - 1
+            return i >= 0 and ranges[i][1] >= cp
+        return member
+
+    def case_closed(self, unicode_mode: bool) -> _CharSet:
+        """Add every char whose Canonicalize equals that of a member (ES CharacterSetMatcher)."""
+        _, classes = _case_classes(unicode_mode)
+        member = self.contains()
+        extra = [(cp, cp) for cls in classes if any(member(c) for c in cls) for cp in cls]
+        return _CharSet(self.ranges + tuple(extra), self.props) if extra else self
+
+    def emit(self, negate: bool = False) -> str:
+        if not self.ranges and not self.props:
+            return "[\\u0000-\\U0010ffff]" if negate else "(?!)"
+        if not negate and not self.props and len(self.ranges) == 1 and self.ranges[0][0] == self.ranges[0][1]:
+            return _esc(self.ranges[0][0])
+        return ("[^" if negate else "[") + self.body() + "]"
+
+
+# ---------------------------------------------------------------------------------------------
+# Parser / translator
+# ---------------------------------------------------------------------------------------------
+
+def _prescan_groups(src: str) -> tuple[int, list[str]]:
+    """Count capturing groups and list group names (decimal escapes and \\k depend on them)."""
+    count, names, i, n, in_class = 0, [], 0, len(src), False
+    while i < n:
+        ch = src[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            if src.startswith("(?<", i) and i + 3 < n and src[i + 3] not in "=!":
+                count += 1
+                end = src.find(">", i + 3)
+                names.append(src[i + 3:end] if end >= 0 else "")
+            elif not src.startswith("(?", i):
+                count += 1
+        i += 1
+    return count, names
+
+
+class _Translator:
+    """One pass over a JS pattern (ES2024 Pattern[UnicodeMode, NamedCaptureGroups] + Annex B)."""
+
+    def __init__(self, src: str, *, unicode_mode: bool, ignore_case: bool, dot_all: bool,
+                 multiline: bool, reset_groups: bool) -> None:
+        self.src, self.pos = src, 0
+        self.u, self.i, self.s, self.m = unicode_mode, ignore_case, dot_all, multiline
+        self.reset_groups = reset_groups
+        self.total_groups, raw_names = _prescan_groups(src)
+        # Annex B: a non-u pattern is reparsed with [+NamedCaptureGroups] iff it has a GroupName.
+        self.named = bool(raw_names) or unicode_mode
+        self.group_count = 0
+        self.names: dict[str, int] = {}
+        self.saw_backref = False
+        self.pending_refs: list[str] = []
+
+    # -- helpers --------------------------------------------------------------------------------
+    def error(self, message: str) -> JSRegexError:
+        return JSRegexError(f"Invalid regular expression: /{self.src}/: {message}")
+
+    def peek(self, k: int = 0) -> str:
+        j = self.pos + k
+        return self.src[j] if j < len(self.src) else ""
+
+    def eat(self, text: str) -> bool:
+        if self.src.startswith(text, self.pos):
+            self.pos += len(text)
+            return True
+        return False
+
+    def charset_atom(self, cs: _CharSet, negate: bool = False) -> str:
+        if self.i:
+            cs = cs.case_closed(self.u)
+        return cs.emit(negate)
+
+    def literal(self, cp: int) -> str:
+        if self.i:
+            members, _ = _case_classes(self.u)
+            cls = members.get(cp)
+            if cls:
+                return _CharSet((c, c) for c in cls).emit()
+        return _esc(cp)
+
+    def word_set(self) -> tuple[tuple[int, int], ...]:
+        return _WORD_IU if (self.u and self.i) else _WORD
+
+    # -- grammar --------------------------------------------------------------------------------
+    def translate(self) -> str:
+        body = self.disjunction()
+        if self.pos < len(self.src):
+            raise self.error("Unmatched ')'" if self.peek() == ")" else "Unexpected character")
+        for name in self.pending_refs:
+            if name not in self.names:
+                raise self.error("Invalid named capture referenced")
+        if self.reset_groups:
+            # An unset group reads as empty in a JS backreference: start every group captured
+            # empty, so a backreference to a group that has not participated matches "".
+            inits = "".join(f"(?P<g{k}>)" for k in range(1, self.group_count + 1))
+            body = f"{inits}(?:{body})"
+        return body
+
+    def disjunction(self) -> str:
+        alts = [self.alternative()]
+        while self.eat("|"):
+            alts.append(self.alternative())
+        return "|".join(alts)
+
+    def alternative(self) -> str:
+        out = []
+        while self.pos < len(self.src) and self.peek() not in "|)":
+            out.append(self.term())
+        return "".join(out)
+
+    def term(self) -> str:
+        start_groups = self.group_count
+        ch = self.peek()
+        # Assertions (not quantifiable, except lookahead in Annex B non-u mode).
+        if ch == "^":
+            self.pos += 1
+            atom = "(?:(?<=[\\n\\r\\u2028\\u2029])|\\A)" if self.m else "\\A"
+            return self.no_quantifier(atom)
+        if ch == "$":
+            self.pos += 1
+            atom = "(?=[\\n\\r\\u2028\\u2029]|\\Z)" if self.m else "\\Z"
+            return self.no_quantifier(atom)
+        if self.src.startswith("\\b", self.pos) or self.src.startswith("\\B", self.pos):
+            self.pos += 2
+            w = _CharSet(self.word_set()).emit()
+            if ch == "\\" and self.src[self.pos - 1] == "b":
+                atom = f"(?:(?<={w})(?!{w})|(?<!{w})(?={w}))"
+            else:
+                atom = f"(?:(?<={w})(?={w})|(?<!{w})(?!{w}))"
+            return self.no_quantifier(atom)
+        for opener, emitted, quantifiable in (("(?=", "(?=", not self.u), ("(?!", "(?!", not self.u),
+                                              ("(?<=", "(?<=", False), ("(?<!", "(?<!", False)):
+            if self.eat(opener):
+                inner = self.disjunction()
+                if not self.eat(")"):
+                    raise self.error("Unterminated group")
+                atom = f"{emitted}{inner})"
+                if quantifiable:
+                    return self.quantified(f"(?:{atom})", start_groups)
+                return self.no_quantifier(atom)
+        atom = self.atom()
+        return self.quantified(atom, start_groups)
+
+    def no_quantifier(self, atom: str) -> str:
+        if self.at_quantifier():
+            raise self.error("Nothing to repeat")
+        return atom
+
+    def braced_quantifier(self) -> tuple[int, int | None, int] | None:
+        """Parse ``{n}``, ``{n,}``, ``{n,m}`` at pos without consuming: (min, max, length)."""
+        m = re.compile(r"\{([0-9]+)(,([0-9]*))?\}").match(self.src, self.pos)
+        if not m:
+            return None
+        lo = int(m.group(1))
+        hi = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+        return lo, hi, m.end() - m.start()
+
+    def at_quantifier(self) -> bool:
+        ch = self.peek()
+        return ch in ("*", "+", "?") and ch != "" or (ch == "{" and self.braced_quantifier() is not None)
+
+    def quantified(self, atom: str, start_groups: int) -> str:
+        ch = self.peek()
+        if ch == "*":
+            lo, hi, length = 0, None, 1
+        elif ch == "+":
+            lo, hi, length = 1, None, 1
+        elif ch == "?":
+            lo, hi, length = 0, 1, 1
+        elif ch == "{":
+            braced = self.braced_quantifier()
+            if braced is None:
+                if self.u:
+                    raise self.error("Incomplete quantifier")
+                return atom                           # Annex B: '{' is a literal, parsed next
+            lo, hi, length = braced
+        else:
+            return atom
+        self.pos += length
+        if hi is not None and hi < lo:
+            raise self.error("numbers out of order in {} quantifier")
+        lazy = "?" if self.eat("?") else ""
+        lo = min(lo, _REGEX_MAX_REPEAT)
+        hi = None if hi is None or hi > _REGEX_MAX_REPEAT else hi
+        if self.reset_groups and self.group_count > start_groups:
+            # ES RepeatMatcher step 4: captures inside the atom are reset on every iteration.
+            resets = "".join(f"(?P<g{k}>)" for k in range(start_groups + 1, self.group_count + 1))
+            atom = f"(?:{resets}{atom})"
+        elif not (atom.startswith("(?:") and atom.endswith(")") and _balanced_single(atom)):
+            atom = f"(?:{atom})"
+        if (lo, hi) == (0, None):
+            q = "*"
+        elif (lo, hi) == (1, None):
+            q = "+"
+        elif (lo, hi) == (0, 1):
+            q = "?"
+        elif hi is None:
+            q = f"{{{lo},}}"
+        elif hi == lo:
+            q = f"{{{lo}}}"
+        else:
+            q = f"{{{lo},{hi}}}"
+        return atom + q + lazy
+
+    def atom(self) -> str:
+        ch = self.peek()
+        if ch == "":
+            raise self.error("Unexpected end")
+        if ch in "*+?":
+            raise self.error("Nothing to repeat")
+        if ch == "{":
+            if self.u or self.braced_quantifier() is not None:
+                raise self.error("Nothing to repeat" if self.braced_quantifier() else "Lone quantifier brackets")
+            self.pos += 1
+            return self.literal(ord("{"))
+        if ch in "}]":
+            if self.u:
+                raise self.error("Lone quantifier brackets")
+            self.pos += 1                              # Annex B ExtendedPatternCharacter
+            return self.literal(ord(ch))
+        if ch == ".":
+            self.pos += 1
+            cs = _CharSet(() if self.s else _LINE_TERMINATORS)
+            return cs.emit(negate=True)
+        if ch == "(":
+            return self.group()
+        if ch == "[":
+            return self.char_class()
+        if ch == "\\":
+            return self.atom_escape()
+        self.pos += 1
+        return self.literal(ord(ch))
+
+    def group(self) -> str:
+        self.pos += 1
+        if self.eat("?:"):
+            inner = self.disjunction()
+            if not self.eat(")"):
+                raise self.error("Unterminated group")
+            return f"(?:{inner})"
+        name = None
+        if self.eat("?<"):
+            name = self.group_name()
+        elif self.peek() == "?":
+            raise self.error("Invalid group")
+        self.group_count += 1
+        number = self.group_count
+        if name is not None:
+            if name in self.names:
+                raise self.error("Duplicate capture group name")
+            self.names[name] = number
+        inner = self.disjunction()
+        if not self.eat(")"):
+            raise self.error("Unterminated group")
+        return f"(?P<g{number}>{inner})"
+
+    def group_name(self) -> str:
+        """RegExpIdentifierName up to '>' (after '<' was consumed)."""
+        chars: list[str] = []
+        while True:
+            ch = self.peek()
+            if ch == "":
+                raise self.error("Invalid capture group name")
+            if ch == ">":
+                self.pos += 1
+                break
+            if ch == "\\":
+                self.pos += 1
+                if not self.eat("u"):
+                    raise self.error("Invalid capture group name")
+                cp = self.unicode_escape_body(allow_braces=True, join_pairs=True)
+                if cp is None:
+                    raise self.error("Invalid Unicode escape in group name")
+                chars.append(chr(cp))
+                continue
+            self.pos += 1
+            chars.append(ch)
+        name = _SURROGATE_PAIR.sub(lambda m: _join_pair(m.group()), "".join(chars))
+        probe = name.replace("$", "_").replace("\u200c", "").replace("\u200d", "")
+        if not name or not probe or not probe.isidentifier() or name[0] in "\u200c\u200d":
+            raise self.error("Invalid capture group name")
+        return name
+
+    # -- escapes --------------------------------------------------------------------------------
+    def hex_digits(self, count: int) -> int | None:
+        text = self.src[self.pos:self.pos + count]
+        if len(text) == count and all(c in "0123456789abcdefABCDEF" for c in text):
+            self.pos += count
+            return int(text, 16)
+        return None
+
+    def unicode_escape_body(self, *, allow_braces: bool, join_pairs: bool) -> int | None:
+        """After ``\\u``: ``HHHH`` (joined with a following ``\\uHHHH`` trail surrogate when
+        ``join_pairs``) or ``{H..}`` when ``allow_braces``. None if malformed (nothing consumed)."""
+        start = self.pos
+        if allow_braces and self.peek() == "{":
+            m = re.compile(r"\{([0-9a-fA-F]+)\}").match(self.src, self.pos)
+            if not m or int(m.group(1), 16) > _MAX_CP:
+                if m is None and not self.u:
+                    return None
+                raise self.error("Invalid Unicode escape")
+            self.pos = m.end()
+            return int(m.group(1), 16)
+        cp = self.hex_digits(4)
+        if cp is None:
+            self.pos = start
+            return None
+        if join_pairs and 0xD800 <= cp <= 0xDBFF and self.src.startswith("\\u", self.pos):
+            save = self.pos
+            self.pos += 2
+            trail = self.hex_digits(4)
+            if trail is not None and 0xDC00 <= trail <= 0xDFFF:
+                return 0x10000 + ((cp - 0xD800) << 10) + (trail - 0xDC00)
+            self.pos = save
+        return cp
+
+    def character_escape(self, in_class: bool) -> int:
+        """CharacterEscape after the backslash (pos at the escape letter). Returns a code point."""
+        ch = self.peek()
+        self.pos += 1
+        simple = {"f": 0x0C, "n": 0x0A, "r": 0x0D, "t": 0x09, "v": 0x0B}
+        if ch in simple:
+            return simple[ch]
+        if ch == "c":
+            nxt = self.peek()
+            if nxt.isascii() and nxt.isalpha():
+                self.pos += 1
+                return ord(nxt) % 32
+            if in_class and not self.u and (nxt.isdigit() and nxt.isascii() or nxt == "_"):
+                self.pos += 1                           # Annex B ClassControlLetter
+                return ord(nxt) % 32
+            if self.u:
+                raise self.error("Invalid unicode escape")
+            self.pos -= 1                               # Annex B: '\' is literal, 'c' parsed next
+            return ord("\\")
+        if ch == "0" and not (self.peek().isascii() and self.peek().isdigit()):
+            return 0
+        if ch.isascii() and ch.isdigit():
+            if self.u:
+                raise self.error("Invalid escape" if in_class else "Invalid decimal escape")
+            if ch in "89":
+                return ord(ch)                          # Annex B IdentityEscape
+            # Annex B LegacyOctalEscapeSequence: up to three octal digits, value <= 0o377.
+            digits = ch
+            while len(digits) < 3 and self.peek() in tuple("01234567") and self.peek() != "":
+                if int(digits + self.peek(), 8) > 0o377:
+                    break
+                digits += self.peek()
+                self.pos += 1
+            return int(digits, 8)
+        if ch == "x":
+            cp = self.hex_digits(2)
+            if cp is not None:
+                return cp
+            if self.u:
+                raise self.error("Invalid escape")
+            return ord("x")
+        if ch == "u":
+            cp = self.unicode_escape_body(allow_braces=self.u, join_pairs=self.u)
+            if cp is not None:
+                return cp
+            if self.u:
+                raise self.error("Invalid Unicode escape")
+            return ord("u")
+        if ch == "":
+            raise self.error("\\ at end of pattern")
+        # IdentityEscape
+        if self.u:
+            if ch in _SYNTAX_CHARS or ch == "/" or (in_class and ch == "-"):
+                return ord(ch)
+            raise self.error("Invalid escape")
+        if ch == "k" and self.named:
+            raise self.error("Invalid named reference")
+        return ord(ch)
+
+    def class_escape_set(self, letter: str) -> _CharSet | None:
+        """CharacterClassEscape ``d D s S w W p{..} P{..}`` (pos after the letter), else None."""
+        if letter in "dD":
+            base = _DIGITS
+        elif letter in "sS":
+            base = _JS_SPACE
+        elif letter in "wW":
+            base = self.word_set()
+        elif letter in "pP" and self.u:
+            return self.property_escape(negate=letter == "P")
+        else:
+            return None
+        return _CharSet(_complement(base) if letter.isupper() else base)
+
+    def property_escape(self, negate: bool) -> _CharSet:
+        m = re.compile(r"\{([A-Za-z0-9_]+)(?:=([A-Za-z0-9_]+))?\}").match(self.src, self.pos)
+        if not m:
+            raise self.error("Invalid property name")
+        self.pos = m.end()
+        name, value = m.group(1), m.group(2)
+        p = "P" if negate else "p"
+        if value is not None:
+            if name in ("General_Category", "gc") and value in _GENERAL_CATEGORIES:
+                return _CharSet(props=[f"\\{p}{{gc={value}}}"])
+            if name in ("Script", "sc", "Script_Extensions", "scx") and _SCRIPT_NAME_SHAPE.match(value):
+                key = "sc" if name in ("Script", "sc") else "scx"
+                esc = f"\\{p}{{{key}={value}}}"
+                try:
+                    regex.compile(esc, regex.V0)
+                except regex.error:
+                    raise self.error("Invalid property name") from None
+                return _CharSet(props=[esc])
+            raise self.error("Invalid property name")
+        if name in _GENERAL_CATEGORIES:
+            return _CharSet(props=[f"\\{p}{{gc={name}}}"])
+        if name not in _BINARY_PROPERTIES:
+            raise self.error("Invalid property name")
+        if name == "Any":
+            ranges: tuple[tuple[int, int], ...] = ((0, _MAX_CP),)
+        elif name == "ASCII":
+            ranges = ((0, 0x7F),)
+        elif name in ("Changes_When_NFKC_Casefolded", "CWKCF"):
+            ranges = _cwkcf_ranges()
+        else:
+            return _CharSet(props=[f"\\{p}{{{name}}}"])
+        return _CharSet(_complement(ranges) if negate else ranges)
+
+    def atom_escape(self) -> str:
+        self.pos += 1                                   # the backslash
+        ch = self.peek()
+        if ch == "":
+            raise self.error("\\ at end of pattern")
+        # DecimalEscape: a backreference iff its value <= NcapturingParens (Annex B otherwise).
+        if ch in "123456789":
+            m = re.compile(r"[0-9]+").match(self.src, self.pos)
+            assert m is not None
+            number = int(m.group())
+            if number <= self.total_groups:
+                self.pos = m.end()
+                return self.backref(number)
+            if self.u:
+                raise self.error("Invalid escape")
+        if ch == "k" and self.named:
+            self.pos += 1
+            if not self.eat("<"):
+                raise self.error("Invalid named reference")
+            end = self.src.find(">", self.pos)
+            if end < 0:
+                raise self.error("Invalid named reference")
+            name = self.src[self.pos:end]
+            self.pos = end + 1
+            self.pending_refs.append(name)
+            return f"\x00ref:{name}\x00"                 # resolved in _translate once names are known
+        self.pos += 1
+        cs = self.class_escape_set(ch)
+        if cs is not None:
+            return self.charset_atom(cs)
+        self.pos -= 1
+        return self.literal(self.character_escape(in_class=False))
+
+    def backref(self, number: int) -> str:
+        self.saw_backref = True
+        ref = f"(?P=g{number})"
+        return f"(?i:{ref})" if self.i else ref
+
+    # -- classes --------------------------------------------------------------------------------
+    def class_atom(self) -> int | _CharSet:
+        ch = self.peek()
+        if ch == "":
+            raise self.error("Unterminated character class")
+        if ch != "\\":
+            self.pos += 1
+            return ord(ch)
+        self.pos += 1
+        letter = self.peek()
+        if letter == "b":
+            self.pos += 1
+            return 0x08
+        if letter == "-" and self.u:
+            self.pos += 1
+            return ord("-")
+        if letter != "":
+            self.pos += 1
+            cs = self.class_escape_set(letter)
+            if cs is not None:
+                return cs
+            self.pos -= 1
+        # Inside a class a digit escape is never a backreference (Annex B: octal / identity).
+        return self.character_escape(in_class=True)
+
+    def char_class(self) -> str:
+        self.pos += 1
+        negate = self.eat("^")
+        cs = _CharSet()
+        ranges: list[tuple[int, int]] = []
+        while True:
+            if self.peek() == "":
+                raise self.error("Unterminated character class")
+            if self.eat("]"):
+                break
+            first = self.class_atom()
+            if self.peek() == "-" and self.peek(1) not in ("]", ""):
+                self.pos += 1
+                second = self.class_atom()
+                if isinstance(first, int) and isinstance(second, int):
+                    if first > second:
+                        raise self.error("Range out of order in character class")
+                    ranges.append((first, second))
+                    continue
+                if self.u:
+                    raise self.error("Invalid character class")
+                # Annex B NonemptyClassRangesNoDash: a class escape at either end makes '-' literal.
+                for part in (first, ord("-"), second):
+                    if isinstance(part, int):
+                        ranges.append((part, part))
+                    else:
+                        cs = cs.union(part)
+                continue
+            if isinstance(first, int):
+                ranges.append((first, first))
+            else:
+                cs = cs.union(first)
+        cs = cs.union(_CharSet(ranges))
+        return self.charset_atom(cs, negate)
+
+
+def _join_pair(pair: str) -> str:
+    return chr(0x10000 + ((ord(pair[0]) - 0xD800) << 10) + (ord(pair[1]) - 0xDC00))
+
+
+def _split_astral(text: str) -> str:
+    """A str of code points -> the same text as UTF-16 code units (one str char per unit)."""
+    if text.isascii() or not _ASTRAL.search(text):
+        return text
+    return _ASTRAL.sub(lambda m: _to_pair(ord(m.group())), text)
+
+
+def _to_pair(cp: int) -> str:
+    cp -= 0x10000
+    return chr(0xD800 + (cp >> 10)) + chr(0xDC00 + (cp & 0x3FF))
+
+
+def _join_surrogates(text: str) -> str:
+    if text.isascii() or not _SURROGATE_PAIR.search(text):
+        return text
+    return _SURROGATE_PAIR.sub(lambda m: _join_pair(m.group()), text)
+
+
+def _balanced_single(atom: str) -> bool:
+    """True when ``atom`` (starting with ``(?:``) is one group, not ``(?:a)(?:b)``."""
+    depth, i = 0, 0
+    in_class = False
+    while i < len(atom):
+        ch = atom[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if atom.startswith("[^", i):
+                i += 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0 and i != len(atom) - 1:
+                return False
+        i += 1
+    return True
+
+
+_FLAG_CHARS = "dgimsuy"
+
+
+def _check_flags(flags: str) -> None:
+    for k, f in enumerate(flags):
+        if f == "v":
+            raise JSRegexError("the 'v' flag is not supported (not accepted for regex keys)")
+        if f not in _FLAG_CHARS:
+            raise JSRegexError(f"Invalid flags supplied to RegExp constructor '{flags}'")
+        if f in flags[:k]:
+            raise JSRegexError(f"Invalid flags supplied to RegExp constructor '{flags}' (duplicate '{f}')")
+
+
+@functools.lru_cache(maxsize=4096)
+def _translate(pattern: str, flags: str) -> str:
+    """JS (pattern, flags) -> ``regex`` V0 pattern text. Raises JSRegexError."""
+    _check_flags(flags)
+    unicode_mode = "u" in flags
+    src = _join_surrogates(pattern) if unicode_mode else _split_astral(pattern)
+    options = dict(unicode_mode=unicode_mode, ignore_case="i" in flags, dot_all="s" in flags,
+                   multiline="m" in flags)
+    tr = _Translator(src, reset_groups=False, **options)
+    out = tr.translate()
+    if tr.saw_backref or tr.pending_refs:
+        tr = _Translator(src, reset_groups=True, **options)
+        out = tr.translate()
+        tr.saw_backref = True
+    for name in set(tr.pending_refs):
+        ref = f"(?P=g{tr.names[name]})"
+        out = out.replace(f"\x00ref:{name}\x00", f"(?i:{ref})" if tr.i else ref)
+    return out
+
+
+def _compile_translated(pattern: str, flags: str) -> regex.Pattern:
+    try:
+        return regex.compile(_translate(pattern, flags), regex.V0)
+    except regex.error as exc:  # a translator bug, not a user error: say so loudly
+        raise RuntimeError(f"lorescan.jsregex produced an invalid regex for /{pattern}/{flags}: {exc}") from exc
+
+
+class JSRegex:
+    """A compiled JS regex. Immutable and thread-safe; pickles as (source, flags).
+
+    ``source``/``flags`` are the JS pattern and flags as given to :func:`compile_js_regex`.
+    """
+
+    __slots__ = ("source", "flags", "_compiled", "_sticky", "_unicode")
+
+    def __init__(self, source: str, flags: str, compiled: regex.Pattern | None = None) -> None:
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "flags", flags)
+        object.__setattr__(self, "_compiled", compiled)
+        object.__setattr__(self, "_sticky", "y" in flags)
+        object.__setattr__(self, "_unicode", "u" in flags)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("JSRegex is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("JSRegex is immutable")
+
+    def __reduce__(self):
+        return (JSRegex, (self.source, self.flags))     # recompiled lazily on first search
+
+    def __repr__(self) -> str:
+        return f"JSRegex(/{self.source}/{self.flags})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JSRegex) and (self.source, self.flags) == (other.source, other.flags)
+
+    def __hash__(self) -> int:
+        return hash((self.source, self.flags))
+
+    def search(self, text: str, *, timeout: float | None = 0.25) -> bool:
+        """True iff ``RegExp.prototype.test(text)`` is true for a fresh regex object.
+
+        ``g`` has no effect; ``y`` anchors the match at index 0. ``timeout`` is in seconds
+        (None: no limit). Raises RegexTimeout when the evaluation runs past it.
+        """
+        compiled = self._compiled
+        if compiled is None:                            # unpickled: recompile (idempotent, race-safe)
+            compiled = _compile_translated(self.source, self.flags)
+            object.__setattr__(self, "_compiled", compiled)
+        text = _join_surrogates(text) if self._unicode else _split_astral(text)
+        try:
+            if self._sticky:
+                return compiled.match(text, timeout=timeout) is not None
+            return compiled.search(text, timeout=timeout) is not None
+        except TimeoutError as exc:
+            raise RegexTimeout(f"regex /{self.source}/{self.flags} exceeded {timeout}s") from exc
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_js_regex(pattern: str, flags: str) -> JSRegex:
+    """Compile a JS RegExp (``new RegExp(pattern, flags)``) into a :class:`JSRegex`.
+
+    ``flags`` may use ``d g i m s u y`` (``d`` and ``g`` have no effect on a test).
+    Raises JSRegexError wherever JS would throw a SyntaxError, and for the ``v`` flag.
+    """
+    return JSRegex(pattern, flags, _compile_translated(pattern, flags))
+
+
+_KEY_SHAPE = re.compile(r"/([\s\S]+?)/([gimsuy]*)\Z")
+
+
+def parse_regex_key(key: str) -> tuple[str, str] | None:
+    """Split a SillyTavern regex key into (pattern, flags), or None for a plain key (SPEC 5.1).
+
+    The body is the shortest non-empty ``P`` with ``key == '/' + P + '/' + F`` and ``F`` drawn
+    from ``gimsuy``; ``P`` must have no ``/`` that is at its start or not preceded by ``\\``;
+    the returned pattern is ``P`` with its first ``\\/`` replaced by ``/`` (ST quirk) and must
+    compile with ``F`` (duplicate flags fail).
+    """
+    m = _KEY_SHAPE.match(key)
+    if m is None:
+        return None
+    body, flags = m.group(1), m.group(2)
+    for k, ch in enumerate(body):
+        if ch == "/" and (k == 0 or body[k - 1] != "\\"):
+            return None
+    pattern = body.replace("\\/", "/", 1)
+    try:
+        compile_js_regex(pattern, flags)
+    except JSRegexError:
+        return None
+    return pattern, flags
