@@ -1,0 +1,72 @@
+"""The ``lorescan`` command: arguments in, text out (no logic of its own)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from .errors import LorebookError
+
+__all__ = ["main"]
+
+
+def _cmd_conformance(args: argparse.Namespace) -> int:
+    from .conformance import run_files
+    passed, failed = run_files(args.files, out=sys.stdout, verbose=args.verbose, show_loops=args.loops)
+    return 1 if failed or not passed else 0
+
+
+def _cmd_convert(argv: Sequence[str]) -> int:
+    from .formats.convert import main_convert
+    return main_convert(list(argv))
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lorescan", description="Exact, fast lorebook (World Info) engine.")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("conformance", help="run SillyTavern conformance vector files")
+    c.add_argument("files", nargs="+", help="vector files (sillytavern-world-info-conformance JSON)")
+    c.add_argument("-v", "--verbose", action="store_true", help="also list passing turns")
+    c.add_argument("--loops", action="store_true", help="show differences in the informative 'loops' field")
+    c.set_defaults(func=_cmd_conformance)
+    sub.add_parser("convert", help="convert a lorebook between formats (lorescan convert -h)", add_help=False)
+    s = sub.add_parser("scan", help="scan a chat with a lorebook and print what fires and why")
+    s.add_argument("book", help="lorebook file (any supported format)")
+    s.add_argument("chat", help="chat file: SillyTavern .jsonl or a JSON list of {name, mes}")
+    s.add_argument("--depth", type=int, default=None, help="scan depth (default 2)")
+    s.add_argument("--recursive", action="store_true", help="recursive scanning")
+    s.add_argument("--whole-words", action="store_true", help="match whole words")
+    s.add_argument("--max-context", type=int, default=8192, help="context size in tokens for the budget")
+    s.add_argument("--compat", choices=("sillytavern", "improved"), default="improved",
+                   help="matching rules: SillyTavern's exact ones or lorescan's improved ones")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s.add_argument("--why", action="store_true", help="explain every entry, not only activated ones")
+    s.set_defaults(func=_cmd_scan)
+    return p
+
+
+def _cmd_scan(args: argparse.Namespace) -> int:
+    from .scanfile import scan_files
+    return scan_files(args, out=sys.stdout)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``lorescan`` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["convert"]:
+        try:
+            return _cmd_convert(argv[1:])
+        except LorebookError as exc:
+            print(f"lorescan: {exc}", file=sys.stderr)
+            return 2
+    args = _build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LorebookError as exc:
+        print(f"lorescan: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,863 @@
+"""SillyTavern mode: which entries fire, in what order, and why (SPEC Part A).
+
+:class:`STEngine` is built once per set of books and settings (books compiled, global
+order, decorators and fingerprints computed); :meth:`STEngine.scan` runs one generation.
+Per pass, only the entries the matcher reports as possible candidates (a key hit
+somewhere in the window, or an entry that activates without keys) go through the
+per-entry gates; every other entry cannot activate and costs nothing.
+"""
+from __future__ import annotations
+
+import math
+import random as _random
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .compile import CompiledBook, compile_book
+from .decorators import parse_st_decorators
+from .errors import LorebookError, SettingsError
+from .groups import PendingList, js_key_order, split_group_names
+from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window
+from .model import Entry, Lorebook, MatchOptions, STSettings, js_truthy
+from .place import Placement, place_entries
+from .sthash import entry_fingerprint
+from .textrules import js_count_words
+from .timed import EffectRecord, TimedEffects, evaluate
+
+__all__ = ["STEngine", "STResult", "Character", "ChatMessage", "BookSource", "Diagnostic",
+           "LoopRecord", "EntryId", "ROLES"]
+
+ROLES = ("global", "character", "character_extra", "chat", "persona")
+INITIAL, RECURSION, MIN_ACTIVATIONS, NONE = "INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"
+_STRATEGIES = {"evenly": 0, "character_first": 1, "global_first": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class EntryId:
+    """An entry's identity across books: its book (world) name and uid."""
+
+    world: str
+    uid: int | str
+
+    @property
+    def key(self) -> str:
+        """SillyTavern's ``"<book>.<uid>"`` key (used in timed-effect records)."""
+        return f"{self.world}.{self.uid}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"world": self.world, "uid": self.uid}
+
+
+@dataclass(frozen=True, slots=True)
+class Character:
+    """The selected character: display name, avatar file name, tag ids.
+
+    ``tags=None`` means the character has no entry in the tag map (tag filters then see an
+    empty list). Name filters compare against the avatar without its last extension.
+    """
+
+    name: str
+    avatar: str = ""
+    tags: tuple[str, ...] | None = None
+
+    @property
+    def filter_id(self) -> str:
+        base = self.avatar
+        dot = base.rfind(".")
+        return base[:dot] if dot != -1 else base
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One chat message as the engine scans it."""
+
+    name: str
+    text: str
+    is_user: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BookSource:
+    """A book and the roles it plays in this engine (``global``, ``character``,
+    ``character_extra``, ``chat``, ``persona``)."""
+
+    book: Lorebook | CompiledBook
+    roles: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopRecord:
+    """One scan loop: its kind, the kind of the next loop, the entries it activated."""
+
+    state: str
+    next: str
+    activated: tuple[EntryId, ...]
+
+
+@dataclass(slots=True)
+class Diagnostic:
+    """Why one entry did or did not fire on this turn.
+
+    ``outcome`` is ``"activated"`` or ``"not_activated"``; ``reason`` a short code
+    (``constant``, ``key``, ``sticky``, ``decorator``, ``forced`` for activations;
+    ``disabled``, ``trigger``, ``character_filter``, ``tag_filter``, ``delay``,
+    ``cooldown``, ``delay_until_recursion``, ``exclude_recursion``, ``dont_activate``,
+    ``no_keys``, ``no_key_match``, ``secondary_keys``, ``group``, ``probability``,
+    ``budget``, ``not_reached`` otherwise); ``detail`` says more in words;
+    ``loop`` is the 1-based loop where the decision fell; ``key`` the key that matched.
+    """
+
+    entry: EntryId
+    outcome: str
+    reason: str
+    detail: str = ""
+    loop: int | None = None
+    key: str | None = None
+    where: str | None = None
+
+
+@dataclass(slots=True)
+class STResult:
+    """Everything one SillyTavern-mode generation produces (SPEC 0.5 and 11)."""
+
+    activated: list[EntryId]
+    placement: Placement
+    budget: int
+    budget_overflowed: bool
+    overflow_alert_shown: bool
+    timed_effects: TimedEffects
+    loops: list[LoopRecord]
+    _explain: Callable[[], dict[EntryId, Diagnostic]] = field(repr=False, default=lambda: {})
+
+    @property
+    def world_info_before(self) -> str:
+        return self.placement.before
+
+    @property
+    def world_info_after(self) -> str:
+        return self.placement.after
+
+    @cached_property
+    def diagnostics(self) -> dict[EntryId, Diagnostic]:
+        """Why each entry of the books did or did not fire (computed on first access)."""
+        return self._explain()
+
+    def explain(self, world: str, uid: int | str) -> Diagnostic:
+        """The diagnostic record of one entry."""
+        return self.diagnostics[EntryId(world, uid)]
+
+    def to_json(self) -> dict[str, Any]:
+        """The result in the conformance vectors' ``expected`` shape."""
+        p = self.placement
+        return {
+            "activated": [e.to_json() for e in self.activated],
+            "world_info_before": p.before, "world_info_after": p.after,
+            "depth_entries": [{"depth": d.depth, "role": d.role, "entries": list(d.entries)} for d in p.depth],
+            "an_top": list(p.an_top), "an_bottom": list(p.an_bottom),
+            "em_entries": [{"position": pos, "content": c} for pos, c in p.examples],
+            "outlets": {k: list(v) for k, v in p.outlets.items()},
+            "authors_note": p.authors_note,
+            "budget_overflowed": self.budget_overflowed,
+            "overflow_alert_shown": self.overflow_alert_shown,
+            "timed_effects": self.timed_effects.to_json(),
+            "loops": [{"state": lr.state, "next": lr.next, "activated": [e.to_json() for e in lr.activated]}
+                      for lr in self.loops],
+        }
+
+
+class _Slot:
+    """One entry in the global order, with everything static precomputed."""
+
+    __slots__ = ("gpos", "book", "index", "entry", "eid", "key", "content", "decorators", "activate",
+                 "dont_activate", "has_keys", "sources", "groups", "_hash", "world")
+
+    def __init__(self, gpos: int, book: int, index: int, entry: Entry, world: str, strict: bool) -> None:
+        self.gpos, self.book, self.index, self.entry, self.world = gpos, book, index, entry, world
+        self.eid = EntryId(world, entry.uid)
+        self.key = self.eid.key
+        self.decorators, self.content = parse_st_decorators(entry.content, strict_lines=strict)
+        self.activate = "@@activate" in self.decorators
+        self.dont_activate = "@@dont_activate" in self.decorators
+        self.has_keys = bool(entry.key)
+        self.sources = sum(1 << i for i, flag in enumerate(entry.match_sources) if flag)
+        self.groups = split_group_names(entry.group) if entry.group else []
+        self._hash: int | None = None
+
+    @property
+    def hash(self) -> int:
+        if self._hash is None:
+            self._hash = entry_fingerprint(self.entry.fields, uid=self.entry.uid, world=self.world,
+                                           content=self.content, decorators=self.decorators)
+        return self._hash
+
+
+def _budget(settings: STSettings, max_context: int) -> int:
+    raw = settings.budget_percent * max_context / 100
+    budget = math.floor(raw + 0.5) if math.isfinite(raw) else 0
+    if budget == 0:
+        budget = 1
+    if settings.budget_cap > 0 and budget > settings.budget_cap:
+        budget = settings.budget_cap
+    return budget
+
+
+def _by_order(slots: Iterable[tuple[Entry, Any]]) -> list[tuple[Entry, Any]]:
+    # Stable sort by order descending; a non-numeric order compares as "equal" (SPEC 2.3).
+    return sorted(slots, key=lambda p: -p[0].order if not math.isnan(p[0].order) else 0.0)
+
+
+def _effective_depth(entry: Entry, global_depth: int) -> int:
+    d = entry.scan_depth if entry.scan_depth is not None else global_depth
+    if isinstance(d, float):
+        d = math.trunc(d) if math.isfinite(d) else 0
+    return min(int(d), MAX_SCAN_DEPTH)
+
+
+class STEngine:
+    """SillyTavern's World Info engine, exact (SPEC Part A), compiled once per book set.
+
+    ``books``: :class:`BookSource` items (or ``(book, roles)`` pairs) in selection order;
+    books are de-duplicated by name across roles as SillyTavern does. ``compat``:
+    ``"sillytavern"`` reproduces every quirk (the conformance profile); ``"improved"``
+    switches on the fixes of SPEC 16. Hooks (SPEC 0.3): ``count_tokens(text) -> int``
+    (default: tiktoken cl100k, offline), ``substitute(text) -> text`` for macros,
+    ``random() -> float`` in [0, 1), ``post_process(content, position, depth) -> text``.
+    Raises :class:`SettingsError` for bad settings or roles.
+    """
+
+    def __init__(self, books: Sequence[BookSource | tuple[Lorebook | CompiledBook, Sequence[str]]],
+                 settings: STSettings | Mapping[str, Any] = STSettings(), *, compat: str = "sillytavern",
+                 count_tokens: Callable[[str], int] | None = None,
+                 substitute: Callable[[str], str] | None = None,
+                 random: Callable[[], float] | None = None,
+                 post_process: Callable[[str, int, int | None], str] | None = None,
+                 regex_timeout: float | None = 0.25) -> None:
+        if not isinstance(settings, STSettings):
+            settings = STSettings.from_mapping(settings)
+        if compat not in ("sillytavern", "improved"):
+            raise SettingsError(f"compat must be 'sillytavern' or 'improved', got {compat!r}",
+                                source="engine", field="compat")
+        self.settings = settings
+        self.compat = compat
+        self.quirks = compat == "sillytavern"
+        self.count_tokens = count_tokens
+        self.substitute = substitute
+        self.random = random or _random.random
+        self.post_process = post_process
+        self.regex_timeout = regex_timeout
+        opts_factory = MatchOptions.sillytavern if self.quirks else MatchOptions.improved
+        self.match_options = opts_factory(case_sensitive=settings.case_sensitive,
+                                          match_whole_words=settings.match_whole_words)
+        sources = [b if isinstance(b, BookSource) else BookSource(b[0], tuple(b[1])) for b in books]
+        for i, src in enumerate(sources):
+            for role in src.roles:
+                if role not in ROLES:
+                    raise SettingsError(f"unknown role {role!r} (expected one of {', '.join(ROLES)})",
+                                        source="books", entry=i, field="roles")
+        self.compiled: list[CompiledBook] = []
+        self.world_names: list[str] = []
+        chat, persona, glob, char = self._collect(sources)
+        book_index: dict[str, int] = {}
+
+        def add(src: BookSource) -> int:
+            name = self._name(src)
+            if name not in book_index:
+                cb = src.book if isinstance(src.book, CompiledBook) else compile_book(src.book, self.match_options)
+                if cb.options != self.match_options:
+                    raise SettingsError("a compiled book's match options differ from the engine's "
+                                        "(compile it with the engine's case/whole-word settings and compat)",
+                                        source=name, field="options")
+                book_index[name] = len(self.compiled)
+                self.compiled.append(cb)
+                self.world_names.append(name)
+            return book_index[name]
+
+        def entries_of(srcs: list[BookSource]) -> list[tuple[Entry, tuple[int, int]]]:
+            out = []
+            for s in srcs:
+                bi = add(s)
+                out.extend((e, (bi, ei)) for ei, e in enumerate(self.compiled[bi].entries))
+            return out
+
+        chat_e, persona_e = entries_of(chat), entries_of(persona)
+        g_e, c_e = entries_of(glob), entries_of(char)
+        strategy = _STRATEGIES[settings.insertion_strategy]
+        if strategy == 1:
+            mixed = _by_order(c_e) + _by_order(g_e)
+        elif strategy == 2:
+            mixed = _by_order(g_e) + _by_order(c_e)
+        else:
+            mixed = _by_order(g_e + c_e)
+        order = _by_order(chat_e) + _by_order(persona_e) + mixed
+        strict = not self.quirks
+        self.slots: list[_Slot] = [
+            _Slot(gpos, bi, ei, e, self.world_names[bi], strict) for gpos, (e, (bi, ei)) in enumerate(order)]
+        self._slot_of: dict[tuple[int, int], _Slot] = {(s.book, s.index): s for s in self.slots}
+        self._by_key: dict[str, _Slot] = {s.key: s for s in self.slots}
+        # Entries that can activate without a key hit must always be walked (SPEC 6, gates 10-14).
+        self._always = [s for s in self.slots if s.activate or s.dont_activate or s.entry.constant]
+        self._timed_slots = [s for s in self.slots if js_truthy(s.entry.sticky) or js_truthy(s.entry.cooldown)]
+        levels = sorted({s.entry.delay_until_recursion for s in self.slots if s.entry.delay_until_recursion})
+        self._levels = levels
+        self._max_entry_depth = max((_effective_depth(s.entry, 0) for s in self.slots
+                                     if s.entry.scan_depth is not None), default=0)
+        self._hash_index: dict[int, _Slot] | None = None
+
+    # -- set-up ------------------------------------------------------------------------
+    @staticmethod
+    def _name(src: BookSource) -> str:
+        book = src.book.book if isinstance(src.book, CompiledBook) else src.book
+        return book.name
+
+    def _collect(self, sources: list[BookSource]):
+        """SPEC 3.1: which books take part in which role, de-duplicated by name."""
+        glob = [s for s in sources if "global" in s.roles]
+        glob_names = [self._name(s) for s in glob]
+        seen: set[str] = set()
+        glob_unique = []
+        for s, n in zip(glob, glob_names):
+            if n not in seen:
+                seen.add(n)
+                glob_unique.append(s)
+        chats = [s for s in sources if "chat" in s.roles]
+        personas = [s for s in sources if "persona" in s.roles]
+        if len(chats) > 1 or len(personas) > 1 or sum("character" in s.roles for s in sources) > 1:
+            raise SettingsError("at most one chat, one persona and one character (main) book",
+                                source="books", field="roles")
+        chat = [s for s in chats if self._name(s) not in seen]
+        chat_name = self._name(chats[0]) if chats else None
+        persona = [s for s in personas if self._name(s) not in seen and self._name(s) != chat_name]
+        persona_name = self._name(personas[0]) if personas else None
+        char_srcs = [s for s in sources if "character" in s.roles] + \
+                    [s for s in sources if "character_extra" in s.roles]
+        char: list[BookSource] = []
+        char_seen: set[str] = set()
+        for s in char_srcs:
+            n = self._name(s)
+            if n in char_seen:
+                continue
+            char_seen.add(n)
+            if n in seen or n == chat_name or n == persona_name:
+                continue
+            char.append(s)
+        return chat, persona, glob_unique, char
+
+    def _find_by_hash(self, h: int) -> str | None:
+        for s in self._timed_slots:          # the usual case: records of timed entries
+            if s.hash == h:
+                return s.key
+        if self._hash_index is None:         # an edited or foreign record: look at everything once
+            self._hash_index = {}
+            for s in self.slots:
+                self._hash_index.setdefault(s.hash, s)
+        s = self._hash_index.get(h)
+        return s.key if s is not None else None
+
+    def _tokens(self, text: str) -> int:
+        if self.count_tokens is None:
+            from .tokens import TiktokenCounter
+            self.count_tokens = TiktokenCounter()
+        return self.count_tokens(text)
+
+    # -- one generation --------------------------------------------------------------
+    def scan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], *, max_context: int,
+             character: Character | None = None, global_scan_data: Mapping[str, str] | None = None,
+             injects: Sequence[str] = (), authors_note: str | None = None, trigger: str = "normal",
+             dry_run: bool = False, timed_effects: TimedEffects | Mapping[str, Any] | None = None,
+             forced: Iterable[tuple[str, int | str]] = (), cache: Any = None) -> STResult:
+        """Run one generation.
+
+        ``messages``: the whole chat, oldest first (``ChatMessage`` or mappings with
+        ``name`` and ``mes``/``text``). ``global_scan_data``: texts entries may opt in to
+        (keys of ``lorescan.matching.SOURCE_NAMES``). ``injects``: scanned extension
+        prompts in order (Author's Note first when it is scanned). ``authors_note``: the
+        note's text when it is inserted this turn (None: AN entries are dropped).
+        ``timed_effects``: the state returned by the previous turn (not changed).
+        ``forced``: (book name, uid) pairs activated for this scan only. ``cache``: a
+        caller-owned ``ChatScan`` so unchanged messages are not scanned again.
+        """
+        settings = self.settings
+        if isinstance(max_context, bool) or not isinstance(max_context, (int, float)) or max_context < 0:
+            raise SettingsError(f"max_context must be a non-negative number, got {max_context!r}",
+                                source="scan", field="max_context")
+        texts = self._message_texts(messages)
+        chat_length = len(texts)
+        newest_first = texts[::-1]
+        gsd = global_scan_data or {}
+        unknown = [k for k in gsd if k not in SOURCE_NAMES]
+        if unknown:
+            raise SettingsError(f"unknown global_scan_data key {unknown[0]!r}", source="scan",
+                                field="global_scan_data")
+        source_texts = tuple(gsd.get(name) or "" for name in SOURCE_NAMES)
+        budget = _budget(settings, max_context)
+        state = TimedEffects.from_json(timed_effects) if not isinstance(timed_effects, TimedEffects) \
+            else timed_effects.copy()
+        if dry_run:
+            active_sticky: set[str] = set()
+            active_cooldown: set[str] = set()
+        else:
+            def effect_of(key: str, kind: str) -> Any:
+                entry = self._by_key[key].entry
+                return entry.sticky if kind == "sticky" else entry.cooldown
+            active = evaluate(state, chat_length, self._find_by_hash, effect_of)
+            active_sticky, active_cooldown = active.sticky, active.cooldown
+        forced_keys = {EntryId(w, u).key for w, u in forced}
+        run = _Run(self, newest_first, source_texts, [i for i in injects], trigger, character, chat_length,
+                   budget, active_sticky, active_cooldown, forced_keys, cache)
+        if self.slots:
+            run.loop()
+        activated_slots = run.activated_order
+        if not dry_run:
+            for s in activated_slots:
+                e = s.entry
+                if js_truthy(e.sticky) and s.key not in state.sticky:
+                    state.sticky[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
+                if js_truthy(e.cooldown) and s.key not in state.cooldown:
+                    state.cooldown[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
+        placement = place_entries([(s.entry, run.contents.get(s.key, s.content)) for s in activated_slots],
+                                  authors_note=authors_note, post_process=self.post_process)
+        return STResult(
+            activated=[s.eid for s in activated_slots], placement=placement, budget=budget,
+            budget_overflowed=run.overflow, overflow_alert_shown=run.overflow and settings.overflow_alert,
+            timed_effects=state, loops=run.loops, _explain=run.explain)
+
+    @staticmethod
+    def _message_texts(messages: Sequence[ChatMessage | Mapping[str, Any]]) -> list[tuple[str, str]]:
+        out = []
+        for i, m in enumerate(messages):
+            if isinstance(m, ChatMessage):
+                out.append((m.name, m.text))
+                continue
+            if not isinstance(m, Mapping):
+                raise LorebookError(f"a message must be an object, got {type(m).__name__}",
+                                    source="messages", entry=i)
+            text = m.get("mes", m.get("text"))
+            name = m.get("name", "")
+            if not isinstance(text, str):
+                raise LorebookError("message text ('mes' or 'text') must be a string", source="messages",
+                                    entry=i, field="mes")
+            if not isinstance(name, str):
+                raise LorebookError("message name must be a string", source="messages", entry=i, field="name")
+            out.append((name, text))
+        return out
+
+
+class _Run:
+    """The state of one scan (SPEC 7.1-7.4)."""
+
+    def __init__(self, engine: STEngine, newest_first: list[tuple[str, str]], sources: tuple[str, ...],
+                 injects: list[str], trigger: str, character: Character | None, chat_length: int, budget: int,
+                 sticky: set[str], cooldown: set[str], forced: set[str], cache: Any) -> None:
+        self.e = engine
+        s = engine.settings
+        if s.include_names:
+            msgs = [f"{name}: {text}" for name, text in newest_first]
+        else:
+            msgs = [text for _, text in newest_first]
+        self.views = [ScanView(cb, msgs, sources, injects, cache=cache, substitute=engine.substitute,
+                               joined=True, regex_timeout=engine.regex_timeout) for cb in engine.compiled]
+        self.trigger = trigger
+        self.character = character
+        self.L = chat_length
+        self.budget = budget
+        self.sticky, self.cooldown, self.forced = sticky, cooldown, forced
+        self.activated: dict[str, _Slot] = {}
+        self.activated_order: list[_Slot] = []
+        self.failed: set[str] = set()
+        self.contents: dict[str, str] = {}
+        self.chunks = 0
+        self.budget_text_tokens = 0
+        self.budget_text = ""
+        self.overflow = False
+        self.loops: list[LoopRecord] = []
+        self.levels = list(engine._levels)
+        self.level = self.levels.pop(0) if self.levels else 0
+        self.skew = 0
+        self.state = INITIAL
+        self.notes: dict[str, Diagnostic] = {}
+        self.last_windows: dict[str, Window] = {}
+
+    # -- gates ---------------------------------------------------------------------------
+    def _note(self, slot: _Slot, outcome: str, reason: str, detail: str = "", loop: int | None = None,
+              key: str | None = None, window: Window | None = None) -> None:
+        d = Diagnostic(slot.eid, outcome, reason, detail, loop, key)
+        self.notes[slot.key] = d
+        if window is not None:
+            self.last_windows[slot.key] = window
+
+    def _window(self, slot: _Slot) -> Window:
+        depth = _effective_depth(slot.entry, self.e.settings.scan_depth + self.skew)
+        rec = self.chunks if self.state != MIN_ACTIVATIONS else 0
+        return Window(depth, slot.sources, rec)
+
+    def _static_gate(self, slot: _Slot) -> tuple[str, str] | None:
+        """Gates 1-6 (SPEC 6): the ones that do not depend on the loop."""
+        e = slot.entry
+        if e.disable:
+            return "disabled", "the entry is disabled"
+        if e.triggers and self.trigger not in e.triggers:
+            return "trigger", f"generation type {self.trigger!r} is not in {list(e.triggers)}"
+        is_exclude, names, tags = e.character_filter
+        if names:
+            included = self.character is not None and self.character.filter_id in names
+            if is_exclude == included:
+                return "character_filter", ("character is excluded" if is_exclude
+                                            else "character is not in the filter's names")
+        if tags and self.character is not None:
+            ctags = self.character.tags or ()
+            hit = any(t in ctags for t in tags)
+            if is_exclude == hit:
+                return "tag_filter", ("a character tag is excluded" if is_exclude
+                                      else "no character tag is in the filter")
+        if js_truthy(e.delay) and self.L < e.delay:
+            return "delay", f"chat has {self.L} messages, delay is {e.delay}"
+        if slot.key in self.cooldown and slot.key not in self.sticky:
+            return "cooldown", "on cooldown"
+        return None
+
+    def _gate(self, slot: _Slot, loop: int) -> tuple[bool, str, str, str | None, Window | None]:
+        """SPEC 6 for one entry: (activate, reason, detail, matched key, window)."""
+        static = self._static_gate(slot)
+        if static is not None:
+            return False, static[0], static[1], None, None
+        e = slot.entry
+        sticky = slot.key in self.sticky
+        dur = e.delay_until_recursion
+        if dur and not sticky:
+            if self.state != RECURSION:
+                return False, "delay_until_recursion", f"waits for recursion level {dur:g}", None, None
+            if dur > self.level:
+                return False, "delay_until_recursion", (f"waits for recursion level {dur:g} "
+                                                         f"(current level {self.level:g})"), None, None
+        if self.state == RECURSION and self.e.settings.recursive and e.exclude_recursion and not sticky:
+            return False, "exclude_recursion", "cannot be activated by recursion", None, None
+        if slot.activate:
+            return True, "decorator", "@@activate", None, None
+        if slot.dont_activate:
+            return False, "dont_activate", "@@dont_activate", None, None
+        if slot.key in self.forced:
+            return True, "forced", "activated by the caller for this scan", None, None
+        if e.constant:
+            return True, "constant", "constant entry", None, None
+        if sticky:
+            return True, "sticky", "sticky effect is active", None, None
+        if not slot.has_keys:
+            return False, "no_keys", "the entry has no primary keys", None, None
+        window = self._window(slot)
+        m = self.views[slot.book].match_entry(slot.index, window)
+        if m.primary is None:
+            detail = "no primary key matched"
+            if m.timed_out:
+                detail += f" (regex key(s) timed out: {', '.join(m.timed_out)})"
+            return False, "no_key_match", detail, None, window
+        key = e.key[m.primary]
+        if e.selective and e.keysecondary:
+            logic = e.selective_logic if e.selective_logic is not None else 0
+            sec = m.secondary
+            if logic == 0:
+                ok, why = any(sec), "AND ANY: no secondary key matched"
+            elif logic == 1:
+                ok, why = not all(sec), "NOT ALL: every secondary key matched"
+            elif logic == 2:
+                ok, why = not any(sec), "NOT ANY: a secondary key matched"
+            elif logic == 3:
+                ok, why = all(sec), "AND ALL: not every secondary key matched"
+            else:
+                ok, why = False, f"unknown selective logic {logic!r}"
+            if not ok:
+                return False, "secondary_keys", why, key, window
+        return True, "key", f"primary key {key!r} matched", key, window
+
+    # -- the loop ---------------------------------------------------------------------
+    def _walk(self, loop: int) -> list[_Slot]:
+        e = self.e
+        max_depth = min(max(e.settings.scan_depth + self.skew, e._max_entry_depth), MAX_SCAN_DEPTH)
+        rec = self.chunks if self.state != MIN_ACTIVATIONS else 0
+        todo: list[_Slot] | None = []
+        for bi, view in enumerate(self.views):
+            cands = view.candidates(max_depth, rec)
+            if cands is None:
+                todo = None
+                break
+            slot_of = e._slot_of
+            todo.extend(slot_of[(bi, i)] for i in cands)
+        if todo is None:
+            walk: Iterable[_Slot] = e.slots
+        else:
+            extra = set(self.sticky) | self.forced
+            todo.extend(e._always)
+            todo.extend(e._by_key[k] for k in extra if k in e._by_key)
+            walk = sorted(set(todo), key=lambda s: s.gpos)
+        new: list[_Slot] = []
+        for slot in walk:
+            if slot.key in self.activated or slot.key in self.failed:
+                continue
+            ok, reason, detail, key, window = self._gate(slot, loop)
+            if ok:
+                new.append(slot)
+                self._note(slot, "activated", reason, detail, loop, key, window)
+            else:
+                self._note(slot, "not_activated", reason, detail, loop, key, window)
+        # sticky entries first, otherwise global order (stable)
+        new.sort(key=lambda s: 0 if s.key in self.sticky else 1)
+        return new
+
+    def loop(self) -> None:
+        e = self.e
+        settings = e.settings
+        loop = 0
+        while True:
+            if settings.max_recursion_steps and loop >= settings.max_recursion_steps:
+                break
+            loop += 1
+            new = self._walk(loop)
+            t0 = self.budget_text_tokens
+            pending = self._groups(new, loop)
+            admitted = self._admit(pending, t0, loop)
+            successful = [s for s in pending if s.key not in self.failed]
+            recursable = [s for s in successful if not s.entry.prevent_recursion]
+            nxt = NONE
+            if settings.recursive and not self.overflow and recursable:
+                nxt = RECURSION
+            if settings.recursive and not self.overflow and self.state == MIN_ACTIVATIONS and self.chunks:
+                nxt = RECURSION
+            if nxt == NONE and not self.overflow and settings.min_activations > 0 \
+                    and len(self.activated) < settings.min_activations:
+                d = settings.scan_depth + self.skew
+                mdm = settings.min_activations_depth_max
+                if not (mdm > 0 and d > mdm) and not (d > self.L):
+                    nxt = MIN_ACTIVATIONS
+                    self.skew += 1
+            if nxt == NONE and self.levels:
+                nxt = RECURSION
+                self.level = self.levels.pop(0)
+            self.loops.append(LoopRecord(self.state, nxt, tuple(s.eid for s in admitted)))
+            if nxt == NONE:
+                break
+            text = "\n".join(self.contents.get(s.key, s.content) for s in recursable)
+            if text:
+                for view in self.views:
+                    view.add_recursion_chunk(text)
+                self.chunks += 1
+                self.budget_text = text + "\n" + self.budget_text
+                self.budget_text_tokens = e._tokens(self.budget_text)
+            self.state = nxt
+        for slot in self.activated_order:
+            pass
+
+    # -- groups (SPEC 8) ------------------------------------------------------------------
+    def _groups(self, new: list[_Slot], loop: int) -> list[_Slot]:
+        quirks = self.e.quirks
+
+        def on_remove(removed: _Slot, asked: _Slot, reason: str) -> None:
+            if removed is asked:
+                self._note(removed, "not_activated", "group", reason, loop)
+            else:
+                self._note(removed, "not_activated", "group",
+                           f"removed in place of {asked.key!r}, which a group had already removed "
+                           "(SillyTavern quirk)", loop)
+
+        pending = PendingList(new, quirk=quirks, on_remove=on_remove)
+        groups: dict[str, list[_Slot]] = {}
+        for s in new:
+            for name in s.groups:
+                groups.setdefault(name, []).append(s)
+        if not groups:
+            return pending.items
+        names = js_key_order(list(groups))
+        has_sticky: set[str] = set()
+        # 8.2 timed-effect filter
+        for name in names:
+            members = groups[name]
+            if any(m.key in self.sticky for m in members):
+                has_sticky.add(name)
+                for m in members:
+                    if m.key not in self.sticky:
+                        pending.remove(m, f"group {name!r} has a sticky member")
+            for m in members:
+                if m.key in self.cooldown:
+                    pending.remove(m, f"on cooldown (group {name!r})")
+                elif js_truthy(m.entry.delay) and self.L < m.entry.delay:
+                    pending.remove(m, f"delayed (group {name!r})")
+        # 8.3 group scoring
+        g_scoring = self.e.settings.use_group_scoring
+        for name in names:
+            members = groups[name]
+            if name in has_sticky:
+                continue
+            if not g_scoring and not any(m.entry.use_group_scoring for m in members):
+                continue
+            scores = [self._score(m) for m in members]
+            best = max(scores) if scores else 0
+            kept = []
+            for m, sc in zip(members, scores):
+                flag = m.entry.use_group_scoring if m.entry.use_group_scoring is not None else g_scoring
+                if flag and sc < best:
+                    pending.remove(m, f"group {name!r}: score {sc} is below the best score {best}")
+                else:
+                    kept.append(m)
+            groups[name] = kept
+        # 8.4 winners
+        for name in names:
+            members = groups[name]
+            if name in has_sticky:
+                continue
+            if self._group_already_activated(name):
+                for m in members:
+                    pending.remove(m, f"group {name!r} already has an entry activated in an earlier loop")
+                continue
+            if len(members) < 2:
+                continue
+            prio = [m for m in members if m.entry.group_override]
+            if prio:
+                winner = sorted(prio, key=lambda m: -m.entry.order if not math.isnan(m.entry.order) else 0.0)[0]
+                for m in members:
+                    if m is not winner:
+                        pending.remove(m, f"group {name!r}: {winner.key!r} is prioritized")
+                continue
+            total = sum(m.entry.group_weight for m in members)
+            roll = self.e.random() * total
+            acc = 0.0
+            winner = None
+            for m in members:
+                acc += m.entry.group_weight
+                if roll <= acc:
+                    winner = m
+                    break
+            if winner is None:
+                continue
+            for m in members:
+                if m is not winner:
+                    pending.remove(m, f"group {name!r}: lost the weighted roll to {winner.key!r}")
+        return pending.items
+
+    def _group_already_activated(self, name: str) -> bool:
+        if self.e.quirks:
+            return any(s.entry.group == name for s in self.activated_order)
+        return any(name in s.groups for s in self.activated_order)
+
+    def _score(self, slot: _Slot) -> int:
+        e = slot.entry
+        if not e.key:
+            return 0
+        p, sec = self.views[slot.book].score_entry(slot.index, self._window(slot))
+        if e.keysecondary:
+            logic = e.selective_logic
+            if logic == 0:
+                return p + sec
+            if logic == 3:
+                return p + sec if sec == len(e.keysecondary) else p
+        return p
+
+    # -- probability and budget (SPEC 9) ----------------------------------------------------
+    def _admit(self, pending: list[_Slot], t0: int, loop: int) -> list[_Slot]:
+        e = self.e
+        k = sum(1 for s in pending if s.entry.ignore_budget)
+        buf_parts: list[str] = []
+        counter = _ConcatCounter(e)
+        admitted: list[_Slot] = []
+        for i, s in enumerate(pending):
+            ent = s.entry
+            if ent.ignore_budget:
+                k -= 1
+            if self.overflow and not ent.ignore_budget:
+                if k > 0:
+                    self._note(s, "not_activated", "budget", "the budget was already used up", loop)
+                    continue
+                for rest in pending[i:]:
+                    if not rest.entry.ignore_budget or rest is s:
+                        self._note(rest, "not_activated", "budget", "the budget was already used up", loop)
+                break
+            if ent.use_probability and ent.probability != 100 and s.key not in self.sticky:
+                roll = e.random()
+                prob = ent.probability
+                if not (isinstance(prob, (int, float)) and roll * 100 <= prob):
+                    self.failed.add(s.key)
+                    self._note(s, "not_activated", "probability",
+                               f"roll {roll * 100:.4g} is above probability {prob!r}", loop)
+                    continue
+            content = s.content
+            if e.substitute is not None:
+                content = e.substitute(content)
+                self.contents[s.key] = content
+            total = t0 + counter.append(content + "\n")
+            if not ent.ignore_budget and total >= self.budget:
+                if not self.overflow:
+                    self.overflow = True
+                self._note(s, "not_activated", "budget",
+                           f"{total} tokens would reach the budget of {self.budget}", loop)
+                continue
+            self.activated[s.key] = s
+            self.activated_order.append(s)
+            admitted.append(s)
+        return admitted
+
+    # -- explanations ---------------------------------------------------------------------
+    def explain(self) -> dict[EntryId, Diagnostic]:
+        out: dict[EntryId, Diagnostic] = {}
+        for slot in self.e.slots:
+            d = self.notes.get(slot.key)
+            if d is None:
+                static = self._static_gate(slot)
+                if static is not None:
+                    d = Diagnostic(slot.eid, "not_activated", static[0], static[1])
+                elif not slot.has_keys:
+                    d = Diagnostic(slot.eid, "not_activated", "no_keys", "the entry has no primary keys")
+                else:
+                    d = Diagnostic(slot.eid, "not_activated", "no_key_match",
+                                   "no primary key occurs in the scanned text")
+            elif d.outcome == "activated" and slot.key not in self.activated:
+                d = Diagnostic(slot.eid, "not_activated", "not_reached", "matched, but the scan ended first",
+                               d.loop, d.key)
+            if d.key is not None and d.outcome == "activated":
+                window = self.last_windows.get(slot.key)
+                if window is not None:
+                    d.where = self._locate(slot, d.key, window)
+            out[slot.eid] = d
+        return out
+
+    def _locate(self, slot: _Slot, key: str, window: Window) -> str | None:
+        from .matching import match_plain_key
+        from .textrules import js_trim
+        view = self.views[slot.book]
+        e = slot.entry
+        cs = e.case_sensitive if e.case_sensitive is not None else self.e.match_options.case_sensitive
+        ww = e.match_whole_words if e.match_whole_words is not None else self.e.match_options.match_whole_words
+        k = js_trim(key)
+        depth = max(0, min(window.depth, len(view.segments)))
+        labels = [f"message {i} (newest = 0)" for i in range(depth)]
+        texts = list(view.segments[:depth])
+        for i, name in enumerate(SOURCE_NAMES):
+            if window.sources >> i & 1 and view.sources[i]:
+                labels.append(name)
+                texts.append(view.sources[i])
+        for i, t in enumerate(view.injects):
+            labels.append(f"inject {i}")
+            texts.append(t)
+        for i, t in enumerate(view.chunks[:window.recursion]):
+            labels.append(f"recursion text {i + 1}")
+            texts.append(t)
+        for label, text in zip(labels, texts):
+            if match_plain_key(text, k, case_sensitive=cs, whole_words=ww, options=self.e.match_options):
+                return label
+        return None
+
+
+class _ConcatCounter:
+    """Token count of the growing concatenation ``buf`` of one loop (SPEC 9.3)."""
+
+    def __init__(self, engine: STEngine) -> None:
+        self.engine = engine
+        self.buf: list[str] = []
+        self.total = 0
+        self.word_mode = engine.count_tokens is js_count_words
+
+    def append(self, text: str) -> int:
+        if self.word_mode:
+            # Pieces end with "\n" (whitespace), so the word count of the join is additive.
+            self.total += js_count_words(text)
+            return self.total
+        self.buf.append(text)
+        self.total = self.engine._tokens("".join(self.buf))
+        return self.total

@@ -1,0 +1,122 @@
+"""SillyTavern's entry fingerprint: cyrb53 over ``JSON.stringify`` of the runtime entry.
+
+SPEC 3.4 and Appendix B. Timed-effect records store it, so SillyTavern mode must
+reproduce it exactly: JavaScript number formatting, JSON string escaping (lone
+surrogates escaped, non-ASCII kept), and hashing over UTF-16 code units.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Mapping, Sequence
+
+__all__ = ["cyrb53", "js_json_stringify", "js_number_to_string", "entry_fingerprint"]
+
+_M32 = 0xFFFFFFFF
+
+
+def cyrb53(text: str, seed: int = 0) -> int:
+    """SillyTavern's ``getStringHash``: 53-bit cyrb53 over the UTF-16 code units of ``text``."""
+    h1 = (0xDEADBEEF ^ seed) & _M32
+    h2 = (0x41C6CE57 ^ seed) & _M32
+    for ch in text:
+        c = ord(ch)
+        if c > 0xFFFF:   # astral: two code units (a surrogate pair)
+            c -= 0x10000
+            for unit in (0xD800 + (c >> 10), 0xDC00 + (c & 0x3FF)):
+                h1 = ((h1 ^ unit) * 2654435761) & _M32
+                h2 = ((h2 ^ unit) * 1597334677) & _M32
+            continue
+        h1 = ((h1 ^ c) * 2654435761) & _M32
+        h2 = ((h2 ^ c) * 1597334677) & _M32
+    h1 = (((h1 ^ (h1 >> 16)) * 2246822507) & _M32) ^ (((h2 ^ (h2 >> 13)) * 3266489909) & _M32)
+    h2 = (((h2 ^ (h2 >> 16)) * 2246822507) & _M32) ^ (((h1 ^ (h1 >> 13)) * 3266489909) & _M32)
+    return 4294967296 * (h2 & 0x1FFFFF) + h1
+
+
+def js_number_to_string(x: float | int) -> str:
+    """``Number.prototype.toString()`` for a finite number (ECMAScript Number::toString)."""
+    if isinstance(x, bool):
+        raise TypeError("bool is not a number here")
+    if isinstance(x, int):
+        if abs(x) < 10**21:
+            return str(x)
+        x = float(x)
+    if not math.isfinite(x):
+        return "null"   # JSON.stringify writes NaN/Infinity as null
+    if x == 0:
+        return "0"
+    if x < 0:
+        return "-" + js_number_to_string(-x)
+    # Shortest round-trip digits from repr, then JS layout rules.
+    r = repr(x)
+    mant, _, exp = r.partition("e")
+    e = int(exp) if exp else 0
+    if "." in mant:
+        intpart, frac = mant.split(".")
+    else:
+        intpart, frac = mant, ""
+    digits = (intpart + frac).lstrip("0")
+    # decimal exponent n such that value = 0.d1d2... * 10^n
+    lead_zeros = len(intpart + frac) - len((intpart + frac).lstrip("0"))
+    n = len(intpart) + e - lead_zeros
+    digits = digits.rstrip("0") or "0"
+    k = len(digits)
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * (-n) + digits
+    sign = "+" if n - 1 >= 0 else "-"
+    if k == 1:
+        return f"{digits}e{sign}{abs(n - 1)}"
+    return f"{digits[0]}.{digits[1:]}e{sign}{abs(n - 1)}"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _js_string(s: str) -> str:
+    out = json.dumps(s, ensure_ascii=False)
+    if _LONE_SURROGATE.search(out):   # Python strs hold code points: any surrogate here is lone
+        out = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
+    return out
+
+
+def js_json_stringify(value: Any) -> str:
+    """``JSON.stringify(value)`` for JSON-shaped Python data (no whitespace, JS numbers)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _js_string(value)
+    if isinstance(value, (int, float)):
+        return js_number_to_string(value)
+    if isinstance(value, Mapping):
+        return "{" + ",".join(_js_string(str(k)) + ":" + js_json_stringify(v) for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(js_json_stringify(v) for v in value) + "]"
+    raise TypeError(f"not JSON data: {type(value).__name__}")
+
+
+def entry_fingerprint(fields: Mapping[str, Any], *, uid: Any, world: str, content: str,
+                      decorators: Sequence[str]) -> int:
+    """The hash SillyTavern stores in timed-effect records for one entry (SPEC 3.4).
+
+    The serialised object is ``uid``, ``world``, then the entry's other fields in order
+    with ``content`` replaced by the decorator-stripped text, then ``decorators``.
+    """
+    obj: dict[str, Any] = {"uid": uid, "world": world}
+    for k, v in fields.items():
+        if k in ("uid", "world", "decorators"):
+            continue
+        obj[k] = content if k == "content" else v
+    if "content" not in obj:
+        obj["content"] = content
+    obj["decorators"] = list(decorators)
+    return cyrb53(js_json_stringify(obj))

@@ -1,0 +1,128 @@
+"""Sticky and cooldown effects across turns (SPEC 10), in SillyTavern's own JSON shape.
+
+The state is a plain value: ``{"sticky": {"<book>.<uid>": {"hash", "start", "end",
+"protected"}}, "cooldown": {...}}``. A platform stores it next to the chat and passes it
+back on the next turn; the engine never changes the caller's object.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .errors import LorebookError
+
+__all__ = ["TimedEffects", "EffectRecord"]
+
+
+@dataclass(slots=True)
+class EffectRecord:
+    """One running effect: recorded at chat length ``start``, current while length < ``end``."""
+
+    hash: int
+    start: int
+    end: int
+    protected: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hash": self.hash, "start": self.start, "end": self.end, "protected": self.protected}
+
+
+@dataclass(slots=True)
+class TimedEffects:
+    """The timed-effects record of one chat (SillyTavern's ``timedWorldInfo``)."""
+
+    sticky: dict[str, EffectRecord] = field(default_factory=dict)
+    cooldown: dict[str, EffectRecord] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None, *, source: str = "timed_effects") -> "TimedEffects":
+        """Parse the JSON shape (``None`` or ``{}`` = no effects). Bad records raise LorebookError."""
+        if data is None:
+            return cls()
+        if isinstance(data, TimedEffects):
+            return data.copy()
+        if not isinstance(data, Mapping):
+            raise LorebookError(f"expected an object, got {type(data).__name__}", source=source)
+        out = cls()
+        for kind in ("sticky", "cooldown"):
+            records = data.get(kind) or {}
+            if not isinstance(records, Mapping):
+                raise LorebookError("expected an object", source=source, field=kind)
+            for key, rec in records.items():
+                if not isinstance(rec, Mapping):
+                    raise LorebookError("expected an object", source=source, entry=key, field=kind)
+                try:
+                    r = EffectRecord(int(rec["hash"]), _num(rec["start"]), _num(rec["end"]),
+                                     bool(rec.get("protected", False)))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise LorebookError(f"bad effect record: {exc}", source=source, entry=key,
+                                        field=kind) from exc
+                getattr(out, kind)[str(key)] = r
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape SillyTavern stores."""
+        return {"sticky": {k: r.to_json() for k, r in self.sticky.items()},
+                "cooldown": {k: r.to_json() for k, r in self.cooldown.items()}}
+
+    def copy(self) -> "TimedEffects":
+        return TimedEffects({k: copy.copy(r) for k, r in self.sticky.items()},
+                            {k: copy.copy(r) for k, r in self.cooldown.items()})
+
+
+def _num(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"expected a number, got {v!r}")
+    return int(v) if float(v).is_integer() else v  # type: ignore[return-value]
+
+
+@dataclass(slots=True)
+class ActiveEffects:
+    """What the evaluation at scan start found: entry ids currently sticky / on cooldown."""
+
+    sticky: set[str]
+    cooldown: set[str]
+
+
+def evaluate(state: TimedEffects, chat_length: int, find_entry: Callable[[int], Any],
+             has_effect: Callable[[Any, str], Any]) -> ActiveEffects:
+    """SPEC 10.2, applied to ``state`` in place (the caller passes a copy).
+
+    ``find_entry(hash)`` returns the id (``"<book>.<uid>"``) of an entry with that
+    fingerprint or None; ``has_effect(entry_id, kind)`` returns its sticky/cooldown value.
+    The active sets hold entry ids.
+    """
+    active = ActiveEffects(set(), set())
+    for kind in ("sticky", "cooldown"):
+        records: dict[str, EffectRecord] = getattr(state, kind)
+        for key in list(records):
+            rec = records.get(key)
+            if rec is None:
+                continue
+            if chat_length <= rec.start and not rec.protected:
+                del records[key]
+                continue
+            entry = find_entry(rec.hash)
+            if entry is None:
+                if chat_length >= rec.end:
+                    del records[key]
+                continue
+            if not _truthy(has_effect(entry, kind)):
+                del records[key]
+                continue
+            if chat_length >= rec.end:
+                del records[key]
+                if kind == "sticky":
+                    cd = has_effect(entry, "cooldown")
+                    if _truthy(cd):
+                        state.cooldown[key] = EffectRecord(rec.hash, chat_length, chat_length + cd, True)
+                        active.cooldown.add(entry)
+                continue
+            getattr(active, kind).add(entry)
+    return active
+
+
+def _truthy(v: Any) -> bool:
+    from .model import js_truthy
+    return js_truthy(v)
