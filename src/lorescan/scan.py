@@ -117,7 +117,7 @@ class Diagnostic:
     where: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass
 class STResult:
     """Everything one SillyTavern-mode generation produces (SPEC 0.5 and 11)."""
 
