@@ -23,6 +23,11 @@ def _array_index(key: str) -> int | None:
     return None
 
 
+def _same(a: Any, b: Any) -> bool:
+    from ._mapping import json_equal
+    return json_equal(a, b)
+
+
 def st_key_order(keys: list[str]) -> list[str]:
     """JS object key order: canonical integer keys ascending, then the others in file order."""
     ints = sorted((k for k in keys if _array_index(k) is not None), key=lambda k: int(k))
@@ -53,6 +58,7 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
     by_key = dict(pairs)
     entries: list[Entry] = []
     seen: dict[Any, str] = {}
+    normalised: dict[Any, dict[str, tuple[Any, Any]]] = {}
     for k in keys_in_order:
         raw = by_key[k]
         if not isinstance(raw, Mapping):
@@ -65,6 +71,11 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
                                 source=source, entry=entry.uid, field="uid")
         seen[entry.uid] = k
         entries.append(entry)
+        # values the model normalised on reading (a null characterFilter): restore on write
+        changed = {f: (raw[f], entry.fields[f]) for f in raw
+                   if f in entry.fields and entry.fields[f] is not raw[f] and not _same(raw[f], entry.fields[f])}
+        if changed:
+            normalised[entry.uid] = changed
     if name is None:
         own = data.get("name")
         if isinstance(own, str) and own:
@@ -73,24 +84,63 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
             import os
             name = os.path.splitext(os.path.basename(source))[0] if source != "<memory>" else "book"
     others = {k: v for k, v in data.items() if k != "entries"}
+    from ._mapping import Origin
+    origin = Origin(document=None, order=tuple(k for k, _ in pairs),
+                    extra={"key_by_uid": {e.uid: seen[e.uid] for e in entries},
+                           "entries_list": isinstance(raw_entries, list), "top_keys": tuple(data),
+                           "normalised": normalised})
     return Lorebook(name=name, entries=tuple(entries), fields=MappingProxyType(others),
-                    entry_keys=tuple(k for k, _ in pairs), source=source, format="sillytavern")
+                    entry_keys=tuple(k for k, _ in pairs), source=source, format="sillytavern",
+                    origin=origin)
 
 
-def write_world(book: Lorebook, *, include_filled: bool = False) -> dict[str, Any]:
-    """The book as SillyTavern world JSON data (entries under their original keys)."""
-    by_uid_key: dict[str, Entry] = {}
-    keys = list(book.entry_keys) or [str(e.uid) for e in book.entries]
-    if len(keys) != len(book.entries):
-        keys = [str(e.uid) for e in book.entries]
-    # entry_keys is in file order; entries are in visiting order: map them by sorted position.
-    visiting = st_key_order(keys) if book.entry_keys else keys
-    for k, e in zip(visiting, book.entries):
-        by_uid_key[k] = e
-    out: dict[str, Any] = {"entries": {k: by_uid_key[k].to_dict(include_filled=include_filled) for k in keys}}
+def write_world(book: Lorebook, *, include_filled: bool | None = None) -> dict[str, Any]:
+    """The book as SillyTavern world JSON data.
+
+    A book read from a world file is written under its original entry keys, in file order,
+    with its other top-level fields. ``include_filled`` (default: only for books read from
+    another format) also writes the editor defaults the reader filled in, as SillyTavern does
+    on import. Use :func:`lorescan.formats.convert` to also get the report of what a book
+    from another format loses on the way.
+    """
+    from ._mapping import Origin
+    if include_filled is None:
+        include_filled = book.format not in ("sillytavern", "kobold")
+    origin = book.origin if isinstance(book.origin, Origin) and book.format in ("sillytavern", "kobold") else None
+    key_by_uid = dict(origin.extra.get("key_by_uid", {})) if origin else {}
+    used = set(key_by_uid.values())
+    file_pos = {k: i for i, k in enumerate(origin.order)} if origin else {}
+    rows: list[tuple[float, int, str, Entry]] = []
+    for n, e in enumerate(book.entries):
+        k = key_by_uid.get(e.uid)
+        if k is None:
+            k = str(e.uid)
+            while k in used:
+                k = f"{k}_"
+            used.add(k)
+        rows.append((file_pos.get(k, len(file_pos) + n), n, k, e))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    as_list = bool(origin and origin.extra.get("entries_list"))
+    normalised = origin.extra.get("normalised", {}) if origin else {}
+
+    def as_written(e: Entry) -> dict[str, Any]:
+        d = e.to_dict(include_filled=include_filled)
+        for f, (raw, read) in normalised.get(e.uid, {}).items():
+            if f in d and _same(d[f], read):
+                d[f] = raw
+        return d
+    entries: Any = ([as_written(e) for _, _, _, e in rows] if as_list else
+                    {k: as_written(e) for _, _, k, e in rows})
+    out: dict[str, Any] = {}
+    top = origin.extra.get("top_keys", ()) if origin else ()
+    for k in top:                       # the file's own top-level order
+        if k == "entries":
+            out["entries"] = entries
+        elif k in book.fields:
+            out[k] = book.fields[k]
+    out.setdefault("entries", entries)
     for k, v in book.fields.items():
-        out[k] = v
-    # keep the file's own top-level order when 'entries' was not first
+        out.setdefault(k, v)
     return out
 
 

@@ -1,0 +1,113 @@
+"""Reading any lorebook file: format detection from the content, never from the file name."""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from ..errors import FormatError
+from ..model import Lorebook
+from ._safety import DEFAULT_LIMITS, Limits, parse_json
+
+__all__ = ["load", "load_data", "detect_format", "read_bytes"]
+
+
+def detect_format(doc: Any) -> str:
+    """The format name of parsed JSON ``doc`` (see :func:`load`); FormatError-free: "unknown"."""
+    if isinstance(doc, list):
+        return "entry_list"
+    if not isinstance(doc, Mapping):
+        return "unknown"
+    if doc.get("spec") == "lorebook_v3":
+        return "lorebook_v3"
+    if doc.get("spec") in ("chara_card_v2", "chara_card_v3") or (
+            isinstance(doc.get("data"), Mapping) and "character_book" in doc["data"]):
+        return "ccv3" if doc.get("spec") == "chara_card_v3" else "ccv2"
+    if "lorebookVersion" in doc:
+        return "novelai"
+    content = doc.get("content")
+    if "storyContainerVersion" in doc or (isinstance(content, Mapping) and "lorebook" in content):
+        return "novelai_story"
+    if doc.get("kind") == "memory":
+        return "agnai"
+    if doc.get("type") == "risu":
+        return "risu"
+    entries = doc.get("entries")
+    if isinstance(entries, list):
+        from .card import is_cc_entry_list
+        return "character_book" if is_cc_entry_list(entries) else "sillytavern"
+    if isinstance(entries, Mapping):
+        if "folders" in doc or any(isinstance(e, Mapping) and ("wpp" in e or "manual_text" in e)
+                                   for e in entries.values()):
+            return "kobold"
+        return "sillytavern"
+    if isinstance(doc.get("data"), Mapping) and isinstance(doc.get("spec"), str):
+        return "ccv2"
+    return "unknown"
+
+
+def load_data(doc: Any, *, source: str = "<memory>") -> Lorebook:
+    """A Lorebook from already-parsed JSON data of any supported format."""
+    from . import card, foreign, novelai, sillytavern
+    fmt = detect_format(doc)
+    if fmt == "sillytavern":
+        return sillytavern.read_world(doc, source=source)
+    if fmt in ("ccv2", "ccv3"):
+        return card.read_card(doc, source=source)
+    if fmt == "lorebook_v3":
+        return card.read_lorebook_v3(doc, source=source)
+    if fmt == "character_book":
+        return card.read_character_book(doc, source=source, fmt="character_book")
+    if fmt == "novelai":
+        return novelai.read_novelai(doc, source=source)
+    if fmt == "novelai_story":
+        return novelai.read_story(doc, source=source)
+    if fmt == "agnai":
+        return foreign.read_agnai(doc, source=source)
+    if fmt == "risu":
+        return foreign.read_risu(doc, source=source)
+    if fmt == "kobold":
+        return foreign.read_kobold(doc, source=source)
+    if fmt == "entry_list":
+        return foreign.read_entry_list(doc, source=source)
+    raise FormatError("not a lorebook: no format recognised (expected SillyTavern world JSON, a character "
+                      "card, lorebook_v3, NovelAI, Agnai, RisuAI or KoboldAI data)", source=source)
+
+
+def read_bytes(data: bytes, *, source: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> Lorebook:
+    """A Lorebook from file content: PNG card, CHARX zip, or JSON of any supported format."""
+    from .charx import is_zip, read_charx
+    from .png import is_png, read_png
+    if len(data) > limits.max_file_bytes:
+        raise FormatError(f"input is {len(data)} bytes, above the {limits.max_file_bytes}-byte limit",
+                          source=source)
+    if is_png(data):
+        return read_png(data, source=source, limits=limits)
+    if is_zip(data):
+        return read_charx(data, source=source, limits=limits)
+    return load_data(parse_json(data, source=source, limits=limits), source=source)
+
+
+def load(path_or_bytes: str | os.PathLike[str] | bytes, *, source: str | None = None,
+         limits: Limits = DEFAULT_LIMITS) -> Lorebook:
+    """Read a lorebook from a path or bytes, detecting the format from the content.
+
+    Formats: SillyTavern world JSON (current, legacy, chub hybrid, ``originalData``, entries
+    as a list), CCv2/CCv3 card JSON, ``lorebook_v3``, a bare ``character_book``, PNG cards
+    (``ccv3``/``chara`` in tEXt/zTXt/iTXt; NovelAI ``naidata``), CHARX, RisuAI, NovelAI
+    ``.lorebook`` and ``.story``, Agnai memory books, KoboldAI world info and bare entry
+    arrays. ``source`` names the input in errors (default: the path). Raises
+    :class:`~lorescan.errors.LorebookError` (or a subclass) for anything malformed.
+    """
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        return read_bytes(bytes(path_or_bytes), source=source or "<memory>", limits=limits)
+    path = os.fspath(path_or_bytes)
+    source = source or path
+    try:
+        size = os.path.getsize(path)
+        if size > limits.max_file_bytes:
+            raise FormatError(f"file is {size} bytes, above the {limits.max_file_bytes}-byte limit", source=source)
+        with open(path, "rb") as fh:
+            data = fh.read(limits.max_file_bytes + 1)
+    except OSError as exc:
+        raise FormatError(f"cannot read: {exc.strerror or exc}", source=source) from exc
+    return read_bytes(data, source=source, limits=limits)
