@@ -381,9 +381,13 @@ class STEngine:
         if isinstance(max_context, bool) or not isinstance(max_context, (int, float)) or max_context < 0:
             raise SettingsError(f"max_context must be a non-negative number, got {max_context!r}",
                                 source="scan", field="max_context")
-        texts = self._message_texts(messages)
-        chat_length = len(texts)
-        newest_first = texts[::-1]
+        chat_length = len(messages)
+        # Only the newest messages any window can reach are read, so a call costs the same
+        # for a 50-message and a 50,000-message chat (min activations may widen to the chat).
+        need = MAX_SCAN_DEPTH if settings.min_activations > 0 else min(
+            max(settings.scan_depth, self._max_entry_depth), MAX_SCAN_DEPTH)
+        first = max(0, chat_length - need)
+        newest_first = self._message_texts(messages[first:], first)[::-1]
         gsd = global_scan_data or {}
         unknown = [k for k in gsd if k not in SOURCE_NAMES]
         if unknown:
@@ -423,9 +427,9 @@ class STEngine:
             timed_effects=state, loops=run.loops, _explain=run.explain)
 
     @staticmethod
-    def _message_texts(messages: Sequence[ChatMessage | Mapping[str, Any]]) -> list[tuple[str, str]]:
+    def _message_texts(messages: Sequence[ChatMessage | Mapping[str, Any]], first: int) -> list[tuple[str, str]]:
         out = []
-        for i, m in enumerate(messages):
+        for i, m in enumerate(messages, first):
             if isinstance(m, ChatMessage):
                 out.append((m.name, m.text))
                 continue
