@@ -19,7 +19,7 @@ from .decorators import parse_st_decorators
 from .errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
 from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window
-from .model import Entry, Lorebook, MatchOptions, STSettings, js_truthy
+from .model import GENERATION_TRIGGERS, Entry, Lorebook, MatchOptions, STSettings, js_truthy
 from .place import Placement, place_entries
 from .sthash import entry_fingerprint
 from .textrules import js_count_words
@@ -378,6 +378,10 @@ class STEngine:
         caller-owned ``ChatScan`` so unchanged messages are not scanned again.
         """
         settings = self.settings
+        if not isinstance(trigger, str):
+            raise SettingsError(f"trigger must be a string, got {trigger!r}", source="scan", field="trigger")
+        if trigger not in GENERATION_TRIGGERS:
+            trigger = "normal"    # SillyTavern reports any other generation type as "normal" (SPEC 2.4)
         if isinstance(max_context, bool) or not isinstance(max_context, (int, float)) or max_context < 0:
             raise SettingsError(f"max_context must be a non-negative number, got {max_context!r}",
                                 source="scan", field="max_context")
