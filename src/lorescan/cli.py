@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LorebookError as exc:
         print(f"lorescan: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:       # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

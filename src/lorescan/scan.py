@@ -846,10 +846,18 @@ class _Run:
         for i, t in enumerate(view.chunks[:window.recursion]):
             labels.append(f"recursion text {i + 1}")
             texts.append(t)
+        from .jsregex import RegexTimeout, compile_js_regex, parse_regex_key
+        parsed = parse_regex_key(k)
         for label, text in zip(labels, texts):
-            if match_plain_key(text, k, case_sensitive=cs, whole_words=ww, options=self.e.match_options):
+            if parsed is not None:
+                try:
+                    if compile_js_regex(*parsed).search(text, timeout=self.e.regex_timeout):
+                        return label
+                except RegexTimeout:
+                    return None
+            elif match_plain_key(text, k, case_sensitive=cs, whole_words=ww, options=self.e.match_options):
                 return label
-        return None
+        return None   # e.g. a regex that only matches across two texts
 
 
 class _ConcatCounter:
