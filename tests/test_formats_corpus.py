@@ -64,11 +64,18 @@ def _without_mapped_ext(name, value):
     return value
 
 
-@pytest.mark.parametrize("path", ST_BOOKS, ids=_ids(ST_BOOKS))
+# Two files under books/ are not SillyTavern worlds (a top-level array, a CC-style list);
+# they are covered by the same-format round trip above, not by this ST-specific check.
+ST_WORLDS = [p for p in ST_BOOKS if load(p).format == "sillytavern"]
+
+
+def test_most_corpus_books_are_sillytavern_worlds():
+    assert len(ST_WORLDS) >= len(ST_BOOKS) - 2
+
+
+@pytest.mark.parametrize("path", ST_WORLDS, ids=_ids(ST_WORLDS))
 def test_st_to_ccv3_to_st_keeps_every_field_ccv3_can_express_and_reports_the_rest(path):
     book = load(path)
-    if book.format != "sillytavern":
-        pytest.skip("not a SillyTavern world")
     card, report = convert(book, "ccv3")
     back_data, _ = convert(load_data(card), "sillytavern")
     back = load_data(back_data)
