@@ -23,12 +23,10 @@ Known approximations (everything else is intended to be exact and is checked aga
 * ``\\p{Changes_When_NFKC_Casefolded}`` is computed from ``unicodedata`` NFKC + casefold.
 * Script names in ``\\p{Script=...}``/``\\p{scx=...}`` are checked for JS's exact spelling by shape
   (``Latin``, ``Latn``, ``Old_Italic``, ``SignWriting``), then looked up by ``regex``.
-* Case-insensitive *backreferences* compare with ``regex``'s simple case folding, not JS's
-  non-``u`` toUpperCase canonicalisation (differs only for characters such as U+017F, U+212A,
-  U+1E9E, U+0130/U+0131).
 * Captures made inside a lookbehind are taken left-to-right (JS matches lookbehinds right-to-left);
   this is only observable through a backreference to such a group.
-* Quantifier bounds above 4294967294 are clamped to it (``regex``'s limit).
+* Quantifier bounds above 10,000,000 are clamped (a larger min) or unbounded (a larger max):
+  ``regex`` hangs compiling bigger counts. Only texts that long, or empty-matching atoms, differ.
 """
 from __future__ import annotations
 
@@ -56,7 +54,7 @@ class RegexTimeout(Exception):
 # ---------------------------------------------------------------------------------------------
 
 _MAX_CP = 0x10FFFF
-_REGEX_MAX_REPEAT = 4294967294             # regex: "repeat count too big" above this
+_REGEX_MAX_REPEAT = 10_000_000           # larger bounds make regex hang at compile time
 _LINE_TERMINATORS = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))   # ES LineTerminator
 # ES WhiteSpace + LineTerminator (Appendix A): the set of \s.
 _JS_SPACE = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
@@ -130,6 +128,14 @@ def _case_classes(unicode_mode: bool) -> tuple[dict[int, tuple[int, ...]], tuple
         groups.setdefault(canon(cp), []).append(cp)
     classes = tuple(tuple(g) for g in groups.values() if len(g) > 1)
     return {cp: cls for cls in classes for cp in cls}, classes
+
+
+@functools.lru_cache(maxsize=2)
+def _canon_table(unicode_mode: bool) -> dict[int, int]:
+    """``str.translate`` table mapping each character to its Canonicalize value."""
+    canon = _canon_unicode if unicode_mode else _canon_legacy
+    members, _ = _case_classes(unicode_mode)
+    return {cp: canon(cp) for cp in members if canon(cp) != cp}
 
 
 @functools.lru_cache(maxsize=1)
@@ -260,6 +266,7 @@ class _Translator:
         # Annex B: a non-u pattern is reparsed with [+NamedCaptureGroups] iff it has a GroupName.
         self.named = bool(raw_names) or unicode_mode
         self.group_count = 0
+        self.open_groups: list[int] = []
         self.names: dict[str, int] = {}
         self.saw_backref = False
         self.pending_refs: list[str] = []
@@ -462,7 +469,9 @@ class _Translator:
             if name in self.names:
                 raise self.error("Duplicate capture group name")
             self.names[name] = number
+        self.open_groups.append(number)
         inner = self.disjunction()
+        self.open_groups.pop()
         if not self.eat(")"):
             raise self.error("Unterminated group")
         return f"(?P<g{number}>{inner})"
@@ -610,7 +619,8 @@ class _Translator:
         if value is not None:
             if name in ("General_Category", "gc") and value in _GENERAL_CATEGORIES:
                 return _CharSet(props=[f"\\{p}{{gc={value}}}"])
-            if name in ("Script", "sc", "Script_Extensions", "scx") and _SCRIPT_NAME_SHAPE.match(value):
+            if (name in ("Script", "sc", "Script_Extensions", "scx") and _SCRIPT_NAME_SHAPE.match(value)
+                    and value not in ("Katakana_Or_Hiragana", "Hrkt")):     # V8 rejects Hrkt
                 key = "sc" if name in ("Script", "sc") else "scx"
                 esc = f"\\{p}{{{key}={value}}}"
                 try:
@@ -652,12 +662,11 @@ class _Translator:
             self.pos += 1
             if not self.eat("<"):
                 raise self.error("Invalid named reference")
-            end = self.src.find(">", self.pos)
-            if end < 0:
-                raise self.error("Invalid named reference")
-            name = self.src[self.pos:end]
-            self.pos = end + 1
+            name = self.group_name()
             self.pending_refs.append(name)
+            self.saw_backref = True
+            if name in self.names and self.names[name] in self.open_groups:
+                return "(?:)"
             return f"\x00ref:{name}\x00"                 # resolved in _translate once names are known
         self.pos += 1
         cs = self.class_escape_set(ch)
@@ -668,8 +677,11 @@ class _Translator:
 
     def backref(self, number: int) -> str:
         self.saw_backref = True
-        ref = f"(?P=g{number})"
-        return f"(?i:{ref})" if self.i else ref
+        if number in self.open_groups:
+            # Inside its own group the capture is always undefined (unset before it closes, and
+            # reset by RepeatMatcher on each iteration), so the reference matches "".
+            return "(?:)"
+        return f"(?P=g{number})"
 
     # -- classes --------------------------------------------------------------------------------
     def class_atom(self) -> int | _CharSet:
@@ -793,8 +805,11 @@ def _check_flags(flags: str) -> None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _translate(pattern: str, flags: str) -> str:
-    """JS (pattern, flags) -> ``regex`` V0 pattern text. Raises JSRegexError."""
+def _translate(pattern: str, flags: str) -> tuple[str, bool]:
+    """JS (pattern, flags) -> (``regex`` V0 pattern text, whether texts must be canonicalised).
+
+    Raises JSRegexError.
+    """
     _check_flags(flags)
     unicode_mode = "u" in flags
     src = _join_surrogates(pattern) if unicode_mode else _split_astral(pattern)
@@ -802,19 +817,20 @@ def _translate(pattern: str, flags: str) -> str:
                    multiline="m" in flags)
     tr = _Translator(src, reset_groups=False, **options)
     out = tr.translate()
-    if tr.saw_backref or tr.pending_refs:
+    if tr.saw_backref:
         tr = _Translator(src, reset_groups=True, **options)
         out = tr.translate()
-        tr.saw_backref = True
     for name in set(tr.pending_refs):
-        ref = f"(?P=g{tr.names[name]})"
-        out = out.replace(f"\x00ref:{name}\x00", f"(?i:{ref})" if tr.i else ref)
-    return out
+        out = out.replace(f"\x00ref:{name}\x00", f"(?P=g{tr.names[name]})")
+    return out, tr.saw_backref and tr.i
 
 
-def _compile_translated(pattern: str, flags: str) -> regex.Pattern:
+def _compile_translated(pattern: str, flags: str) -> tuple[regex.Pattern, dict[int, int] | None]:
+    """The compiled pattern, and the Canonicalize table to apply to texts (or None)."""
+    text, canonical = _translate(pattern, flags)
+    table = _canon_table("u" in flags) if canonical else None
     try:
-        return regex.compile(_translate(pattern, flags), regex.V0)
+        return regex.compile(text, regex.V0), table
     except regex.error as exc:  # a translator bug, not a user error: say so loudly
         raise RuntimeError(f"lorescan.jsregex produced an invalid regex for /{pattern}/{flags}: {exc}") from exc
 
@@ -827,7 +843,8 @@ class JSRegex:
 
     __slots__ = ("source", "flags", "_compiled", "_sticky", "_unicode")
 
-    def __init__(self, source: str, flags: str, compiled: regex.Pattern | None = None) -> None:
+    def __init__(self, source: str, flags: str,
+                 compiled: tuple[regex.Pattern, dict[int, int] | None] | None = None) -> None:
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "flags", flags)
         object.__setattr__(self, "_compiled", compiled)
@@ -862,11 +879,16 @@ class JSRegex:
         if compiled is None:                            # unpickled: recompile (idempotent, race-safe)
             compiled = _compile_translated(self.source, self.flags)
             object.__setattr__(self, "_compiled", compiled)
+        pattern, canon_table = compiled
         text = _join_surrogates(text) if self._unicode else _split_astral(text)
+        if canon_table is not None:
+            # i + backreference: JS compares Canonicalize(ch) everywhere, so match the
+            # canonicalised text (sets are case-closed, so they accept the canonical chars).
+            text = text.translate(canon_table)
         try:
             if self._sticky:
-                return compiled.match(text, timeout=timeout) is not None
-            return compiled.search(text, timeout=timeout) is not None
+                return pattern.match(text, timeout=timeout) is not None
+            return pattern.search(text, timeout=timeout) is not None
         except TimeoutError as exc:
             raise RegexTimeout(f"regex /{self.source}/{self.flags} exceeded {timeout}s") from exc
 

@@ -1,0 +1,118 @@
+"""lorescan.jsregex against V8 (tests/data/jsregex/v8_cases.json, made by generate.mjs)."""
+from __future__ import annotations
+
+import json
+import pickle
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lorescan.jsregex import JSRegex, JSRegexError, RegexTimeout, compile_js_regex, parse_regex_key
+
+DATA = json.loads((Path(__file__).parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
+COMMON = DATA["common_texts"]
+
+
+def _case_id(case: dict) -> str:
+    return f"/{case['pattern']}/{case['flags']}".encode("unicode_escape").decode("ascii")[:60]
+
+
+@pytest.mark.parametrize("case", DATA["cases"], ids=_case_id)
+def test_v8_case_agrees(case):
+    if case["throws"] or "v" in case["flags"]:   # 'v' is deliberately unsupported (not a key flag)
+        with pytest.raises(JSRegexError):
+            compile_js_regex(case["pattern"], case["flags"])
+        return
+    compiled = compile_js_regex(case["pattern"], case["flags"])
+    texts = case["texts"] + COMMON
+    got = [compiled.search(t, timeout=2.0) for t in texts]
+    wrong = [(t, want) for t, g, want in zip(texts, got, case["results"]) if g != want]
+    assert not wrong, f"V8 disagrees on (text, V8 result): {wrong}"
+
+
+@pytest.mark.parametrize("case", DATA["keys"], ids=lambda c: c["key"].encode("unicode_escape").decode("ascii"))
+def test_v8_key_agrees(case):
+    parsed = parse_regex_key(case["key"])
+    assert parsed == (tuple(case["parsed"]) if case["parsed"] else None)
+    for text, want in zip(case["texts"], case["results"]):
+        got = compile_js_regex(*parsed).search(text) if parsed else case["key"] in text
+        assert got == want, text
+
+
+def test_fixture_is_large_enough():
+    assert len(DATA["cases"]) >= 400
+
+
+def test_escaped_backslash_before_slash_becomes_escaped_slash():
+    assert parse_regex_key("/a\\\\/b/") == ("a\\/b", "")
+    assert compile_js_regex("a\\/b", "").search("a/b")
+
+
+@pytest.mark.parametrize("key", ["/a/b/", "/[/", "/x/v", "/x/gg", "//", "/a/Z"])
+def test_malformed_keys_are_plain(key):
+    assert parse_regex_key(key) is None
+
+
+def test_catastrophic_backtracking_raises_regex_timeout():
+    # /(a+)+$/ itself is defused by the regex module's own guards (it returns False at once);
+    # these two still backtrack exponentially there, so they exercise the time limit.
+    for pattern in ("(a|a)+$", "(a|aa)+$"):
+        with pytest.raises(RegexTimeout):
+            compile_js_regex(pattern, "").search("a" * 40 + "b", timeout=0.05)
+
+
+def test_nested_plus_key_never_hangs():
+    try:
+        assert compile_js_regex("(a+)+$", "").search("a" * 40 + "b") is False
+    except RegexTimeout:
+        pass
+
+
+def test_compiled_regex_pickles_as_source_and_flags():
+    rx = compile_js_regex("(?<n>x)\\k<n>", "i")
+    back = pickle.loads(pickle.dumps(rx))
+    assert (back.source, back.flags) == ("(?<n>x)\\k<n>", "i")
+    assert back.search("xX") and not back.search("xy")
+
+
+def test_compiled_regex_is_immutable():
+    rx = compile_js_regex("a", "")
+    with pytest.raises(AttributeError):
+        rx.source = "b"  # type: ignore[misc]
+
+
+def test_compiled_regex_is_cached():
+    assert compile_js_regex("cache me", "i") is compile_js_regex("cache me", "i")
+
+
+def test_threads_agree_with_serial_loop():
+    rx = compile_js_regex("\\bdra+gon\\b", "i")
+    texts = [f"\x01the DRA{'A' * k}GON{'s' if k % 3 else ''}" for k in range(200)]
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(rx.search, texts)) == [rx.search(t) for t in texts]
+
+
+def test_errors_are_value_errors_with_a_reason():
+    with pytest.raises(ValueError, match="Nothing to repeat"):
+        compile_js_regex("a**", "")
+
+
+def test_jsregex_type_is_public():
+    assert isinstance(compile_js_regex("a", ""), JSRegex)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(key=st.text(alphabet=st.sampled_from(list("/\\()[]{}?*+|^$.-:<>=!kbBdDwWsSpPuxc0189aA_,gimsuyv😀\n\x01")) | st.characters(),
+                   max_size=14).map(lambda s: "/" + s),
+       text=st.text(max_size=20))
+def test_parse_and_search_never_raise_anything_but_timeout(key, text):
+    parsed = parse_regex_key(key)
+    if parsed is None:
+        return
+    try:
+        compile_js_regex(*parsed).search(text, timeout=0.05)
+    except RegexTimeout:
+        pass
