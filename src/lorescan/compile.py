@@ -1,27 +1,251 @@
 """Lorebook -> CompiledBook: everything a scan needs, built once and never changed.
 
-PLACEHOLDER SHAPE: the compiled matcher (one Aho-Corasick automaton over every key,
-content hits, key tables) is being built; the API below is what the engines use.
+Every plain key of every entry becomes a *key variant*: (matched text, case-sensitive?,
+needs word boundaries?), with the entry's overrides resolved against the MatchOptions. All
+variants of a book live in ONE pyahocorasick automaton whose words are the distinct matched
+texts (pattern ids); per pattern id, four tables give the variant id (vid) for each pass and
+class: case-sensitive variants are matched on the raw text, case-insensitive ones on its
+JS lowercase (SPEC 5.2.1, 13.2); whole-word variants are filtered by the word kernel.
+
+Keys that cannot be decided per text (SPEC 14.3) are *special* and are evaluated on the
+assembled haystack by ScanView: regex keys, keys holding U+0001, empty keys (a
+whitespace-only key after trimming), raw keys ending in "\\n" (score path only: they can
+span the "\\n" of the joiner), and macro keys (``{{``) when a substitution hook is given.
+
+Entry contents are static: their hit sets are computed here, so a recursion chunk built
+from contents costs a union, not a rescan (see ``CompiledBook.chunk_union_exact``).
 """
 from __future__ import annotations
 
+import uuid
+from array import array
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence, Union
 
+import ahocorasick
+
+from . import _kernels
+from ._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
+from .jsregex import parse_regex_key
 from .model import Entry, Lorebook, MatchOptions
+from .textrules import has_js_whitespace, js_lower, js_trim
 
-__all__ = ["CompiledBook", "compile_book"]
+__all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
+           "build_matcher"]
+
+EMPTY: frozenset[int] = frozenset()
+SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
+
+# A special key, evaluated on the haystack/texts by ScanView:
+#   ("re", pattern, flags, raw)   regex key (raw = the entry's key string, for timed_out)
+#   ("plain", text, cs, ww, raw)  plain key that cannot be decided per text
+#   ("macro", raw, cs, ww)        key with {{ under a substitution hook
+Special = tuple
+KeyRef = Union[int, Special]
+VariantSpec = tuple[str, bool, bool]     # (matched text, case-sensitive, bounded)
+
+
+def word_model(options: MatchOptions) -> int:
+    """The word-model code of the kernels for these options (SPEC 5.2, 16.1, 16.2)."""
+    if options.word_chars == "ascii":
+        return MODEL_ASCII
+    return MODEL_NOSPACE if options.nospace_scripts else MODEL_UNICODE
+
+
+def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str) -> VariantSpec | Special:
+    """A prepared key: its variant spec if it can be matched per text, else its special form."""
+    parsed = parse_regex_key(text)
+    if parsed is not None:
+        return ("re", parsed[0], parsed[1], raw)
+    if text == "" or "\x01" in text or text.endswith("\n"):
+        return ("plain", text, cs, ww, raw)
+    mt = text if cs else js_lower(text)
+    bounded = ww and not (options.multiword == "substring" and has_js_whitespace(mt))
+    return (mt, cs, bounded)
+
+
+
+class KeyMatcher:
+    """One automaton over a set of key variants; ``scan(text)`` gives the vids in ``text``.
+
+    Immutable after construction and safe to share between threads (the automaton is only
+    iterated). ``token`` identifies it in caller-owned hit caches.
+    """
+
+    __slots__ = ("token", "automaton", "tables", "model", "scan_raw", "scan_lower", "n_variants",
+                 "has_newline", "_table_bytes", "_hits")
+
+    def __init__(self, token: str, automaton: Any, table_bytes: tuple[bytes, ...], model: int,
+                 n_variants: int, has_newline: bool) -> None:
+        self.token = token
+        self.automaton = automaton
+        self._table_bytes = table_bytes
+        self.tables = tuple(memoryview(b).cast("i") for b in table_bytes)
+        self.model = model
+        self.n_variants = n_variants
+        self.has_newline = has_newline
+        self.scan_raw = any(v >= 0 for t in self.tables[1:3] for v in t)
+        self.scan_lower = any(v >= 0 for t in self.tables[3:5] for v in t)
+        self._hits = _kernels.hits
+
+    def __reduce__(self):
+        return (KeyMatcher, (self.token, self.automaton, self._table_bytes, self.model, self.n_variants,
+                             self.has_newline))
+
+    def scan(self, text: str) -> frozenset[int]:
+        """The set of vids occurring in ``text``."""
+        if self.automaton is None or not text:
+            return EMPTY
+        return self._hits.text_hits(text, self.automaton, self.tables, self.model, self.scan_raw, self.scan_lower)
+
+
+def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = None) -> KeyMatcher:
+    """A KeyMatcher whose vid i is ``specs[i]`` (specs must be distinct)."""
+    pids: dict[str, int] = {}
+    for mt, _cs, _b in specs:
+        if mt not in pids:
+            pids[mt] = len(pids)
+    n = len(pids)
+    lengths = [0] * n
+    cols = [[SKIP] * n for _ in range(4)]      # raw_free, raw_bound, low_free, low_bound
+    for vid, (mt, cs, bounded) in enumerate(specs):
+        pid = pids[mt]
+        lengths[pid] = len(mt)
+        cols[(0 if cs else 2) + (1 if bounded else 0)][pid] = vid
+    automaton = None
+    if n:
+        automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
+        for mt, pid in pids.items():
+            automaton.add_word(mt, pid)
+        automaton.make_automaton()
+    table_bytes = tuple(array("i", c).tobytes() for c in [lengths] + cols)
+    return KeyMatcher(token or uuid.uuid4().hex, automaton, table_bytes, model, len(specs),
+                      any("\n" in mt for mt in pids))
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPlan:
+    """How to decide one entry's keys: per key an int (vid, or SKIP) or a special tuple.
+
+    ``primary``: (key index, ref) for the activation path (substituted, trimmed keys);
+    ``secondary``: one ref per secondary key; ``score_*``: raw keys (SPEC 8.3). ``simple`` /
+    ``score_simple``: every ref is an int, so the window's hit set alone decides.
+    """
+
+    primary: tuple[tuple[int, KeyRef], ...]
+    secondary: tuple[KeyRef, ...]
+    simple: bool
+    score_primary: tuple[KeyRef, ...]
+    score_secondary: tuple[KeyRef, ...]
+    score_simple: bool
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CompiledBook:
-    """All a scan needs for one book. Immutable: share it across threads and processes."""
+    """All a scan needs for one book. Immutable: share it across threads and processes.
+
+    ``matcher``: the automaton and vid tables; ``plans`` / ``plans_sub``: per entry, without
+    and with a substitution hook; ``vid_entries[v]``: entries with primary variant ``v``;
+    ``always`` / ``always_sub``: entries whose primary keys need evaluation whatever the hits
+    (special keys); ``content_hits[i]``: vids in ``entries[i].content``;
+    ``chunk_union_exact``: no variant contains "\\n", so a "\\n"-join of contents hits exactly
+    the union of their hits; ``macro_keys``: distinct (raw, cs, ww) of macro keys.
+    """
 
     book: Lorebook
     entries: tuple[Entry, ...]
     options: MatchOptions
+    matcher: KeyMatcher
+    specs: tuple[VariantSpec, ...]
+    plans: tuple[EntryPlan, ...]
+    plans_sub: tuple[EntryPlan, ...]
+    vid_entries: tuple[tuple[int, ...], ...]
+    always: tuple[int, ...]
+    always_sub: tuple[int, ...]
+    content_hits: tuple[frozenset[int], ...]
+    chunk_union_exact: bool
+    macro_keys: tuple[tuple[str, bool, bool], ...]
+
+
+class _Builder:
+    def __init__(self, options: MatchOptions) -> None:
+        self.options = options
+        self.vids: dict[VariantSpec, int] = {}
+
+    def ref(self, text: str, cs: bool, ww: bool, raw: str) -> KeyRef:
+        spec = classify_key(text, cs, ww, self.options, raw)
+        if len(spec) != 3:
+            return spec
+        vid = self.vids.get(spec)       # type: ignore[arg-type]
+        if vid is None:
+            vid = self.vids[spec] = len(self.vids)    # type: ignore[index]
+        return vid
+
+    def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool) -> KeyRef:
+        # SPEC 5: substitute (if {{), skip if empty, trim; blank -> "" (match_all) or skipped.
+        if substitute and "{{" in raw:
+            return ("macro", raw, cs, ww)
+        if not raw:
+            return SKIP
+        key = js_trim(raw)
+        if key == "" and self.options.blank_keys == "ignore":
+            return SKIP
+        return self.ref(key, cs, ww, raw)
+
+
+def _plan(builder: _Builder, entry: Entry, substitute: bool) -> EntryPlan:
+    o = builder.options
+    cs = entry.case_sensitive if entry.case_sensitive is not None else o.case_sensitive
+    ww = entry.match_whole_words if entry.match_whole_words is not None else o.match_whole_words
+    primary = tuple((i, builder.activation_ref(k, cs, ww, substitute)) for i, k in enumerate(entry.key))
+    primary = tuple(p for p in primary if p[1] != SKIP)
+    secondary = tuple(builder.activation_ref(k, cs, ww, substitute) for k in entry.keysecondary)
+    score_p = tuple(builder.ref(k, cs, ww, k) for k in entry.key)
+    score_s = tuple(builder.ref(k, cs, ww, k) for k in entry.keysecondary)
+    simple = all(type(r) is int for _, r in primary) and all(type(r) is int for r in secondary)
+    score_simple = all(type(r) is int for r in score_p + score_s)
+    return EntryPlan(primary, secondary, simple, score_p, score_s, score_simple)
 
 
 def compile_book(book: Lorebook, options: MatchOptions = MatchOptions()) -> CompiledBook:
-    """Compile ``book`` for matching under ``options``."""
-    return CompiledBook(book=book, entries=tuple(book.entries), options=options)
+    """Compile ``book`` for matching under ``options``: one automaton, plans, content hits."""
+    entries = tuple(book.entries)
+    builder = _Builder(options)
+    plans: list[EntryPlan] = []
+    plans_sub: list[EntryPlan] = []
+    macro: dict[tuple[str, bool, bool], None] = {}
+    for entry in entries:
+        plan = _plan(builder, entry, False)
+        plans.append(plan)
+        if any("{{" in k for k in entry.key + entry.keysecondary):
+            sub = _plan(builder, entry, True)
+            for ref in [r for _, r in sub.primary] + list(sub.secondary):
+                if type(ref) is tuple and ref[0] == "macro":
+                    macro[ref[1:]] = None
+            plans_sub.append(sub)
+        else:
+            plans_sub.append(plan)
+    specs = tuple(builder.vids)
+    matcher = build_matcher(specs, word_model(options))
+    vid_sets: list[list[int]] = [[] for _ in specs]
+    always: list[int] = []
+    always_sub: list[int] = []
+    for i, (plan, sub) in enumerate(zip(plans, plans_sub)):
+        special = False
+        for _, ref in plan.primary:
+            if type(ref) is int:
+                if not vid_sets[ref] or vid_sets[ref][-1] != i:
+                    vid_sets[ref].append(i)
+            else:
+                special = True
+        if special:
+            always.append(i)
+        if special or any(type(ref) is not int for _, ref in sub.primary):
+            always_sub.append(i)
+    scan = matcher.scan
+    content_hits = tuple(scan(e.content) for e in entries)
+    return CompiledBook(
+        book=book, entries=entries, options=options, matcher=matcher, specs=specs,
+        plans=tuple(plans), plans_sub=tuple(plans_sub),
+        vid_entries=tuple(tuple(v) for v in vid_sets), always=tuple(always), always_sub=tuple(always_sub),
+        content_hits=content_hits, chunk_union_exact=not matcher.has_newline, macro_keys=tuple(macro))

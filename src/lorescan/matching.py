@@ -5,21 +5,25 @@ sources, injected prompts, and the recursion chunks added pass by pass) and answ
 one entry and one :class:`Window`, which of its keys occur in the haystack SPEC 4.2
 defines. Both SillyTavern mode and the lorebook-slot mode go through it.
 
-THIS FILE IS THE INTERFACE. The implementation below is the plain one (it builds each
-haystack string and tests every key); the compiled implementation replaces its insides
-without changing the API.
+THIS FILE IS THE INTERFACE. The implementation is the compiled one: key hits come from
+the book's automaton, per text, through the caller's ChatScan cache (SPEC 14); only
+special keys (regex, U+0001, blank, macro) look at the assembled haystack. The plain
+implementation it replaced lives on as the test oracle, tests/reference_matcher.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .model import Entry, MatchOptions
+from . import _kernels
+from .compile import EMPTY, SKIP, build_matcher, classify_key
+from .hitcache import ChatScan
+from .model import MatchOptions
 from .textrules import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
-    from .compile import CompiledBook
-    ChatScan = object
+    from .compile import CompiledBook, KeyMatcher
+    from .model import Entry
 
 __all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "EntryMatch", "ScanView", "match_plain_key"]
 
@@ -221,3 +225,273 @@ class ScanView:
         p = sum(self._key_hits(k, entry, window)[0] for k in entry.key)
         s = sum(self._key_hits(k, entry, window)[0] for k in entry.keysecondary)
         return p, s
+
+
+class CompiledScanView:
+    """The texts of one scan and the key hits on them (compiled implementation).
+
+    ``compiled``: the book (entry index = position in ``compiled.entries``; its
+    ``options`` are the plain-key rules); ``cache``: the caller-owned per-chat hit cache
+    (:class:`lorescan.hitcache.ChatScan`; without one, hits are cached for this view only);
+    ``messages``: message strings newest first, as scanned (``"Name: text"`` when names are
+    included), untrimmed; ``sources``: six strings in SOURCE_NAMES order ("" = absent);
+    ``injects``: scanned prompts in order; ``substitute``:
+    macro hook applied to keys containing ``{{``; ``joined``: True = SillyTavern's single
+    joined haystack (regex keys see U+0001 markers and can span texts); False = each text
+    is matched on its own (lorebook-slot mode).
+    """
+
+    def __init__(self, compiled: "CompiledBook", messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
+                 injects: Sequence[str] = (), *, cache: ChatScan | None = None,
+                 substitute: Callable[[str], str] | None = None, joined: bool = True,
+                 regex_timeout: float | None = 0.25) -> None:
+        self.compiled = compiled
+        self.entries = compiled.entries
+        self.options = compiled.options
+        self.substitute = substitute
+        self.joined = joined
+        self.regex_timeout = regex_timeout
+        self.sources = tuple(sources)
+        self.injects = tuple(injects)
+        self.chunks: list[str] = []
+        self._messages = messages
+        self._n_messages = min(len(messages), MAX_SCAN_DEPTH)
+        self._cache = cache if cache is not None else ChatScan(max_texts=1 << 20, max_bytes=1 << 40)
+        self._matcher = compiled.matcher
+        self._plans = compiled.plans if substitute is None else compiled.plans_sub
+        self._msg_hits: list[frozenset[int]] = []          # main-matcher hits per message, lazily
+        self._chunk_entries: list[tuple[int, ...] | None] = []
+        self._chunk_hits: list[frozenset[int]] = []        # main-matcher hits per chunk, lazily
+        self._by_window: dict[Window, frozenset[int]] = {}
+        self._bounds: dict[tuple[int, int, int], frozenset[int]] = {}
+        self._segments: list[str] | None = None
+        self._haystacks: dict[Window, str] = {}
+        self._special: dict[tuple, tuple[bool, bool]] = {}
+        self._side: tuple | None = None                   # (matcher, {(raw, cs, ww): ref})
+        self._side_windows: dict[Window, frozenset[int]] = {}
+
+    # -- texts -------------------------------------------------------------------------
+    @property
+    def segments(self) -> list[str]:
+        """Message segments as scanned (SPEC 4.1): trimmed, holes kept, trailing empties dropped."""
+        if self._segments is None:
+            msgs = list(self._messages[:MAX_SCAN_DEPTH])
+            last = max((i for i, m in enumerate(msgs) if m), default=-1)
+            self._segments = [js_trim(m) if m else "" for m in msgs[:last + 1]]
+        return self._segments
+
+    def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None) -> None:
+        """Append one recursion-buffer item (visible to windows with a larger ``recursion``).
+
+        ``entries``: optional indexes of the entries whose contents, joined with "\\n", make
+        up ``text``; when that holds, the chunk's hits are the union of the compile-time
+        content hits (no rescan). Otherwise (or when it does not hold) the text is scanned.
+        """
+        self.chunks.append(text)
+        self._chunk_entries.append(tuple(entries) if entries is not None else None)
+
+    def texts(self, window: Window) -> list[str]:
+        """The separate texts a window covers, in haystack order (empty if depth <= 0)."""
+        if window.depth <= 0:
+            return []
+        depth = min(int(window.depth), MAX_SCAN_DEPTH)
+        out = list(self.segments[:depth]) if self.segments[:depth] else [""]
+        for i, text in enumerate(self.sources):
+            if window.sources >> i & 1 and text:
+                out.append(text)
+        out.extend(self.injects)
+        if window.recursion:
+            out.extend(self.chunks[:window.recursion])
+        return out
+
+    def haystack(self, window: Window) -> str:
+        """The exact SillyTavern haystack of SPEC 4.2 for this window."""
+        hs = self._haystacks.get(window)
+        if hs is None:
+            texts = self.texts(window)
+            hs = MARKER + JOINER.join(texts) if texts else ""
+            self._haystacks[window] = hs
+        return hs
+
+    # -- hit sets ----------------------------------------------------------------------
+    def _message_hits(self, depth: int) -> list[frozenset[int]]:
+        have = self._msg_hits
+        if len(have) < depth:
+            lookup, matcher, msgs = self._cache.lookup, self._matcher, self._messages
+            for i in range(len(have), min(depth, self._n_messages)):
+                m = msgs[i]
+                have.append(lookup(matcher, js_trim(m)) if m else EMPTY)
+        return have[:depth]
+
+    def _chunk_hit_list(self) -> list[frozenset[int]]:
+        have = self._chunk_hits
+        compiled = self.compiled
+        for i in range(len(have), len(self.chunks)):
+            text, parts = self.chunks[i], self._chunk_entries[i]
+            if (parts is not None and compiled.chunk_union_exact
+                    and "\n".join([self.entries[j].content for j in parts]) == text):
+                content_hits = compiled.content_hits
+                have.append(_kernels.hits.window_union([content_hits[j] for j in parts]))
+            else:
+                have.append(self._cache.lookup(self._matcher, text))
+        return have
+
+    def _bounds_hits(self, depth: int, sources: int, recursion: int) -> frozenset[int]:
+        key = (depth, sources, recursion)
+        found = self._bounds.get(key)
+        if found is None:
+            parts = self._message_hits(depth)
+            lookup, matcher = self._cache.lookup, self._matcher
+            for i, text in enumerate(self.sources):
+                if sources >> i & 1 and text:
+                    parts.append(lookup(matcher, text))
+            for text in self.injects:
+                parts.append(lookup(matcher, text))
+            if recursion:
+                parts.extend(self._chunk_hit_list()[:recursion])
+            found = self._bounds[key] = _kernels.hits.window_union(parts)
+        return found
+
+    def window_hits(self, window: Window) -> frozenset[int]:
+        """The key-variant ids occurring in the window's texts (the union of their hit sets)."""
+        found = self._by_window.get(window)
+        if found is None:
+            if window.depth <= 0:
+                found = EMPTY
+            else:
+                found = self._bounds_hits(min(int(window.depth), MAX_SCAN_DEPTH), window.sources,
+                                          window.recursion)
+            self._by_window[window] = found
+        return found
+
+    # -- matching ----------------------------------------------------------------------
+    def candidates(self, max_depth: int, recursion: int) -> Sequence[int] | None:
+        """Entry indexes that can possibly match a key in any window up to these bounds.
+
+        Sorted; holds every entry with a primary key variant in the messages up to
+        ``max_depth``, any match source, the injects or the first ``recursion`` chunks, plus
+        the entries with special primary keys (regex, blank, U+0001, macro). Never None here.
+        """
+        always = self.compiled.always if self.substitute is None else self.compiled.always_sub
+        if max_depth <= 0:
+            return list(always)
+        hits = self._bounds_hits(min(int(max_depth), MAX_SCAN_DEPTH), 0b111111, recursion)
+        return _kernels.hits.entries_hit(hits, self.compiled.vid_entries, always)
+
+    def _eval_special(self, spec: tuple, window: Window) -> tuple[bool, bool]:
+        key = (spec, window)
+        found = self._special.get(key)
+        if found is not None:
+            return found
+        kind = spec[0]
+        texts: Sequence[str] = [self.haystack(window)] if self.joined else self.texts(window)
+        if kind == "re":
+            from .jsregex import RegexTimeout, compile_js_regex
+            rx = compile_js_regex(spec[1], spec[2])
+            try:
+                found = (any(rx.search(t, timeout=self.regex_timeout) for t in texts), False)
+            except RegexTimeout:
+                found = (False, True)
+        elif kind == "plain":
+            _, text, cs, ww, _raw = spec
+            found = (any(match_plain_key(t, text, case_sensitive=cs, whole_words=ww, options=self.options)
+                         for t in texts), False)
+        else:
+            found = self._eval_macro(spec, window)
+        self._special[key] = found
+        return found
+
+    def _side_state(self) -> tuple:
+        if self._side is None:
+            assert self.substitute is not None
+            refs: dict[tuple[str, bool, bool], object] = {}
+            specs: dict[tuple, int] = {}
+            for raw, cs, ww in self.compiled.macro_keys:
+                expanded = self.substitute(raw)
+                if not expanded:
+                    refs[(raw, cs, ww)] = SKIP
+                    continue
+                key = js_trim(expanded)
+                if key == "" and self.options.blank_keys == "ignore":
+                    refs[(raw, cs, ww)] = SKIP
+                    continue
+                spec = classify_key(key, cs, ww, self.options, raw)
+                if len(spec) == 3:
+                    refs[(raw, cs, ww)] = specs.setdefault(spec, len(specs))
+                else:
+                    refs[(raw, cs, ww)] = spec
+            spec_list = tuple(specs)
+            model = self._matcher.model
+            cache_key = (self._matcher.token, spec_list)
+            matcher = self._cache.side_matcher(
+                cache_key, lambda: build_matcher(spec_list, model))
+            self._side = (matcher, refs)
+        return self._side
+
+    def _side_hits(self, window: Window) -> frozenset[int]:
+        found = self._side_windows.get(window)
+        if found is None:
+            matcher = self._side_state()[0]
+            lookup = self._cache.lookup
+            found = _kernels.hits.window_union([lookup(matcher, t) for t in self.texts(window)])
+            self._side_windows[window] = found
+        return found
+
+    def _eval_macro(self, spec: tuple, window: Window) -> tuple[bool, bool]:
+        ref = self._side_state()[1][spec[1:]]
+        if type(ref) is int:
+            return (ref >= 0 and ref in self._side_hits(window)), False
+        return self._eval_special(ref, window)
+
+    def match_entry(self, index: int, window: Window) -> EntryMatch:
+        """Primary and secondary key results for entry ``index`` in ``window``."""
+        plan = self._plans[index]
+        hits = self._by_window.get(window)
+        if hits is None:
+            hits = self.window_hits(window)
+        primary = None
+        if plan.simple:
+            for i, ref in plan.primary:
+                if ref in hits:
+                    primary = i
+                    break
+            return EntryMatch(primary, tuple([ref in hits for ref in plan.secondary]))
+        timed_out: list[str] = []
+        for i, ref in plan.primary:
+            if type(ref) is int:
+                if ref in hits:
+                    primary = i
+                    break
+                continue
+            hit, to = self._eval_special(ref, window)
+            if to:
+                timed_out.append(ref[-1] if ref[0] != "macro" else ref[1])
+            if hit:
+                primary = i
+                break
+        secondary = []
+        for ref in plan.secondary:
+            if type(ref) is int:
+                secondary.append(ref in hits)
+                continue
+            hit, to = self._eval_special(ref, window)
+            if to:
+                timed_out.append(ref[-1] if ref[0] != "macro" else ref[1])
+            secondary.append(hit)
+        return EntryMatch(primary, tuple(secondary), tuple(timed_out))
+
+    def score_entry(self, index: int, window: Window) -> tuple[int, int]:
+        """Group-scoring counts (SPEC 8.3): matching primary and secondary keys, raw keys
+        (no substitution, no trimming, empty keys counted as matching text)."""
+        plan = self._plans[index]
+        hits = self.window_hits(window)
+        if plan.score_simple:
+            return (sum([ref in hits for ref in plan.score_primary]),
+                    sum([ref in hits for ref in plan.score_secondary]))
+        counts = []
+        for refs in (plan.score_primary, plan.score_secondary):
+            n = 0
+            for ref in refs:
+                n += (ref in hits) if type(ref) is int else self._eval_special(ref, window)[0]
+            counts.append(n)
+        return counts[0], counts[1]

@@ -1,0 +1,97 @@
+"""ChatScan: the caller-owned cache of per-text key hits (no module-level state).
+
+Each scanned string (a message as scanned, a match source, an inject, a recursion chunk)
+is scanned once per key matcher; its hit set (a frozenset of key-variant ids, never changed
+once stored) is reused by later turns and by other chats that use the same CompiledBook.
+Entries are keyed by (matcher token, text), so one ChatScan may serve several books.
+Memory is bounded: least recently used entries go first when the count or the estimated
+bytes exceed the limits.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from .compile import KeyMatcher
+
+__all__ = ["ChatScan"]
+
+_ENTRY_OVERHEAD = 160      # key tuple + OrderedDict node, roughly
+
+
+class ChatScan:
+    """A bounded LRU of text -> hit set, shared by the turns (and chats) that pass it in.
+
+    ``max_texts``: most cached strings; ``max_bytes``: estimated bytes of the cached strings
+    and hit sets. Safe to share between threads.
+    """
+
+    def __init__(self, *, max_texts: int = 200_000, max_bytes: int = 256 * 1024 * 1024) -> None:
+        if max_texts < 1 or max_bytes < 1:
+            raise ValueError("max_texts and max_bytes must be positive")
+        self.max_texts = max_texts
+        self.max_bytes = max_bytes
+        self._lru: OrderedDict[tuple[str, str], frozenset[int]] = OrderedDict()
+        self._sizes: dict[tuple[str, str], int] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._side: OrderedDict[object, object] = OrderedDict()
+        self.hit_count = 0
+        self.miss_count = 0
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated bytes held (strings, hit sets, bookkeeping)."""
+        return self._bytes
+
+    def clear(self) -> None:
+        """Drop every cached hit set."""
+        with self._lock:
+            self._lru.clear()
+            self._sizes.clear()
+            self._side.clear()
+            self._bytes = 0
+
+    def lookup(self, matcher: "KeyMatcher", text: str) -> frozenset[int]:
+        """The hit set of ``text`` under ``matcher``: cached, or scanned once and stored."""
+        key = (matcher.token, text)
+        found = self._lru.get(key)
+        if found is not None:
+            try:
+                self._lru.move_to_end(key)
+            except KeyError:          # evicted by another thread in between: still a valid value
+                pass
+            self.hit_count += 1
+            return found
+        value = matcher.scan(text)
+        self.miss_count += 1
+        size = sys.getsizeof(text) + sys.getsizeof(value) + _ENTRY_OVERHEAD
+        with self._lock:
+            if key not in self._lru:
+                self._lru[key] = value
+                self._sizes[key] = size
+                self._bytes += size
+                while len(self._lru) > self.max_texts or (self._bytes > self.max_bytes and len(self._lru) > 1):
+                    old, _ = self._lru.popitem(last=False)
+                    self._bytes -= self._sizes.pop(old)
+        return value
+
+    def side_matcher(self, key: object, build: Callable[[], object]) -> object:
+        """A small per-expansion matcher (macro keys, SPEC 14.1), built once per ``key``."""
+        with self._lock:
+            found = self._side.get(key)
+            if found is not None:
+                self._side.move_to_end(key)
+                return found
+        built = build()
+        with self._lock:
+            found = self._side.setdefault(key, built)
+            while len(self._side) > 64:
+                self._side.popitem(last=False)
+        return found
