@@ -1,0 +1,248 @@
+"""The pool of lorebook-slot mode: book settings and the platform view of each entry.
+
+Books arrive as :class:`~lorescan.model.Lorebook` values read from SillyTavern files
+(ST field names) or from Character Card books (CC names; the CCv3 reader maps them to
+ST names and keeps the originals). :func:`slot_entry_from` reads an entry's stored
+``fields`` under both spellings and derives what SPEC 15.3 uses; :class:`BookSettings`
+reads and clamps the book-level settings of SPEC 15.2.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import LorebookError, SettingsError
+from ..model import Entry, Lorebook, js_truthy
+from .decorators import ROLES, Decorators, parse_decorators
+
+__all__ = ["BookSettings", "SlotBook", "SlotEntry", "slot_entry_from", "ROLE_NUMBERS"]
+
+ROLE_NUMBERS = {0: "system", 1: "user", 2: "assistant"}
+
+# SPEC 15.2: ranges from the seed, defaults [decision].
+SCAN_DEPTH_RANGE = (0, 100)
+TOKEN_BUDGET_RANGE = (100, 32000)
+
+
+def _clamp(value: float, lo: int, hi: int) -> int:
+    return int(min(hi, max(lo, math.trunc(value))))
+
+
+@dataclass(frozen=True, slots=True)
+class BookSettings:
+    """A book's scan settings (SPEC 15.2). Out-of-range numbers are clamped into range.
+
+    ``scan_depth``: newest messages scanned, 0..100 (default 5); ``token_budget``: 100..32000
+    (default 800; the largest among the attached books applies); ``recursive_scanning``:
+    whether the contents of this book's activated entries are scanned again (default on).
+    Raises :class:`SettingsError` for a value of the wrong type.
+    """
+
+    scan_depth: int = 5
+    token_budget: int = 800
+    recursive_scanning: bool = True
+
+    def __post_init__(self) -> None:
+        for name, (lo, hi) in (("scan_depth", SCAN_DEPTH_RANGE), ("token_budget", TOKEN_BUDGET_RANGE)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+                raise SettingsError(f"expected a number, got {value!r}", source="book settings", field=name)
+            object.__setattr__(self, name, _clamp(value, lo, hi) if math.isfinite(value)
+                               else (hi if value > 0 else lo))
+        if not isinstance(self.recursive_scanning, bool):
+            raise SettingsError(f"expected true/false, got {self.recursive_scanning!r}",
+                                source="book settings", field="recursive_scanning")
+
+    @classmethod
+    def from_book(cls, book: Lorebook) -> "BookSettings":
+        """Settings stored in the book: CC names (``scan_depth``, ``token_budget``,
+        ``recursive_scanning``) or camelCase ones, at the top level or, for a SillyTavern
+        book imported from a card, inside ``originalData``. Missing ones take the defaults."""
+        places: list[Mapping[str, Any]] = [book.fields]
+        original = book.fields.get("originalData")
+        if isinstance(original, Mapping):
+            places.append(original)
+        found: dict[str, Any] = {}
+        for attr, names in (("scan_depth", ("scan_depth", "scanDepth")),
+                            ("token_budget", ("token_budget", "tokenBudget")),
+                            ("recursive_scanning", ("recursive_scanning", "recursiveScanning"))):
+            for place in places:
+                value = next((place[n] for n in names if place.get(n) is not None), None)
+                if value is not None:
+                    found[attr] = value
+                    break
+        try:
+            return cls(**found)
+        except SettingsError as exc:
+            raise SettingsError(exc.problem, source=book.source, field=exc.field) from None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotBook:
+    """One attached book: the book, the id that names it in the state, the roll and the log
+    (default: the book's name), and its settings (default: read from the book)."""
+
+    book: Lorebook
+    id: str | None = None
+    settings: BookSettings | None = None
+
+    def resolved(self) -> "SlotBook":
+        """A copy with ``id`` and ``settings`` filled in."""
+        return SlotBook(self.book, self.id if self.id is not None else self.book.name,
+                        self.settings if self.settings is not None else BookSettings.from_book(self.book))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SlotEntry:
+    """One entry of the pool as lorebook-slot mode sees it (SPEC 15.3 + decorators).
+
+    Values are *effective*: decorators applied (``order``, ``priority``, ``role``,
+    ``scan_depth``, ``whole_words``), defaults of SPEC 15.3 filled in. ``content`` is the
+    text after the decorator header, trimmed. ``stored_priority`` is the entry's own
+    ``priority`` field (None when absent: priority then defaults to the stored order).
+    ``use_regex``: True = every key must be ``/pattern/flags`` (CCv3); False = every key is
+    literal; None = the field is absent and keys are auto-detected as in SillyTavern.
+    """
+
+    pool_index: int
+    book_index: int
+    index: int
+    book_id: str
+    id: int | str
+    name: str
+    entry: Entry
+    keys: tuple[str, ...]
+    secondary_keys: tuple[str, ...]
+    content: str
+    decorators: Decorators
+    enabled: bool
+    constant: bool
+    selective: bool
+    case_sensitive: bool
+    whole_words: bool
+    use_regex: bool | None
+    order: float
+    priority: float
+    stored_priority: float | None
+    role: str
+    scan_depth: int
+    feeds_recursion: bool
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """Pool position (book index, entry index): the final tie-breaker everywhere."""
+        return (self.book_index, self.index)
+
+
+# -- reading fields under both spellings ------------------------------------------------
+
+def _stored(entry: Entry, name: str) -> bool:
+    return name in entry.fields and name not in entry.filled
+
+
+def _ext(entry: Entry) -> Mapping[str, Any]:
+    ext = entry.fields.get("extensions")
+    return ext if isinstance(ext, Mapping) else {}
+
+
+class _Reader:
+    def __init__(self, entry: Entry, source: str) -> None:
+        self.entry, self.source = entry, source
+
+    def fail(self, problem: str, name: str) -> LorebookError:
+        return LorebookError(problem, source=self.source, entry=self.entry.uid, field=name)
+
+    def first(self, *names: str, ext: tuple[str, ...] = ()) -> tuple[str | None, Any]:
+        """(field name, value) of the first stored, non-null field among the names."""
+        for name in names:
+            if _stored(self.entry, name) and self.entry.fields[name] is not None:
+                return name, self.entry.fields[name]
+        e = _ext(self.entry)
+        for name in ext:
+            if e.get(name) is not None:
+                return f"extensions.{name}", e[name]
+        return None, None
+
+    def keys(self, st_name: str, cc_name: str) -> tuple[str, ...]:
+        name, value = self.first(st_name, cc_name)
+        if value is None:
+            return ()
+        if isinstance(value, str):          # RisuAI / editor form: "a, b, c"
+            return tuple(k for k in (p.strip() for p in value.split(",")) if k)
+        if not isinstance(value, list):
+            raise self.fail(f"expected a list of keys, got {type(value).__name__}", name or st_name)
+        for i, k in enumerate(value):
+            if not isinstance(k, str):
+                raise self.fail(f"expected a string, got {type(k).__name__} {k!r:.40}", f"{name}[{i}]")
+        return tuple(value)
+
+    def number(self, *names: str, ext: tuple[str, ...] = ()) -> float | None:
+        name, value = self.first(*names, ext=ext)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.fail(f"expected a number, got {value!r:.40}", name or names[0])
+        return value
+
+    def flag(self, *names: str, ext: tuple[str, ...] = ()) -> bool | None:
+        _, value = self.first(*names, ext=ext)
+        return None if value is None else js_truthy(value)
+
+    def role(self) -> str:
+        name, value = self.first("role", ext=("role",))
+        if value is None:
+            return "system"
+        if isinstance(value, str) and value.strip().lower() in ROLES:
+            return value.strip().lower()
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value in ROLE_NUMBERS:
+            return ROLE_NUMBERS[int(value)]
+        raise self.fail(f"expected a role (system/user/assistant or 0/1/2), got {value!r:.40}",
+                        name or "role")
+
+
+def slot_entry_from(entry: Entry, *, pool_index: int, book_index: int, index: int, book: SlotBook,
+                    auto_regex: bool = False, user_icon: bool = False) -> SlotEntry:
+    """The lorebook-slot view of ``entry`` (the ``index``-th entry of ``book``).
+
+    Both spellings are read; where both are stored, the SillyTavern name wins (the CCv3
+    reader stores both with the same value). ``auto_regex`` ignores ``use_regex`` and
+    auto-detects regex keys as SillyTavern does. Raises :class:`LorebookError` naming the
+    entry and field for a value of the wrong type.
+    """
+    settings = book.settings or BookSettings()
+    r = _Reader(entry, book.book.source)
+    decorators, content = parse_decorators(r.first("content")[1] or "", user_icon=user_icon)
+    raw_id = entry.fields.get("id")
+    entry_id = raw_id if isinstance(raw_id, (int, str)) and not isinstance(raw_id, bool) else entry.uid
+    name = r.first("comment", "name")[1]
+    enabled = not entry.disable if _stored(entry, "disable") else r.flag("enabled")
+    order = r.number("order", "insertion_order")
+    order = 100 if order is None else order
+    stored_priority = r.number("priority")
+    # [decision] SPEC 15.3: without a priority the entry's order is its priority. @@order
+    # changes placement only (SPEC 15.8), so the default uses the stored order.
+    priority = stored_priority if stored_priority is not None else order
+    case_sensitive = r.flag("case_sensitive", "caseSensitive", ext=("case_sensitive",))
+    whole_words = r.flag("matchWholeWords", ext=("match_whole_words",))
+    use_regex_value = entry.fields.get("use_regex")
+    use_regex = None if auto_regex or not isinstance(use_regex_value, bool) else use_regex_value
+    d = decorators
+    return SlotEntry(
+        pool_index=pool_index, book_index=book_index, index=index, book_id=str(book.id),
+        id=entry_id, name=name if isinstance(name, str) else "", entry=entry,
+        keys=r.keys("key", "keys"), secondary_keys=r.keys("keysecondary", "secondary_keys"),
+        content=content, decorators=d,
+        enabled=True if enabled is None else enabled,
+        constant=bool(r.flag("constant")),
+        selective=bool(r.flag("selective")),          # missing = off (CC import rule, SPEC 2.3)
+        case_sensitive=bool(case_sensitive),
+        whole_words=d.whole_words if d.whole_words is not None else bool(whole_words),
+        use_regex=use_regex,
+        order=d.order if d.order is not None else order,
+        priority=d.priority if d.priority is not None else priority,
+        stored_priority=stored_priority,
+        role=d.role if d.role is not None else r.role(),
+        scan_depth=d.scan_depth if d.scan_depth is not None else settings.scan_depth,
+        feeds_recursion=d.recursive if d.recursive is not None else settings.recursive_scanning,
+    )
