@@ -143,3 +143,25 @@ def test_diagnostics_agree_with_the_activated_list_on_every_public_vector():
                     assert eid not in activated
             checked += 1
     assert checked > 200
+
+
+def test_an_engine_survives_pickling_for_worker_processes():
+    import pickle
+    e = make_engine([{"key": ["dragon"], "content": "D", "sticky": 2}])
+    again = pickle.loads(pickle.dumps(e))
+    a = scan(e, "a dragon")
+    b = scan(again, "a dragon")
+    assert a.to_json() == b.to_json()
+
+
+def test_bad_scan_inputs_are_located_errors():
+    from lorescan.errors import LorebookError
+    e = make_engine([{"key": ["k"], "content": "x"}])
+    with pytest.raises(LorebookError, match="global_scan_data.scenario"):
+        scan(e, "k", global_scan_data={"scenario": 5})
+    with pytest.raises(LorebookError, match="injects\\[1\\]"):
+        scan(e, "k", injects=["ok", None])
+    with pytest.raises(LorebookError, match="max_context"):
+        scan(e, "k", max_context=-1)
+    with pytest.raises(LorebookError, match="entry 1.*'mes'"):
+        e.scan([{"name": "a", "mes": "k"}, {"name": "b"}], max_context=100)

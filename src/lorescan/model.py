@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from .errors import LorebookError, SettingsError
 
 __all__ = [
-    "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "STSettings", "MatchOptions", "js_truthy",
+    "FrozenMap", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "STSettings", "MatchOptions", "js_truthy",
     "entry_from_fields", "POSITION_NAMES", "SELECTIVE_LOGIC_NAMES",
 ]
 
@@ -40,6 +39,33 @@ POSITION_NAMES = {0: "before", 1: "after", 2: "an_top", 3: "an_bottom", 4: "at_d
                   5: "em_top", 6: "em_bottom", 7: "outlet"}
 SELECTIVE_LOGIC_NAMES = {0: "AND_ANY", 1: "NOT_ALL", 2: "NOT_ANY", 3: "AND_ALL"}
 GENERATION_TRIGGERS = ("normal", "continue", "impersonate", "swipe", "regenerate", "quiet")
+
+
+class FrozenMap(dict):
+    """A read-only dict: the stored fields of entries and books. Unlike
+    ``types.MappingProxyType`` it pickles, so compiled books can go to worker processes."""
+
+    __slots__ = ()
+
+    def _readonly(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("stored lorebook fields are read-only; build a new Entry/Lorebook instead")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
+    __ior__ = _readonly  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (FrozenMap, (dict(self),))
+
+    def __copy__(self) -> "FrozenMap":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "FrozenMap":
+        import copy
+        return FrozenMap(copy.deepcopy(dict(self), memo))
+
+
+def _frozen(value: Mapping[str, Any]) -> FrozenMap:
+    return value if isinstance(value, FrozenMap) else FrozenMap(value)
 
 
 def js_truthy(value: Any) -> bool:
@@ -181,6 +207,9 @@ class Entry:
     triggers: tuple[str, ...]
     character_filter: tuple[bool, tuple[str, ...], tuple[str, ...]]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", _frozen(self.fields))
+
     def to_dict(self, *, include_filled: bool = False) -> dict[str, Any]:
         """The entry as a plain dict in field order (filled defaults left out by default)."""
         return {k: v for k, v in self.fields.items() if include_filled or k not in self.filled}
@@ -238,7 +267,7 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
     weight = g("groupWeight")
     order = g("order")
     return Entry(
-        uid=uid, fields=MappingProxyType(data), filled=frozenset(filled),
+        uid=uid, fields=FrozenMap(data), filled=frozenset(filled),
         key=tuple(key) if isinstance(key, list) else (),
         keysecondary=tuple(keysecondary) if isinstance(keysecondary, list) else (),
         content=g("content") or "", comment=g("comment") or "",
@@ -286,13 +315,16 @@ class Lorebook:
 
     name: str
     entries: tuple[Entry, ...]
-    fields: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    fields: Mapping[str, Any] = field(default_factory=FrozenMap)
     entry_keys: tuple[str, ...] = ()
     source: str = "<memory>"
     format: str = "sillytavern"
     # What a writer of the same format needs to reproduce the file exactly (the container,
     # the raw entry objects); owned by lorescan.formats, None for books built in memory.
     origin: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", _frozen(self.fields))
 
     def entry(self, uid: int | str) -> Entry:
         """The entry with this uid; KeyError if there is none."""

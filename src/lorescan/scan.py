@@ -192,6 +192,10 @@ class _Slot:
         return self._hash
 
 
+def _default_random() -> float:
+    return _random.random()
+
+
 def _budget(settings: STSettings, max_context: int) -> int:
     raw = settings.budget_percent * max_context / 100
     budget = math.floor(raw + 0.5) if math.isfinite(raw) else 0
@@ -243,7 +247,7 @@ class STEngine:
         self.quirks = compat == "sillytavern"
         self.count_tokens = count_tokens
         self.substitute = substitute
-        self.random = random or _random.random
+        self.random = random if random is not None else _default_random
         self.post_process = post_process
         self.regex_timeout = regex_timeout
         opts_factory = MatchOptions.sillytavern if self.quirks else MatchOptions.improved
@@ -398,6 +402,14 @@ class STEngine:
             raise SettingsError(f"unknown global_scan_data key {unknown[0]!r}", source="scan",
                                 field="global_scan_data")
         source_texts = tuple(gsd.get(name) or "" for name in SOURCE_NAMES)
+        for name, text in zip(SOURCE_NAMES, source_texts):
+            if not isinstance(text, str):
+                raise SettingsError(f"must be a string, got {type(text).__name__}", source="scan",
+                                    field=f"global_scan_data.{name}")
+        for i, text in enumerate(injects):
+            if not isinstance(text, str):
+                raise SettingsError(f"must be a string, got {type(text).__name__}", source="scan",
+                                    field=f"injects[{i}]")
         budget = _budget(settings, max_context)
         state = TimedEffects.from_json(timed_effects) if not isinstance(timed_effects, TimedEffects) \
             else timed_effects.copy()
