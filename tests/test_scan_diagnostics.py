@@ -1,6 +1,8 @@
 """The diagnostic record: why each entry did or did not fire, consistent with the outputs."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from lorescan.model import STSettings, book_from_entries
@@ -11,7 +13,7 @@ from lorescan.textrules import js_count_words
 def make_engine(entries, *, rng=0.5, **settings):
     book = book_from_entries("Lore", [dict(uid=i, **e) for i, e in enumerate(entries)])
     return STEngine([BookSource(book, ("global",))], STSettings(**settings), count_tokens=js_count_words,
-                    random=lambda: rng)
+                    random=functools.partial(float, rng))   # a constant "random" number, picklable
 
 
 def scan(engine, *texts, **kw):
