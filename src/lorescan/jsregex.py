@@ -4,8 +4,11 @@ A JS pattern is parsed by a small recursive-descent parser that follows the ECMA
 grammar (without the ``v`` flag) including Annex B for non-``u`` patterns, and re-emitted as a
 ``regex`` (V0) pattern that uses no flag-dependent construct of its own: every character class,
 ``.``, ``\\w``, ``\\s``, ``\\b``, ``^`` and ``$`` is spelt out as an explicit code-point set or
-lookaround, and case-insensitivity is compiled into the sets (JS Canonicalize), so the result does
-not depend on ``regex``'s ideas of "word", "space" or "case".
+lookaround, and case-insensitivity is compiled into the sets (JS Canonicalize; with ``i`` and a
+backreference the text is also mapped through Canonicalize, so backreferences compare canonical
+characters as JS does), so the result does not depend on ``regex``'s ideas of "word", "space" or
+"case". Backreferences to groups that have not participated match "" as in JS: every group starts
+captured empty and is reset to empty at each iteration of an enclosing quantifier (RepeatMatcher).
 
 Text model. JS strings are UTF-16. Without ``u`` the pattern and the text are both converted to
 UTF-16 code units before matching (an astral character becomes two surrogate ``str`` characters),
@@ -16,15 +19,21 @@ a surrogate pair written in the text as two ``str`` characters is joined first.
 Known approximations (everything else is intended to be exact and is checked against V8 in
 ``tests/data/jsregex/v8_cases.json``):
 
+* ``v`` is rejected with JSRegexError (V8 accepts it; SillyTavern keys never carry it).
 * Unicode data comes from Python's ``unicodedata`` (case mappings) and the ``regex`` module
   (``\\p{...}``), whose Unicode versions may differ from V8's ICU for recently added characters.
   ``u``-mode simple case folding is derived from ``str.casefold``/``str.lower`` (CaseFolding
-  status C and S); it misses the S entries added for U+1FD3, U+1FE3 and U+FB05.
+  status C and S); S entries whose target is not ``lower()`` (U+1FD3, U+1FE3, U+FB05) are missed.
 * ``\\p{Changes_When_NFKC_Casefolded}`` is computed from ``unicodedata`` NFKC + casefold.
 * Script names in ``\\p{Script=...}``/``\\p{scx=...}`` are checked for JS's exact spelling by shape
   (``Latin``, ``Latn``, ``Old_Italic``, ``SignWriting``), then looked up by ``regex``.
 * Captures made inside a lookbehind are taken left-to-right (JS matches lookbehinds right-to-left);
   this is only observable through a backreference to such a group.
+* V8 quirk not reproduced: with ``u``, V8 also tries a match starting between the two halves of
+  a surrogate pair, where ``\\B`` holds; so ``/\\B/u`` is true on ``"1😀K"`` in V8 (no code-point
+  position qualifies, as the spec says) and false here. Only empty-matching starts are affected.
+* An empty-matching quantified group with captures used by backreferences, such as
+  ``/(?:(\\2)(?=(\\w)))+/``, can exhaust ``regex``'s memory; ``search`` raises RegexTimeout.
 * Quantifier bounds above 10,000,000 are clamped (a larger min) or unbounded (a larger max):
   ``regex`` hangs compiling bigger counts. Only texts that long, or empty-matching atoms, differ.
 """
@@ -891,6 +900,10 @@ class JSRegex:
             return pattern.search(text, timeout=timeout) is not None
         except TimeoutError as exc:
             raise RegexTimeout(f"regex /{self.source}/{self.flags} exceeded {timeout}s") from exc
+        except MemoryError as exc:
+            # regex can loop without bound on an empty-matching quantified group whose captures
+            # change every iteration (backreference bookkeeping): treat it as not completing.
+            raise RegexTimeout(f"regex /{self.source}/{self.flags} ran out of memory") from exc
 
 
 @functools.lru_cache(maxsize=4096)
