@@ -22,7 +22,7 @@ from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window
 from .model import GENERATION_TRIGGERS, Entry, Lorebook, MatchOptions, STSettings, js_truthy
 from .place import Placement, place_entries
 from .sthash import entry_fingerprint
-from .textrules import js_count_words
+from .tokens import IncrementalCount
 from .timed import EffectRecord, TimedEffects, evaluate
 
 __all__ = ["STEngine", "STResult", "Character", "ChatMessage", "BookSource", "Diagnostic",
@@ -775,7 +775,8 @@ class _Run:
         e = self.e
         k = sum(1 for s in pending if s.entry.ignore_budget)
         buf_parts: list[str] = []
-        counter = _ConcatCounter(e)
+        e._tokens("")                       # resolve the default counter once
+        counter = IncrementalCount(e.count_tokens)   # exact count of the concatenation, no re-tokenising
         admitted: list[_Slot] = []
         for i, s in enumerate(pending):
             ent = s.entry
@@ -870,22 +871,3 @@ class _Run:
             elif match_plain_key(text, k, case_sensitive=cs, whole_words=ww, options=self.e.match_options):
                 return label
         return None   # e.g. a regex that only matches across two texts
-
-
-class _ConcatCounter:
-    """Token count of the growing concatenation ``buf`` of one loop (SPEC 9.3)."""
-
-    def __init__(self, engine: STEngine) -> None:
-        self.engine = engine
-        self.buf: list[str] = []
-        self.total = 0
-        self.word_mode = engine.count_tokens is js_count_words
-
-    def append(self, text: str) -> int:
-        if self.word_mode:
-            # Pieces end with "\n" (whitespace), so the word count of the join is additive.
-            self.total += js_count_words(text)
-            return self.total
-        self.buf.append(text)
-        self.total = self.engine._tokens("".join(self.buf))
-        return self.total
