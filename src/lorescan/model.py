@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from .errors import LorebookError, SettingsError
 
 __all__ = [
-    "FrozenMap", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "STSettings", "MatchOptions", "js_truthy",
+    "Compat", "FrozenMap", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "STSettings", "MatchOptions", "js_truthy",
     "entry_from_fields", "POSITION_NAMES", "SELECTIVE_LOGIC_NAMES",
 ]
 
@@ -436,3 +436,61 @@ def book_from_entries(name: str, entries: Sequence[Mapping[str, Any]] | Mapping[
     if not isinstance(entries, Mapping):
         entries = {str(e.get("uid", i)) if isinstance(e, Mapping) else str(i): e for i, e in enumerate(entries)}
     return read_world({"entries": dict(entries)}, source=source, name=name)
+
+
+@dataclass(frozen=True, slots=True)
+class Compat:
+    """The improvements of SPEC 16, each an independent switch (SPEC 16.0).
+
+    :meth:`sillytavern` sets every switch to SillyTavern's behaviour (the conformance
+    profile); :meth:`improved` to lorescan's. ``word_chars``, ``nospace_scripts``,
+    ``multiword`` and ``blank_keys`` are the matching rules (see :class:`MatchOptions`);
+    ``group_bookkeeping``: ``"sillytavern"`` (remove-the-last-entry quirk, whole-string
+    "already activated" test) or ``"fixed"``; ``decorators``: ``"sillytavern"`` or
+    ``"strict_lines"``; ``budget_accounting``: ``"recursion_text"`` (SillyTavern) or
+    ``"all_admitted"``.
+    """
+
+    word_chars: str = "ascii"
+    nospace_scripts: bool = False
+    multiword: str = "substring"
+    blank_keys: str = "match_all"
+    group_bookkeeping: str = "sillytavern"
+    decorators: str = "sillytavern"
+    budget_accounting: str = "recursion_text"
+
+    def __post_init__(self) -> None:
+        MatchOptions(False, False, self.word_chars, self.nospace_scripts, self.multiword, self.blank_keys)
+        _require(self.group_bookkeeping in ("sillytavern", "fixed"), f"bad value {self.group_bookkeeping!r}",
+                 "group_bookkeeping")
+        _require(self.decorators in ("sillytavern", "strict_lines"), f"bad value {self.decorators!r}",
+                 "decorators")
+        _require(self.budget_accounting in ("recursion_text", "all_admitted"),
+                 f"bad value {self.budget_accounting!r}", "budget_accounting")
+
+    @classmethod
+    def sillytavern(cls) -> "Compat":
+        """Every switch at SillyTavern's behaviour, quirks included."""
+        return cls()
+
+    @classmethod
+    def improved(cls) -> "Compat":
+        """Every switch at lorescan's improved behaviour."""
+        return cls("unicode", True, "bounded", "ignore", "fixed", "strict_lines", "all_admitted")
+
+    @classmethod
+    def of(cls, value: "Compat | str") -> "Compat":
+        """A Compat from a profile name (``"sillytavern"``/``"improved"``) or itself."""
+        if isinstance(value, Compat):
+            return value
+        if value == "sillytavern":
+            return cls.sillytavern()
+        if value == "improved":
+            return cls.improved()
+        raise SettingsError(f"compat must be 'sillytavern', 'improved' or a Compat, got {value!r}",
+                            source="engine", field="compat")
+
+    def match_options(self, *, case_sensitive: bool = False, match_whole_words: bool = False) -> MatchOptions:
+        """The matching rules of this profile with the given defaults."""
+        return MatchOptions(case_sensitive, match_whole_words, self.word_chars, self.nospace_scripts,
+                            self.multiword, self.blank_keys)

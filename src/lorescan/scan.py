@@ -19,7 +19,7 @@ from .decorators import parse_st_decorators
 from .errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
 from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window
-from .model import GENERATION_TRIGGERS, Entry, Lorebook, MatchOptions, STSettings, js_truthy
+from .model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, MatchOptions, STSettings, js_truthy
 from .place import Placement, place_entries
 from .sthash import entry_fingerprint
 from .tokens import IncrementalCount
@@ -224,14 +224,14 @@ class STEngine:
     ``books``: :class:`BookSource` items (or ``(book, roles)`` pairs) in selection order;
     books are de-duplicated by name across roles as SillyTavern does. ``compat``:
     ``"sillytavern"`` reproduces every quirk (the conformance profile); ``"improved"``
-    switches on the fixes of SPEC 16. Hooks (SPEC 0.3): ``count_tokens(text) -> int``
+    switches on the fixes of SPEC 16; a :class:`~lorescan.model.Compat` sets them one by one. Hooks (SPEC 0.3): ``count_tokens(text) -> int``
     (default: tiktoken cl100k, offline), ``substitute(text) -> text`` for macros,
     ``random() -> float`` in [0, 1), ``post_process(content, position, depth) -> text``.
     Raises :class:`SettingsError` for bad settings or roles.
     """
 
     def __init__(self, books: Sequence[BookSource | tuple[Lorebook | CompiledBook, Sequence[str]]],
-                 settings: STSettings | Mapping[str, Any] = STSettings(), *, compat: str = "sillytavern",
+                 settings: STSettings | Mapping[str, Any] = STSettings(), *, compat: Compat | str = "sillytavern",
                  count_tokens: Callable[[str], int] | None = None,
                  substitute: Callable[[str], str] | None = None,
                  random: Callable[[], float] | None = None,
@@ -239,20 +239,15 @@ class STEngine:
                  regex_timeout: float | None = 0.25) -> None:
         if not isinstance(settings, STSettings):
             settings = STSettings.from_mapping(settings)
-        if compat not in ("sillytavern", "improved"):
-            raise SettingsError(f"compat must be 'sillytavern' or 'improved', got {compat!r}",
-                                source="engine", field="compat")
+        self.compat = Compat.of(compat)
         self.settings = settings
-        self.compat = compat
-        self.quirks = compat == "sillytavern"
         self.count_tokens = count_tokens
         self.substitute = substitute
         self.random = random if random is not None else _default_random
         self.post_process = post_process
         self.regex_timeout = regex_timeout
-        opts_factory = MatchOptions.sillytavern if self.quirks else MatchOptions.improved
-        self.match_options = opts_factory(case_sensitive=settings.case_sensitive,
-                                          match_whole_words=settings.match_whole_words)
+        self.match_options = self.compat.match_options(case_sensitive=settings.case_sensitive,
+                                                       match_whole_words=settings.match_whole_words)
         sources = [b if isinstance(b, BookSource) else BookSource(b[0], tuple(b[1])) for b in books]
         for i, src in enumerate(sources):
             for role in src.roles:
@@ -294,7 +289,7 @@ class STEngine:
         else:
             mixed = _by_order(g_e + c_e)
         order = _by_order(chat_e) + _by_order(persona_e) + mixed
-        strict = not self.quirks
+        strict = self.compat.decorators == "strict_lines"
         self.slots: list[_Slot] = [
             _Slot(gpos, bi, ei, e, self.world_names[bi], strict) for gpos, (e, (bi, ei)) in enumerate(order)]
         self._slot_of: dict[tuple[int, int], _Slot] = {(s.book, s.index): s for s in self.slots}
@@ -660,15 +655,18 @@ class _Run:
                 for view in self.views:
                     view.add_recursion_chunk(text)
                 self.chunks += 1
-                self.budget_text = text + "\n" + self.budget_text
+            if e.compat.budget_accounting == "recursion_text":
+                counted = text      # SPEC 9.4: preventRecursion contents are free in later loops
+            else:                   # SPEC 16.7: every admitted content counts against the budget
+                counted = "\n".join(self.contents.get(s.key, s.content) for s in admitted)
+            if counted:
+                self.budget_text = counted + "\n" + self.budget_text
                 self.budget_text_tokens = e._tokens(self.budget_text)
             self.state = nxt
-        for slot in self.activated_order:
-            pass
 
     # -- groups (SPEC 8) ------------------------------------------------------------------
     def _groups(self, new: list[_Slot], loop: int) -> list[_Slot]:
-        quirks = self.e.quirks
+        quirks = self.e.compat.group_bookkeeping == "sillytavern"
 
         def on_remove(removed: _Slot, asked: _Slot, reason: str) -> None:
             if removed is asked:
@@ -753,7 +751,7 @@ class _Run:
         return pending.items
 
     def _group_already_activated(self, name: str) -> bool:
-        if self.e.quirks:
+        if self.e.compat.group_bookkeeping == "sillytavern":
             return any(s.entry.group == name for s in self.activated_order)
         return any(name in s.groups for s in self.activated_order)
 
