@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from lorescan.compile import compile_book
 from lorescan.hitcache import ChatScan
-from lorescan.matching import CompiledScanView as ScanView, Window
+from lorescan.matching import ScanView, Window
 from lorescan.model import Lorebook, MatchOptions, entry_from_fields
 from reference_matcher import ReferenceScanView
 

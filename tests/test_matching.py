@@ -13,7 +13,7 @@ from lorescan.compile import compile_book
 from lorescan.errors import LorebookError
 from lorescan.formats.sillytavern import load_world_file
 from lorescan.hitcache import ChatScan
-from lorescan.matching import CompiledScanView as ScanView, Window
+from lorescan.matching import ScanView, Window
 from lorescan.model import Lorebook, MatchOptions, entry_from_fields
 from matchgen import books, check_agreement, options, substitute_char, texts, windows
 from reference_matcher import ReferenceScanView

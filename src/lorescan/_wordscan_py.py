@@ -69,6 +69,8 @@ def whole_word_hits(text: str, hits: list[tuple[int, int]], lengths: Sequence[in
     ``hits``: ``(end, pattern_id)`` with ``end`` inclusive; ``lengths[pattern_id]`` is the
     pattern's length in code points. Every occurrence is examined (SPEC 14.4).
     """
+    if model not in (MODEL_ASCII, MODEL_UNICODE, MODEL_NOSPACE):
+        raise ValueError(f"unknown word model {model!r}")
     kept: list[int] = []
     done: set[int] = set()
     for end, pid in hits:

@@ -1,0 +1,71 @@
+"""The native hit-set kernels agree with their twin, on random books and on the corpus chats."""
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lorescan import _hits_py
+from lorescan.compile import compile_book
+from lorescan.errors import LorebookError
+from lorescan.formats.sillytavern import load_world_file
+from lorescan.model import MatchOptions
+from matchgen import books, options, texts
+
+MANY = settings(max_examples=1000, deadline=None)
+
+
+def outcome(fn, *args):
+    try:
+        return ("ok", fn(*args))
+    except Exception as exc:  # noqa: BLE001
+        return (type(exc), str(exc))
+
+
+def test_signatures_match(native_hits):
+    for name in ("text_hits", "window_union", "entries_hit"):
+        assert list(inspect.signature(getattr(native_hits, name)).parameters) == \
+            list(inspect.signature(getattr(_hits_py, name)).parameters), name
+
+
+@MANY
+@given(book=books(), opts=options, text=texts, model=st.integers(-1, 3))
+def test_text_hits_agree(native_hits, book, opts, text, model):
+    m = compile_book(book, opts).matcher
+    if m.automaton is None:
+        return
+    for raw, low in ((True, True), (True, False), (False, True)):
+        args = (text, m.automaton, m.tables, model, raw, low)
+        assert outcome(native_hits.text_hits, *args) == outcome(_hits_py.text_hits, *args)
+
+
+@MANY
+@given(parts=st.lists(st.frozensets(st.integers(0, 50)), max_size=6), always=st.lists(st.integers(0, 9)))
+def test_union_and_entries_agree(native_hits, parts, always):
+    assert native_hits.window_union(parts) == _hits_py.window_union(parts)
+    vid_entries = [tuple(range(v % 4, v % 7)) for v in range(51)]
+    hits = _hits_py.window_union(parts)
+    assert native_hits.entries_hit(hits, vid_entries, always) == _hits_py.entries_hit(hits, vid_entries, always)
+
+
+def test_corpus_chats_give_the_same_hits(native_hits, corpus_dir):
+    books = []
+    for name in ("en-monster-hunter-387.json", "zh-ai-guide-2.0.json", "en-weyland-251.json"):
+        try:
+            books.append(load_world_file(str(corpus_dir / "books" / name)))
+        except (LorebookError, FileNotFoundError):
+            continue
+    if not books:
+        pytest.skip("corpus books missing")
+    for path in sorted((corpus_dir / "chats").glob("*.jsonl")):
+        msgs = [json.loads(line).get("mes") for line in open(path, encoding="utf-8") if line.strip()]
+        msgs = [m for m in msgs if isinstance(m, str)][:150]
+        for book in books:
+            for opts in (MatchOptions.sillytavern(match_whole_words=True), MatchOptions.improved(match_whole_words=True)):
+                m = compile_book(book, opts).matcher
+                for text in msgs:
+                    args = (text, m.automaton, m.tables, m.model, m.scan_raw, m.scan_lower)
+                    assert native_hits.text_hits(*args) == _hits_py.text_hits(*args)

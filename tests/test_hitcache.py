@@ -1,0 +1,85 @@
+"""ChatScan: each text scanned once, reused across turns and chats, bounded memory."""
+from __future__ import annotations
+
+import pytest
+
+import lorescan.hitcache as hitcache
+from lorescan.compile import compile_book
+from lorescan.hitcache import ChatScan
+from lorescan.matching import ScanView, Window
+from lorescan.model import Lorebook, entry_from_fields
+
+BOOK = Lorebook(name="t", entries=tuple(entry_from_fields({"uid": i, "key": [k]}, uid=i)
+                                        for i, k in enumerate(["alpha", "beta", "gamma"])))
+
+
+def test_each_text_is_scanned_once_across_turns():
+    compiled = compile_book(BOOK)
+    cache = ChatScan()
+    chat = ["alpha one", "beta two", "gamma three"]
+    for turn in range(1, len(chat) + 1):
+        messages = list(reversed(chat[:turn]))
+        view = ScanView(compiled, messages, cache=cache)
+        view.candidates(10, 0)
+    assert cache.miss_count == 3 and cache.hit_count == 3
+
+
+def test_other_chats_with_the_same_book_reuse_the_hits():
+    compiled = compile_book(BOOK)
+    cache = ChatScan()
+    ScanView(compiled, ["alpha one"], cache=cache).candidates(5, 0)
+    ScanView(compiled, ["alpha one", "beta"], cache=cache).candidates(5, 0)
+    assert cache.miss_count == 2 and cache.hit_count == 1
+
+
+def test_different_books_do_not_share_entries():
+    cache = ChatScan()
+    a, b = compile_book(BOOK), compile_book(BOOK)
+    assert list(ScanView(a, ["alpha"], cache=cache).candidates(1, 0)) == [0]
+    assert list(ScanView(b, ["alpha"], cache=cache).candidates(1, 0)) == [0]
+    assert cache.miss_count == 2
+
+
+def test_count_bound_evicts_least_recently_used():
+    compiled = compile_book(BOOK)
+    cache = ChatScan(max_texts=2)
+    for text in ("alpha", "beta", "alpha", "gamma"):
+        cache.lookup(compiled.matcher, text)
+    assert len(cache) == 2
+    cache.lookup(compiled.matcher, "alpha")          # still there: it was used after beta
+    assert cache.miss_count == 3
+
+
+def test_byte_bound_is_respected():
+    compiled = compile_book(BOOK)
+    cache = ChatScan(max_bytes=20_000)
+    for i in range(500):
+        cache.lookup(compiled.matcher, f"alpha {i} " + "x" * 100)
+    assert cache.nbytes <= 20_000 and 0 < len(cache) < 500
+
+
+def test_cached_hits_are_immutable_values():
+    compiled = compile_book(BOOK)
+    cache = ChatScan()
+    assert isinstance(cache.lookup(compiled.matcher, "alpha beta"), frozenset)
+
+
+def test_no_module_level_cache_state():
+    mutable = [name for name, value in vars(hitcache).items()
+               if isinstance(value, (dict, list, set)) and not name.startswith("__")]
+    assert mutable == []
+
+
+def test_limits_must_be_positive():
+    with pytest.raises(ValueError):
+        ChatScan(max_texts=0)
+
+
+def test_results_do_not_depend_on_the_cache():
+    compiled = compile_book(BOOK)
+    cache = ChatScan(max_texts=1)
+    for messages in (["alpha", "beta"], ["gamma", "alpha"], ["beta"]):
+        with_cache = ScanView(compiled, messages, cache=cache)
+        without = ScanView(compiled, messages)
+        for i in range(3):
+            assert with_cache.match_entry(i, Window(2)) == without.match_entry(i, Window(2))
