@@ -9,7 +9,7 @@ reads and clamps the book-level settings of SPEC 15.2.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import LorebookError, SettingsError
@@ -111,7 +111,7 @@ class SlotEntry:
     book_id: str
     id: int | str
     name: str
-    entry: Entry
+    entry: Entry = field(repr=False)
     keys: tuple[str, ...]
     secondary_keys: tuple[str, ...]
     content: str
