@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from lorescan.formats.card import read_character_book
 from lorescan.formats.sillytavern import read_world
 from lorescan.model import Entry, Lorebook, entry_from_fields
 from lorescan.slot import SlotEngine, SlotResult
@@ -19,7 +20,8 @@ def st_book(name: str, entries: Sequence[Mapping[str, Any]], **settings: Any) ->
     return read_world({"entries": data, **settings}, name=name)
 
 
-def cc_entry(fields: Mapping[str, Any], index: int) -> Entry:
+def cc_entry_in_fields(fields: Mapping[str, Any], index: int) -> Entry:
+    """An entry carrying both the CC names and the ST names they map to, in ``fields``."""
     data = dict(fields)
     for cc, st in _CC_TO_ST.items():
         if cc in fields:
@@ -31,8 +33,15 @@ def cc_entry(fields: Mapping[str, Any], index: int) -> Entry:
 
 
 def cc_book(name: str, entries: Sequence[Mapping[str, Any]], **settings: Any) -> Lorebook:
-    """A Character-Card-shaped book as the CCv3 reader presents it."""
-    return Lorebook(name=name, entries=tuple(cc_entry(e, i) for i, e in enumerate(entries)),
+    """A Character Card book read by the real CCv3 reader (ST names in ``fields``, the raw CC
+    entries kept in ``origin``)."""
+    return read_character_book({"name": name, "entries": list(entries), **settings}, source="card.json",
+                               fmt="lorebook_v3")
+
+
+def cc_book_in_fields(name: str, entries: Sequence[Mapping[str, Any]], **settings: Any) -> Lorebook:
+    """The same book with CC and ST names side by side in each entry's ``fields``."""
+    return Lorebook(name=name, entries=tuple(cc_entry_in_fields(e, i) for i, e in enumerate(entries)),
                     fields=dict(settings), source="card.json", format="ccv3")
 
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 
 import pytest
-from slot_helpers import cc_book, chat, contents, engine, inserted_ids, outcomes, raw_book, st_book
+from slot_helpers import cc_book, cc_book_in_fields, chat, contents, engine, inserted_ids, outcomes, raw_book, st_book
 
 from lorescan.errors import LorebookError, SettingsError
 from lorescan.slot import BookSettings, SlotBook, SlotEngine, roll_percent
@@ -31,7 +31,30 @@ def test_entry_identity_uses_the_cc_id_or_the_st_uid():
     cc = cc_book("cc", [{"id": 42, "constant": True, "content": "x"}, {"constant": True, "content": "y"}])
     st = st_book("st", [{"uid": 7, "constant": True, "content": "z"}])
     result = engine(cc, st).run(chat("x"), turn_id="t")
-    assert [(r.book, r.id) for r in result.log] == [("cc", 42), ("cc", 1), ("st", 7)]
+    # A missing id is the index in the book; readers present entries ids ascending.
+    assert [(r.book, r.id) for r in result.log] == [("cc", 1), ("cc", 42), ("st", 7)]
+
+
+def test_cc_only_fields_are_read_from_the_raw_entry_the_reader_kept():
+    book = cc_book("cc", [{"id": 1, "keys": ["Wolf"], "content": "c", "priority": 3, "case_sensitive": True,
+                           "use_regex": False, "name": "The wolf", "enabled": True}])
+    e = engine(book).pool[0]
+    assert (e.priority, e.case_sensitive, e.use_regex, e.name) == (3, True, False, "The wolf")
+
+
+def test_both_spellings_side_by_side_in_fields_are_read():
+    book = cc_book_in_fields("cc", [{"id": 5, "keys": ["Wolf"], "content": "c", "priority": 3,
+                                     "case_sensitive": True, "use_regex": True, "insertion_order": 8,
+                                     "extensions": {"role": "user", "match_whole_words": True}}])
+    e = engine(book).pool[0]
+    assert (e.id, e.keys, e.priority, e.order, e.case_sensitive, e.use_regex, e.role, e.whole_words) == (
+        5, ("Wolf",), 3, 8, True, True, "user", True)
+
+
+def test_a_cc_entry_without_enabled_is_enabled():
+    book = cc_book("cc", [{"id": 1, "constant": True, "content": "c"},
+                          {"id": 2, "constant": True, "content": "d", "enabled": False}])
+    assert outcomes(engine(book).run(chat("x"), turn_id="t")) == {1: "inserted", 2: "disabled"}
 
 
 def test_two_books_with_the_same_id_are_refused_unless_renamed():
@@ -103,7 +126,8 @@ def test_comment_is_never_sent_to_the_model():
     ({"extensions": {"role": 0}}, "system"), ({}, "system"),
 ])
 def test_role_comes_from_extensions_role_as_number_or_name(stored, role):
-    book = cc_book("b", [{"id": 1, "constant": True, "content": "c", **stored}])
+    # cc_book_in_fields: the CCv3 reader (model validation) refuses a string role today.
+    book = cc_book_in_fields("b", [{"id": 1, "constant": True, "content": "c", **stored}])
     assert engine(book).run(chat("x"), turn_id="t").messages[0].role == role
 
 
@@ -114,7 +138,8 @@ def test_st_role_field_is_read_too():
 
 def test_an_unknown_role_is_an_error_naming_the_entry():
     with pytest.raises(LorebookError, match="role"):
-        engine(cc_book("b", [{"id": 3, "constant": True, "content": "c", "extensions": {"role": "narrator"}}]))
+        engine(cc_book_in_fields("b", [{"id": 3, "constant": True, "content": "c",
+                                         "extensions": {"role": "narrator"}}]))
 
 
 def test_priority_defaults_to_order():

@@ -16,7 +16,7 @@ from ..errors import LorebookError, SettingsError
 from ..model import Entry, Lorebook, js_truthy
 from .decorators import ROLES, Decorators, parse_decorators
 
-__all__ = ["BookSettings", "SlotBook", "SlotEntry", "slot_entry_from", "ROLE_NUMBERS"]
+__all__ = ["BookSettings", "SlotBook", "SlotEntry", "slot_entry_from", "raw_entry_of", "ROLE_NUMBERS"]
 
 ROLE_NUMBERS = {0: "system", 1: "user", 2: "assistant"}
 
@@ -147,8 +147,11 @@ def _ext(entry: Entry) -> Mapping[str, Any]:
 
 
 class _Reader:
-    def __init__(self, entry: Entry, source: str) -> None:
-        self.entry, self.source = entry, source
+    """Field lookup over the entry's stored fields, then the raw Character Card entry the
+    reader kept (CC-only fields such as ``priority`` or ``use_regex`` live only there)."""
+
+    def __init__(self, entry: Entry, raw: Mapping[str, Any] | None, source: str) -> None:
+        self.entry, self.raw, self.source = entry, raw if isinstance(raw, Mapping) else {}, source
 
     def fail(self, problem: str, name: str) -> LorebookError:
         return LorebookError(problem, source=self.source, entry=self.entry.uid, field=name)
@@ -158,10 +161,13 @@ class _Reader:
         for name in names:
             if _stored(self.entry, name) and self.entry.fields[name] is not None:
                 return name, self.entry.fields[name]
-        e = _ext(self.entry)
-        for name in ext:
-            if e.get(name) is not None:
-                return f"extensions.{name}", e[name]
+            if self.raw.get(name) is not None:
+                return name, self.raw[name]
+        raw_ext = self.raw.get("extensions")
+        for e in (_ext(self.entry), raw_ext if isinstance(raw_ext, Mapping) else {}):
+            for name in ext:
+                if e.get(name) is not None:
+                    return f"extensions.{name}", e[name]
         return None, None
 
     def keys(self, st_name: str, cc_name: str) -> tuple[str, ...]:
@@ -201,22 +207,45 @@ class _Reader:
                         name or "role")
 
 
+def raw_entry_of(book: Lorebook, entry: Entry) -> Mapping[str, Any] | None:
+    """The raw Character Card entry a format reader kept for ``entry`` (None if none)."""
+    raws = getattr(getattr(book, "origin", None), "raw_entries", None)
+    raw = raws.get(entry.uid) if isinstance(raws, Mapping) else None
+    return raw if isinstance(raw, Mapping) else None
+
+
+def _unedited_missing_enabled(book: Lorebook, entry: Entry, raw: Mapping[str, Any]) -> bool:
+    """True when the raw CC entry has no ``enabled`` and ``disable`` is still what the reader
+    derived from that absence (the entry was not disabled by an edit since)."""
+    if not raw or "enabled" in raw:
+        return False
+    read = getattr(getattr(book, "origin", None), "read_fields", None)
+    fields = read.get(entry.uid) if isinstance(read, Mapping) else None
+    return isinstance(fields, Mapping) and fields.get("disable") == entry.fields.get("disable")
+
+
 def slot_entry_from(entry: Entry, *, pool_index: int, book_index: int, index: int, book: SlotBook,
                     auto_regex: bool = False, user_icon: bool = False) -> SlotEntry:
     """The lorebook-slot view of ``entry`` (the ``index``-th entry of ``book``).
 
-    Both spellings are read; where both are stored, the SillyTavern name wins (the CCv3
-    reader stores both with the same value). ``auto_regex`` ignores ``use_regex`` and
-    auto-detects regex keys as SillyTavern does. Raises :class:`LorebookError` naming the
-    entry and field for a value of the wrong type.
+    Both spellings are read: the entry's stored fields first (SillyTavern names, which the
+    CCv3 reader fills from the CC ones, and CC names if an entry carries them), then the raw
+    CC entry the reader kept in ``book.origin`` for the CC-only fields (``priority``,
+    ``use_regex``, top-level ``case_sensitive``, ``name``). ``auto_regex`` ignores
+    ``use_regex`` and auto-detects regex keys as SillyTavern does. Raises
+    :class:`LorebookError` naming the entry and field for a value of the wrong type.
     """
     settings = book.settings or BookSettings()
-    r = _Reader(entry, book.book.source)
+    r = _Reader(entry, raw_entry_of(book.book, entry), book.book.source)
     decorators, content = parse_decorators(r.first("content")[1] or "", user_icon=user_icon)
-    raw_id = entry.fields.get("id")
+    raw_id = r.first("id")[1]
     entry_id = raw_id if isinstance(raw_id, (int, str)) and not isinstance(raw_id, bool) else entry.uid
-    name = r.first("comment", "name")[1]
+    name = r.first("comment")[1] or r.first("name")[1]
     enabled = not entry.disable if _stored(entry, "disable") else r.flag("enabled")
+    if not enabled and _unedited_missing_enabled(book.book, entry, r.raw):
+        # [decision] A CC entry without `enabled` is enabled in this mode; SillyTavern's import
+        # (and so the reader's `disable`) treats it as disabled (`disable: !entry.enabled`).
+        enabled = True
     order = r.number("order", "insertion_order")
     order = 100 if order is None else order
     stored_priority = r.number("priority")
@@ -225,7 +254,7 @@ def slot_entry_from(entry: Entry, *, pool_index: int, book_index: int, index: in
     priority = stored_priority if stored_priority is not None else order
     case_sensitive = r.flag("case_sensitive", "caseSensitive", ext=("case_sensitive",))
     whole_words = r.flag("matchWholeWords", ext=("match_whole_words",))
-    use_regex_value = entry.fields.get("use_regex")
+    use_regex_value = r.first("use_regex")[1]
     use_regex = None if auto_regex or not isinstance(use_regex_value, bool) else use_regex_value
     d = decorators
     return SlotEntry(
