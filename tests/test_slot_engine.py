@@ -675,3 +675,44 @@ def test_the_log_names_the_secondary_and_decorator_key_failures():
                          {"id": 2, "keys": ["wolf"], "content": "@@exclude_keys pack\nx"}])
     log = engine(book).run(chat("wolf pack"), turn_id="t").log
     assert "secondary" in log[0].reason and "'pack'" in log[1].reason
+
+
+# -- sharing ----------------------------------------------------------------------------------
+
+def test_one_engine_serves_many_chats_from_threads():
+    from concurrent.futures import ThreadPoolExecutor
+    book = cc_book("b", [{"id": i, "keys": [f"k{i}"], "content": f"@@probability 60\nlore k{(i + 1) % 30}"}
+                         for i in range(30)])
+    eng = engine(book)
+    chats = [(chat(f"k{n % 30} and k{(n * 7) % 30}"), f"turn-{n}") for n in range(40)]
+
+    def one(item):
+        msgs, tid = item
+        r = eng.run(msgs, turn_id=tid)
+        return r.messages, r.log, r.state
+    serial = [one(c) for c in chats]
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(one, chats)) == serial
+
+
+def test_a_chat_scan_cache_can_be_passed_every_turn():
+    from lorescan.hitcache import ChatScan
+    book = cc_book("b", [{"id": 1, "keys": ["moon"], "content": "c"}])
+    eng, cache = engine(book), ChatScan()
+    msgs = chat("hello", "the moon")
+    first = eng.run(msgs, turn_id="t1", cache=cache)
+    later = eng.run(msgs + [("assistant", "yes")], turn_id="t2", cache=cache)
+    assert contents(first) == contents(later) == ["c"]
+
+
+def test_a_literal_slash_key_with_matcher_secondary_keys():
+    book = cc_book("b", [{"id": 1, "keys": ["/x/"], "secondary_keys": ["moon"], "selective": True,
+                          "content": "c", "use_regex": False}])
+    eng = engine(book)
+    assert contents(eng.run(chat("/x/ and the moon"), turn_id="t")) == ["c"]
+    assert eng.run(chat("/x/ alone"), turn_id="t").messages == ()
+
+
+def test_the_log_says_when_use_regex_leaves_no_usable_key():
+    book = cc_book("b", [{"id": 1, "keys": ["dragon"], "content": "c", "use_regex": True}])
+    assert "use_regex" in engine(book).run(chat("dragon"), turn_id="t").log[0].reason

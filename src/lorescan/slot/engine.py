@@ -9,12 +9,12 @@ and the updated per-chat state.
 """
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
 from ..compile import CompiledBook, compile_book
+from ..hitcache import ChatScan
 from ..errors import SettingsError
 from ..matching import EntryMatch, ScanView, Window, match_plain_key
 from ..model import Lorebook, MatchOptions, entry_from_fields
@@ -168,7 +168,7 @@ def _plan_keys(e: SlotEntry) -> tuple[_Plan, list[str], list[str]]:
     exclude_all = tuple(tuple(ref(k, secondary_keys) for k in group) for group in d.exclude_keys_all)
     refs = [*primary, *secondary, *exclude, *(r for g in additional + exclude_all for r in g)]
     plan = _Plan(primary, secondary, additional, exclude, exclude_all,
-                 uses_matcher=bool(primary_keys),
+                 uses_matcher=bool(primary_keys or secondary_keys),
                  has_literal=any(r.how == "literal" for r in refs))
     return plan, primary_keys, secondary_keys
 
@@ -285,7 +285,7 @@ class SlotEngine:
             at_greeting: bool | None = None, greeting_index: int | None = None,
             user_icon: str | None = None,
             substitute: Callable[[str], str] | None = None,
-            cache: Any = None) -> SlotResult:
+            cache: ChatScan | None = None) -> SlotResult:
         """Build the lorebook slot for one request.
 
         ``messages``: the conversation so far, **oldest first**, as ``(role, text)`` pairs or
@@ -301,7 +301,8 @@ class SlotEngine:
         ``greeting_index``: the active greeting (0 = first message, k = k-th alternate),
         None if unknown. ``user_icon``: the active user icon (with
         ``user_icon_decorator``). ``substitute``: overrides the engine's macro hook for
-        this request. ``cache``: the per-chat hit cache of the matcher, if any.
+        this request. ``cache``: the chat's :class:`~lorescan.hitcache.ChatScan` (pass the same
+        one every turn so messages already scanned are not scanned again).
         Raises :class:`SettingsError` for malformed messages or state.
         """
         chat = _read_messages(messages)
@@ -313,7 +314,6 @@ class SlotEngine:
         view = ScanView(self.compiled, [text for _, text in reversed(chat)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout)
         runs = [_Run(e) for e in self.pool]
-        chunk_entries = "entries" in inspect.signature(view.add_recursion_chunk).parameters
 
         # Gates 1-9 (SPEC 15.5): decided once for the turn.
         prematched: list[_Run] = []
@@ -359,7 +359,7 @@ class SlotEngine:
                 r.text = substitute(r.e.content) if substitute is not None and r.e.content else r.e.content
                 activated.append(r)
                 if r.e.feeds_recursion and r.text:
-                    if chunk_entries and r.text is r.e.content:
+                    if r.text is r.e.content:
                         # the compiled matcher reuses the content hits it found at compile time
                         view.add_recursion_chunk(r.text, entries=(r.e.pool_index,))
                     else:
@@ -438,6 +438,9 @@ class SlotEngine:
         e, plan = r.e, self._plans[r.e.pool_index]
         if not plan.primary:
             r.reason = "no keys"
+            return False
+        if all(ref.how == "never" for ref in plan.primary):
+            r.reason = "use_regex is true and no key is a valid /pattern/flags regex"
             return False
         if window.depth <= 0:
             r.reason = "scan depth 0: no text is scanned"
