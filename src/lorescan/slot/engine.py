@@ -6,6 +6,22 @@ placement, one role-tagged message per surviving entry.
 its own) and answers one request per :meth:`SlotEngine.run`: which entries go into the
 lorebook slot, in which order and with which role, plus the request log of SPEC 15.11
 and the updated per-chat state.
+
+Choices where SPEC 15 is silent (see also the [decision] marks there):
+
+* Messages are given oldest first, with roles; ``M`` (the turn index) counts every one of
+  them, system messages included. An entry with scan depth 0 sees no text at all,
+  recursion text included ("scans nothing", SPEC 15.4).
+* Keys: ``use_regex`` absent (SillyTavern books) = SillyTavern's per-key auto-detection;
+  ``true`` = only valid ``/pattern/flags`` keys can match; ``false`` = every key is literal,
+  so a ``/…/``-shaped key is matched here as plain text with the shared plain-key rule
+  (``matching.match_plain_key``) instead of going to the matcher, which would read it as
+  a regex. Decorator key lists (``@@additional_keys`` …) follow the entry's rule.
+  ``selectiveLogic`` is not used: secondary keys always mean "primary AND any secondary".
+* Only ``@@probability`` rolls; SillyTavern's ``probability``/``useProbability`` fields and
+  per-entry ``scanDepth`` are not platform fields (SPEC 15.3) and are ignored.
+* A re-inserted entry keeps the earliest ``first_matched_turn`` (a record from a later turn,
+  left by a rolled-back branch, is lowered to this turn).
 """
 from __future__ import annotations
 
