@@ -716,3 +716,9 @@ def test_a_literal_slash_key_with_matcher_secondary_keys():
 def test_the_log_says_when_use_regex_leaves_no_usable_key():
     book = cc_book("b", [{"id": 1, "keys": ["dragon"], "content": "c", "use_regex": True}])
     assert "use_regex" in engine(book).run(chat("dragon"), turn_id="t").log[0].reason
+
+
+def test_a_record_from_a_rolled_back_later_turn_is_lowered_to_this_turn():
+    book = cc_book("b", [{"id": 1, "constant": True, "content": "x"}])
+    state = {"version": 1, "first_matched_turn": {"b": {"1": 9}}}
+    assert engine(book).run(chat("x", "y"), turn_id="t", state=state).state["first_matched_turn"] == {"b": {"1": 2}}
