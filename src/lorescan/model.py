@@ -115,7 +115,8 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {
     "matchCharacterPersonality": (_NUM_BOOL, True), "matchCharacterDepthPrompt": (_NUM_BOOL, True),
     "matchScenario": (_NUM_BOOL, True), "matchCreatorNotes": (_NUM_BOOL, True),
     "probability": (_NUM, True), "useProbability": (_NUM_BOOL, True),
-    "depth": (_NUM, True), "role": (_NUM, True), "outletName": ((str,), True),
+    # role: 0/1/2 in SillyTavern; CCv3/RisuAI books may say "system"/"user"/"assistant"
+    "depth": (_NUM, True), "role": (_NUM + (str,), True), "outletName": ((str,), True),
     "group": ((str,), True), "groupOverride": (_NUM_BOOL, True), "groupWeight": (_NUM, True),
     "scanDepth": (_NUM, True), "caseSensitive": (_NUM_BOOL, True),
     "matchWholeWords": (_NUM_BOOL, True), "useGroupScoring": (_NUM_BOOL, True),
