@@ -1,0 +1,33 @@
+"""The README's examples run as written."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+PY_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+
+
+def test_the_readme_starts_with_the_two_setup_commands():
+    first_block = re.search(r"```bash\n(.*?)```", README, re.S).group(1).strip().splitlines()
+    assert first_block == [
+        "pip install . && lorescan scan examples/saltmere.json examples/saltmere-chat.jsonl",
+        'pip install ".[test]" && python -m pytest',
+    ]
+    assert README.index("```bash") < README.index("lorescan is an exact")
+
+
+@pytest.mark.parametrize("code", PY_BLOCKS, ids=[f"block{i}" for i in range(len(PY_BLOCKS))])
+def test_a_python_example_in_the_readme_runs(code, capsys):
+    assert len(PY_BLOCKS) >= 2
+    old = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        exec(compile(code, "README.md", "exec"), {})
+    finally:
+        os.chdir(old)
+    assert capsys.readouterr().out.strip(), "the example prints something"
