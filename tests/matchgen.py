@@ -24,7 +24,8 @@ ATOMS = [
 texts = st.lists(st.sampled_from(ATOMS), max_size=8).map("".join)
 
 KEY_ATOMS = ATOMS + ["", " ", "  ", "/a+/i", "/^\\x01a/", "/[/", "/a/b/", "/b$/m", "/(?<=a)b/", "/\\bcat\\b/",
-                     "/.*/", "/x*/", "/[^]/s", "a\n", "\n", " cat ", "{{char}}", "{{ user }}"]
+                     "/.*/", "/x*/", "/[^]/s", "a\n", "\n", " cat ", "{{char}}", "{{ user }}", "/ca?t/i", "/CAT/i",
+                     "/cat/", "/k/iu", "/s/iu", "/ab|cd/", "/a b+c/", "/A!/i", "/i/i", "/1{2}/", "/(ab)+b/"]
 keys = st.one_of(st.sampled_from(KEY_ATOMS), st.lists(st.sampled_from(ATOMS), min_size=1, max_size=3).map("".join))
 tri = st.sampled_from([None, True, False])
 

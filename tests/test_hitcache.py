@@ -83,3 +83,21 @@ def test_results_do_not_depend_on_the_cache():
         without = ScanView(compiled, messages)
         for i in range(3):
             assert with_cache.match_entry(i, Window(2)) == without.match_entry(i, Window(2))
+
+
+def test_cached_runs_of_old_messages_give_exact_windows_as_the_chat_grows():
+    import random
+
+    from reference_matcher import ReferenceScanView
+    rng = random.Random(5)
+    words = ["alpha", "beta", "gamma", "x", "", "  ", "Alpha!", "gam", "ma"]
+    chat = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 3))) for _ in range(90)]
+    compiled = compile_book(BOOK)
+    cache = ChatScan(max_texts=50)
+    for turn in range(1, len(chat) + 1):
+        messages = chat[turn - 1::-1]
+        view = ScanView(compiled, messages, cache=cache)
+        ref = ReferenceScanView(compiled, messages)
+        for depth in (1, 3, 4, 5, 17, 33, 64, 100):
+            for i in range(3):
+                assert view.match_entry(i, Window(depth)) == ref.match_entry(i, Window(depth)), (turn, depth, i)

@@ -136,11 +136,22 @@ def test_macro_keys_use_the_substituted_text():
 
 def test_candidates_skip_entries_that_cannot_match():
     book = _book({"key": ["alpha"]}, {"key": ["beta"]}, {"key": ["/gam+a/"]}, {"key": []}, {"key": ["{{char}}"]})
-    view = ScanView(compile_book(book), ["alpha here", "", "old beta"])
-    assert list(view.candidates(1, 0)) == [0, 2]
-    assert list(view.candidates(3, 0)) == [0, 1, 2]
+    view = ScanView(compile_book(book), ["alpha here", "", "old beta", "gam"])
+    assert list(view.candidates(1, 0)) == [0]
+    assert list(view.candidates(3, 0)) == [0, 1]
+    assert list(view.candidates(4, 0)) == [0, 1, 2]      # the regex's literal "ga" occurs
     view = ScanView(compile_book(book), ["alpha here"], substitute=lambda k: k)
-    assert list(view.candidates(1, 0)) == [0, 2, 4]
+    assert list(view.candidates(1, 0)) == [0, 4]
+
+
+def test_required_literal_of_a_regex_key_is_conservative():
+    from lorescan.compile import required_literal
+    assert required_literal("Kalor.?s (room|house)", "i") == "kalor"
+    assert required_literal("a|b", "") is None
+    assert required_literal("ab?cd", "") == "cd"
+    assert required_literal("\\x41bc", "") is None
+    assert required_literal("Mass", "iu") == "ma"       # U+017F folds to s under iu
+    assert required_literal("^$", "") is None
 
 
 def test_timed_out_regex_key_is_reported_and_counts_as_no_match():

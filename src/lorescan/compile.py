@@ -37,7 +37,8 @@ EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
 
 # A special key, evaluated on the haystack/texts by ScanView:
-#   ("re", pattern, flags, raw)   regex key (raw = the entry's key string, for timed_out)
+#   ("re", pattern, flags, lit, raw)  regex key (raw = the entry's key string, for timed_out;
+#                                 lit = vid of a literal every match contains, or SKIP)
 #   ("plain", text, cs, ww, raw)  plain key that cannot be decided per text
 #   ("macro", raw, cs, ww)        key with {{ under a substitution hook
 Special = tuple
@@ -50,6 +51,78 @@ def word_model(options: MatchOptions) -> int:
     if options.word_chars == "ascii":
         return MODEL_ASCII
     return MODEL_NOSPACE if options.nospace_scripts else MODEL_UNICODE
+
+
+_LITERAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !\"#%&',-:;<=>@_~")
+_ESCAPE_TAIL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789{}<>,")
+
+
+def required_literal(pattern: str, flags: str) -> str | None:
+    """A literal that every match of the JS regex must contain (longest found), or None.
+
+    Conservative: only top-level runs of plain ASCII characters count; a pattern with a
+    top-level ``|`` has none; an atom followed by ``? * {`` is optional; groups, classes,
+    escapes and anchors end a run. With ``i`` the literal is returned lowercased (JS ``i``
+    never equates an ASCII letter with a character whose lowercase differs, except U+017F
+    with ``u``, so ``s`` ends a run under ``iu``). Used as a prefilter only: the regex is
+    still evaluated whenever the literal occurs in the window.
+    """
+    ci = "i" in flags
+    banned = "sS" if ci and "u" in flags else ""
+    runs: list[str] = []
+    run: list[str] = []
+    depth = 0
+    i, n = 0, len(pattern)
+
+    def end_run() -> None:
+        if run:
+            runs.append("".join(run))
+            run.clear()
+
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            end_run()
+            i += 2
+            while depth == 0 and i < n and pattern[i] in _ESCAPE_TAIL:
+                i += 1
+            if depth:
+                continue
+            continue
+        if ch == "[":
+            end_run()
+            i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+            continue
+        if ch == "{":                   # a quantifier's {n,m} (or a literal brace): no literal inside
+            end_run()
+            while i < n and pattern[i] != "}":
+                i += 1
+            i += 1
+            continue
+        if ch == "(":
+            end_run()
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return None
+        elif depth == 0:
+            nxt = pattern[i + 1] if i + 1 < n else ""
+            if ch in _LITERAL_CHARS and ch not in banned and nxt not in ("?", "*", "{"):
+                run.append(ch)
+                if nxt == "+":
+                    end_run()
+            else:
+                end_run()
+        i += 1
+    end_run()
+    if not runs:
+        return None
+    best = max(runs, key=len)
+    return best.lower() if ci else best
 
 
 def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str) -> VariantSpec | Special:
@@ -172,14 +245,21 @@ class _Builder:
         self.options = options
         self.vids: dict[VariantSpec, int] = {}
 
+    def vid(self, spec: VariantSpec) -> int:
+        vid = self.vids.get(spec)
+        if vid is None:
+            vid = self.vids[spec] = len(self.vids)
+        return vid
+
     def ref(self, text: str, cs: bool, ww: bool, raw: str) -> KeyRef:
         spec = classify_key(text, cs, ww, self.options, raw)
-        if len(spec) != 3:
-            return spec
-        vid = self.vids.get(spec)       # type: ignore[arg-type]
-        if vid is None:
-            vid = self.vids[spec] = len(self.vids)    # type: ignore[index]
-        return vid
+        if len(spec) == 3:
+            return self.vid(spec)            # type: ignore[arg-type]
+        if spec[0] == "re":
+            lit = required_literal(spec[1], spec[2])
+            # ("re", pattern, flags, prefilter vid or SKIP, raw)
+            return ("re", spec[1], spec[2], SKIP if lit is None else self.vid((lit, "i" not in spec[2], False)), raw)
+        return spec
 
     def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool) -> KeyRef:
         # SPEC 5: substitute (if {{), skip if empty, trim; blank -> "" (match_all) or skipped.
@@ -233,6 +313,8 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions()) -> Comp
     for i, (plan, sub) in enumerate(zip(plans, plans_sub)):
         special = False
         for _, ref in plan.primary:
+            if type(ref) is not int and ref[0] == "re" and ref[3] != SKIP:
+                ref = ref[3]              # the regex can only match where its literal occurs
             if type(ref) is int:
                 if not vid_sets[ref] or vid_sets[ref][-1] != i:
                     vid_sets[ref].append(i)
@@ -240,7 +322,8 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions()) -> Comp
                 special = True
         if special:
             always.append(i)
-        if special or any(type(ref) is not int for _, ref in sub.primary):
+        if special or any(type(ref) is not int and not (ref[0] == "re" and ref[3] != SKIP)
+                          for _, ref in sub.primary):
             always_sub.append(i)
     scan = matcher.scan
     content_hits = tuple(scan(e.content) for e in entries)

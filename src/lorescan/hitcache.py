@@ -82,6 +82,33 @@ class ChatScan:
                     self._bytes -= self._sizes.pop(old)
         return value
 
+    def lookup_block(self, matcher: "KeyMatcher", texts: tuple[str, ...],
+                     build: Callable[[], frozenset[int]]) -> frozenset[int]:
+        """The union of the hit sets of a run of messages, keyed by their raw strings.
+
+        Chats only grow at the new end, so aligned runs of old messages recur turn after
+        turn; a window is a few such runs (see ScanView), whatever its depth.
+        """
+        key = (matcher.token, texts)
+        found = self._lru.get(key)            # type: ignore[call-overload]
+        if found is not None:
+            try:
+                self._lru.move_to_end(key)   # type: ignore[arg-type]
+            except KeyError:
+                pass
+            return found
+        value = build()
+        size = sys.getsizeof(texts) + sys.getsizeof(value) + _ENTRY_OVERHEAD
+        with self._lock:
+            if key not in self._lru:
+                self._lru[key] = value        # type: ignore[index]
+                self._sizes[key] = size       # type: ignore[index]
+                self._bytes += size
+                while len(self._lru) > self.max_texts or (self._bytes > self.max_bytes and len(self._lru) > 1):
+                    old, _ = self._lru.popitem(last=False)
+                    self._bytes -= self._sizes.pop(old)
+        return value
+
     def side_matcher(self, key: object, build: Callable[[], object]) -> object:
         """A small per-expansion matcher (macro keys, SPEC 14.1), built once per ``key``."""
         with self._lock:

@@ -128,10 +128,13 @@ class ScanView:
         self._cache = cache if cache is not None else ChatScan(max_texts=1 << 20, max_bytes=1 << 40)
         self._matcher = compiled.matcher
         self._plans = compiled.plans if substitute is None else compiled.plans_sub
-        self._msg_hits: list[frozenset[int]] = []          # main-matcher hits per message, lazily
         self._chunk_entries: list[tuple[int, ...] | None] = []
+        self._msg_parts: dict[int, list[frozenset[int]]] = {}
         self._chunk_hits: list[frozenset[int]] = []        # main-matcher hits per chunk, lazily
         self._by_window: dict[Window, frozenset[int]] = {}
+        self._last_window: Window | None = None
+        self._last_hits: frozenset[int] = EMPTY
+        self._no_secondary: dict[int | None, EntryMatch] = {}
         self._bounds: dict[tuple[int, int, int], frozenset[int]] = {}
         self._segments: list[str] | None = None
         self._haystacks: dict[Window, str] = {}
@@ -184,13 +187,40 @@ class ScanView:
 
     # -- hit sets ----------------------------------------------------------------------
     def _message_hits(self, depth: int) -> list[frozenset[int]]:
-        have = self._msg_hits
-        if len(have) < depth:
-            lookup, matcher, msgs = self._cache.lookup, self._matcher, self._messages
-            for i in range(len(have), min(depth, self._n_messages)):
-                m = msgs[i]
-                have.append(lookup(matcher, js_trim(m)) if m else EMPTY)
-        return have[:depth]
+        """Hit sets covering the newest ``depth`` messages: a few cached aligned runs.
+
+        Positions count from the oldest message, so a run [a, a + 2^k) aligned on 2^k keeps
+        its texts as the chat grows; the window [L - d, L) splits into at most ~2 log2(d)
+        such runs (singles below 4), each cached in the ChatScan by its raw strings.
+        """
+        d = min(depth, self._n_messages)
+        found = self._msg_parts.get(d)
+        if found is not None:
+            return list(found)
+        total = len(self._messages)
+        lo, hi = total - d, total
+        parts: list[frozenset[int]] = []
+        while lo < hi:
+            size = (lo & -lo) if lo else 1 << 30
+            while size > hi - lo:
+                size >>= 1
+            parts.append(self._run_hits(lo, size) if size >= 4 else self._single_hits(lo))
+            lo += size if size >= 4 else 1
+        self._msg_parts[d] = parts
+        return list(parts)
+
+    def _single_hits(self, pos: int) -> frozenset[int]:
+        m = self._messages[len(self._messages) - 1 - pos]
+        return self._cache.lookup(self._matcher, js_trim(m)) if m else EMPTY
+
+    def _run_hits(self, pos: int, size: int) -> frozenset[int]:
+        if size < 4:
+            return _kernels.hits.window_union([self._single_hits(p) for p in range(pos, pos + size)])
+        total = len(self._messages)
+        texts = tuple(self._messages[total - pos - size:total - pos])
+        half = size // 2
+        return self._cache.lookup_block(self._matcher, texts, lambda: _kernels.hits.window_union(
+            [self._run_hits(pos, half), self._run_hits(pos + half, half)]))
 
     def _chunk_hit_list(self) -> list[frozenset[int]]:
         have = self._chunk_hits
@@ -253,15 +283,18 @@ class ScanView:
         if found is not None:
             return found
         kind = spec[0]
-        texts: Sequence[str] = [self.haystack(window)] if self.joined else self.texts(window)
-        if kind == "re":
+        if kind == "re" and spec[3] >= 0 and spec[3] not in self.window_hits(window):
+            found = (False, False)      # a literal every match needs is absent: no search
+        elif kind == "re":
             from .jsregex import RegexTimeout, compile_js_regex
             rx = compile_js_regex(spec[1], spec[2])
+            texts: Sequence[str] = [self.haystack(window)] if self.joined else self.texts(window)
             try:
                 found = (any(rx.search(t, timeout=self.regex_timeout) for t in texts), False)
             except RegexTimeout:
                 found = (False, True)
         elif kind == "plain":
+            texts = [self.haystack(window)] if self.joined else self.texts(window)
             _, text, cs, ww, _raw = spec
             found = (any(match_plain_key(t, text, case_sensitive=cs, whole_words=ww, options=self.options)
                          for t in texts), False)
@@ -287,6 +320,8 @@ class ScanView:
                 spec = classify_key(key, cs, ww, self.options, raw)
                 if len(spec) == 3:
                     refs[(raw, cs, ww)] = specs.setdefault(spec, len(specs))
+                elif spec[0] == "re":
+                    refs[(raw, cs, ww)] = ("re", spec[1], spec[2], SKIP, raw)
                 else:
                     refs[(raw, cs, ww)] = spec
             spec_list = tuple(specs)
@@ -315,15 +350,24 @@ class ScanView:
     def match_entry(self, index: int, window: Window) -> EntryMatch:
         """Primary and secondary key results for entry ``index`` in ``window``."""
         plan = self._plans[index]
-        hits = self._by_window.get(window)
-        if hits is None:
-            hits = self.window_hits(window)
+        if window is self._last_window:         # engines ask many entries about one window
+            hits = self._last_hits
+        else:
+            hits = self._by_window.get(window)
+            if hits is None:
+                hits = self.window_hits(window)
+            self._last_window, self._last_hits = window, hits
         primary = None
         if plan.simple:
             for i, ref in plan.primary:
                 if ref in hits:
                     primary = i
                     break
+            if not plan.secondary:              # EntryMatch is a value: share the common ones
+                found = self._no_secondary.get(primary)
+                if found is None:
+                    found = self._no_secondary[primary] = EntryMatch(primary, ())
+                return found
             return EntryMatch(primary, tuple([ref in hits for ref in plan.secondary]))
         timed_out: list[str] = []
         for i, ref in plan.primary:
