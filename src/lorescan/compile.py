@@ -55,7 +55,44 @@ def word_model(options: MatchOptions) -> int:
 
 
 _LITERAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !\"#%&',-:;<=>@_~")
-_ESCAPE_TAIL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789{}<>,")
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _escape_end(pattern: str, i: int) -> int:
+    """Index just past the escape that starts at ``pattern[i] == "\\"`` (JS syntax)."""
+    n = len(pattern)
+    if i + 1 >= n:
+        return n
+    c = pattern[i + 1]
+    j = i + 2
+    if c == "x":
+        k = j
+        while k < n and k < j + 2 and pattern[k] in _HEX:
+            k += 1
+        return k
+    if c == "u":
+        if j < n and pattern[j] == "{":
+            close = pattern.find("}", j)
+            return n if close == -1 else close + 1
+        k = j
+        while k < n and k < j + 4 and pattern[k] in _HEX:
+            k += 1
+        return k
+    if c == "c":
+        return j + 1 if j < n and pattern[j].isascii() and pattern[j].isalpha() else j
+    if c in "pP" and j < n and pattern[j] == "{":
+        close = pattern.find("}", j)
+        return n if close == -1 else close + 1
+    if c == "k" and j < n and pattern[j] == "<":
+        close = pattern.find(">", j)
+        return n if close == -1 else close + 1
+    if c.isdigit():
+        while j < n and pattern[j].isdigit():
+            j += 1
+        return j
+    return j
 
 
 def required_literal(pattern: str, flags: str) -> str | None:
@@ -84,11 +121,7 @@ def required_literal(pattern: str, flags: str) -> str | None:
         ch = pattern[i]
         if ch == "\\":
             end_run()
-            i += 2
-            while depth == 0 and i < n and pattern[i] in _ESCAPE_TAIL:
-                i += 1
-            if depth:
-                continue
+            i = _escape_end(pattern, i)
             continue
         if ch == "[":
             end_run()

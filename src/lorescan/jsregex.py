@@ -267,8 +267,14 @@ class _Translator:
     """One pass over a JS pattern (ES2024 Pattern[UnicodeMode, NamedCaptureGroups] + Annex B)."""
 
     def __init__(self, src: str, *, unicode_mode: bool, ignore_case: bool, dot_all: bool,
-                 multiline: bool, reset_groups: bool) -> None:
+                 multiline: bool, reset_groups: bool, ascii_case_scoped: bool = False) -> None:
         self.src, self.pos = src, 0
+        # Emit ASCII letters under i (non-u) as (?i:c) instead of [Cc]: the regex engine can
+        # then search for literal runs quickly. Exact only for texts without U+017F and
+        # U+212A, the non-ASCII characters whose simple case folding is ASCII (JS non-u
+        # Canonicalize never equates them with ASCII letters; `regex` also pairs U+0130 and
+        # U+0131 with i/I); search() picks the variant.
+        self.ascii_case_scoped = ascii_case_scoped
         self.u, self.i, self.s, self.m = unicode_mode, ignore_case, dot_all, multiline
         self.reset_groups = reset_groups
         self.total_groups, raw_names = _prescan_groups(src)
@@ -300,6 +306,8 @@ class _Translator:
         return cs.emit(negate)
 
     def literal(self, cp: int) -> str:
+        if self.i and self.ascii_case_scoped and not self.u and cp < 128 and chr(cp).isalpha():
+            return f"(?i:{chr(cp)})"
         if self.i:
             members, _ = _case_classes(self.u)
             cls = members.get(cp)
@@ -814,16 +822,17 @@ def _check_flags(flags: str) -> None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _translate(pattern: str, flags: str) -> tuple[str, bool]:
+def _translate(pattern: str, flags: str, ascii_case_scoped: bool = False) -> tuple[str, bool]:
     """JS (pattern, flags) -> (``regex`` V0 pattern text, whether texts must be canonicalised).
 
-    Raises JSRegexError.
+    ``ascii_case_scoped`` asks for the fast variant of an ``i`` (non-``u``) pattern (see
+    ``_Translator``). Raises JSRegexError.
     """
     _check_flags(flags)
     unicode_mode = "u" in flags
     src = _join_surrogates(pattern) if unicode_mode else _split_astral(pattern)
     options = dict(unicode_mode=unicode_mode, ignore_case="i" in flags, dot_all="s" in flags,
-                   multiline="m" in flags)
+                   multiline="m" in flags, ascii_case_scoped=ascii_case_scoped)
     tr = _Translator(src, reset_groups=False, **options)
     out = tr.translate()
     if tr.saw_backref:
@@ -834,14 +843,24 @@ def _translate(pattern: str, flags: str) -> tuple[str, bool]:
     return out, tr.saw_backref and tr.i
 
 
-def _compile_translated(pattern: str, flags: str) -> tuple[regex.Pattern, dict[int, int] | None]:
-    """The compiled pattern, and the Canonicalize table to apply to texts (or None)."""
+_FOLDS_TO_ASCII = regex.compile("[\\u0130\\u0131\\u017f\\u212a]")
+
+
+def _compile_translated(pattern: str, flags: str
+                        ) -> tuple[regex.Pattern, dict[int, int] | None, regex.Pattern | None]:
+    """The compiled pattern, the Canonicalize table to apply to texts (or None), and the
+    fast variant for texts without the characters of ``_FOLDS_TO_ASCII`` (or None)."""
     text, canonical = _translate(pattern, flags)
     table = _canon_table("u" in flags) if canonical else None
+    fast_text = None
+    if "i" in flags and "u" not in flags and not canonical:
+        fast_text, _ = _translate(pattern, flags, True)
     try:
-        return regex.compile(text, regex.V0), table
+        compiled = regex.compile(text, regex.V0)
+        fast = regex.compile(fast_text, regex.V0) if fast_text is not None and fast_text != text else None
     except regex.error as exc:  # a translator bug, not a user error: say so loudly
         raise RuntimeError(f"lorescan.jsregex produced an invalid regex for /{pattern}/{flags}: {exc}") from exc
+    return compiled, table, fast
 
 
 class JSRegex:
@@ -853,7 +872,8 @@ class JSRegex:
     __slots__ = ("source", "flags", "_compiled", "_sticky", "_unicode")
 
     def __init__(self, source: str, flags: str,
-                 compiled: tuple[regex.Pattern, dict[int, int] | None] | None = None) -> None:
+                 compiled: tuple[regex.Pattern, dict[int, int] | None, regex.Pattern | None] | None = None
+                 ) -> None:
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "flags", flags)
         object.__setattr__(self, "_compiled", compiled)
@@ -888,7 +908,9 @@ class JSRegex:
         if compiled is None:                            # unpickled: recompile (idempotent, race-safe)
             compiled = _compile_translated(self.source, self.flags)
             object.__setattr__(self, "_compiled", compiled)
-        pattern, canon_table = compiled
+        pattern, canon_table, fast = compiled
+        if fast is not None and _FOLDS_TO_ASCII.search(text) is None:
+            pattern = fast
         text = _join_surrogates(text) if self._unicode else _split_astral(text)
         if canon_table is not None:
             # i + backreference: JS compares Canonicalize(ch) everywhere, so match the

@@ -100,8 +100,11 @@ def _is_js_space(ch: str) -> bool:
     return ch in JS_WHITESPACE
 
 
+_SURROGATE = regex.compile("[\ud800-\udfff]")
+
+
 def _has_surrogate(text: str) -> bool:
-    return any("\ud800" <= c <= "\udfff" for c in text)
+    return _SURROGATE.search(text) is not None
 
 
 def _tiktoken_clean(text: str) -> str:
