@@ -149,7 +149,10 @@ def test_required_literal_of_a_regex_key_is_conservative():
     assert required_literal("Kalor.?s (room|house)", "i") == "kalor"
     assert required_literal("a|b", "") is None
     assert required_literal("ab?cd", "") == "cd"
-    assert required_literal("\\x41bc", "") is None
+    assert required_literal("\\x41bc", "") == "bc"        # the escape is one character: "bc" follows it
+    assert required_literal("\\bKasha(s|'s)?\\b", "i") == "kasha"
+    assert required_literal("\\p{L}xyz", "u") == "xyz"
+    assert required_literal("\\k<n>(?<n>q)zz", "") == "zz"
     assert required_literal("Mass", "iu") == "ma"       # U+017F folds to s under iu
     assert required_literal("^$", "") is None
 
