@@ -19,7 +19,7 @@ from .decorators import parse_st_decorators
 from .errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
 from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window
-from .model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, MatchOptions, STSettings, js_truthy
+from .model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, STSettings, js_truthy
 from .place import Placement, place_entries
 from .sthash import entry_fingerprint
 from .tokens import IncrementalCount
@@ -772,7 +772,6 @@ class _Run:
     def _admit(self, pending: list[_Slot], t0: int, loop: int) -> list[_Slot]:
         e = self.e
         k = sum(1 for s in pending if s.entry.ignore_budget)
-        buf_parts: list[str] = []
         e._tokens("")                       # resolve the default counter once
         counter = IncrementalCount(e.count_tokens)   # exact count of the concatenation, no re-tokenising
         admitted: list[_Slot] = []

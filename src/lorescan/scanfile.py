@@ -5,7 +5,7 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from .errors import FormatError, LorebookError
+from .errors import FormatError
 from .model import STSettings
 from .scan import BookSource, ChatMessage, STEngine
 

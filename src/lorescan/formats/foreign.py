@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from ..errors import FormatError
 from ..model import Lorebook
 from ._listbook import fixed, read_list_book, rename, split_keys, unmapped_fields, write_list_entries
-from ._mapping import Ctx, Loss, Rule, raise_type
+from ._mapping import Ctx, Loss, Rule
 
 __all__ = ["RISU_RULES", "AGNAI_RULES", "LIST_RULES", "read_risu", "write_risu", "read_agnai", "write_agnai",
            "read_entry_list", "write_entry_list", "read_kobold", "write_kobold", "foreign_unmapped"]

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ..errors import FormatError
 from ..model import Lorebook
 from ._listbook import fixed, read_list_book, rename, unmapped_fields, write_list_entries
-from ._mapping import MISSING, Ctx, Loss, Origin, Rule, raise_type
+from ._mapping import Ctx, Loss, Origin, Rule, raise_type
 
 __all__ = ["NOVELAI_RULES", "read_novelai", "write_novelai", "read_story", "write_story", "novelai_unmapped"]
 
