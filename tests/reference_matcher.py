@@ -10,8 +10,11 @@ from typing import Callable, Sequence
 
 from lorescan.matching import EntryMatch, MAX_SCAN_DEPTH, Window
 from lorescan.model import Entry, MatchOptions
-from lorescan.textrules import (has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char,
-                                js_lower, js_trim)
+import unicodedata
+
+import regex
+
+from lorescan.textrules import NOSPACE_RANGES, has_js_whitespace, js_lower, js_trim
 
 MARKER = "\x01"
 JOINER = "\n\x01"
@@ -19,15 +22,37 @@ JOINER = "\n\x01"
 __all__ = ["ReferenceScanView", "match_plain_key"]
 
 
-def _is_word(ch: str, options: MatchOptions) -> bool:
-    return is_ascii_word_char(ch) if options.word_chars == "ascii" else is_unicode_word_char(ch)
+# Written independently of lorescan.matching on purpose. ASCII words (SillyTavern): its own
+# formulation, the pattern (?:^|\W)key(?:$|\W) searched over the whole string. Unicode
+# words (SPEC 16.1-16.2): every occurrence (overlapping ones too) checked against the
+# general categories read straight from unicodedata.
+_ASCII_WW = "(?:\\A|[^A-Za-z0-9_]){}(?:\\Z|[^A-Za-z0-9_])"
 
 
-def _boundary_ok(outer: str, inner: str, options: MatchOptions) -> bool:
-    if not _is_word(outer, options):
-        return True
-    return options.word_chars == "unicode" and options.nospace_scripts and (
-        is_nospace_char(outer) or is_nospace_char(inner))
+def _unicode_word(ch: str) -> bool:
+    return ch in "\u200c\u200d" or unicodedata.category(ch)[0] in "LMN" or unicodedata.category(ch) == "Pc"
+
+
+def _nospace(ch: str) -> bool:
+    return any(lo <= ord(ch) <= hi for lo, hi in NOSPACE_RANGES)
+
+
+def _unicode_whole_word(haystack: str, key: str, nospace_scripts: bool) -> bool:
+    starts = range(len(haystack) + 1) if key == "" else (
+        m.start() for m in regex.finditer(regex.escape(key), haystack, overlapped=True))
+    for start in starts:
+        end = start + len(key)
+        before = haystack[start - 1] if start > 0 else None
+        after = haystack[end] if end < len(haystack) else None
+        sides_ok = []
+        for outer, inner in ((before, key[:1]), (after, key[-1:])):
+            ok = outer is None or not _unicode_word(outer)
+            if not ok and nospace_scripts:
+                ok = _nospace(outer) or (inner != "" and _nospace(inner))
+            sides_ok.append(ok)
+        if all(sides_ok):
+            return True
+    return False
 
 
 def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_words: bool,
@@ -35,23 +60,11 @@ def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_word
     """SPEC 5.2 (and 16.1-16.3 under improved options) for one plain key on one string."""
     if not case_sensitive:
         haystack, key = js_lower(haystack), js_lower(key)
-    if not whole_words:
+    if not whole_words or (has_js_whitespace(key) and options.multiword == "substring"):
         return key in haystack
-    if has_js_whitespace(key) and options.multiword == "substring":
-        return key in haystack
-    if key == "":
-        # ST's pattern (?:^|\W)(?:$|\W): true on "" and on anything holding a non-word char.
-        return haystack == "" or any(not _is_word(c, options) for c in haystack)
-    n, k = len(haystack), len(key)
-    start = haystack.find(key)
-    while start != -1:
-        end = start + k
-        before_ok = start == 0 or _boundary_ok(haystack[start - 1], key[0], options)
-        after_ok = end == n or _boundary_ok(haystack[end], key[-1], options)
-        if before_ok and after_ok:
-            return True
-        start = haystack.find(key, start + 1)
-    return False
+    if options.word_chars == "ascii":
+        return regex.search(_ASCII_WW.format(regex.escape(key)), haystack) is not None
+    return _unicode_whole_word(haystack, key, options.nospace_scripts)
 
 
 class ReferenceScanView:
@@ -83,7 +96,6 @@ class ReferenceScanView:
         self.sources = tuple(sources)
         self.injects = tuple(injects)
         self.chunks: list[str] = []
-        self._haystacks: dict[Window, str] = {}
 
     # -- texts -------------------------------------------------------------------------
     def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None) -> None:
@@ -105,12 +117,18 @@ class ReferenceScanView:
         return out
 
     def haystack(self, window: Window) -> str:
-        """The exact SillyTavern haystack of SPEC 4.2 for this window."""
-        hs = self._haystacks.get(window)
-        if hs is None:
-            texts = self.texts(window)
-            hs = MARKER + JOINER.join(texts) if texts else ""
-            self._haystacks[window] = hs
+        """SPEC 4.2, step by step, as one string."""
+        if window.depth <= 0:                                   # step 2
+            return ""
+        depth = min(int(window.depth), MAX_SCAN_DEPTH)          # step 3
+        hs = MARKER + JOINER.join(self.segments[:depth])        # step 4
+        for bit, source in enumerate(self.sources):             # step 5
+            if window.sources & (1 << bit) and source != "":
+                hs += JOINER + source
+        if self.injects:                                        # step 6
+            hs += JOINER + JOINER.join(self.injects)
+        if window.recursion and self.chunks:                    # step 7
+            hs += JOINER + JOINER.join(self.chunks[:window.recursion])
         return hs
 
     # -- matching ----------------------------------------------------------------------

@@ -12,7 +12,7 @@ from lorescan import BACKEND
 from lorescan.compile import compile_book
 from lorescan.formats import load
 from lorescan.hitcache import ChatScan
-from lorescan.matching import ScanView, Window
+from lorescan.matching import ScanView, Window, match_plain_key
 from lorescan.model import Lorebook, MatchOptions, entry_from_fields
 from matchgen import books, check_agreement, options, substitute_char, texts, windows
 from reference_matcher import ReferenceScanView
@@ -231,3 +231,14 @@ def test_corpus_books_match_exactly_like_the_reference(book_path, corpus_chats):
                         # scoring is only ever asked for a few entries; check the first ones
                         for i in range(min(20, len(compiled.entries))):
                             assert view.score_entry(i, w) == ref.score_entry(i, w)
+
+
+def test_the_empty_key_under_whole_words_needs_a_boundary_on_both_sides_of_one_position():
+    # SillyTavern's (?:^|\W)(?:$|\W) with an empty key between: "a-a" has no such position,
+    # "a--a" and "-a" do. (Its own haystacks always start with U+0001, so it always matches there.)
+    for opts in (MatchOptions.sillytavern(match_whole_words=True), MatchOptions.improved(match_whole_words=True)):
+        assert not match_plain_key("a-a", "", case_sensitive=True, whole_words=True, options=opts)
+        assert match_plain_key("a--a", "", case_sensitive=True, whole_words=True, options=opts)
+        assert match_plain_key("-a", "", case_sensitive=True, whole_words=True, options=opts)
+        assert match_plain_key("", "", case_sensitive=True, whole_words=True, options=opts)
+        assert match_plain_key("\x01abc", "", case_sensitive=True, whole_words=True, options=opts)

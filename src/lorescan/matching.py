@@ -72,6 +72,16 @@ def _boundary_ok(outer: str, inner: str, options: MatchOptions) -> bool:
         is_nospace_char(outer) or is_nospace_char(inner))
 
 
+def _empty_key_matches(text: str, options: MatchOptions) -> bool:
+    def blocks(ch: str) -> bool:       # a character that is no boundary on its side
+        return _is_word(ch, options) and not (options.word_chars == "unicode" and options.nospace_scripts
+                                              and is_nospace_char(ch))
+    n = len(text)
+    if n == 0 or not blocks(text[0]) or not blocks(text[-1]):
+        return True
+    return any(not blocks(text[i - 1]) and not blocks(text[i]) for i in range(1, n))
+
+
 def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_words: bool,
                     options: MatchOptions) -> bool:
     """SPEC 5.2 (and 16.1-16.3 under improved options) for one plain key on one string."""
@@ -82,8 +92,9 @@ def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_word
     if has_js_whitespace(key) and options.multiword == "substring":
         return key in haystack
     if key == "":
-        # ST's pattern (?:^|\W)(?:$|\W): true on "" and on anything holding a non-word char.
-        return haystack == "" or any(not _is_word(c, options) for c in haystack)
+        # ST's pattern (?:^|\W)(?:$|\W) with nothing between: some position has a boundary
+        # on both sides (a SillyTavern haystack always does: it starts with U+0001).
+        return _empty_key_matches(haystack, options)
     n, k = len(haystack), len(key)
     start = haystack.find(key)
     while start != -1:
