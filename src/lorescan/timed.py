@@ -46,7 +46,9 @@ class TimedEffects:
             raise LorebookError(f"expected an object, got {type(data).__name__}", source=source)
         out = cls()
         for kind in ("sticky", "cooldown"):
-            records = data.get(kind) or {}
+            records = data.get(kind)
+            if records is None:
+                records = {}
             if not isinstance(records, Mapping):
                 raise LorebookError("expected an object", source=source, field=kind)
             for key, rec in records.items():
