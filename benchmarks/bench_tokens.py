@@ -13,12 +13,10 @@ Run: ``PYTHONPATH=src python -m pytest benchmarks/bench_tokens.py -p no:cachepro
 from __future__ import annotations
 
 import random
-import statistics
-import time
-from collections.abc import Callable
 
 import pytest
 
+from conftest import median_seconds
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.slot import SlotEngine
 from lorescan.tokens import IncrementalCount, TiktokenCounter
@@ -35,13 +33,6 @@ PROSE = ("the", "a", "and", "of", "to", "in", "was", "she", "he", "it", "that", 
 SYLLABLES = ("ka", "lor", "mi", "rel", "than", "vo", "dra", "sil", "en", "mar", "ith", "gor", "ul", "bre")
 
 
-def _median_seconds(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +74,7 @@ def bench_activated_contents_cost_nothing_after_the_first_turn(benchmark, big_bo
     assert len(activated) >= 1000, len(activated)
     texts = [engine.pool[i].content for i in activated]
     cacheless = TiktokenCounter(cache_size=0)
-    first_turn_cost = _median_seconds(lambda: [cacheless(t) for t in texts], runs=3)
+    first_turn_cost = median_seconds(lambda: [cacheless(t) for t in texts], runs=3)
 
     counts = benchmark(lambda: [engine.entry_tokens(i) for i in activated])
     assert counts == [cacheless(t) for t in texts]
@@ -114,7 +105,7 @@ def bench_incremental_count_vs_reencoding_the_joined_text(benchmark, big_book):
             running.append(c)
         return running.total
 
-    baseline = _median_seconds(reencode, runs=3)
+    baseline = median_seconds(reencode, runs=3)
     total = benchmark(incremental)
     assert total == counter("".join(contents))
     if benchmark.disabled:

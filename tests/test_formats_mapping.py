@@ -234,3 +234,10 @@ def test_main_convert_writes_output_and_prints_the_report(tmp_path, capsys):
     assert main_convert([str(bad), str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.json" in err
+
+
+def test_comma_separated_keys_are_trimmed_with_javascript_whitespace():
+    # JS trim removes U+FEFF and keeps U+001C-U+001F; Python's str.strip does the opposite.
+    from lorescan.formats._listbook import split_keys
+    rule = split_keys("key", "keys")
+    assert rule.read({"keys": "\ufeffdragon , \x1cwyrm\x1c,  "}, None) == ["dragon", "\x1cwyrm\x1c"]

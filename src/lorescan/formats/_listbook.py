@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
 from ..model import Entry, Lorebook, _js_loose_true, entry_from_fields
+from ..textrules import js_trim
 from ._mapping import MISSING, Ctx, Loss, Origin, Rule, apply_rules, entry_changes, raise_type, read_rules
 
 __all__ = ["read_list_book", "write_list_entries", "rename", "fixed", "split_keys", "unmapped_fields"]
@@ -52,7 +53,7 @@ def split_keys(st: str, names: str | Sequence[str]) -> Rule:
             if value is None:
                 continue
             if isinstance(value, str):
-                return [k.strip() for k in value.split(",") if k.strip()]
+                return [js_trim(k) for k in value.split(",") if js_trim(k)]
             if isinstance(value, list):
                 return value
             raise_type(ctx, n, "string or array", value)

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from ..errors import LorebookError, SettingsError
 from ..model import Entry, Lorebook, js_truthy
+from ..textrules import js_trim
 from .decorators import ROLES, Decorators, parse_decorators
 
 __all__ = ["BookSettings", "SlotBook", "SlotEntry", "slot_entry_from", "raw_entry_of", "ROLE_NUMBERS"]
@@ -175,7 +176,7 @@ class _Reader:
         if value is None:
             return ()
         if isinstance(value, str):          # RisuAI / editor form: "a, b, c"
-            return tuple(k for k in (p.strip() for p in value.split(",")) if k)
+            return tuple(k for k in (js_trim(p) for p in value.split(",")) if k)
         if not isinstance(value, list):
             raise self.fail(f"expected a list of keys, got {type(value).__name__}", name or st_name)
         for i, k in enumerate(value):
@@ -199,8 +200,8 @@ class _Reader:
         name, value = self.first("role", ext=("role",))
         if value is None:
             return "system"
-        if isinstance(value, str) and value.strip().lower() in ROLES:
-            return value.strip().lower()
+        if isinstance(value, str) and js_trim(value).lower() in ROLES:
+            return js_trim(value).lower()
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value in ROLE_NUMBERS:
             return ROLE_NUMBERS[int(value)]
         raise self.fail(f"expected a role (system/user/assistant or 0/1/2), got {value!r:.40}",
