@@ -370,7 +370,8 @@ class STEngine:
         ``messages``: the whole chat, oldest first (``ChatMessage`` or mappings with
         ``name`` and ``mes``/``text``). ``global_scan_data``: texts entries may opt in to
         (keys of ``lorescan.matching.SOURCE_NAMES``). ``injects``: scanned extension
-        prompts in order (Author's Note first when it is scanned). ``authors_note``: the
+        prompts in order (Author's Note first when it is scanned); empty ones are skipped, as
+        SillyTavern does. ``authors_note``: the
         note's text when it is inserted this turn (None: AN entries are dropped).
         ``timed_effects``: the state returned by the previous turn (not changed).
         ``forced``: (book name, uid) pairs activated for this scan only. ``cache``: a
@@ -418,7 +419,8 @@ class STEngine:
             active = evaluate(state, chat_length, self._find_by_hash, effect_of)
             active_sticky, active_cooldown = active.sticky, active.cooldown
         forced_keys = {EntryId(w, u).key for w, u in forced}
-        run = _Run(self, newest_first, source_texts, [i for i in injects], trigger, character, chat_length,
+        # SillyTavern adds an extension prompt to the scan only when it is non-empty.
+        run = _Run(self, newest_first, source_texts, [i for i in injects if i], trigger, character, chat_length,
                    budget, active_sticky, active_cooldown, forced_keys, cache)
         if self.slots:
             run.loop()
