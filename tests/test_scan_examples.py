@@ -218,3 +218,24 @@ def test_authors_note_assembly():  # 17.12
     assert only_t.placement.authors_note == "T1\n"
     none = engine(ents).scan([ChatMessage("U", "x")], max_context=1000)
     assert none.placement.authors_note is None
+
+
+def test_forced_entries_activate_and_sort_before_other_new_entries():
+    e = engine([{"key": ["k"], "content": "A", "order": 100}, {"key": ["zz"], "content": "B", "order": 10}])
+    r = e.scan([ChatMessage("U", "k")], max_context=1000, forced=[("Lore", 2)])
+    assert [a.uid for a in r.activated] == [2, 1]
+    assert r.explain("Lore", 2).reason == "forced"
+
+
+def test_post_process_sees_position_and_the_default_depth():
+    seen = []
+
+    def post(content, position, depth):
+        seen.append((content, position, depth))
+        return content.upper()
+    book = book_from_entries("Lore", [{"uid": 1, "key": [], "constant": True, "content": "a", "position": 4,
+                                       "depth": None}, {"uid": 2, "key": [], "constant": True, "content": "b"}])
+    r = STEngine([BookSource(book, ("global",))], post_process=post, count_tokens=js_count_words).scan(
+        [ChatMessage("U", "x")], max_context=1000)
+    assert sorted(seen) == [("a", 4, 4), ("b", 0, None)]
+    assert r.world_info_before == "B" and r.placement.depth[0].entries == ["A"]

@@ -63,7 +63,7 @@ def place_entries(activated: Sequence[tuple[Entry, str]], *, authors_note: str |
     for entry, content in ranked:
         pos = entry.position
         if post_process is not None:
-            depth = entry.depth if pos == 4 else None
+            depth = (entry.depth if entry.depth is not None else 4) if pos == 4 else None
             content = post_process(content, pos, depth)
         if not content:
             continue

@@ -616,8 +616,11 @@ class _Run:
                 self._note(slot, "activated", reason, detail, loop, key, window)
             else:
                 self._note(slot, "not_activated", reason, detail, loop, key, window)
-        # sticky entries first, otherwise global order (stable)
-        new.sort(key=lambda s: 0 if s.key in self.sticky else 1)
+        # Sticky entries first, then global order. SillyTavern activates the caller's forced
+        # object in place of the entry; it is not in the global order (indexOf = -1), so it
+        # sorts before the other non-sticky entries (SPEC 7.2 step 3).
+        forced_now = {s.key for s in new if self.notes[s.key].reason == "forced"}
+        new.sort(key=lambda s: (0 if s.key in self.sticky else 1, 0 if s.key in forced_now else 1))
         return new
 
     def loop(self) -> None:
