@@ -239,3 +239,13 @@ def test_post_process_sees_position_and_the_default_depth():
         [ChatMessage("U", "x")], max_context=1000)
     assert sorted(seen) == [("a", 4, 4), ("b", 0, None)]
     assert r.world_info_before == "B" and r.placement.depth[0].entries == ["A"]
+
+
+def test_a_fractional_scan_depth_below_one_scans_no_message_but_still_the_injects():
+    # SillyTavern checks depth <= 0 before slicing: 0.5 slices no message, yet is not "empty".
+    e = engine([{"key": ["note"], "content": "x", "scanDepth": 0.5},
+                {"key": ["hello"], "content": "y", "scanDepth": 0.5}])
+    r = e.scan([ChatMessage("U", "hello")], max_context=1000, injects=["a note"])
+    assert [a.uid for a in r.activated] == [1]
+    e0 = engine([{"key": ["note"], "content": "x", "scanDepth": 0}])
+    assert e0.scan([ChatMessage("U", "hello")], max_context=1000, injects=["a note"]).activated == []

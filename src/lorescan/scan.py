@@ -211,11 +211,14 @@ def _by_order(slots: Iterable[tuple[Entry, Any]]) -> list[tuple[Entry, Any]]:
     return sorted(slots, key=lambda p: -p[0].order if not math.isnan(p[0].order) else 0.0)
 
 
-def _effective_depth(entry: Entry, global_depth: int) -> int:
+def _effective_depth(entry: Entry, global_depth: int) -> float:
+    """SPEC 4.2 steps 1-3. A fractional depth is kept: SillyTavern tests ``depth <= 0``
+    (empty haystack) before slicing, so 0.5 scans no message but still the sources,
+    injects and recursion text; the view truncates when it slices."""
     d = entry.scan_depth if entry.scan_depth is not None else global_depth
-    if isinstance(d, float):
-        d = math.trunc(d) if math.isfinite(d) else 0
-    return min(int(d), MAX_SCAN_DEPTH)
+    if isinstance(d, float) and not math.isfinite(d):
+        return MAX_SCAN_DEPTH if d > 0 else 0
+    return min(d, MAX_SCAN_DEPTH)
 
 
 class STEngine:
@@ -299,7 +302,7 @@ class STEngine:
         self._timed_slots = [s for s in self.slots if js_truthy(s.entry.sticky) or js_truthy(s.entry.cooldown)]
         levels = sorted({s.entry.delay_until_recursion for s in self.slots if s.entry.delay_until_recursion})
         self._levels = levels
-        self._max_entry_depth = max((_effective_depth(s.entry, 0) for s in self.slots
+        self._max_entry_depth = max((math.ceil(_effective_depth(s.entry, 0)) for s in self.slots
                                      if s.entry.scan_depth is not None), default=0)
         self._hash_index: dict[int, _Slot] | None = None
 
@@ -848,7 +851,7 @@ class _Run:
         cs = e.case_sensitive if e.case_sensitive is not None else self.e.match_options.case_sensitive
         ww = e.match_whole_words if e.match_whole_words is not None else self.e.match_options.match_whole_words
         k = js_trim(key)
-        depth = max(0, min(window.depth, len(view.segments)))
+        depth = max(0, min(int(window.depth), len(view.segments)))
         labels = [f"message {i} (newest = 0)" for i in range(depth)]
         texts = list(view.segments[:depth])
         for i, name in enumerate(SOURCE_NAMES):

@@ -118,7 +118,8 @@ def evaluate(state: TimedEffects, chat_length: int, find_entry: Callable[[int], 
                 if kind == "sticky":
                     cd = has_effect(entry, "cooldown")
                     if _truthy(cd):
-                        state.cooldown[key] = EffectRecord(rec.hash, chat_length, chat_length + cd, True)
+                        # keyed by the entry the hash found (SillyTavern's onEnded uses the entry's key)
+                        state.cooldown[entry] = EffectRecord(rec.hash, chat_length, chat_length + cd, True)
                         active.cooldown.add(entry)
                 continue
             getattr(active, kind).add(entry)
