@@ -193,6 +193,15 @@ class ReferenceScanView:
             secondary.append(hit)
         return EntryMatch(primary, tuple(secondary), tuple(timed_out))
 
+    def key_hits(self, index: int, window: Window) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
+        """Every primary and secondary key, one bool each (empty after substitution: False)."""
+        entry = self.entries[index]
+
+        def hit(raw: str) -> bool:
+            key = self._prepare(raw)
+            return key is not None and self._key_hits(key, entry, window)[0]
+        return tuple(hit(k) for k in entry.key), tuple(hit(k) for k in entry.keysecondary)
+
     def score_entry(self, index: int, window: Window) -> tuple[int, int]:
         """Group-scoring counts (SPEC 8.3): matching primary and secondary keys, raw keys
         (no substitution, no trimming, empty keys counted as matching text)."""

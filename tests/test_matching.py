@@ -226,6 +226,7 @@ def test_corpus_books_match_exactly_like_the_reference(book_path, corpus_chats):
                         for i in range(len(compiled.entries)):
                             want = ref.match_entry(i, w)
                             assert view.match_entry(i, w) == want, (book_path.name, i, w)
+                            assert view.key_hits(i, w) == ref.key_hits(i, w), (book_path.name, i, w)
                             if want.primary is not None:
                                 assert i in cands
                         # scoring is only ever asked for a few entries; check the first ones

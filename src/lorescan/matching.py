@@ -404,6 +404,28 @@ class ScanView:
             secondary.append(hit)
         return EntryMatch(primary, tuple(secondary), tuple(timed_out))
 
+    def key_hits(self, index: int, window: Window) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
+        """Every key of entry ``index`` in ``window``: one bool per primary key and per
+        secondary key, in list order (a key that is empty after substitution is False).
+
+        :meth:`match_entry` stops at the first primary hit; this evaluates them all, for
+        explanations and tools.
+        """
+        plan = self._plans[index]
+        hits = self._by_window.get(window)
+        if hits is None:
+            hits = self.window_hits(window)
+
+        def hit(ref: object) -> bool:
+            if type(ref) is int:
+                return ref in hits
+            return self._eval_special(ref, window)[0]        # type: ignore[arg-type]
+        entry = self.entries[index]
+        primary = [False] * len(entry.key)
+        for i, ref in plan.primary:
+            primary[i] = hit(ref)
+        return tuple(primary), tuple(hit(ref) for ref in plan.secondary)
+
     def score_entry(self, index: int, window: Window) -> tuple[int, int]:
         """Group-scoring counts (SPEC 8.3): matching primary and secondary keys, raw keys
         (no substitution, no trimming, empty keys counted as matching text)."""
