@@ -660,8 +660,11 @@ class _Run:
                 break
             text = "\n".join(self.contents.get(s.key, s.content) for s in recursable)
             if text:
-                for view in self.views:
-                    view.add_recursion_chunk(text)
+                # Tell a book's view which of its entries the chunk joins, so it can reuse the
+                # contents' compile-time hits instead of scanning the chunk (it checks the join).
+                owners = {s.book for s in recursable}
+                for bi, view in enumerate(self.views):
+                    view.add_recursion_chunk(text, entries=[s.index for s in recursable] if owners == {bi} else None)
                 self.chunks += 1
             if e.compat.budget_accounting == "recursion_text":
                 counted = text      # SPEC 9.4: preventRecursion contents are free in later loops
