@@ -93,3 +93,35 @@ def test_compiled_and_reference_engines_agree_turn_by_turn(ents, cfg, chat, rng,
             want = slow.scan(msgs, timed_effects=state_s, **kw)
         assert got.to_json() == want.to_json()
         state_f, state_s = got.timed_effects, want.timed_effects
+
+
+def test_compiled_and_reference_engines_agree_on_real_books_and_chats():
+    import json
+    from pathlib import Path
+
+    from lorescan import load
+    corpus = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+    chat = []
+    for line in (corpus / "chats" / "en-rpg-narrator.jsonl").read_text(encoding="utf-8").splitlines():
+        m = json.loads(line)
+        if "mes" in m and not m.get("is_system"):
+            chat.append(ChatMessage(m.get("name", ""), m["mes"]))
+    checked = 0
+    for name in ("en-weyland-251.json", "en-monster-hunter-387.json", "en-chub-world-of-arcanthea.json"):
+        book = load(str(corpus / "books" / name))
+        for compat in ("sillytavern", "improved"):
+            cfg = STSettings(scan_depth=8, recursive=True, match_whole_words=compat == "improved",
+                             budget_cap=4000, use_group_scoring=True)
+            make = functools.partial(STEngine, [BookSource(book, ("global",))], cfg, compat=compat,
+                                     count_tokens=js_count_words, random=functools.partial(float, 0.4))
+            fast, slow = make(), make()
+            cache = ChatScan()
+            state_f = state_s = None
+            for n in range(20, 60, 4):
+                got = fast.scan(chat[:n], max_context=16000, timed_effects=state_f, cache=cache)
+                with mock.patch("lorescan.scan.ScanView", ReferenceScanView):
+                    want = slow.scan(chat[:n], max_context=16000, timed_effects=state_s)
+                assert got.to_json() == want.to_json(), (name, compat, n)
+                state_f, state_s = got.timed_effects, want.timed_effects
+                checked += bool(got.activated)
+    assert checked > 10
