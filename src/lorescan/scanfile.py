@@ -73,7 +73,7 @@ def scan_files(args: argparse.Namespace, *, out: TextIO) -> int:
         json.dump(data, out, ensure_ascii=False, indent=2)
         out.write("\n")
         return 0
-    names = {e.uid: (e.comment or f"entry {e.uid}") for e in book.entries}
+    names = {e.uid: (e.comment or (e.key[0] if e.key else "") or f"entry {e.uid}") for e in book.entries}
     print(f"{book.name}: {len(book.entries)} entries, {len(messages)} messages, scan depth "
           f"{settings.scan_depth}, budget {result.budget} tokens", file=out)
     print(f"\nActivated ({len(result.activated)}):", file=out)
