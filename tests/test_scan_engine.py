@@ -97,3 +97,12 @@ def test_bad_engine_arguments_are_located_errors():
         STEngine([BookSource(book, ("global",))], {"scan_depth": -1})
     with pytest.raises(LorebookError, match="unknown setting"):
         STEngine([BookSource(book, ("global",))], {"scan_dept": 3})
+
+
+def test_an_engine_that_has_already_counted_tokens_still_pickles():
+    import pickle
+    book = load(str(Path(__file__).resolve().parents[1] / "examples" / "saltmere.json"))
+    engine = STEngine([BookSource(book, ("global",))])          # default counter: tiktoken, offline
+    first = engine.scan([ChatMessage("a", "the lighthouse")], max_context=1000)
+    again = pickle.loads(pickle.dumps(engine))
+    assert again.scan([ChatMessage("a", "the lighthouse")], max_context=1000).to_json() == first.to_json()

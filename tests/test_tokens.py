@@ -133,3 +133,10 @@ def test_any_other_counter_recounts_the_whole_text_exactly():
     assert running.append("de") == 5
     assert seen == ["abc", "abcde"]
     assert running.append("") == 5           # nothing appended, nothing counted
+
+
+def test_a_tiktoken_counter_pickles_by_encoding_name():
+    import pickle
+    counter = TiktokenCounter(cache_size=10)
+    again = pickle.loads(pickle.dumps(counter))
+    assert again.cache_size == 10 and again("hello world") == counter("hello world") == 2

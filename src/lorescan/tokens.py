@@ -67,6 +67,7 @@ class TiktokenCounter:
 
     def __init__(self, encoding: "str | tiktoken.Encoding" = "cl100k_base", *,
                  cache_size: int = 1 << 16) -> None:
+        encoding_name = encoding if isinstance(encoding, str) else None
         if isinstance(encoding, str):
             encoding = resolve_offline_encoding(encoding)
         self.encoding = encoding
@@ -75,6 +76,19 @@ class TiktokenCounter:
         self._pieces = regex.compile(encoding._pat_str)
         counted = self._count_uncached
         self._count = lru_cache(maxsize=cache_size)(counted) if cache_size else counted
+        self._name = encoding_name
+
+    def __reduce__(self):
+        # Pickles as (encoding name, cache size), so engines holding a counter can go to
+        # worker processes; the encoding is loaded again offline there, the cache starts empty.
+        if self._name is None:
+            raise TypeError("a TiktokenCounter built from an Encoding object cannot be pickled; "
+                            "build it from an encoding name")
+        return (TiktokenCounter, (self._name,), {"cache_size": self.cache_size})
+
+    def __setstate__(self, state: dict) -> None:
+        if state.get("cache_size") != self.cache_size:
+            self.__init__(self._name, cache_size=state["cache_size"])   # type: ignore[misc]
 
     def _count_uncached(self, text: str) -> int:
         return len(self.encoding.encode_ordinary(text))
