@@ -123,7 +123,7 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {
     "sticky": (_NUM, True), "cooldown": (_NUM, True), "delay": (_NUM, True),
     "triggers": ((list,), True), "characterFilter": ((dict,), True),
 }
-_MAX_NUMBER = 1e15   # "absurd settings": larger timed effects/depths/orders are rejected
+_MAX_NUMBER = 2**53   # beyond JS's exact integers: such depths, orders or durations are rejected as absurd
 
 
 def _check_fields(fields: Mapping[str, Any], *, source: str, uid: object) -> None:
