@@ -42,7 +42,7 @@ class Window:
     recursion chunks (oldest first) are appended (0 in MIN_ACTIVATIONS passes).
     """
 
-    depth: int
+    depth: float
     sources: int = 0
     recursion: int = 0
 

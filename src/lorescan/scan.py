@@ -276,7 +276,7 @@ class STEngine:
             return book_index[name]
 
         def entries_of(srcs: list[BookSource]) -> list[tuple[Entry, tuple[int, int]]]:
-            out = []
+            out: list[tuple[Entry, tuple[int, int]]] = []
             for s in srcs:
                 bi = add(s)
                 out.extend((e, (bi, ei)) for ei, e in enumerate(self.compiled[bi].entries))
@@ -353,8 +353,8 @@ class STEngine:
             self._hash_index = {}
             for s in self.slots:
                 self._hash_index.setdefault(s.hash, s)
-        s = self._hash_index.get(h)
-        return s.key if s is not None else None
+        found = self._hash_index.get(h)
+        return found.key if found is not None else None
 
     def _tokens(self, text: str) -> int:
         if self.count_tokens is None:
@@ -594,15 +594,16 @@ class _Run:
         e = self.e
         max_depth = min(max(e.settings.scan_depth + self.skew, e._max_entry_depth), MAX_SCAN_DEPTH)
         rec = self.chunks if self.state != MIN_ACTIVATIONS else 0
-        todo: list[_Slot] | None = []
+        todo: list[_Slot] = []
+        narrowed = True
         for bi, view in enumerate(self.views):
             cands = view.candidates(max_depth, rec)
-            if cands is None:
-                todo = None
+            if cands is None:          # a view that cannot narrow: walk every entry
+                narrowed = False
                 break
             slot_of = e._slot_of
             todo.extend(slot_of[(bi, i)] for i in cands)
-        if todo is None:
+        if not narrowed:
             walk: Iterable[_Slot] = e.slots
         else:
             extra = set(self.sticky) | self.forced
@@ -740,15 +741,15 @@ class _Run:
                 continue
             prio = [m for m in members if m.entry.group_override]
             if prio:
-                winner = sorted(prio, key=lambda m: -m.entry.order if not math.isnan(m.entry.order) else 0.0)[0]
+                top = sorted(prio, key=lambda m: -m.entry.order if not math.isnan(m.entry.order) else 0.0)[0]
                 for m in members:
-                    if m is not winner:
-                        pending.remove(m, f"group {name!r}: {winner.key!r} is prioritized")
+                    if m is not top:
+                        pending.remove(m, f"group {name!r}: {top.key!r} is prioritized")
                 continue
             total = sum(m.entry.group_weight for m in members)
             roll = self.e.random() * total
             acc = 0.0
-            winner = None
+            winner: _Slot | None = None
             for m in members:
                 acc += m.entry.group_weight
                 if roll <= acc:
@@ -784,6 +785,7 @@ class _Run:
         e = self.e
         k = sum(1 for s in pending if s.entry.ignore_budget)
         e._tokens("")                       # resolve the default counter once
+        assert e.count_tokens is not None
         counter = IncrementalCount(e.count_tokens)   # exact count of the concatenation, no re-tokenising
         admitted: list[_Slot] = []
         for i, s in enumerate(pending):
