@@ -119,7 +119,8 @@ def write_list_entries(book: Lorebook, *, fmt: str, rules: Sequence[Rule],
         entry = by_uid[uid]
         raw = origin.raw_entries.get(uid) if origin else None
         target = copy.deepcopy(dict(raw)) if raw is not None else template(uid)
-        names = entry_changes(entry, origin.read_fields.get(uid) if raw is not None else None)
+        fields_read = origin.read_fields.get(uid) if raw is not None and origin is not None else None
+        names = entry_changes(entry, fields_read)
         if "uid" in names:
             names.remove("uid")
             if uid_field:

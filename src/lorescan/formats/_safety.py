@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ def _reject_constant(name: str) -> Any:
 def check_depth(value: Any, *, limit: int, source: str) -> None:
     """Raise FormatError if ``value`` nests deeper than ``limit`` (iterative, no recursion)."""
     stack = [(value, 1)]
+    children: Iterable[Any]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):

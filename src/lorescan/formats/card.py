@@ -236,9 +236,11 @@ def write_character_book(book: Lorebook, *, fmt: str) -> tuple[dict[str, Any], l
     base for entries with the same id, the way SillyTavern keeps it for re-export.
     """
     losses: list[Loss] = []
-    origin = book.origin if isinstance(book.origin, Origin) and "book" in book.origin.extra else None
-    same = origin is not None and book.format not in ("sillytavern",)
-    if same:
+    # the origin to write back from: one carrying a CC book, unless the book is a SillyTavern one
+    origin = (book.origin if isinstance(book.origin, Origin) and "book" in book.origin.extra
+              and book.format not in ("sillytavern",) else None)
+    same = origin is not None
+    if origin is not None:
         raws, reads = dict(origin.raw_entries), dict(origin.read_fields)
         out = {k: copy.deepcopy(v) for k, v in book.fields.items()}
     else:
@@ -255,7 +257,7 @@ def write_character_book(book: Lorebook, *, fmt: str) -> tuple[dict[str, Any], l
             else:
                 losses.append(Loss(None, k, f"book field with no place in a {fmt} book"))
     by_uid = {e.uid: e for e in book.entries}
-    order = [u for u in (origin.order if same else ()) if u in by_uid]
+    order = [u for u in (origin.order if origin is not None else ()) if u in by_uid]
     order += [e.uid for e in book.entries if e.uid not in set(order)]
     out_entries = []
     for uid in order:
@@ -274,7 +276,7 @@ def write_character_book(book: Lorebook, *, fmt: str) -> tuple[dict[str, Any], l
                               new=base is None or not same)
         losses += _shadowed_ext(entry, target)
         out_entries.append(target)
-    if same and "entries" in origin.extra["book"]:
+    if origin is not None and "entries" in origin.extra["book"]:
         out = {k: (out_entries if k == "entries" else v) for k, v in {**out, "entries": None}.items()}
     else:
         out["entries"] = out_entries

@@ -70,6 +70,7 @@ def _foreign_losses(book: Lorebook) -> list[Loss]:
 
 def _write(book: Lorebook, to: str, base: bytes | None) -> tuple[Any, list[Loss]]:
     from . import card, charx, foreign, novelai, png
+    data: Any                   # the written document: a JSON value, or bytes (png, charx)
     src = book.format
     if to == "sillytavern":
         return _to_sillytavern(book)

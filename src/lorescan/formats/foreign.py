@@ -135,13 +135,15 @@ def read_entry_list(doc: Any, *, source: str) -> Lorebook:
     from ._listbook import read_list_book as _read
     if not isinstance(doc, list):
         raise FormatError("expected a JSON array of entries", source=source)
-    books = []
+    books: list[Lorebook] = []
     # each entry may name its fields differently; read them one by one with the fitting rules
     entries, raws, reads = [], {}, {}
     for i, raw in enumerate(doc):
         rules = _list_rules(raw) if isinstance(raw, Mapping) else LIST_RULES
+        def uid_of(r: Mapping[str, Any], _i: int, i: int = i) -> Any:
+            return _list_uid(r, i)
         one = _read(doc, [raw], source=source, fmt="entry_list", rules=rules, name="x",
-                    fields={}, uid_of=lambda r, _i, i=i: _list_uid(r, i))
+                    fields={}, uid_of=uid_of)
         e = one.entries[0]
         if e.uid in raws:
             raise FormatError(f"duplicate uid {e.uid!r}", source=source, entry=e.uid, field="uid")

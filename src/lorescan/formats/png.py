@@ -192,6 +192,7 @@ def write_png(book: Lorebook, *, base: bytes | None = None,
                  for kw in CARD_KEYWORDS if kw in texts}
     new_cards: dict[str, Any] = {}
     losses: list[Loss] = []
+    kw: str | None              # a card keyword; below, a chunk's (None: not a text chunk)
     if book.format == "png_novelai":
         doc, losses = write_novelai(book)
         new_cards["naidata"] = doc
