@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TypeAlias
 
 if TYPE_CHECKING:
     from .compile import KeyMatcher
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 __all__ = ["ChatScan"]
 
 _ENTRY_OVERHEAD = 160      # key tuple + OrderedDict node, roughly
+
+# (matcher token, text) for one text; (matcher token, texts) for a block of messages
+_Key: TypeAlias = tuple[str, str | tuple[str, ...]]
 
 
 class ChatScan:
@@ -34,8 +37,8 @@ class ChatScan:
             raise ValueError("max_texts and max_bytes must be positive")
         self.max_texts = max_texts
         self.max_bytes = max_bytes
-        self._lru: OrderedDict[tuple[str, str], frozenset[int]] = OrderedDict()
-        self._sizes: dict[tuple[str, str], int] = {}
+        self._lru: OrderedDict[_Key, frozenset[int]] = OrderedDict()
+        self._sizes: dict[_Key, int] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self._side: OrderedDict[object, object] = OrderedDict()
@@ -90,10 +93,10 @@ class ChatScan:
         turn; a window is a few such runs (see ScanView), whatever its depth.
         """
         key = (matcher.token, texts)
-        found = self._lru.get(key)            # type: ignore[call-overload]
+        found = self._lru.get(key)
         if found is not None:
             try:
-                self._lru.move_to_end(key)   # type: ignore[arg-type]
+                self._lru.move_to_end(key)
             except KeyError:
                 pass
             return found
@@ -101,8 +104,8 @@ class ChatScan:
         size = sys.getsizeof(texts) + sys.getsizeof(value) + _ENTRY_OVERHEAD
         with self._lock:
             if key not in self._lru:
-                self._lru[key] = value        # type: ignore[index]
-                self._sizes[key] = size       # type: ignore[index]
+                self._lru[key] = value
+                self._sizes[key] = size
                 self._bytes += size
                 while len(self._lru) > self.max_texts or (self._bytes > self.max_bytes and len(self._lru) > 1):
                     old, _ = self._lru.popitem(last=False)

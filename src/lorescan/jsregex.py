@@ -614,6 +614,7 @@ class _Translator:
 
     def class_escape_set(self, letter: str) -> _CharSet | None:
         """CharacterClassEscape ``d D s S w W p{..} P{..}`` (pos after the letter), else None."""
+        base: tuple[tuple[int, int], ...]
         if letter in "dD":
             base = _DIGITS
         elif letter in "sS":
@@ -870,6 +871,12 @@ class JSRegex:
     """
 
     __slots__ = ("source", "flags", "_compiled", "_sticky", "_unicode")
+    # slot types (set once, via object.__setattr__, in __init__; _compiled also on first search)
+    source: str
+    flags: str
+    _compiled: tuple[regex.Pattern, dict[int, int] | None, regex.Pattern | None] | None
+    _sticky: bool
+    _unicode: bool
 
     def __init__(self, source: str, flags: str,
                  compiled: tuple[regex.Pattern, dict[int, int] | None, regex.Pattern | None] | None = None
