@@ -359,7 +359,7 @@ def _compile(book: Lorebook, options: MatchOptions) -> CompiledBook:
     for i, (plan, sub) in enumerate(zip(plans, plans_sub)):
         special = False
         for _, ref in plan.primary:
-            if type(ref) is not int and ref[0] == "re" and ref[3] != SKIP:
+            if type(ref) is tuple and ref[0] == "re" and ref[3] != SKIP:
                 ref = ref[3]              # the regex can only match where its literal occurs
             if type(ref) is int:
                 if not vid_sets[ref] or vid_sets[ref][-1] != i:
@@ -368,7 +368,7 @@ def _compile(book: Lorebook, options: MatchOptions) -> CompiledBook:
                 special = True
         if special:
             always.append(i)
-        if special or any(type(ref) is not int and not (ref[0] == "re" and ref[3] != SKIP)
+        if special or any(type(ref) is tuple and not (ref[0] == "re" and ref[3] != SKIP)
                           for _, ref in sub.primary):
             always_sub.append(i)
     scan = matcher.scan

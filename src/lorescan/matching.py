@@ -22,7 +22,7 @@ from .model import MatchOptions
 from .textrules import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
-    from .compile import CompiledBook
+    from .compile import CompiledBook, KeyRef
 
 __all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "EntryMatch", "ScanView", "match_plain_key"]
 
@@ -361,6 +361,7 @@ class ScanView:
     def match_entry(self, index: int, window: Window) -> EntryMatch:
         """Primary and secondary key results for entry ``index`` in ``window``."""
         plan = self._plans[index]
+        hits: frozenset[int] | None
         if window is self._last_window:         # engines ask many entries about one window
             hits = self._last_hits
         else:
@@ -382,7 +383,7 @@ class ScanView:
             return EntryMatch(primary, tuple([ref in hits for ref in plan.secondary]))
         timed_out: list[str] = []
         for i, ref in plan.primary:
-            if type(ref) is int:
+            if type(ref) is not tuple:          # an int: a variant id, or SKIP
                 if ref in hits:
                     primary = i
                     break
@@ -395,7 +396,7 @@ class ScanView:
                 break
         secondary = []
         for ref in plan.secondary:
-            if type(ref) is int:
+            if type(ref) is not tuple:          # an int: a variant id, or SKIP
                 secondary.append(ref in hits)
                 continue
             hit, to = self._eval_special(ref, window)
@@ -416,10 +417,10 @@ class ScanView:
         if hits is None:
             hits = self.window_hits(window)
 
-        def hit(ref: object) -> bool:
-            if type(ref) is int:
+        def hit(ref: KeyRef) -> bool:
+            if type(ref) is not tuple:          # an int: a variant id, or SKIP
                 return ref in hits
-            return self._eval_special(ref, window)[0]        # type: ignore[arg-type]
+            return self._eval_special(ref, window)[0]
         entry = self.entries[index]
         primary = [False] * len(entry.key)
         for i, ref in plan.primary:
@@ -438,6 +439,6 @@ class ScanView:
         for refs in (plan.score_primary, plan.score_secondary):
             n = 0
             for ref in refs:
-                n += (ref in hits) if type(ref) is int else self._eval_special(ref, window)[0]
+                n += (ref in hits) if type(ref) is not tuple else self._eval_special(ref, window)[0]
             counts.append(n)
         return counts[0], counts[1]

@@ -50,6 +50,12 @@ ROLES = ("system", "user", "assistant")
 
 ChatMessage = tuple[str, str] | Mapping[str, Any]
 
+# what gates 1-9 decide (SlotEngine._gates): ("matched", by, reason) or (blocked outcome, reason)
+_GateBlocked = Literal["disabled", "blocked:dont_activate", "blocked:dont_activate_after_match",
+                       "blocked:is_greeting", "blocked:is_user_icon", "blocked:activate_only_after",
+                       "blocked:activate_only_every"]
+_GateVerdict = tuple[Literal["matched"], str, str] | tuple[_GateBlocked, str]
+
 
 class SlotMessage(NamedTuple):
     """One message of the lorebook slot: ``(role, content)``."""
@@ -415,7 +421,7 @@ class SlotEngine:
     @staticmethod
     def _gates(e: SlotEntry, turn: int, first_matched: int | None, at_greeting: bool,
                greeting_index: int | None, user_icon: str | None
-               ) -> tuple[str, str] | tuple[str, str, str] | None:
+               ) -> _GateVerdict | None:
         """SPEC 15.5 gates 1-9: ("<outcome>", reason), ("matched", by, reason), or None
         when key matching (gate 10) decides."""
         d = e.decorators
