@@ -5,7 +5,7 @@ sources, injected prompts, and the recursion chunks added pass by pass) and answ
 one entry and one :class:`Window`, which of its keys occur in the haystack SPEC 4.2
 defines. Both SillyTavern mode and the lorebook-slot mode go through it.
 
-THIS FILE IS THE INTERFACE. The implementation is the compiled one: key hits come from
+This module is the interface between the engines and the matcher. Key hits come from
 the book's automaton, per text, through the caller's ChatScan cache (SPEC 14); only
 special keys (regex, U+0001, blank, macro) look at the assembled haystack. The plain
 implementation it replaced lives on as the test oracle, tests/reference_matcher.py.
