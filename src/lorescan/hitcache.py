@@ -64,25 +64,13 @@ class ChatScan:
     def lookup(self, matcher: "KeyMatcher", text: str) -> frozenset[int]:
         """The hit set of ``text`` under ``matcher``: cached, or scanned once and stored."""
         key = (matcher.token, text)
-        found = self._lru.get(key)
+        found = self._get(key)
         if found is not None:
-            try:
-                self._lru.move_to_end(key)
-            except KeyError:          # evicted by another thread in between: still a valid value
-                pass
             self.hit_count += 1
             return found
         value = matcher.scan(text)
         self.miss_count += 1
-        size = sys.getsizeof(text) + sys.getsizeof(value) + _ENTRY_OVERHEAD
-        with self._lock:
-            if key not in self._lru:
-                self._lru[key] = value
-                self._sizes[key] = size
-                self._bytes += size
-                while len(self._lru) > self.max_texts or (self._bytes > self.max_bytes and len(self._lru) > 1):
-                    old, _ = self._lru.popitem(last=False)
-                    self._bytes -= self._sizes.pop(old)
+        self._store(key, value, sys.getsizeof(text))
         return value
 
     def lookup_block(self, matcher: "KeyMatcher", texts: tuple[str, ...],
@@ -93,15 +81,24 @@ class ChatScan:
         turn; a window is a few such runs (see ScanView), whatever its depth.
         """
         key = (matcher.token, texts)
+        found = self._get(key)
+        if found is not None:
+            return found
+        value = build()
+        self._store(key, value, sys.getsizeof(texts))
+        return value
+
+    def _get(self, key: _Key) -> frozenset[int] | None:
         found = self._lru.get(key)
         if found is not None:
             try:
                 self._lru.move_to_end(key)
-            except KeyError:
+            except KeyError:          # evicted by another thread in between: still a valid value
                 pass
-            return found
-        value = build()
-        size = sys.getsizeof(texts) + sys.getsizeof(value) + _ENTRY_OVERHEAD
+        return found
+
+    def _store(self, key: _Key, value: frozenset[int], key_bytes: int) -> None:
+        size = key_bytes + sys.getsizeof(value) + _ENTRY_OVERHEAD
         with self._lock:
             if key not in self._lru:
                 self._lru[key] = value
@@ -110,7 +107,6 @@ class ChatScan:
                 while len(self._lru) > self.max_texts or (self._bytes > self.max_bytes and len(self._lru) > 1):
                     old, _ = self._lru.popitem(last=False)
                     self._bytes -= self._sizes.pop(old)
-        return value
 
     def side_matcher(self, key: object, build: Callable[[], object]) -> object:
         """A small per-expansion matcher (macro keys, SPEC 14.1), built once per ``key``."""
