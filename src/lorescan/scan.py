@@ -410,8 +410,7 @@ class STEngine:
                 raise SettingsError(f"must be a string, got {type(text).__name__}", source="scan",
                                     field=f"injects[{i}]")
         budget = _budget(settings, max_context)
-        state = TimedEffects.from_json(timed_effects) if not isinstance(timed_effects, TimedEffects) \
-            else timed_effects.copy()
+        state = TimedEffects.from_json(timed_effects)     # always a copy: the caller's value is kept
         if dry_run:
             active_sticky: set[str] = set()
             active_cooldown: set[str] = set()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .errors import LorebookError
+from .model import js_truthy
 
 __all__ = ["TimedEffects", "EffectRecord"]
 
@@ -36,8 +37,10 @@ class TimedEffects:
     cooldown: dict[str, EffectRecord] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None, *, source: str = "timed_effects") -> "TimedEffects":
-        """Parse the JSON shape (``None`` or ``{}`` = no effects). Bad records raise LorebookError."""
+    def from_json(cls, data: "TimedEffects | Mapping[str, Any] | None", *,
+                  source: str = "timed_effects") -> "TimedEffects":
+        """Parse the JSON shape (``None`` or ``{}`` = no effects; a TimedEffects is copied).
+        Bad records raise LorebookError."""
         if data is None:
             return cls()
         if isinstance(data, TimedEffects):
@@ -110,22 +113,17 @@ def evaluate(state: TimedEffects, chat_length: int, find_entry: Callable[[int], 
                 if chat_length >= rec.end:
                     del records[key]
                 continue
-            if not _truthy(has_effect(entry, kind)):
+            if not js_truthy(has_effect(entry, kind)):
                 del records[key]
                 continue
             if chat_length >= rec.end:
                 del records[key]
                 if kind == "sticky":
                     cd = has_effect(entry, "cooldown")
-                    if _truthy(cd):
+                    if js_truthy(cd):
                         # keyed by the entry the hash found (SillyTavern's onEnded uses the entry's key)
                         state.cooldown[entry] = EffectRecord(rec.hash, chat_length, chat_length + cd, True)
                         active.cooldown.add(entry)
                 continue
             getattr(active, kind).add(entry)
     return active
-
-
-def _truthy(v: Any) -> bool:
-    from .model import js_truthy
-    return js_truthy(v)
