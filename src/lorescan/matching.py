@@ -175,16 +175,23 @@ class ScanView:
 
     def texts(self, window: Window) -> list[str]:
         """The separate texts a window covers, in haystack order (empty if depth <= 0)."""
+        return [text for _, text in self.labelled_texts(window)]
+
+    def labelled_texts(self, window: Window) -> list[tuple[str, str]]:
+        """:meth:`texts` with a label each ("message 0 (newest = 0)", "scenario", "inject 0",
+        "recursion text 1", ...), for explanations."""
         if window.depth <= 0:
             return []
         depth = min(int(window.depth), MAX_SCAN_DEPTH)
-        out = list(self.segments[:depth]) if self.segments[:depth] else [""]
+        segments = self.segments[:depth]
+        out = [(f"message {i} (newest = 0)", t) for i, t in enumerate(segments)] if segments \
+            else [("no message", "")]
         for i, text in enumerate(self.sources):
             if window.sources >> i & 1 and text:
-                out.append(text)
-        out.extend(self.injects)
+                out.append((SOURCE_NAMES[i], text))
+        out.extend((f"inject {i}", t) for i, t in enumerate(self.injects))
         if window.recursion:
-            out.extend(self.chunks[:window.recursion])
+            out.extend((f"recursion text {i + 1}", t) for i, t in enumerate(self.chunks[:window.recursion]))
         return out
 
     def haystack(self, window: Window) -> str:

@@ -18,10 +18,12 @@ from .compile import CompiledBook, compile_book
 from .decorators import parse_st_decorators
 from .errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
-from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window
+from .jsregex import RegexTimeout, compile_js_regex, parse_regex_key
+from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window, match_plain_key
 from .model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, STSettings, js_truthy
 from .place import Placement, place_entries
 from .sthash import entry_fingerprint
+from .textrules import js_trim
 from .tokens import IncrementalCount
 from .timed import EffectRecord, TimedEffects, evaluate
 
@@ -848,29 +850,13 @@ class _Run:
         return out
 
     def _locate(self, slot: _Slot, key: str, window: Window) -> str | None:
-        from .matching import match_plain_key
-        from .textrules import js_trim
         view = self.views[slot.book]
         e = slot.entry
         cs = e.case_sensitive if e.case_sensitive is not None else self.e.match_options.case_sensitive
         ww = e.match_whole_words if e.match_whole_words is not None else self.e.match_options.match_whole_words
         k = js_trim(key)
-        depth = max(0, min(int(window.depth), len(view.segments)))
-        labels = [f"message {i} (newest = 0)" for i in range(depth)]
-        texts = list(view.segments[:depth])
-        for i, name in enumerate(SOURCE_NAMES):
-            if window.sources >> i & 1 and view.sources[i]:
-                labels.append(name)
-                texts.append(view.sources[i])
-        for i, t in enumerate(view.injects):
-            labels.append(f"inject {i}")
-            texts.append(t)
-        for i, t in enumerate(view.chunks[:window.recursion]):
-            labels.append(f"recursion text {i + 1}")
-            texts.append(t)
-        from .jsregex import RegexTimeout, compile_js_regex, parse_regex_key
         parsed = parse_regex_key(k)
-        for label, text in zip(labels, texts):
+        for label, text in view.labelled_texts(window):
             if parsed is not None:
                 try:
                     if compile_js_regex(*parsed).search(text, timeout=self.e.regex_timeout):
