@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,13 @@ from reference_matcher import ReferenceScanView
 MANY = settings(max_examples=1000, deadline=None)
 
 
-def test_backend_is_reported():
-    assert BACKEND in ("native", "python")
+def test_backend_names_the_kernels_in_use():
+    from lorescan import _hits_py, _kernels
+    assert BACKEND == ("python" if _kernels.hits is _hits_py else "native")
+    if os.environ.get("LORESCAN_PURE_PYTHON") == "1":
+        assert BACKEND == "python"
+    elif os.environ.get("LORESCAN_REQUIRE_NATIVE") == "1":
+        assert BACKEND == "native"
 
 
 @st.composite
