@@ -8,6 +8,7 @@ per-entry gates; every other entry cannot activate and costs nothing.
 """
 from __future__ import annotations
 
+import functools
 import math
 import random as _random
 from dataclasses import dataclass, field
@@ -144,6 +145,13 @@ class STResult:
     def diagnostics(self) -> dict[EntryId, Diagnostic]:
         """Why each entry of the books did or did not fire (computed on first access)."""
         return self._explain()
+
+    def __reduce__(self):
+        # A result is a value: pickling materialises the explanation, so the copy owns plain
+        # data only (no engine, views or caches).
+        return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
+                           self.overflow_alert_shown, self.timed_effects, self.loops,
+                           functools.partial(dict, self.diagnostics)))
 
     def explain(self, world: str, uid: int | str) -> Diagnostic:
         """The diagnostic record of one entry."""
@@ -351,11 +359,13 @@ class STEngine:
         for s in self._timed_slots:          # the usual case: records of timed entries
             if s.hash == h:
                 return s.key
-        if self._hash_index is None:         # an edited or foreign record: look at everything once
-            self._hash_index = {}
+        index = self._hash_index
+        if index is None:                    # an edited or foreign record: look at everything once
+            index = {}
             for s in self.slots:
-                self._hash_index.setdefault(s.hash, s)
-        found = self._hash_index.get(h)
+                index.setdefault(s.hash, s)
+            self._hash_index = index         # published only once complete: threads never see a partial index
+        found = index.get(h)
         return found.key if found is not None else None
 
     def _tokens(self, text: str) -> int:
@@ -441,7 +451,7 @@ class STEngine:
         return STResult(
             activated=[s.eid for s in activated_slots], placement=placement, budget=budget,
             budget_overflowed=run.overflow, overflow_alert_shown=run.overflow and settings.overflow_alert,
-            timed_effects=state, loops=run.loops, _explain=run.explain)
+            timed_effects=state, loops=run.loops, _explain=run.finish())
 
     @staticmethod
     def _message_texts(messages: Sequence[ChatMessage | Mapping[str, Any]], first: int) -> list[tuple[str, str]]:
@@ -498,6 +508,7 @@ class _Run:
         self.state = INITIAL
         self.notes: dict[str, Diagnostic] = {}
         self.last_windows: dict[str, Window] = {}
+        self.labelled: dict[tuple[int, Window], list[tuple[str, str]]] = {}
 
     # -- gates ---------------------------------------------------------------------------
     def _note(self, slot: _Slot, outcome: str, reason: str, detail: str = "", loop: int | None = None,
@@ -826,6 +837,18 @@ class _Run:
         return admitted
 
     # -- explanations ---------------------------------------------------------------------
+    def finish(self) -> Callable[[], dict[EntryId, Diagnostic]]:
+        """End the turn: keep only what explanations need (the texts of the windows where
+        entries fired, not the views or the caller's cache) and return the explainer."""
+        labelled: dict[tuple[int, Window], list[tuple[str, str]]] = {}
+        for slot in self.activated_order:
+            window = self.last_windows.get(slot.key)
+            if window is not None and (slot.book, window) not in labelled:
+                labelled[(slot.book, window)] = self.views[slot.book].labelled_texts(window)
+        self.labelled = labelled
+        self.views = []
+        return self.explain
+
     def explain(self) -> dict[EntryId, Diagnostic]:
         out: dict[EntryId, Diagnostic] = {}
         for slot in self.e.slots:
@@ -850,13 +873,12 @@ class _Run:
         return out
 
     def _locate(self, slot: _Slot, key: str, window: Window) -> str | None:
-        view = self.views[slot.book]
         e = slot.entry
         cs = e.case_sensitive if e.case_sensitive is not None else self.e.match_options.case_sensitive
         ww = e.match_whole_words if e.match_whole_words is not None else self.e.match_options.match_whole_words
         k = js_trim(key)
         parsed = parse_regex_key(k)
-        for label, text in view.labelled_texts(window):
+        for label, text in self.labelled.get((slot.book, window), ()):
             if parsed is not None:
                 try:
                     if compile_js_regex(*parsed).search(text, timeout=self.e.regex_timeout):
