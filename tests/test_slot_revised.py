@@ -246,3 +246,33 @@ def test_the_strict_ccv3_reading_stays_available():
     assert contents(strict) == ["regex"]
     assert "regex_keys='strict'" in strict.log[0].reason
     assert contents(engine(book, regex_keys="ccv3").run(chat("draaagon"), turn_id="t")) == ["regex"]
+
+
+def test_placement_puts_a_larger_order_first_then_priority_then_book_position_then_entry_id():
+    first = cc_book("first", [{"id": 9, "constant": True, "content": "first-9", "insertion_order": 5},
+                              {"id": 4, "constant": True, "content": "first-4", "insertion_order": 5}])
+    second = cc_book("second", [{"id": 1, "constant": True, "content": "second-1", "insertion_order": 5},
+                                {"id": 2, "constant": True, "content": "second-2", "insertion_order": 5,
+                                 "priority": 6},
+                                {"id": 3, "constant": True, "content": "second-3", "insertion_order": 50}])
+    result = engine(first, second).run(chat("x"), turn_id="t")
+    # order 50 first (the reverse of SillyTavern); at order 5 the higher priority, then the
+    # earlier attached book, then the lower id within a book whatever the stored order.
+    assert contents(result) == ["second-3", "second-2", "first-4", "first-9", "second-1"]
+
+
+def test_every_log_detail_and_note_code_is_a_literal_and_is_documented():
+    from pathlib import Path
+    from typing import get_args
+
+    from lorescan.slot import LOG_DETAILS, NOTE_CODES, LogDetail, NoteCode
+    assert get_args(LogDetail) == LOG_DETAILS and get_args(NoteCode) == NOTE_CODES
+    page = (Path(__file__).resolve().parents[1] / "docs" / "slot-mode.md").read_text(encoding="utf-8")
+    for code in LOG_DETAILS + NOTE_CODES:
+        assert f"| `{code}` |" in page, f"docs/slot-mode.md does not document {code!r}"
+
+
+def test_an_unknown_regex_keys_reading_is_a_settings_error():
+    from lorescan.errors import SettingsError
+    with pytest.raises(SettingsError, match="regex_keys"):
+        engine(st_book("b", []), regex_keys="ccv2")
