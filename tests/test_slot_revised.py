@@ -211,6 +211,13 @@ def test_a_book_with_scan_depth_0_is_only_reached_by_lore():
     assert [(r.book, r.pass_number) for r in result.log] == [("lore", 1), ("hidden", 2)]
 
 
+def test_when_every_entry_has_depth_0_a_constant_can_still_trigger_lore():
+    book = cc_book("b", [{"id": 1, "constant": True, "content": "The ledger is open."},
+                         {"id": 2, "keys": ["ledger"], "content": "It names the drowned."}], scan_depth=0)
+    result = engine(book).run(chat("ledger"), turn_id="t")
+    assert [(r.outcome, r.pass_number) for r in result.log] == [("inserted", 1), ("inserted", 2)]
+
+
 def test_system_messages_do_not_count_toward_the_scan_depth():
     book = cc_book("b", [{"id": 1, "keys": ["castle"], "content": "c"}], scan_depth=1)
     msgs = [("user", "the castle"), ("system", "note one"), ("system", "note two")]

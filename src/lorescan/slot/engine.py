@@ -422,12 +422,15 @@ class SlotEngine:
             passes = pass_number
             matched = list(prematched) if pass_number == 1 else []
             chunks = len(view.chunks)
-            candidates = view.candidates(max(self._max_depth, _RECURSION_ONLY), chunks)
+            # (at least depth 1, so the recursion chunks count even when every entry has depth
+            # 0: a superset of candidates is safe, each window is checked on its own)
+            candidates = view.candidates(max(self._max_depth, 1), chunks)
             allowed = None if candidates is None else set(candidates)
+            windows: dict[tuple[float, int], Window] = {}     # one Window value per shape and pass
             still: list[_Run] = []
             for r in pending:
                 e = r.e
-                window = _entry_window(e, pass_number, chunks)
+                window = _entry_window(e, pass_number, chunks, windows)
                 if window is None:
                     still.append(r)         # no text, or the same texts as in an earlier pass
                     continue
@@ -499,6 +502,7 @@ class SlotEngine:
                              "not counted (neither in the turn index nor toward any scan depth)", i)
                  for i in system]
         system_view: ScanView | None = None
+        in_system: set[int] = set()
         for r in pending:
             e = r.e
             if e.scan_depth <= 0:
@@ -520,8 +524,10 @@ class SlotEngine:
                 system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
                                        cache=cache, substitute=substitute, joined=False,
                                        regex_timeout=self.regex_timeout)
+                found_in = system_view.candidates(len(system), 0)
+                in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
             plan = self._plans[e.pool_index]
-            if not plan.uses_matcher:
+            if not plan.uses_matcher or e.pool_index not in in_system:
                 continue
             found = system_view.match_entry(e.pool_index, Window(inside)).primary
             key = next((ref.text for ref in plan.primary if ref.primary and ref.slot == found), None)
@@ -722,17 +728,26 @@ def _at_greeting(chat: Sequence[tuple[str, str]]) -> bool:
     return True
 
 
-def _entry_window(e: SlotEntry, pass_number: int, chunks: int) -> Window | None:
+def _entry_window(e: SlotEntry, pass_number: int, chunks: int,
+                  windows: dict[tuple[float, int], Window]) -> Window | None:
     """The texts entry ``e`` sees in this pass, or None when there is nothing new to see: no
-    text at all, or the same texts as in pass 1 (``@@no_recursive_search``)."""
+    text at all, or the same texts as in pass 1 (``@@no_recursive_search``). ``windows``
+    shares one Window per shape (ScanView answers a repeated Window object fastest)."""
     own = 0 if e.decorators.no_recursive_search else chunks
     if e.scan_depth <= 0:
         # SPEC 15.4 [decision, revised]: depth 0 scans no message, but recursion text still
         # reaches the entry ("only lore can trigger this").
-        return Window(_RECURSION_ONLY, 0, own) if own else None
-    if pass_number > 1 and not own:
+        if not own:
+            return None
+        depth: float = _RECURSION_ONLY
+    elif pass_number > 1 and not own:
         return None
-    return Window(e.scan_depth, 0, own)
+    else:
+        depth = e.scan_depth
+    window = windows.get((depth, own))
+    if window is None:
+        window = windows[(depth, own)] = Window(depth, 0, own)
+    return window
 
 
 def _secondary_logic_failure(plan: _Plan, hit: Callable[[_KeyRef], bool]) -> str | None:
