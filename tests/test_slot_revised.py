@@ -283,3 +283,9 @@ def test_an_unknown_regex_keys_reading_is_a_settings_error():
     from lorescan.errors import SettingsError
     with pytest.raises(SettingsError, match="regex_keys"):
         engine(st_book("b", []), regex_keys="ccv2")
+
+
+def test_the_log_names_an_invalid_regex_key_beside_valid_ones():
+    book = cc_book("b", [{"id": 1, "keys": ["castle", "/(/"], "content": "c"}])
+    record = engine(book).run(chat("nothing here"), turn_id="t").log[0]
+    assert record.reason == "no primary key matched ('/(/': not a valid /pattern/flags regex, never matches)"

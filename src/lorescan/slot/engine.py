@@ -184,6 +184,7 @@ class _Plan:
     uses_matcher: bool
     has_literal: bool
     logic: int          # selectiveLogic for ``secondary`` (SPEC 5.5; 0 = AND ANY)
+    never_note: str     # names the primary keys that can never match, for the log
 
 
 _REGEX_FORM = re.compile(r"/([\s\S]+?)/([gimsuy]*)")
@@ -207,6 +208,14 @@ def _regex_kind(key: str) -> str:
                         for i, ch in enumerate(m.group(1))):
         return "plain"
     return "invalid"
+
+
+def _never_note(primary: Sequence[_KeyRef], strict: bool) -> str:
+    never = [ref.text for ref in primary if ref.how == "never"]
+    if not never or len(never) == len(primary):     # all of them: the log says so on its own
+        return ""
+    why = "not a valid /pattern/flags regex" + (" (regex_keys='strict', use_regex true)" if strict else "")
+    return f" ({', '.join(map(repr, never))}: {why}, never matches)"
 
 
 def _plan_keys(e: SlotEntry, mode: RegexKeys) -> tuple[_Plan, list[str], list[str]]:
@@ -243,7 +252,8 @@ def _plan_keys(e: SlotEntry, mode: RegexKeys) -> tuple[_Plan, list[str], list[st
     plan = _Plan(primary, secondary, additional, exclude, exclude_all,
                  uses_matcher=bool(primary_keys or secondary_keys),
                  has_literal=any(r.how == "literal" for r in refs),
-                 logic=e.selective_logic or 0)
+                 logic=e.selective_logic or 0,
+                 never_note=_never_note(primary, strict))
     return plan, primary_keys, secondary_keys
 
 
@@ -284,7 +294,10 @@ class SlotEngine:
     accept ``@@is_user_icon`` (the caller then passes ``user_icon`` to :meth:`run`).
     ``regex_timeout``: seconds allowed to one regex key on one text.
 
-    The engine is immutable once built apart from its token-count cache; one engine
+    ``budget`` is the pool's token budget (SPEC 15.2 [decision, revised]: the largest budget
+    an attached book stores, the default 800 only when none stores one); ``budget_book``
+    names the book it comes from (None for the default) and ``budget_reason`` says so in
+    words. The engine is immutable once built apart from its token-count cache; one engine
     may serve many chats and threads at once (per-chat data lives in the ``state``).
     Raises :class:`LorebookError` for an entry field of the wrong type and
     :class:`SettingsError` for bad settings or two books with the same id.
@@ -586,7 +599,7 @@ class SlotEngine:
             r.detail = "invalid_regex" if self.regex_keys != "strict" or not r.e.use_regex else None
             return False
         if allowed is not None and e.pool_index not in allowed and not plan.has_literal:
-            r.reason = "no primary key matched"
+            r.reason = "no primary key matched" + plan.never_note
             return False
         m = view.match_entry(e.pool_index, window) if plan.uses_matcher else EntryMatch(None, ())
         texts: list[str] | None = None
@@ -606,7 +619,7 @@ class SlotEngine:
         timed = f" (regex timed out: {', '.join(m.timed_out)})" if m.timed_out else ""
         key = next((ref.text for ref in plan.primary if hit(ref)), None)
         if key is None:
-            r.reason = "no primary key matched" + timed
+            r.reason = "no primary key matched" + plan.never_note + timed
             return False
         if plan.secondary:
             failed = _secondary_logic_failure(plan, hit)
