@@ -148,9 +148,17 @@ def test_selective_logic_is_read_from_card_extensions():
 
 @pytest.mark.parametrize("value", [7, -1, 1.5])
 def test_an_unknown_selective_logic_is_an_error_naming_the_entry_and_field(value):
-    book = st_book("b", [{"key": ["k"], "keysecondary": ["a"], "selectiveLogic": value, "content": "x"}])
+    book = st_book("b", [{"key": ["k"], "keysecondary": ["a"], "selective": True, "selectiveLogic": value,
+                          "content": "x"}])
     with pytest.raises(LorebookError, match=r"entry 0, field 'selectiveLogic'.*NOT ANY"):
         engine(book)
+
+
+def test_an_unknown_selective_logic_that_would_not_be_used_is_no_error():
+    book = st_book("b", [{"key": ["k"], "selectiveLogic": 7, "selective": True, "content": "x"},
+                         {"key": ["k"], "keysecondary": ["a"], "selectiveLogic": 7, "selective": False,
+                          "content": "y"}])
+    assert contents(engine(book).run(chat("k"), turn_id="t")) == ["x", "y"]
 
 
 def test_a_slash_key_is_a_regex_whatever_use_regex_says():

@@ -241,11 +241,15 @@ def _unedited_missing_enabled(book: Lorebook, entry: Entry, raw: Mapping[str, An
     return isinstance(fields, Mapping) and fields.get("disable") == entry.fields.get("disable")
 
 
-def _selective_logic(r: _Reader) -> int | None:
+def _selective_logic(r: _Reader, used: bool) -> int | None:
+    """The stored selectiveLogic; an unknown value is an error only where it would be used
+    (a selective entry with secondary keys), else it reads as absent."""
     name, value = r.first("selectiveLogic", ext=("selectiveLogic",))
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in SELECTIVE_LOGICS:
+        if not used:
+            return None
         # SillyTavern silently never fires such an entry; here it is a located error instead.
         raise r.fail(f"expected 0 (AND ANY), 1 (NOT ALL), 2 (NOT ANY) or 3 (AND ALL), got {value!r:.40}",
                      name or "selectiveLogic")
@@ -306,15 +310,17 @@ def slot_entry_from(entry: Entry, *, pool_index: int, book_index: int, index: in
     use_regex_value = r.first("use_regex")[1]
     use_regex = use_regex_value if isinstance(use_regex_value, bool) else None
     d = decorators
+    selective = bool(r.flag("selective"))             # missing = off (CC import rule, SPEC 2.3)
+    secondary_keys = r.keys("keysecondary", "secondary_keys")
     return SlotEntry(
         pool_index=pool_index, book_index=book_index, index=index, book_id=str(book.id),
         id=entry_id, name=name if isinstance(name, str) else "", entry=entry,
-        keys=r.keys("key", "keys"), secondary_keys=r.keys("keysecondary", "secondary_keys"),
+        keys=r.keys("key", "keys"), secondary_keys=secondary_keys,
         content=content, decorators=d,
         enabled=True if enabled is None else enabled,
         constant=bool(r.flag("constant")),
-        selective=bool(r.flag("selective")),          # missing = off (CC import rule, SPEC 2.3)
-        selective_logic=_selective_logic(r),
+        selective=selective,
+        selective_logic=_selective_logic(r, used=selective and bool(secondary_keys)),
         case_sensitive=bool(case_sensitive),
         whole_words=d.whole_words if d.whole_words is not None else bool(whole_words),
         use_regex=use_regex,
