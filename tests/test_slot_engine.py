@@ -35,7 +35,7 @@ def test_entry_identity_uses_the_cc_id_or_the_st_uid():
     assert [(r.book, r.id) for r in result.log] == [("cc", 1), ("cc", 42), ("st", 7)]
 
 
-def test_cc_only_fields_are_read_from_the_raw_entry_the_reader_kept():
+def test_cc_only_fields_are_read_from_the_card_fields_the_reader_kept():
     book = cc_book("cc", [{"id": 1, "keys": ["Wolf"], "content": "c", "priority": 3, "case_sensitive": True,
                            "use_regex": False, "name": "The wolf", "enabled": True}])
     e = engine(book).pool[0]

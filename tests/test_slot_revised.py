@@ -40,7 +40,7 @@ MESSAGES = ["Welcome to Saltmere.", "The castle looms over the lighthouse.",
             "A draaagon circles the keeper's tower.", "the keeper waves"]
 
 
-def test_an_st_world_exported_by_convert_fires_in_slot_mode_exactly_as_in_sillytavern_mode(tmp_path, capsys):
+def test_an_st_world_exported_by_convert_fires_in_slot_mode_exactly_as_in_sillytavern_mode(tmp_path):
     world_path, card_path = tmp_path / "saltmere.json", tmp_path / "saltmere-card.json"
     world_path.write_text(json.dumps(WORLD), encoding="utf-8")
     assert cli_main(["convert", str(world_path), str(card_path), "--to", "ccv3"]) == 0
@@ -236,6 +236,14 @@ def test_the_turn_index_in_the_state_counts_no_system_message():
     book = cc_book("b", [{"id": 1, "constant": True, "content": "c"}])
     msgs = [("system", "setup"), ("assistant", "hi"), ("system", "note"), ("user", "yo")]
     assert engine(book).run(msgs, turn_id="t").state["first_matched_turn"] == {"b": {"1": 2}}
+
+
+def test_only_system_messages_inside_the_deepest_window_are_noted_as_skipped():
+    book = cc_book("b", [{"id": 1, "keys": ["castle"], "content": "c"}], scan_depth=2)
+    msgs = [("system", "setup"), ("assistant", "a"), ("system", "far"), ("user", "b"),
+            ("system", "near"), ("assistant", "c")]
+    skipped = [n.message for n in engine(book).run(msgs, turn_id="t").notes if n.code == "system_message_skipped"]
+    assert skipped == [4]
 
 
 def test_a_key_in_a_system_message_outside_the_window_is_not_reported():

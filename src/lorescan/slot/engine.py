@@ -507,10 +507,13 @@ class SlotEngine:
     def _explain_unmatched(self, pending: Sequence[_Run], chat: Sequence[tuple[str, str]],
                            scanned: Sequence[int], cache: ChatScan | None,
                            substitute: Callable[[str], str] | None) -> list[RequestNote]:
-        """Request notes for the skipped system messages, and the log details of entries that
-        did not match: depth 0 never reached by recursion text, or a primary key that occurs
-        only in a system message inside the entry's window."""
-        system = [i for i, (role, _) in enumerate(chat) if role == "system"]
+        """Request notes for the skipped system messages (those inside the deepest window,
+        where they would have been scanned), and the log details of entries that did not
+        match: depth 0 never reached by recursion text, or a primary key that occurs only in
+        a system message inside the entry's window."""
+        deepest = self._max_depth
+        start = -1 if deepest >= len(scanned) else scanned[-deepest] if deepest > 0 else len(chat)
+        system = [i for i in range(start + 1, len(chat)) if chat[i][0] == "system"]
         notes = [RequestNote("system_message_skipped", f"message {i} is a system message: not scanned and "
                              "not counted (neither in the turn index nor toward any scan depth)", i)
                  for i in system]
