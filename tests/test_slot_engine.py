@@ -35,7 +35,7 @@ def test_entry_identity_uses_the_cc_id_or_the_st_uid():
     assert [(r.book, r.id) for r in result.log] == [("cc", 1), ("cc", 42), ("st", 7)]
 
 
-def test_cc_only_fields_are_read_from_the_raw_entry_the_reader_kept():
+def test_cc_only_fields_are_read_from_the_card_fields_the_reader_kept():
     book = cc_book("cc", [{"id": 1, "keys": ["Wolf"], "content": "c", "priority": 3, "case_sensitive": True,
                            "use_regex": False, "name": "The wolf", "enabled": True}])
     e = engine(book).pool[0]
@@ -67,8 +67,9 @@ def test_two_books_with_the_same_id_are_refused_unless_renamed():
 
 # -- 15.2 book settings -------------------------------------------------------------------
 
-def test_book_settings_default_to_depth_5_budget_800_recursion_on():
-    assert BookSettings.from_book(st_book("b", [])) == BookSettings(5, 800, True)
+def test_book_settings_default_to_depth_5_no_budget_recursion_on():
+    assert BookSettings.from_book(st_book("b", [])) == BookSettings(5, None, True)
+    assert engine(st_book("b", [])).budget == 800          # the pool default
 
 
 @pytest.mark.parametrize("stored, expected", [
@@ -173,7 +174,7 @@ def test_only_the_last_scan_depth_messages_are_scanned_greeting_included():
     assert eng.run(chat("a castle", "x", "y", "z"), turn_id="t").messages == ()
 
 
-def test_scan_depth_zero_scans_nothing_but_constants_still_fire():
+def test_scan_depth_zero_scans_no_message_but_constants_still_fire():
     book = cc_book("b", [{"id": 1, "keys": ["castle"], "content": "keyed"},
                          {"id": 2, "constant": True, "content": "constant"}], scan_depth=0)
     result = engine(book).run(chat("castle"), turn_id="t")
@@ -237,9 +238,9 @@ def test_use_regex_keys_are_ecmascript_regexes():
     assert eng.run(chat("drgon"), turn_id="t").messages == ()
 
 
-def test_use_regex_plain_or_invalid_keys_never_match():
+def test_strict_use_regex_plain_or_invalid_keys_never_match():
     book = cc_book("b", [{"id": 1, "keys": ["dragon", "/[/", "/(/"], "content": "c", "use_regex": True}])
-    result = engine(book).run(chat("dragon /[/ /(/"), turn_id="t")
+    result = engine(book, regex_keys="strict").run(chat("dragon /[/ /(/"), turn_id="t")
     assert result.messages == ()
 
 
@@ -250,15 +251,15 @@ def test_use_regex_regexes_see_each_text_alone():
     assert eng.run(chat("hello", "world"), turn_id="t").log[0].outcome == "inserted"
 
 
-def test_use_regex_ignores_secondary_keys():
+def test_strict_use_regex_ignores_secondary_keys():
     book = cc_book("b", [{"id": 1, "keys": ["/sword/"], "secondary_keys": ["/nothing-here/"], "selective": True,
                           "content": "c", "use_regex": True}])
-    assert contents(engine(book).run(chat("a sword"), turn_id="t")) == ["c"]
+    assert contents(engine(book, regex_keys="strict").run(chat("a sword"), turn_id="t")) == ["c"]
 
 
-def test_use_regex_false_keeps_slash_keys_literal():
+def test_strict_use_regex_false_keeps_slash_keys_literal():
     book = cc_book("b", [{"id": 1, "keys": ["/dra+gon/"], "content": "c", "use_regex": False}])
-    eng = engine(book)
+    eng = engine(book, regex_keys="strict")
     assert eng.run(chat("draaagon"), turn_id="t").messages == ()
     result = eng.run(chat("the key /DRA+GON/ itself"), turn_id="t")
     assert contents(result) == ["c"] and result.log[0].matched_key == "/dra+gon/"
@@ -347,7 +348,7 @@ def test_is_user_icon_gate_when_enabled():
     assert engine(book).run(chat("x"), turn_id="t").log[0].outcome == "inserted"   # rejected decorator
 
 
-def test_gate_7_activate_only_after_counts_all_messages():
+def test_gate_7_activate_only_after_counts_user_and_assistant_messages():
     assert gate_outcome("@@activate_only_after 3\nx", "key", n_messages=2) == "blocked:activate_only_after"
     assert gate_outcome("@@activate_only_after 3\nx", "key", n_messages=3) == "inserted"
 
@@ -662,7 +663,7 @@ def test_the_log_has_one_record_per_pool_entry_with_every_field():
     assert wolf == {"book": "b", "id": 1, "name": "Wolves", "outcome": "inserted",
                     "reason": wolf["reason"], "pass_number": 1, "matched_by": "key", "matched_key": "wolf",
                     "roll": None, "tokens": 1, "priority": 4, "order": 9, "role": "user",
-                    "ignore_on_max_context": False, "position": [0, 0]}
+                    "ignore_on_max_context": False, "position": [0, 0], "detail": None}
     assert [r.outcome for r in result.log] == ["inserted", "not_matched", "probability_failed",
                                                 "dropped_budget", "disabled", "blocked:dont_activate"]
     assert result.log[2].roll >= 50 and result.log[3].tokens == 200
@@ -705,17 +706,17 @@ def test_a_chat_scan_cache_can_be_passed_every_turn():
     assert contents(first) == contents(later) == ["c"]
 
 
-def test_a_literal_slash_key_with_matcher_secondary_keys():
+def test_a_strict_literal_slash_key_with_matcher_secondary_keys():
     book = cc_book("b", [{"id": 1, "keys": ["/x/"], "secondary_keys": ["moon"], "selective": True,
                           "content": "c", "use_regex": False}])
-    eng = engine(book)
+    eng = engine(book, regex_keys="strict")
     assert contents(eng.run(chat("/x/ and the moon"), turn_id="t")) == ["c"]
     assert eng.run(chat("/x/ alone"), turn_id="t").messages == ()
 
 
-def test_the_log_says_when_use_regex_leaves_no_usable_key():
+def test_the_log_says_when_strict_use_regex_leaves_no_usable_key():
     book = cc_book("b", [{"id": 1, "keys": ["dragon"], "content": "c", "use_regex": True}])
-    assert "use_regex" in engine(book).run(chat("dragon"), turn_id="t").log[0].reason
+    assert "use_regex" in engine(book, regex_keys="strict").run(chat("dragon"), turn_id="t").log[0].reason
 
 
 def test_a_record_from_a_rolled_back_later_turn_is_lowered_to_this_turn():

@@ -1,5 +1,5 @@
 """Properties of lorebook-slot mode (hypothesis): budget, priority monotonicity, stable turns,
-JSON state."""
+JSON state, system messages that change nothing, selective logics that are complements."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,8 @@ WORDS = ["anna", "bar", "dock", "fog", "moon", "wolf"]
 @st.composite
 def entries(draw, min_size: int = 1, max_size: int = 8):
     """A small CC-shaped pool: constant or keyed entries whose contents mention other keys,
-    random sizes, priorities, orders, roles and a few decorators."""
+    random sizes, priorities, orders, roles, a few decorators, and secondary keys under each
+    selective logic (or none stored)."""
     n = draw(st.integers(min_size, max_size))
     out = []
     for i in range(n):
@@ -37,12 +38,31 @@ def entries(draw, min_size: int = 1, max_size: int = 8):
             e["constant"] = True
         else:
             e["keys"] = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=2))
+            if draw(st.booleans()):
+                e["selective"] = True
+                e["secondary_keys"] = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=2))
+                logic = draw(st.sampled_from([None, 0, 1, 2, 3]))
+                if logic is not None:
+                    e["extensions"]["selectiveLogic"] = logic
         out.append(e)
     return out
 
 
-messages = st.lists(st.sampled_from(WORDS + ["hello", "the end"]), min_size=1, max_size=4).map(
-    lambda texts: [("assistant" if i % 2 == 0 else "user", t) for i, t in enumerate(texts)])
+def _with_roles(items):
+    """(is_system, text) items -> messages; user and assistant alternate, system notes anywhere."""
+    out, n = [], 0
+    for is_system, text in items:
+        if is_system:
+            out.append(("system", text))
+        else:
+            out.append(("assistant" if n % 2 == 0 else "user", text))
+            n += 1
+    return out
+
+
+texts = st.sampled_from(WORDS + ["hello", "the end"])
+messages = st.lists(st.tuples(st.integers(0, 3).map(lambda n: n == 0), texts), min_size=1, max_size=5).map(
+    _with_roles)
 budgets = st.integers(100, 140)
 
 
@@ -107,3 +127,34 @@ def test_the_state_round_trips_through_json(pool, budget, turns):
         assert comparable(direct) == comparable(revived)
         assert json.loads(json.dumps(direct.state)) == direct.state
         state = direct.state
+
+
+@settings(max_examples=500, deadline=None)
+@given(pool=entries(), budget=budgets, msgs=messages, notes=st.lists(st.tuples(st.integers(0, 6), texts),
+                                                                         max_size=3), turn=st.integers(0, 50))
+def test_system_messages_change_nothing(pool, budget, msgs, notes, turn):
+    # SPEC 15.4/15.5 [decision, revised]: not scanned, not counted in M nor toward any depth.
+    eng = build(pool, budget)
+    plain = [m for m in msgs if m[0] != "system"]
+    noisy = list(plain)
+    for at, text in notes:
+        noisy.insert(min(at, len(noisy)), ("system", text))
+    a, b = eng.run(plain, turn_id=turn), eng.run(noisy, turn_id=turn)
+    assert a.messages == b.messages and a.state == b.state
+    assert [(r.outcome, r.pass_number, r.matched_key) for r in a.log] == \
+        [(r.outcome, r.pass_number, r.matched_key) for r in b.log]
+
+
+@settings(max_examples=500, deadline=None)
+@given(keys=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3), msgs=messages)
+def test_not_any_is_the_complement_of_and_any_and_not_all_of_and_all(keys, msgs):
+    # SPEC 5.5: among entries whose primary key matched, each pair of logics splits them.
+    pool = [{"id": logic, "keys": ["anna", "bar", "dock", "fog", "moon", "wolf", "hello", "end"],
+             "secondary_keys": keys, "selective": True, "content": "x",
+             "extensions": {"selectiveLogic": logic}} for logic in range(4)]
+    result = build(pool, 140, recursive=False).run(msgs, turn_id="t")
+    fired = {r.id: r.outcome == "inserted" for r in result.log}
+    if any(r.matched_key or r.detail == "secondary_logic" for r in result.log):
+        assert fired[0] != fired[2] and fired[1] != fired[3]
+    else:
+        assert not any(fired.values())

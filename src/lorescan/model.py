@@ -207,9 +207,14 @@ class Entry:
     delay: Any
     triggers: tuple[str, ...]
     character_filter: tuple[bool, tuple[str, ...], tuple[str, ...]]
+    # Character Card fields SillyTavern has no name for (``priority``, ``use_regex``, top-level
+    # ``case_sensitive``, ``name``), as the card stored them; empty for other formats. Not
+    # part of ``fields``: card writers keep them through the raw entry (formats/card.py).
+    card_fields: Mapping[str, Any] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", _frozen(self.fields))
+        object.__setattr__(self, "card_fields", _frozen(self.card_fields))
 
     def to_dict(self, *, include_filled: bool = False) -> dict[str, Any]:
         """The entry as a plain dict in field order (filled defaults left out by default)."""
@@ -225,11 +230,13 @@ def _tri(value: Any) -> bool | None:
 
 
 def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
-                      fill_defaults: bool = True, uid: Any = None) -> Entry:
+                      fill_defaults: bool = True, uid: Any = None,
+                      card_fields: Mapping[str, Any] | None = None) -> Entry:
     """Build an :class:`Entry` from a SillyTavern-shaped field mapping.
 
     ``fill_defaults`` adds the new-entry defaults for absent fields, as SillyTavern's editor
     does when it opens a book; the added names are recorded in ``Entry.filled``.
+    ``card_fields``: the card-only fields of a Character Card entry (``Entry.card_fields``).
     Raises :class:`LorebookError` naming the entry and field for ill-typed values.
     """
     if not isinstance(fields, Mapping):
@@ -293,6 +300,7 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
         triggers=tuple(g("triggers") or ()),
         character_filter=(js_truthy(cf.get("isExclude")), tuple(str(x) for x in cf.get("names") or ()),
                           tuple(str(x) for x in cf.get("tags") or ())),
+        card_fields=FrozenMap(card_fields or {}),
     )
 
 

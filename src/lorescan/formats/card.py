@@ -18,7 +18,7 @@ from ._mapping import (MISSING, Ctx, Loss, Origin, Rule, apply_rules, entry_chan
 
 __all__ = ["CC_RULES", "CC_EXT_NAMES", "read_character_book", "write_character_book",
            "read_card", "write_card", "read_lorebook_v3", "write_lorebook_v3", "new_card",
-           "card_book_object", "cc_entry_unmapped"]
+           "card_book_object", "cc_entry_unmapped", "CARD_ONLY_FIELDS"]
 
 
 def _ext(raw: Mapping[str, Any], ctx: Ctx) -> Mapping[str, Any]:
@@ -146,6 +146,10 @@ _CC_TOP_WHY = {
 }
 
 
+# CC entry fields with no SillyTavern counterpart that engines read (Entry.card_fields).
+CARD_ONLY_FIELDS = ("priority", "use_regex", "case_sensitive", "name")
+
+
 def cc_entry_unmapped(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(field, why) for the raw CC entry fields that have no SillyTavern counterpart."""
     return [(k, _CC_TOP_WHY.get(k, f"CC entry field {k!r} has no SillyTavern field"))
@@ -185,7 +189,8 @@ def read_character_book(book_obj: Any, *, source: str, fmt: str, name: str | Non
             raise LorebookError(f"duplicate id {uid!r}", source=source, entry=uid, field="id")
         ctx = Ctx(source, uid, i)
         fields = {"uid": uid, **read_rules(raw, CC_RULES, ctx)}
-        entry = entry_from_fields(fields, source=source, uid=uid)
+        entry = entry_from_fields(fields, source=source, uid=uid, card_fields={
+            k: raw[k] for k in CARD_ONLY_FIELDS if raw.get(k) is not None})
         entries.append(entry)
         raws[uid] = raw
         read_fields[uid] = entry.fields

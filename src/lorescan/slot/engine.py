@@ -7,17 +7,22 @@ its own) and answers one request per :meth:`SlotEngine.run`: which entries go in
 lorebook slot, in which order and with which role, plus the request log of SPEC 15.11
 and the updated per-chat state.
 
-Choices where SPEC 15 is silent (see also the [decision] marks there):
+The rules in the project's words, with every choice made where SPEC 15 is silent, are in
+``docs/slot-mode.md``. In short (see also the [decision] marks in SPEC 15):
 
-* Messages are given oldest first, with roles; ``M`` (the turn index) counts every one of
-  them, system messages included. An entry with scan depth 0 sees no text at all,
-  recursion text included ("scans nothing", SPEC 15.4).
-* Keys: ``use_regex`` absent (SillyTavern books) = SillyTavern's per-key auto-detection;
-  ``true`` = only valid ``/pattern/flags`` keys can match; ``false`` = every key is literal,
-  so a ``/…/``-shaped key is matched here as plain text with the shared plain-key rule
-  (``matching.match_plain_key``) instead of going to the matcher, which would read it as
-  a regex. Decorator key lists (``@@additional_keys`` …) follow the entry's rule.
-  ``selectiveLogic`` is not used: secondary keys always mean "primary AND any secondary".
+* Messages are given oldest first, with roles. System messages are neither scanned nor
+  counted, in ``M`` (the turn index) or toward any scan depth [decision, revised]. An entry
+  with scan depth 0 scans no message but still sees recursion text in later passes.
+* Keys (``regex_keys="form"``, the default) [decision, revised]: a key in ``/pattern/flags``
+  form is an ECMAScript regex whatever ``use_regex`` says (an invalid one never matches, and
+  the log says so); any other key is plain text; secondary keys combine with the entry's
+  ``selectiveLogic`` (AND ANY when it has none). ``regex_keys="strict"`` is the CCv3
+  reading: ``use_regex`` true = only valid ``/pattern/flags`` keys can match and secondary
+  keys are ignored; false = every key is literal, so a ``/…/``-shaped key is matched here
+  as plain text with the shared plain-key rule (``matching.match_plain_key``) instead of
+  going to the matcher, which would read it as a regex; absent = as ``"form"``.
+  ``regex_keys="auto"`` is SillyTavern's per-key detection (an invalid ``/…/`` key is
+  literal text). Decorator key lists (``@@additional_keys`` …) follow the entry's rule.
 * Only ``@@probability`` rolls; SillyTavern's ``probability``/``useProbability`` fields and
   per-entry ``scanDepth`` are not platform fields (SPEC 15.3) and are ignored.
 * A re-inserted entry keeps the earliest ``first_matched_turn`` (a record from a later turn,
@@ -25,6 +30,8 @@ Choices where SPEC 15 is silent (see also the [decision] marks there):
 """
 from __future__ import annotations
 
+import bisect
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
@@ -36,19 +43,32 @@ from ..matching import EntryMatch, ScanView, Window, match_plain_key
 from ..model import Lorebook, MatchOptions, entry_from_fields
 from ..textrules import js_trim
 from ..tokens import TiktokenCounter
-from .pool import SlotBook, SlotEntry, slot_entry_from
+from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry_from
 from .roll import passes_roll, roll_percent
 from .state import read_first_matched, with_first_matched
 
-__all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "ChatMessage", "OUTCOMES", "MAX_PASSES"]
+__all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "ChatMessage", "OUTCOMES",
+           "MAX_PASSES", "LogDetail", "LOG_DETAILS", "NoteCode", "NOTE_CODES", "RegexKeys"]
 
 MAX_PASSES = 3          # SPEC 15.6 [decision]: 3 passes in total
+# A window deeper than 0 that covers no message: ScanView then sees only the recursion
+# chunks (Window depth <= 0 means "nothing at all", SillyTavern's reading, SPEC 18.1).
+_RECURSION_ONLY = 0.5
 OUTCOMES = ("inserted", "dropped_budget", "probability_failed", "not_matched", "disabled",
             "blocked:dont_activate", "blocked:dont_activate_after_match", "blocked:is_greeting",
             "blocked:is_user_icon", "blocked:activate_only_after", "blocked:activate_only_every")
 ROLES = ("system", "user", "assistant")
 
 ChatMessage = tuple[str, str] | Mapping[str, Any]
+RegexKeys = Literal["form", "strict", "auto"]
+
+# LogRecord.detail: a machine-readable refinement of the outcome (docs/slot-mode.md).
+LogDetail = Literal["secondary_logic", "invalid_regex", "system_message_only", "recursion_only"]
+LOG_DETAILS: tuple[LogDetail, ...] = ("secondary_logic", "invalid_regex", "system_message_only",
+                                      "recursion_only")
+# SlotResult.notes: what the request did as a whole, with a code each.
+NoteCode = Literal["budget_stored", "budget_default", "system_message_skipped"]
+NOTE_CODES: tuple[NoteCode, ...] = ("budget_stored", "budget_default", "system_message_skipped")
 
 # what gates 1-9 decide (SlotEngine._gates): ("matched", by, reason) or (blocked outcome, reason)
 _GateBlocked = Literal["disabled", "blocked:dont_activate", "blocked:dont_activate_after_match",
@@ -75,6 +95,9 @@ class LogRecord:
     ``u`` when ``@@probability`` applied. ``tokens``: the content's token count (entries
     that activated only). ``priority``, ``order``, ``role``: effective values.
     ``ignore_on_max_context``: ranked below every entry without the decorator.
+    ``detail``: None, or one of :data:`LOG_DETAILS` refining the outcome (the selective
+    logic failed, a ``/…/`` key is not a valid regex, a key appeared only in a system
+    message, a depth-0 entry that recursion text did not reach).
     """
 
     book: str
@@ -92,12 +115,22 @@ class LogRecord:
     role: str
     ignore_on_max_context: bool
     position: tuple[int, int]
+    detail: LogDetail | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain JSON data."""
         data = asdict(self)
         data["position"] = list(self.position)
         return data
+
+
+class RequestNote(NamedTuple):
+    """Something the request did as a whole: ``code`` (one of :data:`NOTE_CODES`), the
+    reason in words, and the index of the message it is about (None if none)."""
+
+    code: str
+    text: str
+    message: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +142,10 @@ class SlotResult:
     unchanged in a dry run); ``budget``: the token budget applied; ``tokens_used``: the
     tokens of the inserted entries; ``passes``: scan passes run; ``disabled_ui_prompts``:
     values of ``@@disable_ui_prompt`` on inserted entries (``system_prompt``,
-    ``post_history_instructions``), for the caller to act on.
+    ``post_history_instructions``), for the caller to act on. ``budget_book``: the id of the
+    book whose stored ``token_budget`` is the budget (None: the default applied).
+    ``notes``: request-level log lines (:class:`RequestNote`): where the budget came from,
+    each system message skipped.
     """
 
     messages: tuple[SlotMessage, ...]
@@ -119,6 +155,8 @@ class SlotResult:
     tokens_used: int
     passes: int
     disabled_ui_prompts: frozenset[str]
+    budget_book: str | None = None
+    notes: tuple[RequestNote, ...] = ()
 
     @property
     def inserted(self) -> tuple[LogRecord, ...]:
@@ -145,11 +183,17 @@ class _Plan:
     exclude_all: tuple[tuple[_KeyRef, ...], ...]
     uses_matcher: bool
     has_literal: bool
+    logic: int          # selectiveLogic for ``secondary`` (SPEC 5.5; 0 = AND ANY)
+    never_note: str     # names the primary keys that can never match, for the log
+
+
+_REGEX_FORM = re.compile(r"/([\s\S]+?)/([gimsuy]*)")
 
 
 def _regex_kind(key: str) -> str:
-    """How the shared matcher would read ``key``: ``"regex"``, ``"invalid"`` (``/…/``-shaped
-    but not a usable ECMAScript regex) or ``"plain"``."""
+    """How ``key`` reads: ``"regex"`` (a usable ``/pattern/flags`` key), ``"invalid"`` (in
+    that form, SPEC 5.1 conditions 1 and 2, but not a usable ECMAScript regex) or
+    ``"plain"`` (not in that form: ``/usr/bin``, ``a/b/``)."""
     from ..jsregex import compile_js_regex, parse_regex_key
     k = js_trim(key)
     parsed = parse_regex_key(k)
@@ -159,16 +203,31 @@ def _regex_kind(key: str) -> str:
         except Exception:       # whatever the translator raises for a pattern it rejects
             return "invalid"
         return "regex"
-    return "invalid" if len(k) >= 2 and k.startswith("/") and "/" in k[1:] else "plain"
+    m = _REGEX_FORM.fullmatch(k)
+    if m is None or any(ch == "/" and (i == 0 or m.group(1)[i - 1] != "\\")
+                        for i, ch in enumerate(m.group(1))):
+        return "plain"
+    return "invalid"
 
 
-def _plan_keys(e: SlotEntry) -> tuple[_Plan, list[str], list[str]]:
+def _never_note(primary: Sequence[_KeyRef], strict: bool) -> str:
+    never = [ref.text for ref in primary if ref.how == "never"]
+    if not never or len(never) == len(primary):     # all of them: the log says so on its own
+        return ""
+    why = "not a valid /pattern/flags regex" + (" (regex_keys='strict', use_regex true)" if strict else "")
+    return f" ({', '.join(map(repr, never))}: {why}, never matches)"
+
+
+def _plan_keys(e: SlotEntry, mode: RegexKeys) -> tuple[_Plan, list[str], list[str]]:
     primary_keys: list[str] = []
     secondary_keys: list[str] = []
+    strict = mode == "strict" and e.use_regex is not None
 
     def ref(text: str, target: list[str]) -> _KeyRef:
-        if e.use_regex is None or "{{" in text:
+        if mode == "auto" or "{{" in text:
             how = "matcher"                 # SillyTavern auto-detection (macros: decided after substitution)
+        elif not strict:                    # SPEC 15.4 [decision, revised]: the key's form decides
+            how = "never" if _regex_kind(text) == "invalid" else "matcher"
         else:
             kind = _regex_kind(text)
             if e.use_regex:                 # CCv3: every key is /pattern/flags; an invalid one never matches
@@ -182,16 +241,19 @@ def _plan_keys(e: SlotEntry) -> tuple[_Plan, list[str], list[str]]:
 
     d = e.decorators
     primary = tuple(ref(k, primary_keys) for k in e.keys)
-    # CCv3: secondary keys are ignored when use_regex is true; they apply only to selective entries.
+    # Secondary keys apply only to selective entries; the strict CCv3 reading ignores them
+    # when use_regex is true.
     secondary = tuple(ref(k, secondary_keys) for k in e.secondary_keys) if (
-        e.selective and not e.use_regex) else ()
+        e.selective and not (strict and e.use_regex)) else ()
     additional = tuple(tuple(ref(k, secondary_keys) for k in group) for group in d.additional_keys)
     exclude = tuple(ref(k, secondary_keys) for k in d.exclude_keys)
     exclude_all = tuple(tuple(ref(k, secondary_keys) for k in group) for group in d.exclude_keys_all)
     refs = [*primary, *secondary, *exclude, *(r for g in additional + exclude_all for r in g)]
     plan = _Plan(primary, secondary, additional, exclude, exclude_all,
                  uses_matcher=bool(primary_keys or secondary_keys),
-                 has_literal=any(r.how == "literal" for r in refs))
+                 has_literal=any(r.how == "literal" for r in refs),
+                 logic=e.selective_logic or 0,
+                 never_note=_never_note(primary, strict))
     return plan, primary_keys, secondary_keys
 
 
@@ -210,6 +272,7 @@ class _Run:
     roll: float | None = None
     tokens: int | None = None
     text: str = ""
+    detail: LogDetail | None = None
 
 
 class SlotEngine:
@@ -221,13 +284,20 @@ class SlotEngine:
     ``cl100k_base`` loaded offline); each entry's count is cached with the engine.
     ``substitute``: macro hook applied to keys containing ``{{`` and to the content of
     every entry that passes its roll (may be overridden per request). ``match_options``:
-    plain-key rules (default: the improved rules of SPEC 16). ``regex_keys``: ``"ccv3"``
-    honours each entry's ``use_regex`` (SPEC 15.4); ``"auto"`` ignores it and
-    auto-detects ``/pattern/flags`` keys as SillyTavern does. ``user_icon_decorator``:
+    plain-key rules (default: the improved rules of SPEC 16). ``regex_keys``: ``"form"``
+    (SPEC 15.4 [decision, revised]): a ``/pattern/flags`` key is a regex whatever
+    ``use_regex`` says, an invalid one never matches, any other key is plain text;
+    ``"strict"`` (``"ccv3"`` is accepted as its older name): the CCv3 reading of each
+    entry's ``use_regex`` (true: every key must be ``/pattern/flags`` and secondary keys
+    are ignored; false: every key is literal); ``"auto"``: SillyTavern's per-key
+    detection (an invalid ``/…/`` key is literal text). ``user_icon_decorator``:
     accept ``@@is_user_icon`` (the caller then passes ``user_icon`` to :meth:`run`).
     ``regex_timeout``: seconds allowed to one regex key on one text.
 
-    The engine is immutable once built apart from its token-count cache; one engine
+    ``budget`` is the pool's token budget (SPEC 15.2 [decision, revised]: the largest budget
+    an attached book stores, the default 800 only when none stores one); ``budget_book``
+    names the book it comes from (None for the default) and ``budget_reason`` says so in
+    words. The engine is immutable once built apart from its token-count cache; one engine
     may serve many chats and threads at once (per-chat data lives in the ``state``).
     Raises :class:`LorebookError` for an entry field of the wrong type and
     :class:`SettingsError` for bad settings or two books with the same id.
@@ -237,12 +307,15 @@ class SlotEngine:
                  count_tokens: Callable[[str], int] | None = None,
                  substitute: Callable[[str], str] | None = None,
                  match_options: MatchOptions | None = None,
-                 regex_keys: Literal["ccv3", "auto"] = "ccv3",
+                 regex_keys: RegexKeys | Literal["ccv3"] = "form",
                  user_icon_decorator: bool = False,
                  regex_timeout: float | None = 0.25) -> None:
-        if regex_keys not in ("ccv3", "auto"):
-            raise SettingsError(f"must be 'ccv3' or 'auto', got {regex_keys!r}", source="SlotEngine",
-                                field="regex_keys")
+        if regex_keys == "ccv3":
+            regex_keys = "strict"
+        if regex_keys not in ("form", "strict", "auto"):
+            raise SettingsError(f"must be 'form', 'strict' or 'auto', got {regex_keys!r}",
+                                source="SlotEngine", field="regex_keys")
+        self.regex_keys: RegexKeys = regex_keys
         slot_books = tuple((b if isinstance(b, SlotBook) else SlotBook(b)).resolved() for b in books)
         seen: set[str] = set()
         for b in slot_books:
@@ -256,8 +329,9 @@ class SlotEngine:
         self.match_options = match_options if match_options is not None else MatchOptions.improved()
         self.user_icon_decorator = user_icon_decorator
         self.regex_timeout = regex_timeout
-        # SPEC 15.2 [seed]: when the attached books disagree, the largest budget wins.
-        self.budget: int = max((b.settings.token_budget for b in slot_books if b.settings), default=0)
+        # SPEC 15.2 [seed]: when the attached books disagree, the largest budget wins; only
+        # budgets a book stores take part [decision, revised].
+        self.budget, self.budget_book, self.budget_reason = pool_budget(slot_books)
 
         pool: list[SlotEntry] = []
         plans: list[_Plan] = []
@@ -265,8 +339,8 @@ class SlotEngine:
         for bi, b in enumerate(slot_books):
             for ei, entry in enumerate(b.book.entries):
                 e = slot_entry_from(entry, pool_index=len(pool), book_index=bi, index=ei, book=b,
-                                    auto_regex=regex_keys == "auto", user_icon=user_icon_decorator)
-                plan, primary, secondary = _plan_keys(e)
+                                    user_icon=user_icon_decorator)
+                plan, primary, secondary = _plan_keys(e, regex_keys)
                 pool.append(e)
                 plans.append(plan)
                 # The matcher's view of the entry: ST field names, every option explicit.
@@ -313,7 +387,8 @@ class SlotEngine:
         ``messages``: the conversation so far, **oldest first**, as ``(role, text)`` pairs or
         ``{"role": ..., "content": ...}`` mappings (role ``system``, ``user`` or
         ``assistant``; the greeting is the character's first message), not including the
-        reply being generated. Its length is the turn index ``M`` of SPEC 15.5.
+        reply being generated. System messages are not scanned and not counted; the number
+        of the others is the turn index ``M`` of SPEC 15.5.
         ``turn_id``: identifies this turn for the probability roll (recommended:
         conversation id plus ``M``); the same id gives the same rolls in every pass, dry
         run, swipe and regeneration. ``state``: the value returned by the previous
@@ -329,11 +404,13 @@ class SlotEngine:
         """
         chat = _read_messages(messages)
         first_matched = read_first_matched(state)
-        turn = len(chat)
+        # SPEC 15.4/15.5 [decision, revised]: system messages are neither scanned nor counted.
+        scanned = [i for i, (role, _) in enumerate(chat) if role != "system"]
+        turn = len(scanned)
         if at_greeting is None:
             at_greeting = _at_greeting(chat)
         substitute = substitute if substitute is not None else self.substitute
-        view = ScanView(self.compiled, [text for _, text in reversed(chat)], cache=cache,
+        view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout)
         runs = [_Run(e) for e in self.pool]
 
@@ -358,16 +435,19 @@ class SlotEngine:
             passes = pass_number
             matched = list(prematched) if pass_number == 1 else []
             chunks = len(view.chunks)
-            candidates = view.candidates(self._max_depth, chunks)
+            # (at least depth 1, so the recursion chunks count even when every entry has depth
+            # 0: a superset of candidates is safe, each window is checked on its own)
+            candidates = view.candidates(max(self._max_depth, 1), chunks)
             allowed = None if candidates is None else set(candidates)
+            windows: dict[tuple[float, int], Window] = {}     # one Window value per shape and pass
             still: list[_Run] = []
             for r in pending:
                 e = r.e
-                if pass_number > 1 and (e.decorators.no_recursive_search or e.scan_depth <= 0):
-                    still.append(r)         # its texts have not changed since pass 1
+                window = _entry_window(e, pass_number, chunks, windows)
+                if window is None:
+                    still.append(r)         # no text, or the same texts as in an earlier pass
                     continue
-                recursion = 0 if e.decorators.no_recursive_search else chunks
-                if self._match_keys(r, view, Window(e.scan_depth, 0, recursion), allowed):
+                if self._match_keys(r, view, window, allowed):
                     r.matched_by = "key"
                     matched.append(r)
                 else:
@@ -391,8 +471,12 @@ class SlotEngine:
                 break
         for r in pending:
             r.outcome = "not_matched"
+        notes = self._explain_unmatched(pending, chat, scanned, cache, substitute)
 
         used = self._fit_budget(activated)
+        for r in activated:
+            if r.outcome == "dropped_budget":
+                r.reason = f"{r.reason} ({self.budget_reason})"
         inserted = sorted((r for r in activated if r.outcome == "inserted"),
                           key=lambda r: (-r.e.order, -r.e.priority, r.e.position))
         messages_out = tuple(SlotMessage(r.e.role, r.text) for r in inserted if r.text)
@@ -411,11 +495,63 @@ class SlotEngine:
             reason=r.reason, pass_number=r.pass_number, matched_by=r.matched_by,
             matched_key=r.matched_key, roll=r.roll, tokens=r.tokens, priority=r.e.priority,
             order=r.e.order, role=r.e.role, ignore_on_max_context=r.e.decorators.ignore_on_max_context,
-            position=r.e.position) for r in runs)
+            position=r.e.position, detail=r.detail) for r in runs)
         prompts = frozenset(r.e.decorators.disable_ui_prompt for r in inserted
                             if r.e.decorators.disable_ui_prompt)
+        budget_note = RequestNote("budget_stored" if self.budget_book is not None else "budget_default",
+                                  self.budget_reason)
         return SlotResult(messages=messages_out, log=log, state=new_state, budget=self.budget,
-                          tokens_used=used, passes=passes, disabled_ui_prompts=prompts)
+                          tokens_used=used, passes=passes, disabled_ui_prompts=prompts,
+                          budget_book=self.budget_book, notes=(budget_note, *notes))
+
+    def _explain_unmatched(self, pending: Sequence[_Run], chat: Sequence[tuple[str, str]],
+                           scanned: Sequence[int], cache: ChatScan | None,
+                           substitute: Callable[[str], str] | None) -> list[RequestNote]:
+        """Request notes for the skipped system messages (those inside the deepest window,
+        where they would have been scanned), and the log details of entries that did not
+        match: depth 0 never reached by recursion text, or a primary key that occurs only in
+        a system message inside the entry's window."""
+        deepest = self._max_depth
+        start = -1 if deepest >= len(scanned) else scanned[-deepest] if deepest > 0 else len(chat)
+        system = [i for i in range(start + 1, len(chat)) if chat[i][0] == "system"]
+        notes = [RequestNote("system_message_skipped", f"message {i} is a system message: not scanned and "
+                             "not counted (neither in the turn index nor toward any scan depth)", i)
+                 for i in system]
+        system_view: ScanView | None = None
+        in_system: set[int] = set()
+        for r in pending:
+            e = r.e
+            if e.scan_depth <= 0:
+                why = ("no recursion text matched it" if r.reason.startswith("no primary key matched")
+                       else r.reason or "no recursion text was produced")
+                if e.decorators.no_recursive_search:
+                    why = "@@no_recursive_search keeps recursion text from it too"
+                r.reason = f"scan depth 0: no message is scanned, only recursion text can trigger it; {why}"
+                r.detail = r.detail or "recursion_only"
+                continue
+            if not system or not r.reason.startswith("no primary key matched"):
+                continue
+            # The system messages newer than the oldest message the entry's window scans.
+            oldest = scanned[-e.scan_depth] if e.scan_depth < len(scanned) else -1
+            inside = len(system) - bisect.bisect_right(system, oldest)
+            if not inside:
+                continue
+            if system_view is None:
+                system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
+                                       cache=cache, substitute=substitute, joined=False,
+                                       regex_timeout=self.regex_timeout)
+                found_in = system_view.candidates(len(system), 0)
+                in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
+            plan = self._plans[e.pool_index]
+            if not plan.uses_matcher or e.pool_index not in in_system:
+                continue
+            found = system_view.match_entry(e.pool_index, Window(inside)).primary
+            key = next((ref.text for ref in plan.primary if ref.primary and ref.slot == found), None)
+            if found is not None and key is not None:
+                r.detail = "system_message_only"
+                r.reason = (f"no primary key matched; {key!r} occurs only in a system message, and "
+                            "system messages are not scanned")
+        return notes
 
     # -- pipeline stages ----------------------------------------------------------------
     @staticmethod
@@ -462,13 +598,11 @@ class SlotEngine:
             r.reason = "no keys"
             return False
         if all(ref.how == "never" for ref in plan.primary):
-            r.reason = "use_regex is true and no key is a valid /pattern/flags regex"
-            return False
-        if window.depth <= 0:
-            r.reason = "scan depth 0: no text is scanned"
+            r.reason = self._never_reason(plan.primary)
+            r.detail = "invalid_regex" if self.regex_keys != "strict" or not r.e.use_regex else None
             return False
         if allowed is not None and e.pool_index not in allowed and not plan.has_literal:
-            r.reason = "no primary key matched"
+            r.reason = "no primary key matched" + plan.never_note
             return False
         m = view.match_entry(e.pool_index, window) if plan.uses_matcher else EntryMatch(None, ())
         texts: list[str] | None = None
@@ -488,11 +622,14 @@ class SlotEngine:
         timed = f" (regex timed out: {', '.join(m.timed_out)})" if m.timed_out else ""
         key = next((ref.text for ref in plan.primary if hit(ref)), None)
         if key is None:
-            r.reason = "no primary key matched" + timed
+            r.reason = "no primary key matched" + plan.never_note + timed
             return False
-        if plan.secondary and not any(hit(ref) for ref in plan.secondary):
-            r.reason = f"primary key {key!r} matched but no secondary key" + timed
-            return False
+        if plan.secondary:
+            failed = _secondary_logic_failure(plan, hit)
+            if failed is not None:
+                r.reason = f"primary key {key!r} matched but {failed}" + timed
+                r.detail = "secondary_logic"
+                return False
         for group in plan.additional:
             if not any(hit(ref) for ref in group):
                 r.reason = f"@@additional_keys {', '.join(x.text for x in group)}: none matched" + timed
@@ -508,6 +645,12 @@ class SlotEngine:
         r.matched_key = key
         r.reason = f"key {key!r} matched" + timed
         return True
+
+    def _never_reason(self, refs: Sequence[_KeyRef]) -> str:
+        if self.regex_keys == "strict" and any(_regex_kind(ref.text) == "plain" for ref in refs):
+            return "use_regex is true and no key is a valid /pattern/flags regex (regex_keys='strict')"
+        bad = ", ".join(repr(ref.text) for ref in refs)
+        return f"no usable key: {bad} {'is' if len(refs) == 1 else 'are'} in /pattern/flags form but not a valid regex"
 
     def _literal_hit(self, raw: str, e: SlotEntry, texts: Sequence[str], view: ScanView) -> bool:
         # A /…/-shaped key of a use_regex=false entry: literal text (CCv3), so it bypasses the
@@ -600,3 +743,43 @@ def _at_greeting(chat: Sequence[tuple[str, str]]) -> bool:
                 return False
     return True
 
+
+def _entry_window(e: SlotEntry, pass_number: int, chunks: int,
+                  windows: dict[tuple[float, int], Window]) -> Window | None:
+    """The texts entry ``e`` sees in this pass, or None when there is nothing new to see: no
+    text at all, or the same texts as in pass 1 (``@@no_recursive_search``). ``windows``
+    shares one Window per shape (ScanView answers a repeated Window object fastest)."""
+    own = 0 if e.decorators.no_recursive_search else chunks
+    if e.scan_depth <= 0:
+        # SPEC 15.4 [decision, revised]: depth 0 scans no message, but recursion text still
+        # reaches the entry ("only lore can trigger this").
+        if not own:
+            return None
+        depth: float = _RECURSION_ONLY
+    elif pass_number > 1 and not own:
+        return None
+    else:
+        depth = e.scan_depth
+    window = windows.get((depth, own))
+    if window is None:
+        window = windows[(depth, own)] = Window(depth, 0, own)
+    return window
+
+
+def _secondary_logic_failure(plan: _Plan, hit: Callable[[_KeyRef], bool]) -> str | None:
+    """SPEC 5.5 / 15.4 [decision, revised]: None when the secondary keys pass the entry's
+    selective logic, else why not, in words (a key that can never match counts as absent)."""
+    refs, logic = plan.secondary, plan.logic
+    name = SELECTIVE_LOGICS[logic]
+    if logic == 0:                  # AND ANY
+        if any(hit(ref) for ref in refs):
+            return None
+        return f"no secondary key matched ({name}: at least one must)"
+    hits = [hit(ref) for ref in refs]
+    if logic == 1 and all(hits):                        # NOT ALL
+        return f"every secondary key matched ({name}: at least one must be absent)"
+    if logic == 2 and any(hits):                        # NOT ANY
+        return f"secondary key {refs[hits.index(True)].text!r} matched ({name}: none may)"
+    if logic == 3 and not all(hits):                    # AND ALL
+        return f"secondary key {refs[hits.index(False)].text!r} did not match ({name}: every one must)"
+    return None

@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import LorebookError, SettingsError
 from ..model import Entry, Lorebook, js_truthy
 from ..textrules import js_trim
 from .decorators import ROLES, Decorators, parse_decorators
 
-__all__ = ["BookSettings", "SlotBook", "SlotEntry", "slot_entry_from", "raw_entry_of", "ROLE_NUMBERS"]
+__all__ = ["BookSettings", "SlotBook", "SlotEntry", "slot_entry_from", "raw_entry_of", "ROLE_NUMBERS",
+           "DEFAULT_TOKEN_BUDGET", "SELECTIVE_LOGICS", "pool_budget"]
 
 ROLE_NUMBERS = {0: "system", 1: "user", 2: "assistant"}
 
 # SPEC 15.2: ranges from the seed, defaults [decision].
 SCAN_DEPTH_RANGE = (0, 100)
 TOKEN_BUDGET_RANGE = (100, 32000)
+DEFAULT_TOKEN_BUDGET = 800      # only when no attached book stores a budget [decision, revised]
+
+# SillyTavern's selectiveLogic values (SPEC 5.5), honoured in this mode [decision, revised].
+SELECTIVE_LOGICS = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 
 
 def _clamp(value: float, lo: int, hi: int) -> int:
@@ -34,19 +39,23 @@ def _clamp(value: float, lo: int, hi: int) -> int:
 class BookSettings:
     """A book's scan settings (SPEC 15.2). Out-of-range numbers are clamped into range.
 
-    ``scan_depth``: newest messages scanned, 0..100 (default 5); ``token_budget``: 100..32000
-    (default 800; the largest among the attached books applies); ``recursive_scanning``:
-    whether the contents of this book's activated entries are scanned again (default on).
+    ``scan_depth``: newest user and assistant messages scanned, 0..100 (default 5);
+    ``token_budget``: 100..32000, or None when the book stores none (the largest stored
+    budget among the attached books applies; :data:`DEFAULT_TOKEN_BUDGET` only when no
+    book stores one); ``recursive_scanning``: whether the contents of this book's
+    activated entries are scanned again (default on).
     Raises :class:`SettingsError` for a value of the wrong type.
     """
 
     scan_depth: int = 5
-    token_budget: int = 800
+    token_budget: int | None = None
     recursive_scanning: bool = True
 
     def __post_init__(self) -> None:
         for name, (lo, hi) in (("scan_depth", SCAN_DEPTH_RANGE), ("token_budget", TOKEN_BUDGET_RANGE)):
             value = getattr(self, name)
+            if value is None and name == "token_budget":
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
                 raise SettingsError(f"expected a number, got {value!r}", source="book settings", field=name)
             object.__setattr__(self, name, _clamp(value, lo, hi) if math.isfinite(value)
@@ -59,7 +68,8 @@ class BookSettings:
     def from_book(cls, book: Lorebook) -> "BookSettings":
         """Settings stored in the book: CC names (``scan_depth``, ``token_budget``,
         ``recursive_scanning``) or camelCase ones, at the top level or, for a SillyTavern
-        book imported from a card, inside ``originalData``. Missing ones take the defaults."""
+        book imported from a card, inside ``originalData``. Missing ones take the defaults
+        (a missing budget stays None: the book stores none)."""
         places: list[Mapping[str, Any]] = [book.fields]
         original = book.fields.get("originalData")
         if isinstance(original, Mapping):
@@ -102,8 +112,9 @@ class SlotEntry:
     ``scan_depth``, ``whole_words``), defaults of SPEC 15.3 filled in. ``content`` is the
     text after the decorator header, trimmed. ``stored_priority`` is the entry's own
     ``priority`` field (None when absent: priority then defaults to the stored order).
-    ``use_regex``: True = every key must be ``/pattern/flags`` (CCv3); False = every key is
-    literal; None = the field is absent and keys are auto-detected as in SillyTavern.
+    ``use_regex``: the stored CCv3 flag (None when absent); only ``regex_keys="strict"``
+    reads it (SPEC 15.4 [decision, revised]). ``selective_logic``: the stored
+    ``selectiveLogic`` (0..3, :data:`SELECTIVE_LOGICS`), None when absent (AND ANY).
     """
 
     pool_index: int
@@ -120,6 +131,7 @@ class SlotEntry:
     enabled: bool
     constant: bool
     selective: bool
+    selective_logic: int | None
     case_sensitive: bool
     whole_words: bool
     use_regex: bool | None
@@ -148,11 +160,13 @@ def _ext(entry: Entry) -> Mapping[str, Any]:
 
 
 class _Reader:
-    """Field lookup over the entry's stored fields, then the raw Character Card entry the
-    reader kept (CC-only fields such as ``priority`` or ``use_regex`` live only there)."""
+    """Field lookup over the entry's stored fields, its card-only fields
+    (``Entry.card_fields``: ``priority``, ``use_regex``, ``case_sensitive``, ``name``), then
+    the raw Character Card entry a reader kept (books built before ``card_fields`` existed)."""
 
     def __init__(self, entry: Entry, raw: Mapping[str, Any] | None, source: str) -> None:
         self.entry, self.raw, self.source = entry, raw if isinstance(raw, Mapping) else {}, source
+        self.card = entry.card_fields
 
     def fail(self, problem: str, name: str) -> LorebookError:
         return LorebookError(problem, source=self.source, entry=self.entry.uid, field=name)
@@ -162,6 +176,8 @@ class _Reader:
         for name in names:
             if _stored(self.entry, name) and self.entry.fields[name] is not None:
                 return name, self.entry.fields[name]
+            if self.card.get(name) is not None:
+                return name, self.card[name]
             if self.raw.get(name) is not None:
                 return name, self.raw[name]
         raw_ext = self.raw.get("extensions")
@@ -225,15 +241,51 @@ def _unedited_missing_enabled(book: Lorebook, entry: Entry, raw: Mapping[str, An
     return isinstance(fields, Mapping) and fields.get("disable") == entry.fields.get("disable")
 
 
+def _selective_logic(r: _Reader, used: bool) -> int | None:
+    """The stored selectiveLogic; an unknown value is an error only where it would be used
+    (a selective entry with secondary keys), else it reads as absent."""
+    name, value = r.first("selectiveLogic", ext=("selectiveLogic",))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in SELECTIVE_LOGICS:
+        if not used:
+            return None
+        # SillyTavern silently never fires such an entry; here it is a located error instead.
+        raise r.fail(f"expected 0 (AND ANY), 1 (NOT ALL), 2 (NOT ANY) or 3 (AND ALL), got {value!r:.40}",
+                     name or "selectiveLogic")
+    return int(value)
+
+
+def pool_budget(books: "Sequence[SlotBook]") -> tuple[int, str | None, str]:
+    """SPEC 15.2 [decision, revised]: (budget, id of the book it comes from or None for the
+    default, the reason in words). The largest budget a book stores wins; books that store
+    none take no part; :data:`DEFAULT_TOKEN_BUDGET` applies only when no book stores one."""
+    stored = [(b.settings.token_budget, str(b.id)) for b in books
+              if b.settings is not None and b.settings.token_budget is not None]
+    silent = [str(b.id) for b in books if b.settings is None or b.settings.token_budget is None]
+    unstored = f"; {_names(silent)} {'stores' if len(silent) == 1 else 'store'} none" if silent else ""
+    if not stored:
+        return DEFAULT_TOKEN_BUDGET, None, (
+            f"budget {DEFAULT_TOKEN_BUDGET}: the default, as no attached book stores a token_budget")
+    budget, book_id = max(stored, key=lambda s: s[0])    # first book wins a tie (attachment order)
+    others = [f"{i!r} {t}" for t, i in stored if i != book_id]
+    also = f" (also stored: {', '.join(others)})" if others else ""
+    return budget, book_id, (f"budget {budget} from book {book_id!r}: the largest stored token_budget"
+                             f"{also}{unstored}")
+
+
+def _names(ids: Sequence[str]) -> str:
+    return ", ".join(f"book {i!r}" for i in ids)
+
+
 def slot_entry_from(entry: Entry, *, pool_index: int, book_index: int, index: int, book: SlotBook,
-                    auto_regex: bool = False, user_icon: bool = False) -> SlotEntry:
+                    user_icon: bool = False) -> SlotEntry:
     """The lorebook-slot view of ``entry`` (the ``index``-th entry of ``book``).
 
     Both spellings are read: the entry's stored fields first (SillyTavern names, which the
-    CCv3 reader fills from the CC ones, and CC names if an entry carries them), then the raw
-    CC entry the reader kept in ``book.origin`` for the CC-only fields (``priority``,
-    ``use_regex``, top-level ``case_sensitive``, ``name``). ``auto_regex`` ignores
-    ``use_regex`` and auto-detects regex keys as SillyTavern does. Raises
+    CCv3 reader fills from the CC ones, and CC names if an entry carries them), then the
+    card-only fields (``Entry.card_fields``: ``priority``, ``use_regex``, top-level
+    ``case_sensitive``, ``name``), then the raw CC entry a reader kept in ``book.origin``. Raises
     :class:`LorebookError` naming the entry and field for a value of the wrong type.
     """
     settings = book.settings or BookSettings()
@@ -256,16 +308,19 @@ def slot_entry_from(entry: Entry, *, pool_index: int, book_index: int, index: in
     case_sensitive = r.flag("case_sensitive", "caseSensitive", ext=("case_sensitive",))
     whole_words = r.flag("matchWholeWords", ext=("match_whole_words",))
     use_regex_value = r.first("use_regex")[1]
-    use_regex = None if auto_regex or not isinstance(use_regex_value, bool) else use_regex_value
+    use_regex = use_regex_value if isinstance(use_regex_value, bool) else None
     d = decorators
+    selective = bool(r.flag("selective"))             # missing = off (CC import rule, SPEC 2.3)
+    secondary_keys = r.keys("keysecondary", "secondary_keys")
     return SlotEntry(
         pool_index=pool_index, book_index=book_index, index=index, book_id=str(book.id),
         id=entry_id, name=name if isinstance(name, str) else "", entry=entry,
-        keys=r.keys("key", "keys"), secondary_keys=r.keys("keysecondary", "secondary_keys"),
+        keys=r.keys("key", "keys"), secondary_keys=secondary_keys,
         content=content, decorators=d,
         enabled=True if enabled is None else enabled,
         constant=bool(r.flag("constant")),
-        selective=bool(r.flag("selective")),          # missing = off (CC import rule, SPEC 2.3)
+        selective=selective,
+        selective_logic=_selective_logic(r, used=selective and bool(secondary_keys)),
         case_sensitive=bool(case_sensitive),
         whole_words=d.whole_words if d.whole_words is not None else bool(whole_words),
         use_regex=use_regex,
