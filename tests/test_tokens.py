@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lorescan.textrules import js_count_words
-from lorescan.tokens import IncrementalCount, TiktokenCounter, count_words, resolve_offline_encoding
+from lorescan.tokens import (ConcatCount, IncrementalCount, PrependCount, TiktokenCounter, count_text, count_words,
+                             resolve_offline_encoding)
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +141,119 @@ def test_a_tiktoken_counter_pickles_by_encoding_name():
     counter = TiktokenCounter(cache_size=10)
     again = pickle.loads(pickle.dumps(counter))
     assert again.cache_size == 10 and again("hello world") == counter("hello world") == 2
+
+
+# -- TextCount, ConcatCount, PrependCount: joins from cached counts --------------------------
+
+# Parts as the engines make them (a content plus "\n") and bare ones, with every boundary
+# the pre-tokenizer cares about: "\n" runs, spaces before a newline, punctuation that takes
+# the newlines after it, digit runs split in threes, contractions, lone and paired surrogates.
+PART = st.one_of(
+    TRICKY,
+    TRICKY.map(lambda t: t + "\n"),
+    st.text(alphabet=st.sampled_from(list("\n \r.9a'\ud83d\ude00\ud800")), max_size=10),
+    st.text(max_size=12),                                   # any Unicode, surrogates included
+    st.just(""), st.just("\n"), st.just("1234567890123"), st.just("   \n\n  "),
+)
+
+
+def _tik_count(tik, text: str) -> int:
+    return len(tik.encoding.encode_ordinary(text))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(parts=st.lists(PART, max_size=8))
+def test_concat_count_from_cached_counts_equals_full_reencoding(tik, parts):
+    running = ConcatCount(tik)
+    text = ""
+    for part in parts:
+        text += part
+        assert running.append(part, count_text(tik, part)) == _tik_count(tik, text)
+        assert running.exact
+    assert running.text == text
+
+
+@settings(max_examples=1000, deadline=None)
+@given(steps=st.lists(st.lists(PART, max_size=4), max_size=6))
+def test_prepend_count_from_cached_counts_equals_full_reencoding(tik, steps):
+    growing = PrependCount(tik)
+    text = ""
+    for parts in steps:
+        text = "".join(parts) + text
+        total = growing.prepend([(p, count_text(tik, p)) for p in parts])
+        assert total == _tik_count(tik, text) and growing.exact
+    assert growing.text == text
+
+
+@settings(max_examples=1000, deadline=None)
+@given(steps=st.lists(st.lists(st.text(alphabet=st.sampled_from(list("ab \n\t\u3000\u001c.")), max_size=6),
+                               max_size=4), max_size=6))
+def test_word_rule_joins_and_prepends_equal_recounting(steps):
+    appended, growing = ConcatCount(count_words), PrependCount(count_words)
+    front = back = ""
+    for parts in steps:
+        front = "".join(parts) + front
+        assert growing.prepend([(p, count_text(count_words, p)) for p in parts]) == count_words(front)
+        for p in parts:
+            back += p
+            assert appended.append(p, count_text(count_words, p)) == count_words(back)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(parts=st.lists(PART, min_size=1, max_size=5), limit=st.integers(0, 40))
+def test_a_count_stopped_at_a_limit_is_exact_below_it_and_a_floor_above_it(tik, parts, limit):
+    import lorescan.tokens as tokens
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tokens, "_LONG", 4)          # treat every text as long, counted in steps
+        mp.setattr(tokens, "_STEP", 3)
+        running = ConcatCount(tik)
+        text = ""
+        for part in parts:
+            text += part
+            got = running.append(part, count_text(tik, part, limit=limit), limit=limit)
+            true = _tik_count(tik, text)
+            if running.exact:
+                assert got == true
+            else:
+                assert limit <= got <= true
+
+
+def test_a_huge_content_that_cannot_fit_is_not_counted_in_full(tik, monkeypatch):
+    seen: list[int] = []
+    real = tik.encoding
+    encode = real.encode_ordinary
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def encode_ordinary(self, text):
+            seen.append(len(text))
+            return encode(text)
+    monkeypatch.setattr(tik, "encoding", Spy())
+    huge = "word " * 2_000_000                     # 10 MB, 2M tokens
+    tc = count_text(tik, huge, limit=1000)
+    assert not tc.exact and 1000 <= tc.total < 40_000
+    assert sum(seen) < 100_000                    # a step or two, not 10 MB
+
+
+def test_a_custom_counter_counts_the_joined_text_once_per_step():
+    seen: list[str] = []
+
+    def chars(text: str) -> int:
+        seen.append(text)
+        return len(text)
+    growing = PrependCount(chars)
+    assert growing.prepend([("ab\n", None), ("c\n", None)]) == 5
+    assert growing.prepend([("d\n", None)]) == 7
+    assert seen == ["ab\nc\n", "d\nab\nc\n"]
+
+
+def test_the_token_cache_is_bounded_in_bytes():
+    counter = TiktokenCounter(cache_bytes=64 << 10)
+    for i in range(2000):
+        counter(f"message {i} " + "x" * 500)
+    info = counter.cache_info()
+    assert info.bytes <= 64 << 10 and 0 < info.currsize < 2000
+    counter("y" * (64 << 10))                  # over an eighth of the bound: never cached
+    assert counter.cache_info().bytes <= 64 << 10
