@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import tiktoken
 
 __all__ = ["count_words", "TiktokenCounter", "IncrementalCount", "resolve_offline_encoding", "TextCount",
-           "count_text", "ConcatCount", "PrependCount"]
+           "count_text", "count_upto", "ConcatCount", "PrependCount"]
 
 TokenCounter = Callable[[str], int]
 
@@ -414,6 +414,18 @@ def count_text(counter: TokenCounter, text: str, *, limit: int | None = None) ->
                      tail, tail_tokens, clean if clean is not text else None)
 
 
+def count_upto(counter: TokenCounter, text: str, limit: int | None = None) -> tuple[int, bool]:
+    """``(count, exact)`` of ``text`` alone: ``counter(text)``, except that a long text
+    (tiktoken) is counted only until ``limit`` tokens are certain when ``limit`` is given
+    (then ``exact`` is False and the count is a floor >= ``limit``)."""
+    if not text:
+        return 0, True
+    if limit is not None and len(text) > _LONG and isinstance(counter, TiktokenCounter):
+        tc = count_text(counter, text, limit=limit)
+        return tc.total, tc.exact
+    return _checked(counter(text)), True
+
+
 def _checked(count: Any) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise TypeError(f"count_tokens must return an int >= 0, got {count!r}")
@@ -528,6 +540,11 @@ class ConcatCount:
             return self.total
         self._parts.append(text)
         raw_last, self._raw_last = self._raw_last, text[-1]
+        if tc is not None and tc.hard and raw_last == "\n" and tc.exact and self.exact:
+            # The usual step (a content after a "\n"): the counts add (module comment).
+            self._prefix += self._tail_tokens + tc.total - tc.tail_tokens
+            self._tail, self._tail_tokens = tc.tail, tc.tail_tokens
+            return self._prefix + self._tail_tokens
         if not self.exact:
             return self.total
         mode = self._mode
