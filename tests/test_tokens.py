@@ -257,3 +257,62 @@ def test_the_token_cache_is_bounded_in_bytes():
     assert info.bytes <= 64 << 10 and 0 < info.currsize < 2000
     counter("y" * (64 << 10))                  # over an eighth of the bound: never cached
     assert counter.cache_info().bytes <= 64 << 10
+
+
+# -- engines: recursion and huge contents cost what they add, under resource limits ----------
+# Each runs in a subprocess with a CPU-time and address-space limit (a guard, not a timing:
+# the ratios live in benchmarks/bench_tokens.py). Before the budget text was counted from
+# per-entry counts and recursion windows grew incrementally, the chain took 18 s and 620 MB.
+
+_LIMITED = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_CPU, ({cpu}, {cpu}))
+resource.setrlimit(resource.RLIMIT_AS, ({mem} << 20, {mem} << 20))
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.scan import BookSource, STEngine
+{body}
+"""
+
+
+def _run_limited(body: str, *, cpu: int, mem: int) -> str:
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _LIMITED.format(cpu=cpu, mem=mem, body=textwrap.dedent(body))],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+def test_a_3000_link_recursion_chain_scans_in_under_5s_cpu_and_500mb():
+    out = _run_limited("""
+        n = 3000
+        book = Lorebook(name="chain", entries=tuple(entry_from_fields(
+            {"uid": i, "key": [f"link{i}"], "content": f"Link {i} leads on to link{i + 1}."}, fill_defaults=True)
+            for i in range(n)))
+        engine = STEngine([BookSource(book, ("global",))], {"recursive": True, "budget_percent": 100})
+        result = engine.scan([{"name": "u", "mes": "start at link0"}], max_context=10 ** 7)
+        print(len(result.activated), len(result.loops), result.budget_overflowed)
+    """, cpu=5, mem=500)
+    assert out.split() == ["3000", "3001", "False"]
+
+
+def test_a_20mb_content_that_can_never_fit_is_not_tokenised_in_full():
+    out = _run_limited("""
+        huge = "lore " * 4_000_000
+        book = Lorebook(name="huge", entries=(
+            entry_from_fields({"uid": 0, "key": ["x"], "content": "small", "order": 200}, fill_defaults=True),
+            entry_from_fields({"uid": 1, "key": ["x"], "content": huge, "order": 100}, fill_defaults=True),
+            entry_from_fields({"uid": 2, "key": ["x"], "content": "after", "order": 50}, fill_defaults=True)))
+        engine = STEngine([BookSource(book, ("global",))], {"recursive": True})
+        result = engine.scan([{"name": "u", "mes": "x"}], max_context=8192)
+        why = result.explain("huge", 1)
+        print([e.uid for e in result.activated], result.budget_overflowed)
+        print(why.reason, why.detail)
+    """, cpu=5, mem=1000)
+    first, second = out.splitlines()
+    assert first == "[0] True"
+    assert second.startswith("budget at least ") and second.endswith("would reach the budget of 2048")
