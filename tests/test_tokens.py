@@ -5,9 +5,11 @@ import importlib
 import socket
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from lorescan.model import Compat, Lorebook, entry_from_fields
+from lorescan.scan import BookSource, STEngine
 from lorescan.textrules import js_count_words
 from lorescan.tokens import (ConcatCount, IncrementalCount, PrependCount, TiktokenCounter, count_text, count_words,
                              resolve_offline_encoding)
@@ -316,3 +318,73 @@ def test_a_20mb_content_that_can_never_fit_is_not_tokenised_in_full():
     first, second = out.splitlines()
     assert first == "[0] True"
     assert second.startswith("budget at least ") and second.endswith("would reach the budget of 2048")
+
+
+# -- engines: the counts built from cached parts decide exactly as counting the joined text --
+
+CONTENT = st.one_of(PART, st.lists(st.sampled_from(["lore", " ", "\n", "12", ".", "\u3000", "é", "😀", "'s"]),
+                                   max_size=8).map("".join))
+
+
+@st.composite
+def budget_books(draw):
+    n = draw(st.integers(1, 7))
+    entries = []
+    for i in range(n):
+        mentions = draw(st.lists(st.integers(0, n - 1), max_size=2))
+        content = draw(CONTENT) + "".join(f" k{j} " for j in mentions) + draw(CONTENT)
+        entries.append(entry_from_fields({
+            "uid": i, "key": [f"k{i}"], "content": content, "order": draw(st.integers(0, 3)),
+            "ignoreBudget": draw(st.booleans()), "preventRecursion": draw(st.booleans()),
+            "constant": draw(st.booleans()) and i == 0}, fill_defaults=True))
+    return Lorebook(name="budget", entries=tuple(entries))
+
+
+@settings(max_examples=300, deadline=None)
+@given(book=budget_books(), max_context=st.integers(1, 400), words=st.booleans(),
+       accounting=st.sampled_from(["recursion_text", "all_admitted"]))
+def test_engine_budgets_from_cached_counts_decide_as_counting_the_joined_text(tik, book, max_context, words,
+                                                                              accounting):
+    counter = count_words if words else tik
+    oracle = (lambda t: count_words(t)) if words else (lambda t: len(tik.encoding.encode_ordinary(t)))
+    compat = Compat(budget_accounting=accounting)
+    settings_ = {"recursive": True, "budget_percent": 50}
+    chat = [{"name": "u", "mes": " ".join(f"k{i}" for i in range(0, len(book.entries), 2))}]
+    results = []
+    for count_tokens in (counter, oracle):     # the oracle has no boundary rule: joined texts are counted
+        engine = STEngine([BookSource(book, ("global",))], settings_, compat=compat, count_tokens=count_tokens)
+        for _ in range(2):                      # the second scan reads the engine's cached counts
+            r = engine.scan(chat, max_context=max_context)
+            notes = {k.uid: (d.outcome, d.reason, d.detail) for k, d in r.diagnostics.items()}
+            results.append(([e.uid for e in r.activated], r.budget_overflowed, notes))
+    event(f"overflow={results[0][1]} activated={min(len(results[0][0]), 3)}")
+    assert results[0] == results[1] == results[2] == results[3]
+
+
+def test_an_engine_shared_by_threads_counts_as_one_thread_does(tik):
+    from concurrent.futures import ThreadPoolExecutor
+    entries = tuple(entry_from_fields({"uid": i, "key": [f"k{i}"], "content": f" lore {i} " * (i % 7) + f"k{i + 1}"},
+                                      fill_defaults=True) for i in range(60))
+    book = Lorebook(name="threads", entries=entries)
+    chat = [{"name": "u", "mes": "k0 k20 k40"}]
+
+    def run(engine: STEngine) -> tuple:
+        r = engine.scan(chat, max_context=700)
+        return [e.uid for e in r.activated], r.budget_overflowed
+    alone = run(STEngine([BookSource(book, ("global",))], {"recursive": True}, count_tokens=tik))
+    shared = STEngine([BookSource(book, ("global",))], {"recursive": True}, count_tokens=tik)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: run(shared), range(32)))
+    assert alone[1] and got == [alone] * 32
+
+
+def test_an_engine_with_counted_contents_pickles_and_counts_the_same(tik):
+    import pickle
+    book = Lorebook(name="pickle", entries=tuple(entry_from_fields(
+        {"uid": i, "key": [f"k{i}"], "content": f"Entry {i} mentions k{i + 1}."}, fill_defaults=True)
+        for i in range(20)))
+    engine = STEngine([BookSource(book, ("global",))], {"recursive": True})
+    chat = [{"name": "u", "mes": "k0"}]
+    first = engine.scan(chat, max_context=400)
+    again = pickle.loads(pickle.dumps(engine)).scan(chat, max_context=400)
+    assert first.budget_overflowed and [e.uid for e in again.activated] == [e.uid for e in first.activated]
