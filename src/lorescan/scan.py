@@ -522,6 +522,7 @@ class _Run:
         # SPEC 7.4: the budget text grows at the front; its count is kept from the entries'
         # own counts (the text itself is never built).
         self.budget_text: PrependCount | None = None     # made in loop(): counting starts there
+        self.units: dict[str, tuple[str, TextCount]] = {}  # ("content\n", its count) as admission counted it
         self.overflow = False
         self.loops: list[LoopRecord] = []
         self.levels = list(engine._levels)
@@ -723,7 +724,9 @@ class _Run:
             # Once the budget has overflowed nothing reads its count again.
             if not self.overflow and counted and (len(counted) > 1 or self.contents.get(counted[0].key,
                                                                                         counted[0].content)):
-                units = [e._unit(s, self.contents.get(s.key, s.content), self.budget) for s in counted]
+                done = self.units
+                units = [done.get(s.key) or e._unit(s, self.contents.get(s.key, s.content), self.budget)
+                         for s in counted]
                 assert self.budget_text is not None
                 self.budget_text_tokens = self.budget_text.prepend(units, limit=self.budget)
             self.state = nxt
@@ -841,6 +844,10 @@ class _Run:
         # once the budget is certainly reached; after an overflow nothing is counted.
         running = ConcatCount(e._counter())
         remaining = self.budget - t0
+        owner, counts = e._unit_counts      # the usual case read inline: a counted, unchanged content
+        if owner is not running.counter:
+            counts = {}
+        units = self.units
         admitted: list[_Slot] = []
         for i, s in enumerate(pending):
             ent = s.entry
@@ -867,7 +874,12 @@ class _Run:
                 content = e.substitute(content)
                 self.contents[s.key] = content
             if not self.overflow:
-                unit, tc = e._unit(s, content, remaining - running.total)
+                found = counts.get(s.gpos)
+                if found is not None and found[0] is content and found[2].exact:
+                    unit, tc = found[1], found[2]
+                else:
+                    unit, tc = e._unit(s, content, remaining - running.total)
+                units[s.key] = (unit, tc)
                 total = t0 + running.append(unit, tc, limit=remaining)
                 if not ent.ignore_budget and total >= self.budget:
                     self.overflow = True

@@ -691,8 +691,9 @@ class PrependCount:
                 split = i
                 break
         run = ConcatCount(counter)
+        append = run.append
         for t, tc in whole[split:old_split]:
-            run.append(t, tc, limit=limit)
+            append(t, tc, limit=limit)
         if has_suffix:
             suffix, suffix_exact = run.total + self._suffix, run.exact and self._suffix_exact
         else:
