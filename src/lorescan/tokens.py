@@ -22,7 +22,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import regex
@@ -350,30 +349,37 @@ _STEP = 1 << 15             # characters per step
 _WS = regex.compile(r"\s")
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class TextCount:
     """One text's count and the shape a counter needs to join it with other texts.
 
     ``total``: the text's token count; when ``exact`` is False the count stopped early and
     ``total`` is a floor (a lower bound for the text and for any text that starts with it).
     ``first``/``last``: the raw first and last characters. tiktoken only: ``hard`` (the first
-    character is not whitespace), ``starts``/``before`` (offsets of the first pieces in the
-    cleaned text and the tokens before each), ``head_end`` (where the text from which those
-    pieces were read ends), ``tail``/``tail_tokens`` (the last piece and its tokens; empty
-    when not exact), ``clean`` (the text as tiktoken reads it when it differs: surrogates).
+    character is not whitespace, so after a "\n" the counts add), ``clean`` (the text as
+    tiktoken reads it when it differs: surrogates), and :meth:`shape`, computed on first
+    need and kept (a whole tuple is stored at once, so threads may share a TextCount).
     """
 
-    total: int
-    exact: bool = True
-    first: str = ""
-    last: str = ""
-    hard: bool = False
-    starts: tuple[int, ...] = ()
-    before: tuple[int, ...] = ()
-    head_end: int = 0
-    tail: str = ""
-    tail_tokens: int = 0
-    clean: str | None = None
+    __slots__ = ("total", "exact", "first", "last", "hard", "clean", "_text", "_shape")
+
+    def __init__(self, total: int, exact: bool = True, first: str = "", last: str = "", hard: bool = False,
+                 clean: str | None = None, text: str | None = None, shape: tuple | None = None) -> None:
+        self.total, self.exact, self.first, self.last, self.hard = total, exact, first, last, hard
+        self.clean, self._text, self._shape = clean, text, shape
+
+    def shape(self, tik: TiktokenCounter) -> tuple[tuple[int, ...], tuple[int, ...], int, str, int]:
+        """``(starts, before, head_end, tail, tail_tokens)``: offsets in the cleaned text of
+        its first pieces and the tokens before each, where the text those were read from
+        ends, and the last piece with its tokens (empty when not exact)."""
+        found = self._shape
+        if found is None:
+            text = self.clean if self.clean is not None else self._text
+            assert text is not None
+            found = self._shape = _shape(tik, text)
+        return found
+
+    def __repr__(self) -> str:
+        return f"TextCount({self.total}{'' if self.exact else ', floor'})"
 
 
 _EMPTY = TextCount(0)
@@ -409,9 +415,11 @@ def count_text(counter: TokenCounter, text: str, *, limit: int | None = None) ->
     if limit is not None and len(clean) > _LONG:
         return _count_long(tik, text, clean, limit)
     total = len(tik.encoding.encode_ordinary(clean))
-    starts, before, head_end, tail, tail_tokens = _shape(tik, clean)
-    return TextCount(total, True, text[0], text[-1], _WS.match(clean) is None, starts, before, head_end,
-                     tail, tail_tokens, clean if clean is not text else None)
+    hard = _WS.match(clean) is None
+    # The shape is needed where the counts do not simply add: after this text when the next
+    # one does not start a piece, and at the head of a text that starts with whitespace.
+    return TextCount(total, True, text[0], text[-1], hard, clean if clean is not text else None, text,
+                     None if hard else _shape(tik, clean))
 
 
 def count_upto(counter: TokenCounter, text: str, limit: int | None = None) -> tuple[int, bool]:
@@ -492,10 +500,11 @@ def _count_long(tik: TiktokenCounter, text: str, clean: str, limit: int) -> Text
         last_count = tik.piece_count(last) if last else 0
         prefix += whole - last_count
         if prefix >= limit and pos < n:
-            return TextCount(prefix, False, text[0], text[-1], hard, starts, before, head_end, "", 0, keep_clean)
+            return TextCount(prefix, False, text[0], text[-1], hard, keep_clean, text,
+                             (starts, before, head_end, "", 0))
     last_count = tik.piece_count(last) if last else 0
-    return TextCount(prefix + last_count, True, text[0], text[-1], hard, starts, before, head_end,
-                     last, last_count, keep_clean)
+    return TextCount(prefix + last_count, True, text[0], text[-1], hard, keep_clean, text,
+                     (starts, before, head_end, last, last_count))
 
 
 class ConcatCount:
@@ -513,22 +522,26 @@ class ConcatCount:
     rule, so each append counts the whole concatenation again (exact, O(total)).
     """
 
-    __slots__ = ("counter", "_mode", "_parts", "_prefix", "_tail", "_tail_tokens", "_raw_last", "exact")
+    __slots__ = ("counter", "_mode", "_parts", "_total", "_tail", "_tail_tokens", "_tail_of", "_raw_last",
+                 "exact")
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
         self._mode = _mode(counter)
         self._parts: list[str] = []
-        self._prefix = 0          # tiktoken: tokens of every piece before the last one; others: total
-        self._tail = ""           # tiktoken: the last piece (cleaned)
+        self._total = 0           # the count so far (a floor when not exact)
+        # tiktoken: the last piece (cleaned) and its tokens; while _tail is None they are the
+        # last piece of _tail_of (the TextCount of the part that ends the text), found on need.
+        self._tail: str | None = ""
         self._tail_tokens = 0
+        self._tail_of: TextCount | None = None
         self._raw_last = ""       # the last raw character appended
         self.exact = True
 
     @property
     def total(self) -> int:
         """The count of everything appended (a floor when :attr:`exact` is False)."""
-        return self._prefix + self._tail_tokens
+        return self._total
 
     @property
     def text(self) -> str:
@@ -537,84 +550,95 @@ class ConcatCount:
     def append(self, text: str, tc: TextCount | None = None, *, limit: int | None = None) -> int:
         """Append ``text`` (``tc``: its count, if known); returns :attr:`total`."""
         if not text:
-            return self.total
+            return self._total
         self._parts.append(text)
         raw_last, self._raw_last = self._raw_last, text[-1]
         if tc is not None and tc.hard and raw_last == "\n" and tc.exact and self.exact:
             # The usual step (a content after a "\n"): the counts add (module comment).
-            self._prefix += self._tail_tokens + tc.total - tc.tail_tokens
-            self._tail, self._tail_tokens = tc.tail, tc.tail_tokens
-            return self._prefix + self._tail_tokens
+            self._total += tc.total
+            self._tail, self._tail_of = None, tc
+            return self._total
         if not self.exact:
-            return self.total
+            return self._total
         mode = self._mode
         if mode == "generic":
-            self._prefix = _checked(self.counter("".join(self._parts)))
-            return self._prefix
-        if tc is None or (not tc.exact and (limit is None or self.total + tc.total < limit)):
+            self._total = _checked(self.counter("".join(self._parts)))
+            return self._total
+        if tc is None or (not tc.exact and (limit is None or self._total + tc.total < limit)):
             # (a floor that no longer settles the question: count again, up to this limit)
-            tc = count_text(self.counter, text, limit=None if limit is None else max(0, limit - self.total))
+            tc = count_text(self.counter, text, limit=None if limit is None else max(0, limit - self._total))
         if mode == "words":
-            self._prefix += tc.total - (1 if raw_last and not _is_js_space(raw_last)
-                                        and not _is_js_space(text[0]) else 0)
-            return self._prefix
+            self._total += tc.total - (1 if raw_last and not _is_js_space(raw_last)
+                                       and not _is_js_space(text[0]) else 0)
+            return self._total
         tik = self.counter
         assert isinstance(tik, TiktokenCounter)
         if "\ud800" <= raw_last <= "\udbff" and "\udc00" <= text[0] <= "\udfff":
-            self._recount(tik)              # a surrogate pair split across two parts
-            return self.total
-        if not self._tail:                  # nothing before (or only text that cleans to nothing)
-            self._take(tc, self._prefix)
-            return self.total
-        if tc.hard and raw_last == "\n":    # the counts add (module comment)
-            self._take(tc, self.total)
-            return self.total
-        self._join(tik, text, tc, limit)
-        return self.total
+            self._take(count_text(tik, "".join(self._parts)), 0)   # a surrogate pair split across parts
+            return self._total
+        if not raw_last:                    # nothing before
+            self._take(tc, 0)
+        elif tc.hard and raw_last == "\n":  # the counts add (module comment); tc is a floor here
+            self._take(tc, self._total)
+        else:
+            self._join(tik, text, tc, limit)
+        return self._total
+
+    def _last_piece(self, tik: TiktokenCounter) -> tuple[str, int]:
+        if self._tail is None:
+            assert self._tail_of is not None
+            shape = self._tail_of.shape(tik)
+            self._tail, self._tail_tokens = shape[3], shape[4]
+        return self._tail, self._tail_tokens
 
     def _take(self, tc: TextCount, before: int) -> None:
+        """The text so far is ``before`` tokens of settled pieces followed by ``tc``'s text."""
+        self._total = before + tc.total
         if tc.exact:
-            self._prefix, self._tail, self._tail_tokens = before + tc.total - tc.tail_tokens, tc.tail, tc.tail_tokens
+            self._tail, self._tail_of = None, tc
         else:
-            self._prefix, self._tail, self._tail_tokens, self.exact = before + tc.total, "", 0, False
+            self._tail, self._tail_tokens, self.exact = "", 0, False
 
     def _join(self, tik: TiktokenCounter, text: str, tc: TextCount, limit: int | None) -> None:
+        tail, tail_tokens = self._last_piece(tik)
+        prefix = self._total - tail_tokens
         clean = tc.clean if tc.clean is not None else text
-        off = len(self._tail)
-        z = self._tail + clean[:tc.head_end]
-        complete = tc.exact and tc.head_end == len(clean)
+        starts, before, head_end, tc_tail, tc_tail_tokens = tc.shape(tik)
+        off = len(tail)
+        z = tail + clean[:head_end]
+        complete = tc.exact and head_end == len(clean)
         acc = 0
         pieces = list(tik._pieces.finditer(z))
-        starts = tc.starts
         for k, m in enumerate(pieces):
             s = m.start()
-            if s >= off and tc.head_end:
+            if s >= off and head_end:
                 j = s - off
                 if j in starts:
                     i = starts.index(j)
-                    if not tc.exact and (limit is None or self._prefix + acc + tc.total - tc.before[i] < limit):
+                    total = prefix + acc + tc.total - before[i]
+                    if not tc.exact and (limit is None or total < limit):
                         break                   # a floor too low to settle anything: count below
-                    self._take(TextCount(tc.total - tc.before[i], tc.exact, tail=tc.tail,
-                                         tail_tokens=tc.tail_tokens), self._prefix + acc)
+                    self._total = total
+                    if tc.exact:
+                        self._tail, self._tail_of = None, tc
+                    else:
+                        self._tail, self._tail_tokens, self.exact = "", 0, False
                     return
             if k == len(pieces) - 1:
                 if complete:
                     tokens = tik.piece_count(m.group())
-                    self._prefix, self._tail, self._tail_tokens = self._prefix + acc, m.group(), tokens
+                    self._total = prefix + acc + tokens
+                    self._tail, self._tail_tokens = m.group(), tokens
                     return
                 break
             acc += tik.piece_count(m.group())
         # No sync within the head (e.g. a long run of digits or whitespace): re-split the rest.
-        whole = self._tail + clean
+        whole = tail + clean
         if limit is not None and len(whole) > _LONG:
-            rest = _count_long(tik, whole, whole, max(0, limit - self._prefix))
+            rest = _count_long(tik, whole, whole, max(0, limit - prefix))
         else:
             rest = count_text(tik, whole)
-        self._take(rest, self._prefix)
-
-    def _recount(self, tik: TiktokenCounter) -> None:
-        tc = count_text(tik, "".join(self._parts))
-        self._take(tc, 0)
+        self._take(rest, prefix)
 
     def __repr__(self) -> str:
         return f"ConcatCount({self.counter!r}, total={self.total}{'' if self.exact else ', floor'})"
