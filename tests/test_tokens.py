@@ -388,3 +388,16 @@ def test_an_engine_with_counted_contents_pickles_and_counts_the_same(tik):
     first = engine.scan(chat, max_context=400)
     again = pickle.loads(pickle.dumps(engine)).scan(chat, max_context=400)
     assert first.budget_overflowed and [e.uid for e in again.activated] == [e.uid for e in first.activated]
+
+
+def test_scans_leave_the_counters_own_cache_alone():
+    # The budget texts are new every turn; counting them through the counter's cache is what
+    # grew a live chat's memory. Engines keep per-entry counts and never feed it joined texts.
+    counter = TiktokenCounter()
+    book = Lorebook(name="live", entries=tuple(entry_from_fields(
+        {"uid": i, "key": [f"k{i}"], "content": f"Entry {i} mentions k{i + 1}."}, fill_defaults=True)
+        for i in range(30)))
+    engine = STEngine([BookSource(book, ("global",))], {"recursive": True}, count_tokens=counter)
+    for turn in range(20):
+        engine.scan([{"name": "u", "mes": f"turn {turn}: k{turn}"}], max_context=2000)
+    assert counter.cache_info().currsize == 0

@@ -362,9 +362,6 @@ class STEngine:
         found = self._hash_index.get(h)
         return found.key if found is not None else None
 
-    def _tokens(self, text: str) -> int:
-        return self._counter()(text)
-
     def _counter(self) -> Callable[[str], int]:
         if self.count_tokens is None:
             from .tokens import TiktokenCounter
