@@ -34,9 +34,9 @@ from lorescan.tokens import ConcatCount, IncrementalCount, PrependCount, Tiktoke
 N_ENTRIES = 10_000
 CACHED_MIN_SPEEDUP = 20       # measured ~125x (2,744 activated contents) on the 2-core dev box
 INCREMENTAL_MIN_SPEEDUP = 10  # measured ~47x for 400 contents
-TURN_MIN_SPEEDUP = 20         # cached vs from scratch, 150 contents
-TURN_MAX_CONTENTS = 15        # a cached turn costs at most this many single contents counted from scratch
-CHAIN_MAX_RATIO = 25          # 3,000 links vs 300: linear is ~10, quadratic ~100
+TURN_MIN_SPEEDUP = 20         # cached vs from scratch, 150 contents (measured ~400-750x)
+TURN_MAX_CONTENTS = 20        # a cached turn costs at most this many single contents from scratch (measured ~9)
+CHAIN_MAX_RATIO = 25          # 3,000 links vs 300: linear is ~10 (measured 10.6-13.4), quadratic ~100
 
 PROSE = ("the", "a", "and", "of", "to", "in", "was", "she", "he", "it", "that", "with", "for", "on", "at",
          "from", "they", "but", "not", "when", "there", "her", "his", "said", "into", "then", "over",
