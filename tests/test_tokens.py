@@ -401,3 +401,22 @@ def test_scans_leave_the_counters_own_cache_alone():
     for turn in range(20):
         engine.scan([{"name": "u", "mes": f"turn {turn}: k{turn}"}], max_context=2000)
     assert counter.cache_info().currsize == 0
+
+
+def test_a_20mb_slot_entry_that_can_never_fit_is_not_tokenised_in_full():
+    out = _run_limited("""
+        from lorescan.slot import SlotEngine
+        huge = "lore " * 4_000_000
+        book = Lorebook(name="huge", entries=(
+            entry_from_fields({"uid": 0, "key": ["x"], "content": "small"}, fill_defaults=True),
+            entry_from_fields({"uid": 1, "key": ["x"], "content": huge}, fill_defaults=True)),
+            fields={"token_budget": 1000})
+        engine = SlotEngine([book])
+        for turn in range(3):
+            result = engine.run([("user", "x")], turn_id=turn)
+        print(sorted((r.id, r.outcome) for r in result.log))
+        print([r.reason for r in result.log if r.id == 1][0])
+    """, cpu=5, mem=1000)
+    first, second = out.splitlines()
+    assert first == "[(0, 'inserted'), (1, 'dropped_budget')]"
+    assert "at least " in second and "exceed the budget of 1000" in second
