@@ -420,3 +420,20 @@ def test_a_20mb_slot_entry_that_can_never_fit_is_not_tokenised_in_full():
     first, second = out.splitlines()
     assert first == "[(0, 'inserted'), (1, 'dropped_budget')]"
     assert "at least " in second and "exceed the budget of 1000" in second
+
+
+# Characters whose whitespace class differs between Python, JS and the pre-tokenizer, plus
+# newlines, a letter, a digit, punctuation, an apostrophe, an emoji and lone surrogates.
+_EDGE = ["\x1c", "\x1f", "\x85", "\u2028", "\u200b", "\u3000", "\xa0", "\ufeff", "\x0b", "\r", "\n", " ", "\t",
+         "a", "1", ".", "'", "s", "😀", "\ud83d", "\ude00"]
+
+
+@pytest.mark.parametrize("a", _EDGE)
+def test_every_edge_character_pair_joins_and_prepends_exactly(tik, a):
+    for b in _EDGE:
+        for parts in ([a + "\n", b + "x\n"], [a, b], ["x" + a + "\n", b + "y"], [a + b + "\n", "\n"]):
+            joined, grown, text, front = ConcatCount(tik), PrependCount(tik), "", ""
+            for p in parts:
+                text, front = text + p, p + front
+                assert joined.append(p, count_text(tik, p)) == _tik_count(tik, text), parts
+                assert grown.prepend([(p, count_text(tik, p))]) == _tik_count(tik, front), parts
