@@ -281,8 +281,9 @@ def _run_limited(body: str, *, cpu: int, mem: int) -> str:
     import subprocess
     import sys
     import textwrap
-    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    import lorescan
+    here = os.path.dirname(os.path.dirname(os.path.abspath(lorescan.__file__)))   # the lorescan under test
+    env = {**os.environ, "PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, "-c", _LIMITED.format(cpu=cpu, mem=mem, body=textwrap.dedent(body))],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
