@@ -7,6 +7,15 @@ concatenations. Each benchmark measures its baseline in the same run and asserts
 * ``bench_incremental_count_vs_reencoding_the_joined_text``: SillyTavern mode counts the
   concatenation of admitted contents after each admission; IncrementalCount keeps that
   count exact without re-tokenising the joined text every time.
+* ``bench_a_turns_counting_costs_its_boundaries_not_its_contents``: the counting of one
+  SillyTavern turn with 150 activated entries whose counts are cached (admission counts
+  after each entry, three recursion loops prepending to the budget text), against counting
+  those contents from scratch as a turn did before (baseline), and against counting a
+  single content from scratch (the turn must cost a handful of those, not 150).
+* ``bench_a_recursion_chain_costs_linear_time``: a chain of links (entry i's content names
+  entry i+1) scanned at 3,000 links (1,500 in the short mode) against a tenth as many: a
+  loop costs its own chunk, so ten times the links cost about ten times the time
+  (quadratic would be a hundred).
 
 Run: ``PYTHONPATH=src python -m pytest benchmarks/bench_tokens.py -p no:cacheprovider``
 """
@@ -16,14 +25,18 @@ import random
 
 import pytest
 
-from conftest import median_seconds
+from conftest import SHORT, median_seconds
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.slot import SlotEngine
-from lorescan.tokens import IncrementalCount, TiktokenCounter
+from lorescan.scan import BookSource, STEngine
+from lorescan.tokens import ConcatCount, IncrementalCount, PrependCount, TiktokenCounter, count_text
 
 N_ENTRIES = 10_000
 CACHED_MIN_SPEEDUP = 20       # measured ~125x (2,744 activated contents) on the 2-core dev box
 INCREMENTAL_MIN_SPEEDUP = 10  # measured ~47x for 400 contents
+TURN_MIN_SPEEDUP = 20         # cached vs from scratch, 150 contents (measured ~400-750x)
+TURN_MAX_CONTENTS = 20        # a cached turn costs at most this many single contents from scratch (measured ~9)
+CHAIN_MAX_RATIO = 25          # 3,000 links vs 300: linear is ~10 (measured 10.6-13.4), quadratic ~100
 
 PROSE = ("the", "a", "and", "of", "to", "in", "was", "she", "he", "it", "that", "with", "for", "on", "at",
          "from", "they", "but", "not", "when", "there", "her", "his", "said", "into", "then", "over",
@@ -114,3 +127,72 @@ def bench_incremental_count_vs_reencoding_the_joined_text(benchmark, big_book):
     benchmark.extra_info.update(contents=len(contents), reencode_ms=round(baseline * 1e3, 1),
                                 incremental_speedup=round(ratio, 1))
     assert ratio >= INCREMENTAL_MIN_SPEEDUP, f"incremental counting is only {ratio:.1f}x re-encoding"
+
+
+@pytest.mark.benchmark(group="tokens")
+def bench_a_turns_counting_costs_its_boundaries_not_its_contents(benchmark, big_book):
+    book, _ = big_book
+    counter = TiktokenCounter(cache_size=0)
+    units = [e.content + "\n" for e in book.entries[:150]]
+    cached = [(u, count_text(counter, u)) for u in units]          # what the engine keeps per entry
+    loops = [cached[:50], cached[50:100], cached[100:]]
+
+    def cached_turn() -> int:
+        budget_text = PrependCount(counter)
+        t0 = 0
+        for loop in loops:
+            running = ConcatCount(counter)
+            for unit, tc in loop:
+                running.append(unit, tc)
+            t0 = budget_text.prepend(loop)
+        return t0
+
+    def scratch_turn() -> int:                                      # the counting a turn did before
+        budget_text, t0 = "", 0
+        for loop in loops:
+            running = IncrementalCount(counter)
+            for unit, _ in loop:
+                running.append(unit)
+            budget_text = "".join(u for u, _ in loop) + budget_text
+            t0 = counter(budget_text)
+        return t0
+
+    one = units[0]
+    single = median_seconds(lambda: count_text(counter, one), runs=201)
+    scratch = median_seconds(scratch_turn, runs=5)
+    total = benchmark(cached_turn)
+    assert total == scratch_turn() == counter("".join(units[100:] + units[50:100] + units[:50]))
+    if benchmark.disabled:
+        return
+    turn = benchmark.stats.stats.median
+    speedup, in_contents = scratch / turn, turn / single
+    benchmark.extra_info.update(scratch_ms=round(scratch * 1e3, 2), turn_ms=round(turn * 1e3, 3),
+                                single_content_us=round(single * 1e6, 1), speedup=round(speedup, 1),
+                                turn_in_single_contents=round(in_contents, 1))
+    assert speedup >= TURN_MIN_SPEEDUP, f"a cached turn's counting is only {speedup:.1f}x counting from scratch"
+    assert in_contents <= TURN_MAX_CONTENTS, (f"a cached turn's counting costs {in_contents:.1f} contents "
+                                              "counted from scratch")
+
+
+def _chain_engine(n: int) -> STEngine:
+    book = Lorebook(name=f"chain-{n}", entries=tuple(entry_from_fields(
+        {"uid": i, "key": [f"link{i}"], "content": f"Link {i} leads on to link{i + 1}."}, fill_defaults=True)
+        for i in range(n)))
+    return STEngine([BookSource(book, ("global",))], {"recursive": True, "budget_percent": 100})
+
+
+@pytest.mark.benchmark(group="tokens")
+def bench_a_recursion_chain_costs_linear_time(benchmark):
+    chat = [{"name": "u", "mes": "start at link0"}]
+    links = 1500 if SHORT else 3000
+    short, long = _chain_engine(links // 10), _chain_engine(links)
+    long.scan(chat, max_context=10 ** 7)                      # load the counter, fill the count caches
+    short_time = median_seconds(lambda: short.scan(chat, max_context=10 ** 7), runs=5)
+    result = benchmark.pedantic(lambda: long.scan(chat, max_context=10 ** 7), rounds=3, iterations=1)
+    assert len(result.activated) == links
+    if benchmark.disabled:
+        return
+    ratio = benchmark.stats.stats.median / short_time
+    benchmark.extra_info.update(links=links, tenth_ms=round(short_time * 1e3, 1),
+                                all_ms=round(benchmark.stats.stats.median * 1e3, 1), ratio=round(ratio, 1))
+    assert ratio <= CHAIN_MAX_RATIO, f"10x the links cost {ratio:.1f}x the time"

@@ -5,11 +5,14 @@ import importlib
 import socket
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from lorescan.model import Compat, Lorebook, entry_from_fields
+from lorescan.scan import BookSource, STEngine
 from lorescan.textrules import js_count_words
-from lorescan.tokens import IncrementalCount, TiktokenCounter, count_words, resolve_offline_encoding
+from lorescan.tokens import (ConcatCount, IncrementalCount, PrependCount, TiktokenCounter, count_text, count_words,
+                             resolve_offline_encoding)
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +143,298 @@ def test_a_tiktoken_counter_pickles_by_encoding_name():
     counter = TiktokenCounter(cache_size=10)
     again = pickle.loads(pickle.dumps(counter))
     assert again.cache_size == 10 and again("hello world") == counter("hello world") == 2
+
+
+# -- TextCount, ConcatCount, PrependCount: joins from cached counts --------------------------
+
+# Parts as the engines make them (a content plus "\n") and bare ones, with every boundary
+# the pre-tokenizer cares about: "\n" runs, spaces before a newline, punctuation that takes
+# the newlines after it, digit runs split in threes, contractions, lone and paired surrogates.
+PART = st.one_of(
+    TRICKY,
+    TRICKY.map(lambda t: t + "\n"),
+    st.text(alphabet=st.sampled_from(list("\n \r.9a'\ud83d\ude00\ud800")), max_size=10),
+    st.text(max_size=12),                                   # any Unicode, surrogates included
+    st.just(""), st.just("\n"), st.just("1234567890123"), st.just("   \n\n  "),
+)
+
+
+def _tik_count(tik, text: str) -> int:
+    return len(tik.encoding.encode_ordinary(text))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(parts=st.lists(PART, max_size=8))
+def test_concat_count_from_cached_counts_equals_full_reencoding(tik, parts):
+    running = ConcatCount(tik)
+    text = ""
+    for part in parts:
+        text += part
+        assert running.append(part, count_text(tik, part)) == _tik_count(tik, text)
+        assert running.exact
+    assert running.text == text
+
+
+@settings(max_examples=1000, deadline=None)
+@given(steps=st.lists(st.lists(PART, max_size=4), max_size=6))
+def test_prepend_count_from_cached_counts_equals_full_reencoding(tik, steps):
+    growing = PrependCount(tik)
+    text = ""
+    for parts in steps:
+        text = "".join(parts) + text
+        total = growing.prepend([(p, count_text(tik, p)) for p in parts])
+        assert total == _tik_count(tik, text) and growing.exact
+    assert growing.text == text
+
+
+@settings(max_examples=1000, deadline=None)
+@given(steps=st.lists(st.lists(st.text(alphabet=st.sampled_from(list("ab \n\t\u3000\u001c.")), max_size=6),
+                               max_size=4), max_size=6))
+def test_word_rule_joins_and_prepends_equal_recounting(steps):
+    appended, growing = ConcatCount(count_words), PrependCount(count_words)
+    front = back = ""
+    for parts in steps:
+        front = "".join(parts) + front
+        assert growing.prepend([(p, count_text(count_words, p)) for p in parts]) == count_words(front)
+        for p in parts:
+            back += p
+            assert appended.append(p, count_text(count_words, p)) == count_words(back)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(parts=st.lists(PART, min_size=1, max_size=5), limit=st.integers(0, 40))
+def test_a_count_stopped_at_a_limit_is_exact_below_it_and_a_floor_above_it(tik, parts, limit):
+    import lorescan.tokens as tokens
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tokens, "_LONG", 4)          # treat every text as long, counted in steps
+        mp.setattr(tokens, "_STEP", 3)
+        running = ConcatCount(tik)
+        text = ""
+        for part in parts:
+            text += part
+            got = running.append(part, count_text(tik, part, limit=limit), limit=limit)
+            true = _tik_count(tik, text)
+            if running.exact:
+                assert got == true
+            else:
+                assert limit <= got <= true
+
+
+def test_a_huge_content_that_cannot_fit_is_not_counted_in_full(tik, monkeypatch):
+    seen: list[int] = []
+    real = tik.encoding
+    encode = real.encode_ordinary
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def encode_ordinary(self, text):
+            seen.append(len(text))
+            return encode(text)
+    monkeypatch.setattr(tik, "encoding", Spy())
+    huge = "word " * 2_000_000                     # 10 MB, 2M tokens
+    tc = count_text(tik, huge, limit=1000)
+    assert not tc.exact and 1000 <= tc.total < 40_000
+    assert sum(seen) < 100_000                    # a step or two, not 10 MB
+
+
+def test_a_custom_counter_counts_the_joined_text_once_per_step():
+    seen: list[str] = []
+
+    def chars(text: str) -> int:
+        seen.append(text)
+        return len(text)
+    growing = PrependCount(chars)
+    assert growing.prepend([("ab\n", None), ("c\n", None)]) == 5
+    assert growing.prepend([("d\n", None)]) == 7
+    assert seen == ["ab\nc\n", "d\nab\nc\n"]
+
+
+def test_the_token_cache_is_bounded_in_bytes():
+    counter = TiktokenCounter(cache_bytes=64 << 10)
+    for i in range(2000):
+        counter(f"message {i} " + "x" * 500)
+    info = counter.cache_info()
+    assert info.bytes <= 64 << 10 and 0 < info.currsize < 2000
+    counter("y" * (64 << 10))                  # over an eighth of the bound: never cached
+    assert counter.cache_info().bytes <= 64 << 10
+
+
+# -- engines: recursion and huge contents cost what they add, under resource limits ----------
+# Each runs in a subprocess with a CPU-time and address-space limit (a guard, not a timing:
+# the ratios live in benchmarks/bench_tokens.py). Before the budget text was counted from
+# per-entry counts and recursion windows grew incrementally, the chain took 18 s and 620 MB.
+
+_LIMITED = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_CPU, ({cpu}, {cpu}))
+resource.setrlimit(resource.RLIMIT_AS, ({mem} << 20, {mem} << 20))
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.scan import BookSource, STEngine
+{body}
+"""
+
+
+def _run_limited(body: str, *, cpu: int, mem: int) -> str:
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    import lorescan
+    here = os.path.dirname(os.path.dirname(os.path.abspath(lorescan.__file__)))   # the lorescan under test
+    env = {**os.environ, "PYTHONPATH": here + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _LIMITED.format(cpu=cpu, mem=mem, body=textwrap.dedent(body))],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+def test_a_3000_link_recursion_chain_scans_in_under_5s_cpu_and_500mb():
+    out = _run_limited("""
+        n = 3000
+        book = Lorebook(name="chain", entries=tuple(entry_from_fields(
+            {"uid": i, "key": [f"link{i}"], "content": f"Link {i} leads on to link{i + 1}."}, fill_defaults=True)
+            for i in range(n)))
+        engine = STEngine([BookSource(book, ("global",))], {"recursive": True, "budget_percent": 100})
+        result = engine.scan([{"name": "u", "mes": "start at link0"}], max_context=10 ** 7)
+        print(len(result.activated), len(result.loops), result.budget_overflowed)
+    """, cpu=5, mem=500)
+    assert out.split() == ["3000", "3001", "False"]
+
+
+def test_a_20mb_content_that_can_never_fit_is_not_tokenised_in_full():
+    out = _run_limited("""
+        huge = "lore " * 4_000_000
+        book = Lorebook(name="huge", entries=(
+            entry_from_fields({"uid": 0, "key": ["x"], "content": "small", "order": 200}, fill_defaults=True),
+            entry_from_fields({"uid": 1, "key": ["x"], "content": huge, "order": 100}, fill_defaults=True),
+            entry_from_fields({"uid": 2, "key": ["x"], "content": "after", "order": 50}, fill_defaults=True)))
+        engine = STEngine([BookSource(book, ("global",))], {"recursive": True})
+        result = engine.scan([{"name": "u", "mes": "x"}], max_context=8192)
+        why = result.explain("huge", 1)
+        print([e.uid for e in result.activated], result.budget_overflowed)
+        print(why.reason, why.detail)
+    """, cpu=5, mem=1000)
+    first, second = out.splitlines()
+    assert first == "[0] True"
+    assert second.startswith("budget at least ") and second.endswith("would reach the budget of 2048")
+
+
+# -- engines: the counts built from cached parts decide exactly as counting the joined text --
+
+CONTENT = st.one_of(PART, st.lists(st.sampled_from(["lore", " ", "\n", "12", ".", "\u3000", "é", "😀", "'s"]),
+                                   max_size=8).map("".join))
+
+
+@st.composite
+def budget_books(draw):
+    n = draw(st.integers(1, 7))
+    entries = []
+    for i in range(n):
+        mentions = draw(st.lists(st.integers(0, n - 1), max_size=2))
+        content = draw(CONTENT) + "".join(f" k{j} " for j in mentions) + draw(CONTENT)
+        entries.append(entry_from_fields({
+            "uid": i, "key": [f"k{i}"], "content": content, "order": draw(st.integers(0, 3)),
+            "ignoreBudget": draw(st.booleans()), "preventRecursion": draw(st.booleans()),
+            "constant": draw(st.booleans()) and i == 0}, fill_defaults=True))
+    return Lorebook(name="budget", entries=tuple(entries))
+
+
+@settings(max_examples=300, deadline=None)
+@given(book=budget_books(), max_context=st.integers(1, 400), words=st.booleans(),
+       accounting=st.sampled_from(["recursion_text", "all_admitted"]))
+def test_engine_budgets_from_cached_counts_decide_as_counting_the_joined_text(tik, book, max_context, words,
+                                                                              accounting):
+    counter = count_words if words else tik
+    oracle = (lambda t: count_words(t)) if words else (lambda t: len(tik.encoding.encode_ordinary(t)))
+    compat = Compat(budget_accounting=accounting)
+    settings_ = {"recursive": True, "budget_percent": 50}
+    chat = [{"name": "u", "mes": " ".join(f"k{i}" for i in range(0, len(book.entries), 2))}]
+    results = []
+    for count_tokens in (counter, oracle):     # the oracle has no boundary rule: joined texts are counted
+        engine = STEngine([BookSource(book, ("global",))], settings_, compat=compat, count_tokens=count_tokens)
+        for _ in range(2):                      # the second scan reads the engine's cached counts
+            r = engine.scan(chat, max_context=max_context)
+            notes = {k.uid: (d.outcome, d.reason, d.detail) for k, d in r.diagnostics.items()}
+            results.append(([e.uid for e in r.activated], r.budget_overflowed, notes))
+    event(f"overflow={results[0][1]} activated={min(len(results[0][0]), 3)}")
+    assert results[0] == results[1] == results[2] == results[3]
+
+
+def test_an_engine_shared_by_threads_counts_as_one_thread_does(tik):
+    from concurrent.futures import ThreadPoolExecutor
+    entries = tuple(entry_from_fields({"uid": i, "key": [f"k{i}"], "content": f" lore {i} " * (i % 7) + f"k{i + 1}"},
+                                      fill_defaults=True) for i in range(60))
+    book = Lorebook(name="threads", entries=entries)
+    chat = [{"name": "u", "mes": "k0 k20 k40"}]
+
+    def run(engine: STEngine) -> tuple:
+        r = engine.scan(chat, max_context=700)
+        return [e.uid for e in r.activated], r.budget_overflowed
+    alone = run(STEngine([BookSource(book, ("global",))], {"recursive": True}, count_tokens=tik))
+    shared = STEngine([BookSource(book, ("global",))], {"recursive": True}, count_tokens=tik)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: run(shared), range(32)))
+    assert alone[1] and got == [alone] * 32
+
+
+def test_an_engine_with_counted_contents_pickles_and_counts_the_same(tik):
+    import pickle
+    book = Lorebook(name="pickle", entries=tuple(entry_from_fields(
+        {"uid": i, "key": [f"k{i}"], "content": f"Entry {i} mentions k{i + 1}."}, fill_defaults=True)
+        for i in range(20)))
+    engine = STEngine([BookSource(book, ("global",))], {"recursive": True})
+    chat = [{"name": "u", "mes": "k0"}]
+    first = engine.scan(chat, max_context=400)
+    again = pickle.loads(pickle.dumps(engine)).scan(chat, max_context=400)
+    assert first.budget_overflowed and [e.uid for e in again.activated] == [e.uid for e in first.activated]
+
+
+def test_scans_leave_the_counters_own_cache_alone():
+    # The budget texts are new every turn; counting them through the counter's cache is what
+    # grew a live chat's memory. Engines keep per-entry counts and never feed it joined texts.
+    counter = TiktokenCounter()
+    book = Lorebook(name="live", entries=tuple(entry_from_fields(
+        {"uid": i, "key": [f"k{i}"], "content": f"Entry {i} mentions k{i + 1}."}, fill_defaults=True)
+        for i in range(30)))
+    engine = STEngine([BookSource(book, ("global",))], {"recursive": True}, count_tokens=counter)
+    for turn in range(20):
+        engine.scan([{"name": "u", "mes": f"turn {turn}: k{turn}"}], max_context=2000)
+    assert counter.cache_info().currsize == 0
+
+
+def test_a_20mb_slot_entry_that_can_never_fit_is_not_tokenised_in_full():
+    out = _run_limited("""
+        from lorescan.slot import SlotEngine
+        huge = "lore " * 4_000_000
+        book = Lorebook(name="huge", entries=(
+            entry_from_fields({"uid": 0, "key": ["x"], "content": "small"}, fill_defaults=True),
+            entry_from_fields({"uid": 1, "key": ["x"], "content": huge}, fill_defaults=True)),
+            fields={"token_budget": 1000})
+        engine = SlotEngine([book])
+        for turn in range(3):
+            result = engine.run([("user", "x")], turn_id=turn)
+        print(sorted((r.id, r.outcome) for r in result.log))
+        print([r.reason for r in result.log if r.id == 1][0])
+    """, cpu=5, mem=1000)
+    first, second = out.splitlines()
+    assert first == "[(0, 'inserted'), (1, 'dropped_budget')]"
+    assert "at least " in second and "exceed the budget of 1000" in second
+
+
+# Characters whose whitespace class differs between Python, JS and the pre-tokenizer, plus
+# newlines, a letter, a digit, punctuation, an apostrophe, an emoji and lone surrogates.
+_EDGE = ["\x1c", "\x1f", "\x85", "\u2028", "\u200b", "\u3000", "\xa0", "\ufeff", "\x0b", "\r", "\n", " ", "\t",
+         "a", "1", ".", "'", "s", "😀", "\ud83d", "\ude00"]
+
+
+@pytest.mark.parametrize("a", _EDGE)
+def test_every_edge_character_pair_joins_and_prepends_exactly(tik, a):
+    for b in _EDGE:
+        for parts in ([a + "\n", b + "x\n"], [a, b], ["x" + a + "\n", b + "y"], [a + b + "\n", "\n"]):
+            joined, grown, text, front = ConcatCount(tik), PrependCount(tik), "", ""
+            for p in parts:
+                text, front = text + p, p + front
+                assert joined.append(p, count_text(tik, p)) == _tik_count(tik, text), parts
+                assert grown.prepend([(p, count_text(tik, p))]) == _tik_count(tik, front), parts

@@ -147,6 +147,7 @@ class ScanView:
         self._last_hits: frozenset[int] = EMPTY
         self._no_secondary: dict[int | None, EntryMatch] = {}
         self._bounds: dict[tuple[int, int, int], frozenset[int]] = {}
+        self._bounds_latest: dict[tuple[int, int], tuple[int, frozenset[int]]] = {}
         self._segments: list[str] | None = None
         self._haystacks: dict[Window, str] = {}
         self._special: dict[tuple, tuple[bool, bool]] = {}
@@ -172,6 +173,16 @@ class ScanView:
         """
         self.chunks.append(text)
         self._chunk_entries.append(tuple(entries) if entries is not None else None)
+        # Engines ask about windows with recursion 0 or with every chunk so far, so windows
+        # over fewer chunks are done with: forget them (each loop then holds O(hits), not
+        # O(loops x hits)). Only caches: a window asked about again is simply recomputed.
+        stale = len(self.chunks) - 1
+        if stale:
+            for cache in (self._by_window, self._haystacks, self._side_windows):
+                for w in [w for w in cache if w.recursion == stale]:
+                    del cache[w]
+            for k in [k for k in self._special if k[1].recursion == stale]:
+                del self._special[k]
 
     def texts(self, window: Window) -> list[str]:
         """The separate texts a window covers, in haystack order (empty if depth <= 0)."""
@@ -257,17 +268,34 @@ class ScanView:
         key = (depth, sources, recursion)
         found = self._bounds.get(key)
         if found is None:
-            parts = self._message_hits(depth)
-            lookup, matcher = self._cache.lookup, self._matcher
-            for i, text in enumerate(self.sources):
-                if sources >> i & 1 and text:
+            # A window over more chunks than one already known is that union plus the new
+            # chunks' hits, so a recursion loop costs its chunk, not every chunk before it.
+            # Only recursion 0 and the latest count are kept per (depth, sources).
+            base = self._bounds_latest.get((depth, sources))
+            if base is not None and 0 < base[0] < recursion:
+                parts = [base[1], *self._chunk_hit_list()[base[0]:recursion]]
+                self._bounds.pop((depth, sources, base[0]), None)
+            else:
+                parts = self._message_hits(depth)
+                lookup, matcher = self._cache.lookup, self._matcher
+                for i, text in enumerate(self.sources):
+                    if sources >> i & 1 and text:
+                        parts.append(lookup(matcher, text))
+                for text in self.injects:
                     parts.append(lookup(matcher, text))
-            for text in self.injects:
-                parts.append(lookup(matcher, text))
-            if recursion:
-                parts.extend(self._chunk_hit_list()[:recursion])
+                if recursion:
+                    parts.extend(self._chunk_hit_list()[:recursion])
             found = self._bounds[key] = _kernels.hits.window_union(parts)
+            if recursion and (base is None or base[0] < recursion):
+                self._bounds_latest[(depth, sources)] = (recursion, found)
         return found
+
+    def chunk_candidates(self, start: int, stop: int) -> Sequence[int]:
+        """Sorted entry indexes with a key variant in recursion chunks ``start`` to ``stop``
+        (what a window gains going from ``recursion=start`` to ``stop``). Entries with
+        special keys are not included (:meth:`candidates` lists them)."""
+        hits = _kernels.hits.window_union(self._chunk_hit_list()[start:stop])
+        return _kernels.hits.entries_hit(hits, self.compiled.vid_entries, ())
 
     def window_hits(self, window: Window) -> frozenset[int]:
         """The key-variant ids occurring in the window's texts (the union of their hit sets)."""

@@ -25,7 +25,7 @@ from .model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, STSettings, js_
 from .place import Placement, place_entries
 from .sthash import entry_fingerprint
 from .textrules import js_trim
-from .tokens import IncrementalCount
+from .tokens import ConcatCount, PrependCount, TextCount, count_text
 from .timed import EffectRecord, TimedEffects, evaluate
 
 __all__ = ["STEngine", "STResult", "Character", "ChatMessage", "BookSource", "Diagnostic",
@@ -315,6 +315,10 @@ class STEngine:
         self._max_entry_depth = max((math.ceil(_effective_depth(s.entry, 0)) for s in self.slots
                                      if s.entry.scan_depth is not None), default=0)
         self._hash_index: dict[int, _Slot] | None = None
+        # Per-entry token counts of "content\n" (the unit every budget text is made of),
+        # filled on first use and kept for the engine's life: (counter, {gpos: (content,
+        # unit, TextCount)}). Each value is written whole, so threads may share it.
+        self._unit_counts: tuple[Any, dict[int, tuple[str, str, TextCount]]] = (None, {})
 
     # -- set-up ------------------------------------------------------------------------
     @staticmethod
@@ -368,11 +372,34 @@ class STEngine:
         found = index.get(h)
         return found.key if found is not None else None
 
-    def _tokens(self, text: str) -> int:
+    def _counter(self) -> Callable[[str], int]:
         if self.count_tokens is None:
             from .tokens import TiktokenCounter
             self.count_tokens = TiktokenCounter()
-        return self.count_tokens(text)
+        return self.count_tokens
+
+    def _unit(self, slot: _Slot, content: str, limit: int | None) -> tuple[str, TextCount]:
+        """``content + "\n"`` and its count, counted once per entry and content.
+
+        ``limit``: only whether the count reaches it matters (a long content may then be
+        counted only that far; such a floor is kept and reused while it settles the question).
+        """
+        counter = self._counter()
+        owner, cache = self._unit_counts
+        if owner is not counter:               # first use, or the caller swapped the counter
+            cache = {}
+            self._unit_counts = (counter, cache)
+        found = cache.get(slot.gpos)
+        if found is not None and (found[0] is content or found[0] == content):
+            tc = found[2]
+            if tc.exact or (limit is not None and tc.total >= limit):
+                return found[1], tc
+            unit = found[1]
+        else:
+            unit = content + "\n"
+        tc = count_text(counter, unit, limit=limit)
+        cache[slot.gpos] = (content, unit, tc)
+        return unit, tc
 
     # -- one generation --------------------------------------------------------------
     def scan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], *, max_context: int,
@@ -499,7 +526,10 @@ class _Run:
         self.contents: dict[str, str] = {}
         self.chunks = 0
         self.budget_text_tokens = 0
-        self.budget_text = ""
+        # SPEC 7.4: the budget text grows at the front; its count is kept from the entries'
+        # own counts (the text itself is never built).
+        self.budget_text: PrependCount | None = None     # made in loop(): counting starts there
+        self.units: dict[str, tuple[str, TextCount]] = {}  # ("content\n", its count) as admission counted it
         self.overflow = False
         self.loops: list[LoopRecord] = []
         self.levels = list(engine._levels)
@@ -509,6 +539,8 @@ class _Run:
         self.notes: dict[str, Diagnostic] = {}
         self.last_windows: dict[str, Window] = {}
         self.labelled: dict[tuple[int, Window], list[tuple[str, str]]] = {}
+        # _walk's candidates of the last loop: (max_depth, recursion chunks, slots)
+        self._basis: tuple[int, int, list[_Slot]] | None = None
 
     # -- gates ---------------------------------------------------------------------------
     def _note(self, slot: _Slot, outcome: str, reason: str, detail: str = "", loop: int | None = None,
@@ -608,20 +640,32 @@ class _Run:
         rec = self.chunks if self.state != MIN_ACTIVATIONS else 0
         todo: list[_Slot] = []
         narrowed = True
-        for bi, view in enumerate(self.views):
-            cands = view.candidates(max_depth, rec)
-            if cands is None:          # a view that cannot narrow: walk every entry
-                narrowed = False
-                break
-            slot_of = e._slot_of
-            todo.extend(slot_of[(bi, i)] for i in cands)
+        slot_of = e._slot_of
+        basis = self._basis
+        if basis is not None and basis[0] == max_depth and basis[1] <= rec:
+            # The same bounds plus recursion chunks: the candidates are the last loop's that
+            # are still open plus the entries the new chunks hit (a loop costs what it adds).
+            activated, failed = self.activated, self.failed
+            todo = [s for s in basis[2] if s.key not in activated and s.key not in failed]
+            if rec > basis[1]:
+                for bi, view in enumerate(self.views):
+                    todo.extend(slot_of[(bi, i)] for i in view.chunk_candidates(basis[1], rec))
+        else:
+            for bi, view in enumerate(self.views):
+                cands = view.candidates(max_depth, rec)
+                if cands is None:          # a view that cannot narrow: walk every entry
+                    narrowed = False
+                    break
+                todo.extend(slot_of[(bi, i)] for i in cands)
         if not narrowed:
             walk: Iterable[_Slot] = e.slots
+            self._basis = None
         else:
             extra = set(self.sticky) | self.forced
             todo.extend(e._always)
             todo.extend(e._by_key[k] for k in extra if k in e._by_key)
             walk = sorted(set(todo), key=lambda s: s.gpos)
+            self._basis = (max_depth, rec, walk)
         new: list[_Slot] = []
         for slot in walk:
             if slot.key in self.activated or slot.key in self.failed:
@@ -642,6 +686,7 @@ class _Run:
     def loop(self) -> None:
         e = self.e
         settings = e.settings
+        self.budget_text = PrependCount(e._counter())
         loop = 0
         while True:
             if settings.max_recursion_steps and loop >= settings.max_recursion_steps:
@@ -680,12 +725,18 @@ class _Run:
                     view.add_recursion_chunk(text, entries=[s.index for s in recursable] if owners == {bi} else None)
                 self.chunks += 1
             if e.compat.budget_accounting == "recursion_text":
-                counted = text      # SPEC 9.4: preventRecursion contents are free in later loops
-            else:                   # SPEC 16.7: every admitted content counts against the budget
-                counted = "\n".join(self.contents.get(s.key, s.content) for s in admitted)
-            if counted:
-                self.budget_text = counted + "\n" + self.budget_text
-                self.budget_text_tokens = e._tokens(self.budget_text)
+                counted = recursable  # SPEC 9.4: preventRecursion contents are free in later loops
+            else:                     # SPEC 16.7: every admitted content counts against the budget
+                counted = admitted
+            # budget text = "\n".join(counted) + "\n" + budget text, when that join is not "".
+            # Once the budget has overflowed nothing reads its count again.
+            if not self.overflow and counted and (len(counted) > 1 or self.contents.get(counted[0].key,
+                                                                                        counted[0].content)):
+                done = self.units
+                units = [done.get(s.key) or e._unit(s, self.contents.get(s.key, s.content), self.budget)
+                         for s in counted]
+                assert self.budget_text is not None
+                self.budget_text_tokens = self.budget_text.prepend(units, limit=self.budget)
             self.state = nxt
 
     # -- groups (SPEC 8) ------------------------------------------------------------------
@@ -796,9 +847,15 @@ class _Run:
     def _admit(self, pending: list[_Slot], t0: int, loop: int) -> list[_Slot]:
         e = self.e
         k = sum(1 for s in pending if s.entry.ignore_budget)
-        e._tokens("")                       # resolve the default counter once
-        assert e.count_tokens is not None
-        counter = IncrementalCount(e.count_tokens)   # exact count of the concatenation, no re-tokenising
+        # SPEC 9.3 counts the concatenation buf = content + "\n" + content + "\n" ...; its
+        # count is built from the entries' cached counts (tokens.ConcatCount). Counting stops
+        # once the budget is certainly reached; after an overflow nothing is counted.
+        running = ConcatCount(e._counter())
+        remaining = self.budget - t0
+        owner, counts = e._unit_counts      # the usual case read inline: a counted, unchanged content
+        if owner is not running.counter:
+            counts = {}
+        units = self.units
         admitted: list[_Slot] = []
         for i, s in enumerate(pending):
             ent = s.entry
@@ -824,13 +881,21 @@ class _Run:
             if e.substitute is not None:
                 content = e.substitute(content)
                 self.contents[s.key] = content
-            total = t0 + counter.append(content + "\n")
-            if not ent.ignore_budget and total >= self.budget:
-                if not self.overflow:
+            if not self.overflow:
+                found = counts.get(s.gpos)
+                if found is not None and found[0] is content and found[2].exact:
+                    unit, tc = found[1], found[2]
+                else:
+                    unit, tc = e._unit(s, content, remaining - running.total)
+                units[s.key] = (unit, tc)
+                total = t0 + running.append(unit, tc, limit=remaining)
+                if not ent.ignore_budget and total >= self.budget:
                     self.overflow = True
-                self._note(s, "not_activated", "budget",
-                           f"{total} tokens would reach the budget of {self.budget}", loop)
-                continue
+                    exact = running.exact and (self.budget_text is None or self.budget_text.exact)
+                    self._note(s, "not_activated", "budget",
+                               f"{'' if exact else 'at least '}{total} tokens would reach the budget "
+                               f"of {self.budget}", loop)
+                    continue
             self.activated[s.key] = s
             self.activated_order.append(s)
             admitted.append(s)

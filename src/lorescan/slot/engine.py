@@ -42,7 +42,7 @@ from ..errors import SettingsError
 from ..matching import EntryMatch, ScanView, Window, match_plain_key
 from ..model import Lorebook, MatchOptions, entry_from_fields
 from ..textrules import js_trim
-from ..tokens import TiktokenCounter
+from ..tokens import TiktokenCounter, count_upto
 from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry_from
 from .roll import passes_roll, roll_percent
 from .state import read_first_matched, with_first_matched
@@ -355,7 +355,8 @@ class SlotEngine:
             Lorebook(name="lorebook slot pool", entries=tuple(derived), source="<slot pool>",
                      format="lorebook-slot"), self.match_options)
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
-        self._token_cache: list[tuple[str, int] | None] = [None] * len(self.pool)
+        # (text, count, exact) per pool entry; a whole tuple is written at once (threads share it)
+        self._token_cache: list[tuple[str, int, bool] | None] = [None] * len(self.pool)
 
     # -- token counts (cached per entry: a compiled book's contents are counted once) ----
     def entry_tokens(self, pool_index: int, text: str | None = None) -> int:
@@ -364,16 +365,20 @@ class SlotEngine:
         The last count per entry is kept, so a content is tokenised once however many
         turns insert it.
         """
+        return self._count(pool_index, text, None)[0]
+
+    def _count(self, pool_index: int, text: str | None, limit: int | None) -> tuple[int, bool]:
+        """(count, exact). ``limit``: only whether the count exceeds it matters, so a long
+        content is counted only until it certainly does (then the count is a floor > limit)."""
         if text is None:
             text = self.pool[pool_index].content
         cached = self._token_cache[pool_index]
-        if cached is not None and (cached[0] is text or cached[0] == text):
-            return cached[1]
-        count = self.count_tokens(text) if text else 0
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise TypeError(f"count_tokens must return an int >= 0, got {count!r}")
-        self._token_cache[pool_index] = (text, count)
-        return count
+        if cached is not None and (cached[0] is text or cached[0] == text) and (
+                cached[2] or (limit is not None and cached[1] > limit)):
+            return cached[1], cached[2]
+        count, exact = count_upto(self.count_tokens, text, None if limit is None else limit + 1)
+        self._token_cache[pool_index] = (text, count, exact)
+        return count, exact
 
     # -- one request ----------------------------------------------------------------------
     def run(self, messages: Sequence[ChatMessage], *, turn_id: str | int,
@@ -680,8 +685,11 @@ class SlotEngine:
     def _fit_budget(self, activated: Sequence[_Run]) -> int:
         """SPEC 15.9: rank by (no @@ignore_on_max_context first, priority desc, order desc,
         pool position) and keep the longest prefix that fits the budget."""
+        floors = set()
         for r in activated:
-            r.tokens = self.entry_tokens(r.e.pool_index, r.text)
+            r.tokens, exact = self._count(r.e.pool_index, r.text, self.budget)
+            if not exact:
+                floors.add(id(r))   # counted only until it certainly exceeds the budget
         ranked = sorted(activated, key=lambda r: (r.e.decorators.ignore_on_max_context, -r.e.priority,
                                                   -r.e.order, r.e.position))
         used, cut_at = 0, None
@@ -694,7 +702,8 @@ class SlotEngine:
             elif cut_at is None:
                 cut_at = rank
                 r.outcome = "dropped_budget"
-                r.reason = (f"{r.reason}; {used} + {r.tokens} tokens exceed the budget of "
+                r.reason = (f"{r.reason}; {used} + {'at least ' if id(r) in floors else ''}{r.tokens} "
+                            f"tokens exceed the budget of "
                             f"{self.budget} (rank {rank})")
             else:
                 r.outcome = "dropped_budget"
