@@ -48,6 +48,34 @@ class Window:
 
 
 @dataclass(frozen=True, slots=True)
+class WindowTexts:
+    """The texts a scan's windows are cut from: message segments (newest first), sources,
+    injects and recursion chunks."""
+
+    segments: tuple[str, ...]
+    sources: tuple[str, ...]
+    injects: tuple[str, ...]
+    chunks: tuple[str, ...]
+
+    def labelled_texts(self, window: Window) -> list[tuple[str, str]]:
+        """The texts ``window`` covers, in haystack order, each with a label ("message 0
+        (newest = 0)", "scenario", "inject 0", "recursion text 1", ...)."""
+        if window.depth <= 0:
+            return []
+        depth = min(int(window.depth), MAX_SCAN_DEPTH)
+        segments = self.segments[:depth]
+        out = [(f"message {i} (newest = 0)", t) for i, t in enumerate(segments)] if segments \
+            else [("no message", "")]
+        for i, text in enumerate(self.sources):
+            if window.sources >> i & 1 and text:
+                out.append((SOURCE_NAMES[i], text))
+        out.extend((f"inject {i}", t) for i, t in enumerate(self.injects))
+        if window.recursion:
+            out.extend((f"recursion text {i + 1}", t) for i, t in enumerate(self.chunks[:window.recursion]))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class EntryMatch:
     """Key results for one entry in one window.
 
@@ -191,19 +219,12 @@ class ScanView:
     def labelled_texts(self, window: Window) -> list[tuple[str, str]]:
         """:meth:`texts` with a label each ("message 0 (newest = 0)", "scenario", "inject 0",
         "recursion text 1", ...), for explanations."""
-        if window.depth <= 0:
-            return []
-        depth = min(int(window.depth), MAX_SCAN_DEPTH)
-        segments = self.segments[:depth]
-        out = [(f"message {i} (newest = 0)", t) for i, t in enumerate(segments)] if segments \
-            else [("no message", "")]
-        for i, text in enumerate(self.sources):
-            if window.sources >> i & 1 and text:
-                out.append((SOURCE_NAMES[i], text))
-        out.extend((f"inject {i}", t) for i, t in enumerate(self.injects))
-        if window.recursion:
-            out.extend((f"recursion text {i + 1}", t) for i, t in enumerate(self.chunks[:window.recursion]))
-        return out
+        return self.snapshot().labelled_texts(window)
+
+    def snapshot(self) -> "WindowTexts":
+        """The texts of this view as plain data (references, no copies of the strings), so
+        an explanation can outlive the view and its caches."""
+        return WindowTexts(tuple(self.segments), tuple(self.sources), tuple(self.injects), tuple(self.chunks))
 
     def haystack(self, window: Window) -> str:
         """The exact SillyTavern haystack of SPEC 4.2 for this window."""

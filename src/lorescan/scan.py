@@ -20,7 +20,7 @@ from .decorators import parse_st_decorators
 from .errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
 from .jsregex import RegexTimeout, compile_js_regex, parse_regex_key
-from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window, match_plain_key
+from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window, WindowTexts, match_plain_key
 from .model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, STSettings, js_truthy
 from .place import Placement, place_entries
 from .sthash import entry_fingerprint
@@ -538,7 +538,7 @@ class _Run:
         self.state = INITIAL
         self.notes: dict[str, Diagnostic] = {}
         self.last_windows: dict[str, Window] = {}
-        self.labelled: dict[tuple[int, Window], list[tuple[str, str]]] = {}
+        self.texts_of: list[WindowTexts] = []
         # _walk's candidates of the last loop: (max_depth, recursion chunks, slots)
         self._basis: tuple[int, int, list[_Slot]] | None = None
 
@@ -905,12 +905,7 @@ class _Run:
     def finish(self) -> Callable[[], dict[EntryId, Diagnostic]]:
         """End the turn: keep only what explanations need (the texts of the windows where
         entries fired, not the views or the caller's cache) and return the explainer."""
-        labelled: dict[tuple[int, Window], list[tuple[str, str]]] = {}
-        for slot in self.activated_order:
-            window = self.last_windows.get(slot.key)
-            if window is not None and (slot.book, window) not in labelled:
-                labelled[(slot.book, window)] = self.views[slot.book].labelled_texts(window)
-        self.labelled = labelled
+        self.texts_of = [view.snapshot() for view in self.views]
         self.views = []
         return self.explain
 
@@ -943,7 +938,7 @@ class _Run:
         ww = e.match_whole_words if e.match_whole_words is not None else self.e.match_options.match_whole_words
         k = js_trim(key)
         parsed = parse_regex_key(k)
-        for label, text in self.labelled.get((slot.book, window), ()):
+        for label, text in self.texts_of[slot.book].labelled_texts(window):
             if parsed is not None:
                 try:
                     if compile_js_regex(*parsed).search(text, timeout=self.e.regex_timeout):
