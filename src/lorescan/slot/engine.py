@@ -31,7 +31,10 @@ from typing import Any, Literal, NamedTuple
 
 from ..compile import CompiledBook, compile_book
 from ..hitcache import ChatScan
-from ..errors import SettingsError
+from ..errors import RegexKeyError, SettingsError
+from ..jsregex import RegexTooComplex, regex_key
+from ..limits import DEFAULT_LIMITS, Limits
+from ..regexscope import RegexBudget
 from ..matching import EntryMatch, ScanView, Window, match_plain_key
 from ..model import Lorebook, MatchOptions, entry_from_fields
 from ..textrules import js_trim
@@ -119,6 +122,8 @@ class SlotResult:
     tokens_used: int
     passes: int
     disabled_ui_prompts: frozenset[str]
+    regex_cutoffs: tuple[str, ...] = ()
+    """One line per regex key cut off by the run's regex time budget (also in the log)."""
 
     @property
     def inserted(self) -> tuple[LogRecord, ...]:
@@ -150,14 +155,12 @@ class _Plan:
 def _regex_kind(key: str) -> str:
     """How the shared matcher would read ``key``: ``"regex"``, ``"invalid"`` (``/…/``-shaped
     but not a usable ECMAScript regex) or ``"plain"``."""
-    from ..jsregex import compile_js_regex, parse_regex_key
     k = js_trim(key)
-    parsed = parse_regex_key(k)
-    if parsed is not None:
-        try:
-            compile_js_regex(*parsed)
-        except Exception:       # whatever the translator raises for a pattern it rejects
-            return "invalid"
+    try:
+        rx = regex_key(k, max_length=DEFAULT_LIMITS.max_regex_length, max_nesting=DEFAULT_LIMITS.max_regex_nesting)
+    except RegexTooComplex:     # a regex all the same: compile_book applies the engine's limits
+        return "regex"
+    if rx is not None:
         return "regex"
     return "invalid" if len(k) >= 2 and k.startswith("/") and "/" in k[1:] else "plain"
 
@@ -225,7 +228,10 @@ class SlotEngine:
     honours each entry's ``use_regex`` (SPEC 15.4); ``"auto"`` ignores it and
     auto-detects ``/pattern/flags`` keys as SillyTavern does. ``user_icon_decorator``:
     accept ``@@is_user_icon`` (the caller then passes ``user_icon`` to :meth:`run`).
-    ``regex_timeout``: seconds allowed to one regex key on one text.
+    ``regex_timeout``: CPU seconds allowed to one regex key on one text. ``limits``:
+    ``regex_time_per_scan`` bounds all regex time of one :meth:`run` (cut-off keys are
+    listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons); a regex key
+    past ``max_regex_length`` / ``max_regex_nesting`` raises :class:`RegexKeyError`.
 
     The engine is immutable once built apart from its token-count cache; one engine
     may serve many chats and threads at once (per-chat data lives in the ``state``).
@@ -239,7 +245,7 @@ class SlotEngine:
                  match_options: MatchOptions | None = None,
                  regex_keys: Literal["ccv3", "auto"] = "ccv3",
                  user_icon_decorator: bool = False,
-                 regex_timeout: float | None = 0.25) -> None:
+                 regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
         if regex_keys not in ("ccv3", "auto"):
             raise SettingsError(f"must be 'ccv3' or 'auto', got {regex_keys!r}", source="SlotEngine",
                                 field="regex_keys")
@@ -256,6 +262,7 @@ class SlotEngine:
         self.match_options = match_options if match_options is not None else MatchOptions.improved()
         self.user_icon_decorator = user_icon_decorator
         self.regex_timeout = regex_timeout
+        self.limits = limits
         # SPEC 15.2 [seed]: when the attached books disagree, the largest budget wins.
         self.budget: int = max((b.settings.token_budget for b in slot_books if b.settings), default=0)
 
@@ -277,9 +284,14 @@ class SlotEngine:
                 }, source=b.book.source, fill_defaults=False))
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
-        self.compiled: CompiledBook = compile_book(
-            Lorebook(name="lorebook slot pool", entries=tuple(derived), source="<slot pool>",
-                     format="lorebook-slot"), self.match_options)
+        try:
+            self.compiled: CompiledBook = compile_book(
+                Lorebook(name="lorebook slot pool", entries=tuple(derived), source="<slot pool>",
+                         format="lorebook-slot"), self.match_options, limits=limits)
+        except RegexKeyError as exc:    # locate it in the attached book, not the derived pool
+            e = self.pool[int(exc.entry)]           # type: ignore[arg-type]
+            raise RegexKeyError(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
+                                field="keys") from None
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
         self._token_cache: list[tuple[str, int] | None] = [None] * len(self.pool)
 
@@ -334,7 +346,8 @@ class SlotEngine:
             at_greeting = _at_greeting(chat)
         substitute = substitute if substitute is not None else self.substitute
         view = ScanView(self.compiled, [text for _, text in reversed(chat)], cache=cache,
-                        substitute=substitute, joined=False, regex_timeout=self.regex_timeout)
+                        substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
+                        regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout))
         runs = [_Run(e) for e in self.pool]
 
         # Gates 1-9 (SPEC 15.5): decided once for the turn.
@@ -414,7 +427,8 @@ class SlotEngine:
             position=r.e.position) for r in runs)
         prompts = frozenset(r.e.decorators.disable_ui_prompt for r in inserted
                             if r.e.decorators.disable_ui_prompt)
-        return SlotResult(messages=messages_out, log=log, state=new_state, budget=self.budget,
+        return SlotResult(regex_cutoffs=tuple(view.cut_off_report(view.cut_keys())),
+                          messages=messages_out, log=log, state=new_state, budget=self.budget,
                           tokens_used=used, passes=passes, disabled_ui_prompts=prompts)
 
     # -- pipeline stages ----------------------------------------------------------------
@@ -485,7 +499,7 @@ class SlotEngine:
                 texts = view.texts(window)
             return self._literal_hit(ref.text, e, texts, view)
 
-        timed = f" (regex timed out: {', '.join(m.timed_out)})" if m.timed_out else ""
+        timed = f" ({'; '.join(view.cut_off_report(m.timed_out))})" if m.timed_out else ""
         key = next((ref.text for ref in plan.primary if hit(ref)), None)
         if key is None:
             r.reason = "no primary key matched" + timed
