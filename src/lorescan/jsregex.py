@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 
 import regex
 
-__all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "parse_regex_key", "compile_js_regex",
+__all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "JSText", "parse_regex_key", "compile_js_regex",
            "compile_regex_key", "regex_key", "group_nesting"]
 
 
@@ -957,7 +957,7 @@ class JSRegex:
     ``hazard``: a classic catastrophic-backtracking shape found in the pattern, or None.
     """
 
-    __slots__ = ("source", "flags", "line_local", "hazard", "_compiled", "_sticky", "_unicode")
+    __slots__ = ("source", "flags", "line_local", "hazard", "_compiled", "_sticky", "_unicode", "_hash")
     # slot types (set once, via object.__setattr__, in __init__; _compiled also on first search)
     source: str
     flags: str
@@ -965,6 +965,7 @@ class JSRegex:
     hazard: str | None
     _compiled: _Compiled | None
     _sticky: bool
+    _hash: int
     _unicode: bool
 
     def __init__(self, source: str, flags: str, compiled: _Compiled | None = None, line_local: bool = False,
@@ -976,6 +977,7 @@ class JSRegex:
         object.__setattr__(self, "_compiled", compiled)
         object.__setattr__(self, "_sticky", "y" in flags)
         object.__setattr__(self, "_unicode", "u" in flags)
+        object.__setattr__(self, "_hash", hash((source, flags)))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("JSRegex is immutable")
@@ -994,23 +996,28 @@ class JSRegex:
         return isinstance(other, JSRegex) and (self.source, self.flags) == (other.source, other.flags)
 
     def __hash__(self) -> int:
-        return hash((self.source, self.flags))
+        return self._hash
 
-    def search(self, text: str, *, timeout: float | None = 0.25) -> bool:
+    def search(self, text: str | JSText, *, timeout: float | None = 0.25) -> bool:
         """True iff ``RegExp.prototype.test(text)`` is true for a fresh regex object.
 
         ``g`` has no effect; ``y`` anchors the match at index 0. ``timeout`` is in seconds
         of wall-clock time (None: no limit). Raises RegexTimeout when the evaluation runs
-        past it.
+        past it. ``text`` may be a :class:`JSText`, prepared once for many regexes.
         """
         compiled = self._compiled
         if compiled is None:                            # unpickled: recompile (idempotent, race-safe)
             compiled = _compile_translated(self.source, self.flags)[0]
             object.__setattr__(self, "_compiled", compiled)
         pattern, canon_table, fast = compiled
-        if fast is not None and _FOLDS_TO_ASCII.search(text) is None:
-            pattern = fast
-        text = _join_surrogates(text) if self._unicode else _split_astral(text)
+        if type(text) is JSText:
+            if fast is not None and not text.folds():
+                pattern = fast
+            text = text.points() if self._unicode else text.units()
+        else:
+            if fast is not None and _FOLDS_TO_ASCII.search(text) is None:
+                pattern = fast
+            text = _join_surrogates(text) if self._unicode else _split_astral(text)
         if canon_table is not None:
             # i + backreference: JS compares Canonicalize(ch) everywhere, so match the
             # canonicalised text (sets are case-closed, so they accept the canonical chars).
@@ -1025,6 +1032,34 @@ class JSRegex:
             # regex can loop without bound on an empty-matching quantified group whose captures
             # change every iteration (backreference bookkeeping): treat it as not completing.
             raise RegexTimeout(f"regex /{self.source}/{self.flags} ran out of memory") from exc
+
+
+class JSText:
+    """One text prepared for many :meth:`JSRegex.search` calls: its UTF-16 and code-point
+    forms and its case-folding check are computed once, on first use."""
+
+    __slots__ = ("text", "_units", "_points", "_folds")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._units: str | None = None
+        self._points: str | None = None
+        self._folds: bool | None = None
+
+    def units(self) -> str:
+        if self._units is None:
+            self._units = _split_astral(self.text)
+        return self._units
+
+    def points(self) -> str:
+        if self._points is None:
+            self._points = _join_surrogates(self.text)
+        return self._points
+
+    def folds(self) -> bool:
+        if self._folds is None:
+            self._folds = _FOLDS_TO_ASCII.search(self.text) is not None
+        return self._folds
 
 
 def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,

@@ -9,6 +9,8 @@ This module is the interface between the engines and the matcher. Key hits come 
 the book's automaton, per text, through the caller's ChatScan cache (SPEC 14); only
 special keys (regex, U+0001, blank, macro) look at the assembled haystack. The plain
 implementation it replaced lives on as the test oracle, tests/reference_matcher.py.
+Regex keys that cannot see past their own text are tested text by text and cached
+the same way (see lorescan.regexscope); the others search the assembled haystack.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from . import _kernels
 from .compile import EMPTY, SKIP, build_matcher, classify_key
 from .hitcache import ChatScan
-from .jsregex import JSRegex, RegexTooComplex
+from .jsregex import JSRegex, JSText, RegexTooComplex
 from .limits import DEFAULT_LIMITS
 from .model import MatchOptions
 from .regexscope import RegexBudget
@@ -348,12 +350,14 @@ class ScanView:
         return found
 
     # -- regex keys tested text by text -------------------------------------------------
-    def _regex_text(self, text: str) -> tuple[frozenset[int], frozenset[int]]:
+    def _regex_text(self, text: str, lit_hits: frozenset[int] | None = None
+                    ) -> tuple[frozenset[int], frozenset[int]]:
         """(rids that match, rids cut off) among the per-text regexes, for one text.
 
         Joined mode tests ``"\x01" + text`` (the text's piece of the haystack, see
         regexscope); slot mode the text itself. A regex whose required literal is not in the
-        text's literal hits is not run. Cached in the ChatScan unless something was cut off.
+        text's literal hits (``lit_hits``, looked up when None) is not run. Cached in the
+        ChatScan unless something was cut off.
         """
         found = self._regex_texts.get(text)
         if found is not None:
@@ -363,8 +367,9 @@ class ScanView:
         if stored is not None:
             found = (stored, EMPTY)
         else:
-            lit_hits = cache.lookup(self._matcher, text)
-            probe = MARKER + text if self.joined else text
+            if lit_hits is None:
+                lit_hits = cache.lookup(self._matcher, text)
+            probe = JSText(MARKER + text if self.joined else text)
             regexes, lits, search = compiled.regexes, compiled.regex_lits, self.regex_budget.search
             hits, cut = [], []
             for rid in self._per_text_rids:
@@ -386,7 +391,12 @@ class ScanView:
         """(rids that match, rids cut off) over the window's texts: unions of per-text sets."""
         found = self._regex_windows.get(window)
         if found is None:
-            per_text = [self._regex_text(t) for t in self.texts(window)]
+            texts = self.texts(window)
+            n_chunks = min(window.recursion, len(self.chunks))   # the last texts; their hits are known
+            first_chunk = len(texts) - n_chunks
+            chunk_hits = self._chunk_hit_list() if n_chunks else []
+            per_text = [self._regex_text(t, chunk_hits[i - first_chunk] if i >= first_chunk else None)
+                        for i, t in enumerate(texts)]
             union = _kernels.hits.window_union
             found = (union([h for h, _ in per_text]), union([c for _, c in per_text if c]))
             self._regex_windows[window] = found
@@ -421,7 +431,12 @@ class ScanView:
                     refs[(raw, cs, ww)] = SKIP
                     continue
                 try:
-                    spec = classify_key(key, cs, ww, self.options, raw)
+                    if key.startswith("/"):     # maybe a regex: translate once per ChatScan, not per scan
+                        spec = self._cache.side_matcher(
+                            ("classify", key, cs, ww, raw, self.options),
+                            lambda: classify_key(key, cs, ww, self.options, raw))
+                    else:
+                        spec = classify_key(key, cs, ww, self.options, raw)
                 except RegexTooComplex:
                     refs[(raw, cs, ww)] = SKIP   # a macro made a regex past the limits: never matches
                     continue

@@ -28,10 +28,9 @@ its allowance is *cut off*: reported, never read or cached as "no match".
 """
 from __future__ import annotations
 
-import threading
 import time
 
-from .jsregex import JSRegex, JSRegexError, RegexTimeout, RegexTooComplex, compile_regex_key
+from .jsregex import JSRegex, JSRegexError, JSText, RegexTimeout, RegexTooComplex, compile_regex_key
 from .limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["RegexBudget", "regex_hazard"]
@@ -57,20 +56,19 @@ class RegexBudget:
     """The regex time one scan (or one slot run) may spend, in thread CPU seconds.
 
     ``seconds``: the whole scan's allowance (``Limits.regex_time_per_scan``); ``per_eval``:
-    the most one evaluation may take (None: the rest of the allowance). Thread-safe; one
-    budget per scan, never shared between scans.
+    the most one evaluation may take (None: the rest of the allowance). One budget per scan,
+    used by the scan's thread only.
     """
 
-    __slots__ = ("seconds", "per_eval", "left", "cut", "_lock")
+    __slots__ = ("seconds", "per_eval", "left", "cut")
 
     def __init__(self, seconds: float = DEFAULT_LIMITS.regex_time_per_scan, per_eval: float | None = None) -> None:
         self.seconds = seconds
         self.per_eval = per_eval
         self.left = seconds
         self.cut: dict[str, float] = {}      # regex source "/p/f" -> CPU ms of the cut evaluation
-        self._lock = threading.Lock()
 
-    def search(self, rx: JSRegex, text: str) -> bool | None:
+    def search(self, rx: JSRegex, text: str | JSText) -> bool | None:
         """``rx.search(text)``, or None when the evaluation was cut off (recorded in ``cut``)."""
         cap = self.left if self.per_eval is None else min(self.left, self.per_eval)
         used = 0.0
@@ -80,24 +78,23 @@ class RegexBudget:
             allowance = cap - used
             if allowance <= 0:
                 break
-            wall0, cpu0 = time.perf_counter(), time.thread_time()
+            wall = max(allowance * stretch, _MIN_WALL)
+            cpu0 = time.thread_time()
             try:
-                found = rx.search(text, timeout=max(allowance * stretch, _MIN_WALL))
+                found = rx.search(text, timeout=wall)
             except RegexTimeout:
                 found = None
             cpu = time.thread_time() - cpu0
             used += cpu
             if found is not None:
                 break
-            wall = time.perf_counter() - wall0
             if cpu >= 0.9 * allowance:      # it had its CPU time: really cut off
                 break
-            stretch = max(stretch, 1.25 * wall / max(cpu, 1e-4))
-        with self._lock:
-            self.left -= used
-            if found is None:
-                key = f"/{rx.source}/{rx.flags}"
-                self.cut[key] = max(self.cut.get(key, 0.0), used * 1000)
+            stretch = max(stretch, 1.25 * wall / max(cpu, 1e-4))    # starved: the wall ran out first
+        self.left -= used
+        if found is None:
+            key = f"/{rx.source}/{rx.flags}"
+            self.cut[key] = max(self.cut.get(key, 0.0), used * 1000)
         return found
 
     def describe(self, raw: str, rx: JSRegex) -> str:
