@@ -286,3 +286,11 @@ def test_a_catastrophic_slot_book_is_cut_within_the_budget():
         print("ok")
     """, cpu_seconds=30)
     assert out.strip() == "ok"
+
+
+def test_slot_mode_refuses_a_regex_key_past_the_limits_naming_the_attached_entry():
+    deep = "/" + "(" * 200 + "a" + ")" * 200 + "/"
+    book = st_book("b", [{"uid": 3, "key": ["x", deep], "content": "c"}])
+    with pytest.raises(RegexKeyError, match="max_regex_nesting") as info:
+        slot_engine(book)
+    assert (info.value.entry, info.value.field) == (3, "keys")

@@ -1010,7 +1010,7 @@ class JSRegex:
             compiled = _compile_translated(self.source, self.flags)[0]
             object.__setattr__(self, "_compiled", compiled)
         pattern, canon_table, fast = compiled
-        if type(text) is JSText:
+        if isinstance(text, JSText):
             if fast is not None and not text.folds():
                 pattern = fast
             text = text.points() if self._unicode else text.units()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import _kernels
-from .compile import EMPTY, SKIP, build_matcher, classify_key
+from .compile import EMPTY, SKIP, Special, VariantSpec, build_matcher, classify_key
 from .hitcache import ChatScan
 from .jsregex import JSRegex, JSText, RegexTooComplex
 from .limits import DEFAULT_LIMITS
@@ -430,9 +430,10 @@ class ScanView:
                 if key == "" and self.options.blank_keys == "ignore":
                     refs[(raw, cs, ww)] = SKIP
                     continue
+                spec: VariantSpec | Special
                 try:
                     if key.startswith("/"):     # maybe a regex: translate once per ChatScan, not per scan
-                        spec = self._cache.side_matcher(
+                        spec = self._cache.side_matcher(           # type: ignore[assignment]
                             ("classify", key, cs, ww, raw, self.options),
                             lambda: classify_key(key, cs, ww, self.options, raw))
                     else:

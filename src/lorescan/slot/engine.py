@@ -289,7 +289,9 @@ class SlotEngine:
                 Lorebook(name="lorebook slot pool", entries=tuple(derived), source="<slot pool>",
                          format="lorebook-slot"), self.match_options, limits=limits)
         except RegexKeyError as exc:    # locate it in the attached book, not the derived pool
-            e = self.pool[int(exc.entry)]           # type: ignore[arg-type]
+            if not isinstance(exc.entry, int):
+                raise
+            e = self.pool[exc.entry]
             raise RegexKeyError(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
                                 field="keys") from None
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
