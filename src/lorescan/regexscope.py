@@ -80,13 +80,14 @@ class RegexBudget:
                 break
             wall = max(allowance * stretch, _MIN_WALL)
             cpu0 = time.thread_time()
+            out_of_memory = False
             try:
                 found = rx.search(text, timeout=wall)
-            except RegexTimeout:
-                found = None
+            except RegexTimeout as exc:
+                found, out_of_memory = None, isinstance(exc.__cause__, MemoryError)
             cpu = time.thread_time() - cpu0
             used += cpu
-            if found is not None:
+            if found is not None or out_of_memory:      # never retry what exhausted memory
                 break
             if cpu >= 0.9 * allowance:      # it had its CPU time: really cut off
                 break
