@@ -127,7 +127,6 @@ def bench_cold_call_from_pickle(benchmark, world, fast_tavern_depth50):
     def setup():
         from lorescan import jsregex
         jsregex.compile_js_regex.cache_clear()     # a fresh worker has compiled no regex yet
-        jsregex._translate.cache_clear()
         return (window,), {"max_context": MAX_CONTEXT, "cache": ChatScan(), "_engine": pickle.loads(blob)}
 
     def cold(window, *, max_context, cache, _engine):

@@ -83,7 +83,9 @@ class ReferenceScanView:
     def __init__(self, compiled: object, messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
                  injects: Sequence[str] = (), *, cache: object = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
-                 regex_timeout: float | None = 0.25) -> None:
+                 regex_timeout: float | None = 0.25, regex_budget: object = None) -> None:
+        # regex_budget is accepted and ignored: the oracle gives each evaluation its own
+        # wall-clock regex_timeout, as the engines did before the scan-wide budget.
         self.compiled = compiled
         self.entries = compiled.entries
         self.options = compiled.options
@@ -130,6 +132,12 @@ class ReferenceScanView:
         if window.recursion and self.chunks:                    # step 7
             hs += JOINER + JOINER.join(self.chunks[:window.recursion])
         return hs
+
+    def cut_keys(self) -> list[str]:
+        return []
+
+    def cut_off_report(self, raw_keys: Sequence[str]) -> list[str]:
+        return [f"regex key {raw!r} was cut off" for raw in dict.fromkeys(raw_keys)]
 
     # -- matching ----------------------------------------------------------------------
     def candidates(self, max_depth: int, recursion: int) -> Sequence[int] | None:

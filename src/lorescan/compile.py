@@ -21,13 +21,15 @@ import gc
 import uuid
 from array import array
 from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 import ahocorasick
 
 from . import _kernels
 from ._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
-from .jsregex import parse_regex_key
+from .errors import RegexKeyError
+from .jsregex import JSRegex, RegexTooComplex, regex_key
+from .limits import DEFAULT_LIMITS, Limits
 from .model import Entry, Lorebook, MatchOptions
 from .textrules import has_js_whitespace, js_lower, js_trim
 
@@ -38,8 +40,10 @@ EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
 
 # A special key, evaluated on the haystack/texts by ScanView:
-#   ("re", pattern, flags, lit, raw)  regex key (raw = the entry's key string, for timed_out;
-#                                 lit = vid of a literal every match contains, or SKIP)
+#   ("re", rx, rid, lit, raw)     regex key: rx the compiled JSRegex, rid its index in
+#                                 CompiledBook.regexes (-1: made at scan time from a macro
+#                                 key), lit the vid of a literal every match contains (or
+#                                 SKIP), raw the entry's key string (for cut-off reports)
 #   ("plain", text, cs, ww, raw)  plain key that cannot be decided per text
 #   ("macro", raw, cs, ww)        key with {{ under a substitution hook
 Special = tuple
@@ -159,11 +163,14 @@ def required_literal(pattern: str, flags: str) -> str | None:
     return best.lower() if ci else best
 
 
-def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str) -> VariantSpec | Special:
-    """A prepared key: its variant spec if it can be matched per text, else its special form."""
-    parsed = parse_regex_key(text)
-    if parsed is not None:
-        return ("re", parsed[0], parsed[1], raw)
+def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str,
+                 limits: Limits = DEFAULT_LIMITS) -> VariantSpec | Special:
+    """A prepared key: its variant spec if it can be matched per text, else its special form
+    (``("re", rx, -1, SKIP, raw)`` for a regex key). Raises RegexTooComplex for a regex key past
+    ``limits.max_regex_length`` / ``limits.max_regex_nesting``."""
+    rx = regex_key(text, max_length=limits.max_regex_length, max_nesting=limits.max_regex_nesting)
+    if rx is not None:
+        return ("re", rx, -1, SKIP, raw)
     if text == "" or "\x01" in text or text.endswith("\n"):
         return ("plain", text, cs, ww, raw)
     mt = text if cs else js_lower(text)
@@ -257,6 +264,11 @@ class CompiledBook:
     (special keys); ``content_hits[i]``: vids in ``entries[i].content``;
     ``chunk_union_exact``: no variant contains "\\n", so a "\\n"-join of contents hits exactly
     the union of their hits; ``macro_keys``: distinct (raw, cs, ww) of macro keys.
+    ``regexes[rid]``: the compiled regex keys (distinct); ``regex_lits[rid]``: the vid of a
+    literal every match contains, or SKIP; ``regex_line_local``: the rids of the line-local
+    regexes (tested text by text on a joined haystack, see regexscope); ``regex_hazards``: (entry index, key, shape) for
+    regex keys with a catastrophic-backtracking shape (advisory: they still run, under the
+    scan's regex time budget).
     """
 
     book: Lorebook
@@ -272,12 +284,20 @@ class CompiledBook:
     content_hits: tuple[frozenset[int], ...]
     chunk_union_exact: bool
     macro_keys: tuple[tuple[str, bool, bool], ...]
+    regexes: tuple[JSRegex, ...] = ()
+    regex_lits: tuple[int, ...] = ()
+    regex_hazards: tuple[tuple[int, str, str], ...] = ()
+    regex_line_local: tuple[int, ...] = ()
 
 
 class _Builder:
-    def __init__(self, options: MatchOptions) -> None:
+    def __init__(self, options: MatchOptions, limits: Limits) -> None:
         self.options = options
+        self.limits = limits
         self.vids: dict[VariantSpec, int] = {}
+        self.rids: dict[JSRegex, int] = {}
+        self.regex_lits: list[int] = []
+        self.parsed: dict[str, JSRegex] = {}      # regex key text -> regex (books repeat them)
 
     def vid(self, spec: VariantSpec) -> int:
         vid = self.vids.get(spec)
@@ -286,14 +306,20 @@ class _Builder:
         return vid
 
     def ref(self, text: str, cs: bool, ww: bool, raw: str) -> KeyRef:
-        spec = classify_key(text, cs, ww, self.options, raw)
-        if len(spec) == 3:
-            return self.vid(spec)            # type: ignore[arg-type]
-        if spec[0] == "re":
-            lit = required_literal(spec[1], spec[2])
-            # ("re", pattern, flags, prefilter vid or SKIP, raw)
-            return ("re", spec[1], spec[2], SKIP if lit is None else self.vid((lit, "i" not in spec[2], False)), raw)
-        return spec
+        rx = self.parsed.get(text) if text.startswith("/") else None
+        if rx is None:
+            spec = classify_key(text, cs, ww, self.options, raw, self.limits)
+            if len(spec) == 3:
+                return self.vid(spec)            # type: ignore[arg-type]
+            if spec[0] != "re":
+                return spec
+            rx = self.parsed[text] = spec[1]
+        rid = self.rids.get(rx)
+        if rid is None:
+            rid = self.rids[rx] = len(self.rids)
+            lit = required_literal(rx.source, rx.flags)
+            self.regex_lits.append(SKIP if lit is None else self.vid((lit, "i" not in rx.flags, False)))
+        return ("re", rx, rid, self.regex_lits[rid], raw)
 
     def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool) -> KeyRef:
         # SPEC 5: substitute (if {{), skip if empty, trim; blank -> "" (match_all) or skipped.
@@ -307,44 +333,58 @@ class _Builder:
         return self.ref(key, cs, ww, raw)
 
 
-def _plan(builder: _Builder, entry: Entry, substitute: bool) -> EntryPlan:
+def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str) -> EntryPlan:
     o = builder.options
     cs = entry.case_sensitive if entry.case_sensitive is not None else o.case_sensitive
     ww = entry.match_whole_words if entry.match_whole_words is not None else o.match_whole_words
-    primary = tuple((i, builder.activation_ref(k, cs, ww, substitute)) for i, k in enumerate(entry.key))
+
+    def located(field: str, i: int, make: Callable[[], KeyRef]) -> KeyRef:
+        try:
+            return make()
+        except RegexTooComplex as exc:
+            raise RegexKeyError(f"regex key refused: {exc}", source=source, entry=entry.uid,
+                                field=f"{field}[{i}]") from None
+    primary = tuple((i, located("key", i, lambda: builder.activation_ref(k, cs, ww, substitute)))
+                    for i, k in enumerate(entry.key))
     primary = tuple(p for p in primary if p[1] != SKIP)
-    secondary = tuple(builder.activation_ref(k, cs, ww, substitute) for k in entry.keysecondary)
-    score_p = tuple(builder.ref(k, cs, ww, k) for k in entry.key)
-    score_s = tuple(builder.ref(k, cs, ww, k) for k in entry.keysecondary)
+    secondary = tuple(located("keysecondary", i, lambda: builder.activation_ref(k, cs, ww, substitute))
+                      for i, k in enumerate(entry.keysecondary))
+    score_p = tuple(located("key", i, lambda: builder.ref(k, cs, ww, k)) for i, k in enumerate(entry.key))
+    score_s = tuple(located("keysecondary", i, lambda: builder.ref(k, cs, ww, k))
+                    for i, k in enumerate(entry.keysecondary))
     simple = all(type(r) is int for _, r in primary) and all(type(r) is int for r in secondary)
     score_simple = all(type(r) is int for r in score_p + score_s)
     return EntryPlan(primary, secondary, simple, score_p, score_s, score_simple)
 
 
-def compile_book(book: Lorebook, options: MatchOptions = MatchOptions()) -> CompiledBook:
-    """Compile ``book`` for matching under ``options``: one automaton, plans, content hits."""
+def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
+                 limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
+    """Compile ``book`` for matching under ``options``: one automaton, plans, content hits,
+    compiled regex keys. Raises RegexKeyError (naming the entry and field) for a regex key
+    past ``limits.max_regex_length`` or ``limits.max_regex_nesting``."""
     # Compiling allocates ~10 small objects per key and none of them form cycles; the cyclic
     # collector would re-walk the growing heap many times (a third of the time at 100k entries).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _compile(book, options)
+        return _compile(book, options, limits)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _compile(book: Lorebook, options: MatchOptions) -> CompiledBook:
+def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledBook:
     entries = tuple(book.entries)
-    builder = _Builder(options)
+    builder = _Builder(options, limits)
+    source = getattr(book, "source", "<memory>")
     plans: list[EntryPlan] = []
     plans_sub: list[EntryPlan] = []
     macro: dict[tuple[str, bool, bool], None] = {}
     for entry in entries:
-        plan = _plan(builder, entry, False)
+        plan = _plan(builder, entry, False, source)
         plans.append(plan)
         if any("{{" in k for k in entry.key + entry.keysecondary):
-            sub = _plan(builder, entry, True)
+            sub = _plan(builder, entry, True, source)
             for ref in [r for _, r in sub.primary] + list(sub.secondary):
                 if type(ref) is tuple and ref[0] == "macro":
                     macro[ref[1:]] = None
@@ -373,8 +413,15 @@ def _compile(book: Lorebook, options: MatchOptions) -> CompiledBook:
             always_sub.append(i)
     scan = matcher.scan
     content_hits = tuple(scan(e.content) for e in entries)
+    hazards = []
+    for i, plan in enumerate(plans):
+        for ref in [r for _, r in plan.primary] + list(plan.secondary):
+            if type(ref) is tuple and ref[0] == "re" and ref[1].hazard is not None:
+                hazards.append((i, ref[-1], ref[1].hazard))
     return CompiledBook(
         book=book, entries=entries, options=options, matcher=matcher, specs=specs,
         plans=tuple(plans), plans_sub=tuple(plans_sub),
         vid_entries=tuple(tuple(v) for v in vid_sets), always=tuple(always), always_sub=tuple(always_sub),
-        content_hits=content_hits, chunk_union_exact=not matcher.has_newline, macro_keys=tuple(macro))
+        content_hits=content_hits, chunk_union_exact=not matcher.has_newline, macro_keys=tuple(macro),
+        regexes=tuple(builder.rids), regex_lits=tuple(builder.regex_lits), regex_hazards=tuple(hazards),
+        regex_line_local=tuple(rid for rid, rx in enumerate(builder.rids) if rx.line_local))

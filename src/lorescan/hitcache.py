@@ -88,6 +88,20 @@ class ChatScan:
         self._store(key, value, sys.getsizeof(texts))
         return value
 
+    def lookup_regex(self, token: str, text: str) -> frozenset[int] | None:
+        """The stored regex hits of ``text`` under ``token`` (a compiled book's regex set and
+        mode, see ScanView), or None. Only complete results are stored (:meth:`store_regex`):
+        a regex cut off by its time budget is never remembered as "no match"."""
+        found = self._get((token, text))
+        if found is not None:
+            self.hit_count += 1
+        return found
+
+    def store_regex(self, token: str, text: str, hits: frozenset[int]) -> None:
+        """Remember the regex hits of ``text`` (ids of the regexes that match it)."""
+        self.miss_count += 1
+        self._store((token, text), hits, sys.getsizeof(text))
+
     def _get(self, key: _Key) -> frozenset[int] | None:
         found = self._lru.get(key)
         if found is not None:

@@ -47,7 +47,8 @@ from collections.abc import Callable, Iterable
 
 import regex
 
-__all__ = ["JSRegexError", "RegexTimeout", "JSRegex", "parse_regex_key", "compile_js_regex"]
+__all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "JSText", "parse_regex_key", "compile_js_regex",
+           "compile_regex_key", "regex_key", "group_nesting"]
 
 
 class JSRegexError(ValueError):
@@ -56,6 +57,13 @@ class JSRegexError(ValueError):
 
 class RegexTimeout(Exception):
     """One regex evaluation ran past its time limit."""
+
+
+class RegexTooComplex(Exception):
+    """A pattern past a size limit (length, group nesting): refused before it is translated.
+
+    Not a JSRegexError: the key is a valid JS regex, so it must not silently become a plain key.
+    """
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,6 +145,12 @@ def _case_classes(unicode_mode: bool) -> tuple[dict[int, tuple[int, ...]], tuple
         groups.setdefault(canon(cp), []).append(cp)
     classes = tuple(tuple(g) for g in groups.values() if len(g) > 1)
     return {cp: cls for cls in classes for cp in cls}, classes
+
+
+@functools.lru_cache(maxsize=2)
+def _sorted_cased(unicode_mode: bool) -> list[int]:
+    """The members of ``_case_classes``, sorted."""
+    return sorted(_case_classes(unicode_mode)[0])
 
 
 @functools.lru_cache(maxsize=2)
@@ -223,9 +237,15 @@ class _CharSet:
 
     def case_closed(self, unicode_mode: bool) -> _CharSet:
         """Add every char whose Canonicalize equals that of a member (ES CharacterSetMatcher)."""
-        _, classes = _case_classes(unicode_mode)
-        member = self.contains()
-        extra = [(cp, cp) for cls in classes if any(member(c) for c in cls) for cp in cls]
+        members, classes = _case_classes(unicode_mode)
+        if self.props:
+            member = self.contains()
+            extra = [(cp, cp) for cls in classes if any(member(c) for c in cls) for cp in cls]
+        else:                           # only the cased characters inside the ranges matter
+            cased = _sorted_cased(unicode_mode)
+            extra = [(cp, cp) for lo, hi in self.ranges
+                     for c in cased[bisect.bisect_left(cased, lo):bisect.bisect_right(cased, hi)]
+                     for cp in members[c]]
         return _CharSet(self.ranges + tuple(extra), self.props) if extra else self
 
     def emit(self, negate: bool = False) -> str:
@@ -285,6 +305,14 @@ class _Translator:
         self.names: dict[str, int] = {}
         self.saw_backref = False
         self.pending_refs: list[str] = []
+        # Facts for regexscope: can any consuming atom (lookarounds included) match U+000A;
+        # was a whole-input anchor (\A / \Z: ^ and $ without m) emitted; a catastrophic shape.
+        self.newline = False
+        self.text_anchor = False
+        self.hazard: str | None = None
+        self.unbounded = 0                 # unbounded quantifiers emitted so far
+        self.charset_memo: dict[tuple, tuple[str, bool]] = {}   # (ranges, props, negate) -> (atom, newline)
+        self.alternations: list[bool] = []   # per disjunction closed: do two alternatives overlap
 
     # -- helpers --------------------------------------------------------------------------------
     def error(self, message: str) -> JSRegexError:
@@ -301,11 +329,18 @@ class _Translator:
         return False
 
     def charset_atom(self, cs: _CharSet, negate: bool = False) -> str:
-        if self.i:
-            cs = cs.case_closed(self.u)
-        return cs.emit(negate)
+        memo_key = (cs.ranges, cs.props, negate)
+        found = self.charset_memo.get(memo_key)
+        if found is None:
+            if self.i:
+                cs = cs.case_closed(self.u)
+            found = self.charset_memo[memo_key] = (cs.emit(negate), cs.contains()(0x0A) != negate)
+        self.newline = self.newline or found[1]
+        return found[0]
 
     def literal(self, cp: int) -> str:
+        if cp == 0x0A:                  # no other character canonicalises to U+000A
+            self.newline = True
         if self.i and self.ascii_case_scoped and not self.u and cp < 128 and chr(cp).isalpha():
             return f"(?i:{chr(cp)})"
         if self.i:
@@ -337,6 +372,10 @@ class _Translator:
         alts = [self.alternative()]
         while self.eat("|"):
             alts.append(self.alternative())
+        # Overlap, syntactically: one alternative is a prefix of another (a|a, a|aa, \w|\w\d).
+        ordered = sorted(alts)          # a prefix sorts right before the strings it starts
+        overlap = any(b and a.startswith(b) for b, a in zip(ordered, ordered[1:]))
+        self.alternations.append(overlap)
         return "|".join(alts)
 
     def alternative(self) -> str:
@@ -352,10 +391,12 @@ class _Translator:
         if ch == "^":
             self.pos += 1
             atom = "(?:(?<=[\\n\\r\\u2028\\u2029])|\\A)" if self.m else "\\A"
+            self.text_anchor = self.text_anchor or not self.m
             return self.no_quantifier(atom)
         if ch == "$":
             self.pos += 1
             atom = "(?=[\\n\\r\\u2028\\u2029]|\\Z)" if self.m else "\\Z"
+            self.text_anchor = self.text_anchor or not self.m
             return self.no_quantifier(atom)
         if self.src.startswith("\\b", self.pos) or self.src.startswith("\\B", self.pos):
             self.pos += 2
@@ -375,8 +416,19 @@ class _Translator:
                 if quantifiable:
                     return self.quantified(f"(?:{atom})", start_groups)
                 return self.no_quantifier(atom)
+        before = self.unbounded
+        n_alternations = len(self.alternations)
         atom = self.atom()
-        return self.quantified(atom, start_groups)
+        inner_unbounded = self.unbounded > before
+        overlapping = len(self.alternations) > n_alternations and self.alternations[-1]
+        out = self.quantified(atom, start_groups)
+        if self.hazard is None and self.unbounded > before + inner_unbounded:
+            # This atom got an unbounded quantifier: classic catastrophic shapes under it.
+            if inner_unbounded:
+                self.hazard = "nested unbounded quantifiers (like (a+)+)"
+            elif overlapping:
+                self.hazard = "an unbounded quantifier over overlapping alternatives (like (a|aa)+)"
+        return out
 
     def no_quantifier(self, atom: str) -> str:
         if self.at_quantifier():
@@ -417,6 +469,8 @@ class _Translator:
         if hi is not None and hi < lo:
             raise self.error("numbers out of order in {} quantifier")
         lazy = "?" if self.eat("?") else ""
+        if hi is None:
+            self.unbounded += 1
         lo = min(lo, _REGEX_MAX_REPEAT)
         hi = None if hi is None or hi > _REGEX_MAX_REPEAT else hi
         if self.reset_groups and self.group_count > start_groups:
@@ -457,6 +511,7 @@ class _Translator:
             return self.literal(ord(ch))
         if ch == ".":
             self.pos += 1
+            self.newline = self.newline or self.s
             cs = _CharSet(() if self.s else _LINE_TERMINATORS)
             return cs.emit(negate=True)
         if ch == "(":
@@ -822,9 +877,32 @@ def _check_flags(flags: str) -> None:
             raise JSRegexError(f"Invalid flags supplied to RegExp constructor '{flags}' (duplicate '{f}')")
 
 
-@functools.lru_cache(maxsize=4096)
-def _translate(pattern: str, flags: str, ascii_case_scoped: bool = False) -> tuple[str, bool]:
-    """JS (pattern, flags) -> (``regex`` V0 pattern text, whether texts must be canonicalised).
+def group_nesting(pattern: str) -> int:
+    """The deepest nesting of ``(`` groups (lookarounds included) in a JS pattern, without
+    recursion; parentheses inside classes and escaped ones do not count."""
+    depth = deepest = 0
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")" and depth:
+            depth -= 1
+        i += 1
+    return deepest
+
+
+def _translate(pattern: str, flags: str, ascii_case_scoped: bool = False) -> tuple[str, bool, _Translator]:
+    """JS (pattern, flags) -> (``regex`` V0 pattern text, whether texts must be canonicalised,
+    the translator, whose ``newline``/``text_anchor``/``hazard`` facts describe the pattern).
 
     ``ascii_case_scoped`` asks for the fast variant of an ``i`` (non-``u``) pattern (see
     ``_Translator``). Raises JSRegexError.
@@ -841,51 +919,65 @@ def _translate(pattern: str, flags: str, ascii_case_scoped: bool = False) -> tup
         out = tr.translate()
     for name in set(tr.pending_refs):
         out = out.replace(f"\x00ref:{name}\x00", f"(?P=g{tr.names[name]})")
-    return out, tr.saw_backref and tr.i
+    return out, tr.saw_backref and tr.i, tr
 
 
 _FOLDS_TO_ASCII = regex.compile("[\\u0130\\u0131\\u017f\\u212a]")
 
+_Compiled = tuple[regex.Pattern, "dict[int, int] | None", "regex.Pattern | None"]
 
-def _compile_translated(pattern: str, flags: str
-                        ) -> tuple[regex.Pattern, dict[int, int] | None, regex.Pattern | None]:
-    """The compiled pattern, the Canonicalize table to apply to texts (or None), and the
-    fast variant for texts without the characters of ``_FOLDS_TO_ASCII`` (or None)."""
-    text, canonical = _translate(pattern, flags)
+
+def _compile_translated(pattern: str, flags: str) -> tuple[_Compiled, bool, str | None]:
+    """((the compiled pattern, the Canonicalize table to apply to texts or None, the fast
+    variant for texts without the characters of ``_FOLDS_TO_ASCII`` or None), whether the
+    regex is line-local (see :attr:`JSRegex.line_local`), its catastrophic shape or None)."""
+    text, canonical, tr = _translate(pattern, flags)
     table = _canon_table("u" in flags) if canonical else None
     fast_text = None
     if "i" in flags and "u" not in flags and not canonical:
-        fast_text, _ = _translate(pattern, flags, True)
+        fast_text, _, _ = _translate(pattern, flags, True)
     try:
         compiled = regex.compile(text, regex.V0)
         fast = regex.compile(fast_text, regex.V0) if fast_text is not None and fast_text != text else None
     except regex.error as exc:  # a translator bug, not a user error: say so loudly
         raise RuntimeError(f"lorescan.jsregex produced an invalid regex for /{pattern}/{flags}: {exc}") from exc
-    return compiled, table, fast
+    line_local = not (tr.newline or tr.text_anchor or "y" in flags)
+    return (compiled, table, fast), line_local, tr.hazard
 
 
 class JSRegex:
     """A compiled JS regex. Immutable and thread-safe; pickles as (source, flags).
 
     ``source``/``flags`` are the JS pattern and flags as given to :func:`compile_js_regex`.
+    ``line_local``: no match can consume U+000A (no class, escape, ``.`` under ``s`` or
+    literal that accepts it, lookarounds included), the pattern has no whole-input anchor
+    (``^``/``$`` without ``m``) and no ``y``. Then a match in a text never reaches past the
+    text's lines, and its assertions see a line break and the input edge alike, so on a
+    SillyTavern haystack the regex can be tested text by text (see ``lorescan.regexscope``).
+    ``hazard``: a classic catastrophic-backtracking shape found in the pattern, or None.
     """
 
-    __slots__ = ("source", "flags", "_compiled", "_sticky", "_unicode")
+    __slots__ = ("source", "flags", "line_local", "hazard", "_compiled", "_sticky", "_unicode", "_hash")
     # slot types (set once, via object.__setattr__, in __init__; _compiled also on first search)
     source: str
     flags: str
-    _compiled: tuple[regex.Pattern, dict[int, int] | None, regex.Pattern | None] | None
+    line_local: bool
+    hazard: str | None
+    _compiled: _Compiled | None
     _sticky: bool
+    _hash: int
     _unicode: bool
 
-    def __init__(self, source: str, flags: str,
-                 compiled: tuple[regex.Pattern, dict[int, int] | None, regex.Pattern | None] | None = None
-                 ) -> None:
+    def __init__(self, source: str, flags: str, compiled: _Compiled | None = None, line_local: bool = False,
+                 hazard: str | None = None) -> None:
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "flags", flags)
+        object.__setattr__(self, "line_local", line_local)
+        object.__setattr__(self, "hazard", hazard)
         object.__setattr__(self, "_compiled", compiled)
         object.__setattr__(self, "_sticky", "y" in flags)
         object.__setattr__(self, "_unicode", "u" in flags)
+        object.__setattr__(self, "_hash", hash((source, flags)))
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("JSRegex is immutable")
@@ -894,7 +986,8 @@ class JSRegex:
         raise AttributeError("JSRegex is immutable")
 
     def __reduce__(self):
-        return (JSRegex, (self.source, self.flags))     # recompiled lazily on first search
+        # recompiled lazily on first search (the facts travel, so no translation is needed)
+        return (JSRegex, (self.source, self.flags, None, self.line_local, self.hazard))
 
     def __repr__(self) -> str:
         return f"JSRegex(/{self.source}/{self.flags})"
@@ -903,22 +996,28 @@ class JSRegex:
         return isinstance(other, JSRegex) and (self.source, self.flags) == (other.source, other.flags)
 
     def __hash__(self) -> int:
-        return hash((self.source, self.flags))
+        return self._hash
 
-    def search(self, text: str, *, timeout: float | None = 0.25) -> bool:
+    def search(self, text: str | JSText, *, timeout: float | None = 0.25) -> bool:
         """True iff ``RegExp.prototype.test(text)`` is true for a fresh regex object.
 
         ``g`` has no effect; ``y`` anchors the match at index 0. ``timeout`` is in seconds
-        (None: no limit). Raises RegexTimeout when the evaluation runs past it.
+        of wall-clock time (None: no limit). Raises RegexTimeout when the evaluation runs
+        past it. ``text`` may be a :class:`JSText`, prepared once for many regexes.
         """
         compiled = self._compiled
         if compiled is None:                            # unpickled: recompile (idempotent, race-safe)
-            compiled = _compile_translated(self.source, self.flags)
+            compiled = _compile_translated(self.source, self.flags)[0]
             object.__setattr__(self, "_compiled", compiled)
         pattern, canon_table, fast = compiled
-        if fast is not None and _FOLDS_TO_ASCII.search(text) is None:
-            pattern = fast
-        text = _join_surrogates(text) if self._unicode else _split_astral(text)
+        if isinstance(text, JSText):
+            if fast is not None and not text.folds():
+                pattern = fast
+            text = text.points() if self._unicode else text.units()
+        else:
+            if fast is not None and _FOLDS_TO_ASCII.search(text) is None:
+                pattern = fast
+            text = _join_surrogates(text) if self._unicode else _split_astral(text)
         if canon_table is not None:
             # i + backreference: JS compares Canonicalize(ch) everywhere, so match the
             # canonicalised text (sets are case-closed, so they accept the canonical chars).
@@ -935,17 +1034,92 @@ class JSRegex:
             raise RegexTimeout(f"regex /{self.source}/{self.flags} ran out of memory") from exc
 
 
-@functools.lru_cache(maxsize=4096)
-def compile_js_regex(pattern: str, flags: str) -> JSRegex:
-    """Compile a JS RegExp (``new RegExp(pattern, flags)``) into a :class:`JSRegex`.
+class JSText:
+    """One text prepared for many :meth:`JSRegex.search` calls: its UTF-16 and code-point
+    forms and its case-folding check are computed once, on first use."""
 
-    ``flags`` may use ``d g i m s u y`` (``d`` and ``g`` have no effect on a test).
-    Raises JSRegexError wherever JS would throw a SyntaxError, and for the ``v`` flag.
+    __slots__ = ("text", "_units", "_points", "_folds")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._units: str | None = None
+        self._points: str | None = None
+        self._folds: bool | None = None
+
+    def units(self) -> str:
+        if self._units is None:
+            self._units = _split_astral(self.text)
+        return self._units
+
+    def points(self) -> str:
+        if self._points is None:
+            self._points = _join_surrogates(self.text)
+        return self._points
+
+    def folds(self) -> bool:
+        if self._folds is None:
+            self._folds = _FOLDS_TO_ASCII.search(self.text) is not None
+        return self._folds
+
+
+def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,
+                      max_nesting: int | None = None) -> JSRegex:
+    """Compile a JS RegExp (``new RegExp(pattern, flags)``) into a :class:`JSRegex`, uncached.
+
+    ``max_length`` / ``max_nesting``: refuse a pattern longer than this many characters or
+    with groups nested deeper (RegexTooComplex), before translating it: translation is
+    recursive in the nesting and costs time in the length. Raises JSRegexError wherever JS
+    would throw a SyntaxError, and for the ``v`` flag.
     """
-    return JSRegex(pattern, flags, _compile_translated(pattern, flags))
+    if max_length is not None and len(pattern) > max_length:
+        raise RegexTooComplex(f"the pattern has {len(pattern):,} characters, more than the limit "
+                              f"max_regex_length={max_length:,}")
+    if max_nesting is not None:
+        depth = group_nesting(pattern)
+        if depth > max_nesting:
+            raise RegexTooComplex(f"groups are nested {depth} deep, more than the limit "
+                                  f"max_regex_nesting={max_nesting}")
+    try:
+        compiled, line_local, hazard = _compile_translated(pattern, flags)
+    except RecursionError:          # nesting allowed by raised limits but deeper than the stack
+        raise RegexTooComplex(f"groups are nested {group_nesting(pattern)} deep, too deep to "
+                              "translate here") from None
+    return JSRegex(pattern, flags, compiled, line_local, hazard)
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_js_regex(pattern: str, flags: str) -> JSRegex:
+    """:func:`compile_regex_key` without limits, memoised: a convenience for tools, tests and
+    explanations. Engines never use it: a compiled book holds its own compiled regexes."""
+    return compile_regex_key(pattern, flags)
 
 
 _KEY_SHAPE = re.compile(r"/([\s\S]+?)/([gimsuy]*)\Z")
+
+
+def _split_key(key: str) -> tuple[str, str] | None:
+    m = _KEY_SHAPE.match(key)
+    if m is None:
+        return None
+    body, flags = m.group(1), m.group(2)
+    for k, ch in enumerate(body):
+        if ch == "/" and (k == 0 or body[k - 1] != "\\"):
+            return None
+    return body.replace("\\/", "/", 1), flags
+
+
+def regex_key(key: str, *, max_length: int | None = None, max_nesting: int | None = None) -> JSRegex | None:
+    """The compiled regex of a SillyTavern regex key, or None for a plain key (SPEC 5.1; see
+    :func:`parse_regex_key`). Uncached. Raises RegexTooComplex past ``max_length`` (of the
+    pattern) or ``max_nesting`` (see :func:`compile_regex_key`): such a key is a regex to
+    SillyTavern, so it is refused rather than read as text."""
+    split = _split_key(key)
+    if split is None:
+        return None
+    try:
+        return compile_regex_key(split[0], split[1], max_length=max_length, max_nesting=max_nesting)
+    except JSRegexError:
+        return None
 
 
 def parse_regex_key(key: str) -> tuple[str, str] | None:
@@ -956,16 +1130,11 @@ def parse_regex_key(key: str) -> tuple[str, str] | None:
     the returned pattern is ``P`` with its first ``\\/`` replaced by ``/`` (ST quirk) and must
     compile with ``F`` (duplicate flags fail).
     """
-    m = _KEY_SHAPE.match(key)
-    if m is None:
+    split = _split_key(key)
+    if split is None:
         return None
-    body, flags = m.group(1), m.group(2)
-    for k, ch in enumerate(body):
-        if ch == "/" and (k == 0 or body[k - 1] != "\\"):
-            return None
-    pattern = body.replace("\\/", "/", 1)
     try:
-        compile_js_regex(pattern, flags)
+        compile_js_regex(*split)
     except JSRegexError:
         return None
-    return pattern, flags
+    return split

@@ -9,6 +9,8 @@ This module is the interface between the engines and the matcher. Key hits come 
 the book's automaton, per text, through the caller's ChatScan cache (SPEC 14); only
 special keys (regex, U+0001, blank, macro) look at the assembled haystack. The plain
 implementation it replaced lives on as the test oracle, tests/reference_matcher.py.
+Regex keys that cannot see past their own text are tested text by text and cached
+the same way (see lorescan.regexscope); the others search the assembled haystack.
 """
 from __future__ import annotations
 
@@ -16,9 +18,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import _kernels
-from .compile import EMPTY, SKIP, build_matcher, classify_key
+from .compile import EMPTY, SKIP, Special, VariantSpec, build_matcher, classify_key
 from .hitcache import ChatScan
+from .jsregex import JSRegex, JSText, RegexTooComplex
+from .limits import DEFAULT_LIMITS
 from .model import MatchOptions
+from .regexscope import RegexBudget
 from .textrules import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
@@ -81,7 +86,8 @@ class EntryMatch:
 
     ``primary``: index in ``entry.key`` of the first primary key (list order) that matches,
     or None. ``secondary``: one bool per secondary key, in order (an empty key is False).
-    ``timed_out``: regex keys whose evaluation hit the time limit (counted as no match).
+    ``timed_out``: regex keys (raw) whose evaluation was cut off by the scan's regex time
+    budget (counted as no match this turn, never cached; see :meth:`ScanView.cut_off_report`).
     """
 
     primary: int | None
@@ -146,19 +152,27 @@ class ScanView:
     ``injects``: scanned prompts in order; ``substitute``:
     macro hook applied to keys containing ``{{``; ``joined``: True = SillyTavern's single
     joined haystack (regex keys see U+0001 markers and can span texts); False = each text
-    is matched on its own (lorebook-slot mode).
+    is matched on its own (lorebook-slot mode). ``regex_budget``: the scan's regex time
+    (shared by the views of one scan; default: ``DEFAULT_LIMITS.regex_time_per_scan``);
+    ``regex_timeout``: CPU seconds one regex evaluation may take (None: the budget's rest).
+
+    Regex keys: a line-local one (see :mod:`lorescan.regexscope`) is tested once per text
+    (cached in the ChatScan beside the literal hits) and a window's answer is a union; any
+    other is tested on the window's joined haystack.
     """
 
     def __init__(self, compiled: "CompiledBook", messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
                  injects: Sequence[str] = (), *, cache: ChatScan | None = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
-                 regex_timeout: float | None = 0.25) -> None:
+                 regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None) -> None:
         self.compiled = compiled
         self.entries = compiled.entries
         self.options = compiled.options
         self.substitute = substitute
         self.joined = joined
         self.regex_timeout = regex_timeout
+        self.regex_budget = regex_budget if regex_budget is not None else RegexBudget(
+            DEFAULT_LIMITS.regex_time_per_scan, regex_timeout)
         self.sources = tuple(sources)
         self.injects = tuple(injects)
         self.chunks: list[str] = []
@@ -181,6 +195,11 @@ class ScanView:
         self._special: dict[tuple, tuple[bool, bool]] = {}
         self._side: tuple | None = None                   # (matcher, {(raw, cs, ww): ref})
         self._side_windows: dict[Window, frozenset[int]] = {}
+        self._regex_windows: dict[Window, tuple[frozenset[int], frozenset[int]]] = {}
+        self._regex_texts: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
+        self._cut_rx: dict[str, JSRegex] = {}            # raw key -> regex, for cut-off reports
+        self._regex_token = f"{compiled.matcher.token}:re:{'joined' if joined else 'texts'}"
+        self._per_text_rids = compiled.regex_line_local if joined else range(len(compiled.regexes))
 
     # -- texts -------------------------------------------------------------------------
     @property
@@ -352,14 +371,21 @@ class ScanView:
         kind = spec[0]
         if kind == "re" and spec[3] >= 0 and spec[3] not in self.window_hits(window):
             found = (False, False)      # a literal every match needs is absent: no search
+        elif kind == "re" and spec[2] >= 0 and window.depth > 0 and (spec[1].line_local or not self.joined):
+            hits, cut = self._regex_window(window)
+            rid = spec[2]
+            found = (rid in hits, rid not in hits and rid in cut)
         elif kind == "re":
-            from .jsregex import RegexTimeout, compile_js_regex
-            rx = compile_js_regex(spec[1], spec[2])
+            rx = spec[1]
             texts: Sequence[str] = [self.haystack(window)] if self.joined else self.texts(window)
-            try:
-                found = (any(rx.search(t, timeout=self.regex_timeout) for t in texts), False)
-            except RegexTimeout:
-                found = (False, True)
+            found = (False, False)
+            for t in texts:
+                r = self.regex_budget.search(rx, t)
+                if r:
+                    found = (True, False)
+                    break
+                if r is None:
+                    found = (False, True)
         elif kind == "plain":
             texts = [self.haystack(window)] if self.joined else self.texts(window)
             _, text, cs, ww, _raw = spec
@@ -367,8 +393,77 @@ class ScanView:
                          for t in texts), False)
         else:
             found = self._eval_macro(spec, window)
+        if found[1] and kind == "re":
+            self._cut_rx[spec[-1]] = spec[1]
         self._special[key] = found
         return found
+
+    # -- regex keys tested text by text -------------------------------------------------
+    def _regex_text(self, text: str, lit_hits: frozenset[int] | None = None
+                    ) -> tuple[frozenset[int], frozenset[int]]:
+        """(rids that match, rids cut off) among the per-text regexes, for one text.
+
+        Joined mode tests ``"\x01" + text`` (the text's piece of the haystack, see
+        regexscope); slot mode the text itself. A regex whose required literal is not in the
+        text's literal hits (``lit_hits``, looked up when None) is not run. Cached in the
+        ChatScan unless something was cut off.
+        """
+        found = self._regex_texts.get(text)
+        if found is not None:
+            return found
+        cache, compiled = self._cache, self.compiled
+        stored = cache.lookup_regex(self._regex_token, text)
+        if stored is not None:
+            found = (stored, EMPTY)
+        else:
+            if lit_hits is None:
+                lit_hits = cache.lookup(self._matcher, text)
+            probe = JSText(MARKER + text if self.joined else text)
+            regexes, lits, search = compiled.regexes, compiled.regex_lits, self.regex_budget.search
+            hits, cut = [], []
+            for rid in self._per_text_rids:
+                lit = lits[rid]
+                if lit >= 0 and lit not in lit_hits:
+                    continue
+                r = search(regexes[rid], probe)
+                if r:
+                    hits.append(rid)
+                elif r is None:
+                    cut.append(rid)
+            found = (frozenset(hits), frozenset(cut))
+            if not cut:
+                cache.store_regex(self._regex_token, text, found[0])
+        self._regex_texts[text] = found
+        return found
+
+    def _regex_window(self, window: Window) -> tuple[frozenset[int], frozenset[int]]:
+        """(rids that match, rids cut off) over the window's texts: unions of per-text sets."""
+        found = self._regex_windows.get(window)
+        if found is None:
+            texts = self.texts(window)
+            n_chunks = min(window.recursion, len(self.chunks))   # the last texts; their hits are known
+            first_chunk = len(texts) - n_chunks
+            chunk_hits = self._chunk_hit_list() if n_chunks else []
+            per_text = [self._regex_text(t, chunk_hits[i - first_chunk] if i >= first_chunk else None)
+                        for i, t in enumerate(texts)]
+            union = _kernels.hits.window_union
+            found = (union([h for h, _ in per_text]), union([c for _, c in per_text if c]))
+            self._regex_windows[window] = found
+        return found
+
+    def cut_keys(self) -> list[str]:
+        """The raw regex keys cut off so far in this view."""
+        return list(self._cut_rx)
+
+    def cut_off_report(self, raw_keys: Sequence[str]) -> list[str]:
+        """One line per distinct cut-off regex key among ``raw_keys``: "regex key … was cut
+        off after N ms …" (see RegexBudget.describe)."""
+        out = []
+        for raw in dict.fromkeys(raw_keys):
+            rx = self._cut_rx.get(raw)
+            out.append(self.regex_budget.describe(raw, rx) if rx is not None
+                       else f"regex key {raw!r} was cut off")
+        return out
 
     def _side_state(self) -> tuple:
         if self._side is None:
@@ -384,11 +479,19 @@ class ScanView:
                 if key == "" and self.options.blank_keys == "ignore":
                     refs[(raw, cs, ww)] = SKIP
                     continue
-                spec = classify_key(key, cs, ww, self.options, raw)
+                spec: VariantSpec | Special
+                try:
+                    if key.startswith("/"):     # maybe a regex: translate once per ChatScan, not per scan
+                        spec = self._cache.side_matcher(           # type: ignore[assignment]
+                            ("classify", key, cs, ww, raw, self.options),
+                            lambda: classify_key(key, cs, ww, self.options, raw))
+                    else:
+                        spec = classify_key(key, cs, ww, self.options, raw)
+                except RegexTooComplex:
+                    refs[(raw, cs, ww)] = SKIP   # a macro made a regex past the limits: never matches
+                    continue
                 if len(spec) == 3:
                     refs[(raw, cs, ww)] = specs.setdefault(spec, len(specs))
-                elif spec[0] == "re":
-                    refs[(raw, cs, ww)] = ("re", spec[1], spec[2], SKIP, raw)
                 else:
                     refs[(raw, cs, ww)] = spec
             spec_list = tuple(specs)

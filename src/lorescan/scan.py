@@ -20,9 +20,11 @@ from .decorators import parse_st_decorators
 from .errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
 from .jsregex import RegexTimeout, compile_js_regex, parse_regex_key
+from .limits import DEFAULT_LIMITS, Limits
 from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window, WindowTexts, match_plain_key
 from .model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, STSettings, js_truthy
 from .place import Placement, place_entries
+from .regexscope import RegexBudget
 from .sthash import entry_fingerprint
 from .textrules import js_trim
 from .tokens import ConcatCount, PrependCount, TextCount, count_text
@@ -132,6 +134,9 @@ class STResult:
     timed_effects: TimedEffects
     loops: list[LoopRecord]
     _explain: Callable[[], dict[EntryId, Diagnostic]] = field(repr=False, default=lambda: {})
+    regex_cutoffs: tuple[str, ...] = ()
+    """One line per regex key cut off by the scan's regex time budget ("regex key … was cut
+    off after N ms …"): such a key counted as not matching this turn. Empty normally."""
 
     @property
     def world_info_before(self) -> str:
@@ -151,7 +156,7 @@ class STResult:
         # data only (no engine, views or caches).
         return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
                            self.overflow_alert_shown, self.timed_effects, self.loops,
-                           functools.partial(dict, self.diagnostics)))
+                           functools.partial(dict, self.diagnostics), self.regex_cutoffs))
 
     def explain(self, world: str, uid: int | str) -> Diagnostic:
         """The diagnostic record of one entry."""
@@ -240,6 +245,10 @@ class STEngine:
     switches on the fixes of SPEC 16; a :class:`~lorescan.model.Compat` sets them one by one. Hooks (SPEC 0.3): ``count_tokens(text) -> int``
     (default: tiktoken cl100k, offline), ``substitute(text) -> text`` for macros,
     ``random() -> float`` in [0, 1), ``post_process(content, position, depth) -> text``.
+    ``regex_timeout``: CPU seconds one regex evaluation may take (None: no per-evaluation
+    cap); ``limits``: ``regex_time_per_scan`` bounds all regex time of one scan (cut-off keys
+    are listed in ``STResult.regex_cutoffs``), and a regex key past ``max_regex_length`` or
+    ``max_regex_nesting`` raises :class:`~lorescan.errors.RegexKeyError`.
     Raises :class:`SettingsError` for bad settings or roles.
     """
 
@@ -249,7 +258,7 @@ class STEngine:
                  substitute: Callable[[str], str] | None = None,
                  random: Callable[[], float] | None = None,
                  post_process: Callable[[str, int, int | None], str] | None = None,
-                 regex_timeout: float | None = 0.25) -> None:
+                 regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
         if not isinstance(settings, STSettings):
             settings = STSettings.from_mapping(settings)
         self.compat = Compat.of(compat)
@@ -259,6 +268,7 @@ class STEngine:
         self.random = random if random is not None else _default_random
         self.post_process = post_process
         self.regex_timeout = regex_timeout
+        self.limits = limits
         self.match_options = self.compat.match_options(case_sensitive=settings.case_sensitive,
                                                        match_whole_words=settings.match_whole_words)
         sources = [b if isinstance(b, BookSource) else BookSource(b[0], tuple(b[1])) for b in books]
@@ -275,7 +285,8 @@ class STEngine:
         def add(src: BookSource) -> int:
             name = self._name(src)
             if name not in book_index:
-                cb = src.book if isinstance(src.book, CompiledBook) else compile_book(src.book, self.match_options)
+                cb = src.book if isinstance(src.book, CompiledBook) else compile_book(src.book, self.match_options,
+                                                                                         limits=limits)
                 if cb.options != self.match_options:
                     raise SettingsError("a compiled book's match options differ from the engine's "
                                         "(compile it with the engine's case/whole-word settings and compat)",
@@ -478,7 +489,8 @@ class STEngine:
         return STResult(
             activated=[s.eid for s in activated_slots], placement=placement, budget=budget,
             budget_overflowed=run.overflow, overflow_alert_shown=run.overflow and settings.overflow_alert,
-            timed_effects=state, loops=run.loops, _explain=run.finish())
+            timed_effects=state, loops=run.loops, regex_cutoffs=run.regex_cutoffs(),
+            _explain=run.finish())
 
     @staticmethod
     def _message_texts(messages: Sequence[ChatMessage | Mapping[str, Any]], first: int) -> list[tuple[str, str]]:
@@ -513,8 +525,10 @@ class _Run:
             msgs = [f"{name}: {text}" for name, text in newest_first]
         else:
             msgs = [text for _, text in newest_first]
+        self.regex_budget = RegexBudget(engine.limits.regex_time_per_scan, engine.regex_timeout)
         self.views = [ScanView(cb, msgs, sources, injects, cache=cache, substitute=engine.substitute,
-                               joined=True, regex_timeout=engine.regex_timeout) for cb in engine.compiled]
+                               joined=True, regex_timeout=engine.regex_timeout, regex_budget=self.regex_budget)
+                      for cb in engine.compiled]
         self.trigger = trigger
         self.character = character
         self.L = chat_length
@@ -613,7 +627,7 @@ class _Run:
         if m.primary is None:
             detail = "no primary key matched"
             if m.timed_out:
-                detail += f" (regex key(s) timed out: {', '.join(m.timed_out)})"
+                detail += " (" + "; ".join(self.views[slot.book].cut_off_report(m.timed_out)) + ")"
             return False, "no_key_match", detail, None, window
         key = e.key[m.primary]
         if e.selective and e.keysecondary:
@@ -948,3 +962,12 @@ class _Run:
             elif match_plain_key(text, k, case_sensitive=cs, whole_words=ww, options=self.e.match_options):
                 return label
         return None   # e.g. a regex that only matches across two texts
+
+    def regex_cutoffs(self) -> tuple[str, ...]:
+        """Every regex key cut off in this scan, one report line each (all books)."""
+        if not self.regex_budget.cut:
+            return ()
+        lines: list[str] = []
+        for view in self.views:
+            lines.extend(view.cut_off_report(list(view.cut_keys())))
+        return tuple(dict.fromkeys(lines))

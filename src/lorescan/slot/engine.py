@@ -38,7 +38,10 @@ from typing import Any, Literal, NamedTuple
 
 from ..compile import CompiledBook, compile_book
 from ..hitcache import ChatScan
-from ..errors import SettingsError
+from ..errors import RegexKeyError, SettingsError
+from ..jsregex import RegexTooComplex, regex_key
+from ..limits import DEFAULT_LIMITS, Limits
+from ..regexscope import RegexBudget
 from ..matching import EntryMatch, ScanView, Window, match_plain_key
 from ..model import Lorebook, MatchOptions, entry_from_fields
 from ..textrules import js_trim
@@ -157,6 +160,8 @@ class SlotResult:
     disabled_ui_prompts: frozenset[str]
     budget_book: str | None = None
     notes: tuple[RequestNote, ...] = ()
+    regex_cutoffs: tuple[str, ...] = ()
+    """One line per regex key cut off by the run's regex time budget (also in the log)."""
 
     @property
     def inserted(self) -> tuple[LogRecord, ...]:
@@ -194,14 +199,12 @@ def _regex_kind(key: str) -> str:
     """How ``key`` reads: ``"regex"`` (a usable ``/pattern/flags`` key), ``"invalid"`` (in
     that form, SPEC 5.1 conditions 1 and 2, but not a usable ECMAScript regex) or
     ``"plain"`` (not in that form: ``/usr/bin``, ``a/b/``)."""
-    from ..jsregex import compile_js_regex, parse_regex_key
     k = js_trim(key)
-    parsed = parse_regex_key(k)
-    if parsed is not None:
-        try:
-            compile_js_regex(*parsed)
-        except Exception:       # whatever the translator raises for a pattern it rejects
-            return "invalid"
+    try:
+        rx = regex_key(k, max_length=DEFAULT_LIMITS.max_regex_length, max_nesting=DEFAULT_LIMITS.max_regex_nesting)
+    except RegexTooComplex:     # a regex all the same: compile_book applies the engine's limits
+        return "regex"
+    if rx is not None:
         return "regex"
     m = _REGEX_FORM.fullmatch(k)
     if m is None or any(ch == "/" and (i == 0 or m.group(1)[i - 1] != "\\")
@@ -292,7 +295,10 @@ class SlotEngine:
     are ignored; false: every key is literal); ``"auto"``: SillyTavern's per-key
     detection (an invalid ``/…/`` key is literal text). ``user_icon_decorator``:
     accept ``@@is_user_icon`` (the caller then passes ``user_icon`` to :meth:`run`).
-    ``regex_timeout``: seconds allowed to one regex key on one text.
+    ``regex_timeout``: CPU seconds allowed to one regex key on one text. ``limits``:
+    ``regex_time_per_scan`` bounds all regex time of one :meth:`run` (cut-off keys are
+    listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons); a regex key
+    past ``max_regex_length`` / ``max_regex_nesting`` raises :class:`RegexKeyError`.
 
     ``budget`` is the pool's token budget (SPEC 15.2 [decision, revised]: the largest budget
     an attached book stores, the default 800 only when none stores one); ``budget_book``
@@ -309,7 +315,7 @@ class SlotEngine:
                  match_options: MatchOptions | None = None,
                  regex_keys: RegexKeys | Literal["ccv3"] = "form",
                  user_icon_decorator: bool = False,
-                 regex_timeout: float | None = 0.25) -> None:
+                 regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
         if regex_keys == "ccv3":
             regex_keys = "strict"
         if regex_keys not in ("form", "strict", "auto"):
@@ -329,6 +335,7 @@ class SlotEngine:
         self.match_options = match_options if match_options is not None else MatchOptions.improved()
         self.user_icon_decorator = user_icon_decorator
         self.regex_timeout = regex_timeout
+        self.limits = limits
         # SPEC 15.2 [seed]: when the attached books disagree, the largest budget wins; only
         # budgets a book stores take part [decision, revised].
         self.budget, self.budget_book, self.budget_reason = pool_budget(slot_books)
@@ -351,9 +358,16 @@ class SlotEngine:
                 }, source=b.book.source, fill_defaults=False))
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
-        self.compiled: CompiledBook = compile_book(
-            Lorebook(name="lorebook slot pool", entries=tuple(derived), source="<slot pool>",
-                     format="lorebook-slot"), self.match_options)
+        try:
+            self.compiled: CompiledBook = compile_book(
+                Lorebook(name="lorebook slot pool", entries=tuple(derived), source="<slot pool>",
+                         format="lorebook-slot"), self.match_options, limits=limits)
+        except RegexKeyError as exc:    # locate it in the attached book, not the derived pool
+            if not isinstance(exc.entry, int):
+                raise
+            e = self.pool[exc.entry]
+            raise RegexKeyError(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
+                                field="keys") from None
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
         # (text, count, exact) per pool entry; a whole tuple is written at once (threads share it)
         self._token_cache: list[tuple[str, int, bool] | None] = [None] * len(self.pool)
@@ -416,7 +430,8 @@ class SlotEngine:
             at_greeting = _at_greeting(chat)
         substitute = substitute if substitute is not None else self.substitute
         view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
-                        substitute=substitute, joined=False, regex_timeout=self.regex_timeout)
+                        substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
+                        regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout))
         runs = [_Run(e) for e in self.pool]
 
         # Gates 1-9 (SPEC 15.5): decided once for the turn.
@@ -505,7 +520,8 @@ class SlotEngine:
                             if r.e.decorators.disable_ui_prompt)
         budget_note = RequestNote("budget_stored" if self.budget_book is not None else "budget_default",
                                   self.budget_reason)
-        return SlotResult(messages=messages_out, log=log, state=new_state, budget=self.budget,
+        return SlotResult(regex_cutoffs=tuple(view.cut_off_report(view.cut_keys())),
+                          messages=messages_out, log=log, state=new_state, budget=self.budget,
                           tokens_used=used, passes=passes, disabled_ui_prompts=prompts,
                           budget_book=self.budget_book, notes=(budget_note, *notes))
 
@@ -624,7 +640,7 @@ class SlotEngine:
                 texts = view.texts(window)
             return self._literal_hit(ref.text, e, texts, view)
 
-        timed = f" (regex timed out: {', '.join(m.timed_out)})" if m.timed_out else ""
+        timed = f" ({'; '.join(view.cut_off_report(m.timed_out))})" if m.timed_out else ""
         key = next((ref.text for ref in plan.primary if hit(ref)), None)
         if key is None:
             r.reason = "no primary key matched" + plan.never_note + timed

@@ -1,0 +1,296 @@
+"""Regex keys: per-text evaluation (regexscope), compiled regexes in the book, limits, the
+scan-wide regex time budget and its cut-off reports."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings
+from lorescan.compile import compile_book
+from lorescan.errors import RegexKeyError
+from lorescan.jsregex import JSRegex, JSRegexError, RegexTimeout, compile_regex_key
+from lorescan.limits import DEFAULT_LIMITS
+from lorescan.matching import JOINER, MARKER, ScanView, Window
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.regexscope import RegexBudget, regex_hazard
+from lorescan.textrules import js_count_words
+
+from slot_helpers import chat as slot_chat
+from slot_helpers import engine as slot_engine
+from slot_helpers import st_book
+
+DATA = json.loads((Path(__file__).parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _compiles(case: dict) -> JSRegex | None:
+    if case["throws"] or "v" in case["flags"]:
+        return None
+    try:
+        return compile_regex_key(case["pattern"], case["flags"])
+    except JSRegexError:
+        return None
+
+
+V8_REGEXES = [rx for rx in map(_compiles, DATA["cases"]) if rx is not None]
+LINE_LOCAL = [rx for rx in V8_REGEXES if rx.line_local]
+# Shapes real books use, and some that sit on the edges of the analysis.
+HANDPICKED = [("\\bcat\\b", "i"), ("Willow.?s room", ""), ("^foo", "m"), ("bar$", "m"), ("(?<=\\x01)foo", ""),
+              ("\\x01", ""), ("\\B", ""), ("(?<![a-z])x", ""), ("(?!\\w)", ""), ("^$", "m"), ("\\b", "u"),
+              ("(a)\\1", "i"), ("[\\u0001-\\u0009]+", ""), (".", ""), ("x*", ""), ("(?=\\W)", ""),
+              ("огонь|東京", "i"), ("\\p{L}+", "u"), ("\\ud83d", ""), ("(?<=^|\\s)cat", "m")]
+
+
+def _joined(texts: list[str]) -> str:
+    return MARKER + JOINER.join(texts)
+
+
+def _search(rx: JSRegex, text: str) -> bool:
+    try:
+        return rx.search(text, timeout=1.0)
+    except RegexTimeout:
+        assume(False)
+        raise
+
+
+EDGE_TEXT = st.text(alphabet=st.sampled_from(["\n", "\x01", " ", "a", "b", "Z", "_", "1", "-", "é", "ж", "東",
+                                              "\ud83d", "\ude00", "😀", "\r", "\u2028", "x", "c", "t"]), max_size=8)
+
+
+def test_the_analysis_accepts_common_keys_and_rejects_what_can_see_past_a_text():
+    local = {p: compile_regex_key(p, f).line_local for p, f in
+             [("\\bcat\\b", "i"), ("Willow.?s room", ""), ("^foo", "m"), ("(?<=x)y", ""), ("a.b", "")]}
+    assert all(local.values()), local
+    spanning = [("a\\sb", ""), ("[^a]", ""), ("\\W", ""), ("a.b", "s"), ("^foo", ""), ("foo$", ""),
+                ("[\\s\\S]", ""), ("\\n", ""), ("(?<!\\n)x", ""), ("x", "y"), ("\\D", ""), ("\\x0a", "")]
+    assert not [pf for pf in spanning if compile_regex_key(*pf).line_local]
+    assert len(LINE_LOCAL) > 100          # the differential below checks a real share of the fixture
+
+
+@pytest.mark.parametrize("rx", LINE_LOCAL + [compile_regex_key(*pf) for pf in HANDPICKED if
+                                             compile_regex_key(*pf).line_local], ids=repr)
+def test_per_text_answers_equal_the_joined_haystack_on_v8_texts(rx):
+    texts = [c for c in DATA["common_texts"]][:12] + ["", "\x01", "a\nb", " x "]
+    for k in range(len(texts)):
+        window = texts[k:k + 3]
+        assert _search(rx, _joined(window)) == any(_search(rx, MARKER + t) for t in window), window
+
+
+@settings(max_examples=400, deadline=None)
+@given(rx=st.sampled_from(LINE_LOCAL + [compile_regex_key(*pf) for pf in HANDPICKED]),
+       texts=st.lists(EDGE_TEXT, min_size=1, max_size=4))
+def test_per_text_answers_equal_the_joined_haystack_on_edge_texts(rx, texts):
+    assume(rx.line_local)
+    assert _search(rx, _joined(texts)) == any(_search(rx, MARKER + t) for t in texts)
+
+
+def _book(*keys: str, name: str = "b") -> Lorebook:
+    return Lorebook(name=name, entries=tuple(
+        entry_from_fields({"uid": i, "key": [k], "content": f"content {i}"}, source="test") for i, k in enumerate(keys)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(keys=st.lists(st.sampled_from(["/\\bcat\\b/i", "/^foo/m", "/bar$/m", "/\\x01t/", "/(?!\\w)/", "/t\\b/",
+                                      "/^x/", "/a\\sb/", "/c.t/s", "/[^ab]x/", "/\\Bé/u", "/東/"]),
+                     min_size=1, max_size=5, unique=True),
+       messages=st.lists(EDGE_TEXT, min_size=1, max_size=5), depth=st.integers(1, 6))
+def test_scan_view_with_a_cache_equals_searching_the_joined_haystack(keys, messages, depth):
+    compiled = compile_book(_book(*keys))
+    cache = ChatScan()
+    for _ in range(2):                   # the second pass answers from the cache
+        view = ScanView(compiled, messages, cache=cache)
+        window = Window(depth)
+        hay = view.haystack(window)
+        for i, plan in enumerate(compiled.plans):
+            rx = plan.primary[0][1][1]
+            assert (view.match_entry(i, window).primary == 0) == _search(rx, hay), (rx, hay)
+
+
+def test_compiled_books_hold_their_regexes_and_scans_never_translate():
+    book = _book("/\\bcat\\b/i", "/do+g/", "/a\\sb/")
+    engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5))
+    assert all(isinstance(rx, JSRegex) for rx in engine.compiled[0].regexes)
+    assert len(engine.compiled[0].regexes) == 3
+    with mock.patch("lorescan.jsregex._translate", side_effect=AssertionError("translated on the hot path")), \
+            mock.patch("lorescan.jsregex.compile_js_regex", side_effect=AssertionError("global cache used")):
+        result = engine.scan([ChatMessage("u", "the Cat and the dooog"), ChatMessage("u", "a b")], max_context=9000)
+    assert sorted(e.uid for e in result.activated) == [0, 1, 2]
+
+
+def test_regex_keys_past_the_limits_are_refused_with_the_entry_and_field():
+    deep = "/" + "(" * 200 + "a" + ")" * 200 + "/"
+    with pytest.raises(RegexKeyError, match="max_regex_nesting") as info:
+        compile_book(Lorebook(name="b", source="deep.json", entries=(
+            entry_from_fields({"uid": 7, "key": ["x", deep], "content": ""}, source="test"),)))
+    assert (info.value.source, info.value.entry, info.value.field) == ("deep.json", 7, "key[1]")
+    huge = "/" + "ab|" * 183_000 + "c/"             # 550 KB
+    started = time.process_time()
+    with pytest.raises(RegexKeyError, match="max_regex_length"):
+        STEngine([BookSource(_book(huge), ("global",))])
+    assert time.process_time() - started < 5         # refused before it is translated
+    with pytest.raises(RegexKeyError, match="keysecondary"):
+        compile_book(Lorebook(name="b", entries=(entry_from_fields(
+            {"uid": 1, "key": ["x"], "keysecondary": [deep], "content": ""}, source="test"),)))
+
+
+def test_raised_limits_give_a_clear_error_instead_of_a_recursion_error():
+    deep = "/" + "(" * 400 + "a" + ")" * 400 + "/"
+    limits = replace(DEFAULT_LIMITS, max_regex_nesting=1000)
+    try:
+        compiled = compile_book(_book(deep), limits=limits)
+    except RegexKeyError as exc:
+        assert "nested" in str(exc)
+    else:
+        assert compiled.regexes[0].search("\x01a")
+
+
+def test_catastrophic_shapes_are_flagged_at_compile_time():
+    assert regex_hazard("(a+)+$", "") is not None
+    assert regex_hazard("(\\w+\\s?)*x", "") is not None
+    assert regex_hazard("(a|aa)+b", "") is not None
+    assert regex_hazard("\\bcat\\b", "i") is None
+    assert regex_hazard("Willow.?s room", "") is None
+    assert regex_hazard("(x|y)+", "") is None
+    compiled = compile_book(_book("/(a+)+$/", "/fine/"))
+    assert [(i, raw) for i, raw, _ in compiled.regex_hazards] == [(0, "/(a+)+$/")]
+
+
+# -- the time budget --------------------------------------------------------------------------
+
+EVIL = compile_regex_key("(a|aa)+c", "")
+
+
+def test_a_cut_off_evaluation_is_none_and_uses_up_only_the_budget():
+    budget = RegexBudget(0.05)
+    assert budget.search(EVIL, "a" * 60) is None
+    assert budget.left <= 0.005
+    assert budget.search(compile_regex_key("a", ""), "a") is None      # nothing left: cut at once
+    assert "was cut off after" in budget.describe("/(a|aa)+c/", EVIL)
+    assert RegexBudget(1.0).search(compile_regex_key("a", ""), "a") is True
+
+
+def test_a_cut_off_key_is_reported_and_never_cached_as_a_non_match():
+    # Keys are tested text by text, every key of the book on each new text in book order:
+    # /plain/ runs first, then /(a|aa)+c/ uses up the scan's regex time.
+    engine = STEngine([BookSource(_book("/plain/", "/(a|aa)+c/"), ("global",))], STSettings(scan_depth=5),
+                      count_tokens=js_count_words, limits=replace(DEFAULT_LIMITS, regex_time_per_scan=0.05))
+    cache = ChatScan()
+    chat = [ChatMessage("u", "a" * 60 + " plain c")]
+    result = engine.scan(chat, max_context=9000, cache=cache)
+    assert [e.uid for e in result.activated] == [0]
+    assert result.regex_cutoffs and "'/(a|aa)+c/' was cut off after" in result.regex_cutoffs[0]
+    assert "was cut off after" in result.explain("b", 1).detail
+    view = ScanView(engine.compiled[0], [m.text for m in chat], cache=cache)
+    assert cache.lookup_regex(view._regex_token, "u: " + "a" * 60 + " plain c") is None
+    # With time enough, the same cache gives the real answer (no stale "no match").
+    relaxed = STEngine([BookSource(engine.compiled[0], ("global",))], STSettings(scan_depth=5),
+                       count_tokens=js_count_words)
+    assert relaxed.scan([ChatMessage("u", "aac")], max_context=9000, cache=cache).regex_cutoffs == ()
+
+
+def test_slot_mode_reports_cut_offs_in_the_log_and_the_result():
+    book = st_book("b", [{"uid": 0, "key": ["/(a|aa)+c/"], "content": "evil"}])
+    eng = slot_engine(book, limits=replace(DEFAULT_LIMITS, regex_time_per_scan=0.05))
+    result = eng.run(slot_chat("hello", "a" * 60 + " c"), turn_id="t")
+    assert result.regex_cutoffs and "was cut off after" in result.regex_cutoffs[0]
+    assert "was cut off after" in result.log[0].reason
+
+
+def _calibrated_slow_text(rx: JSRegex) -> str:
+    """A text on which ``rx`` needs some 50-150 ms of CPU alone and then matches (at the final y)."""
+    n = 14
+    while True:
+        text = "a" * n + "by"
+        t0 = time.thread_time()
+        rx.search(text, timeout=None)
+        spent = time.thread_time() - t0
+        if spent >= 0.05 or n > 40:
+            return text
+        n += 1
+
+
+def test_sixteen_threads_give_the_single_thread_answer_for_a_slow_key():
+    rx = compile_regex_key("(?:a|aa)+c|y", "")
+    text = _calibrated_slow_text(rx)
+    engine = STEngine([BookSource(_book("/(?:a|aa)+c|y/"), ("global",))], STSettings(scan_depth=5),
+                      count_tokens=js_count_words)
+    chat = [ChatMessage("u", text)]
+    alone = engine.scan(chat, max_context=9000)
+    assert [e.uid for e in alone.activated] == [0] and alone.regex_cutoffs == ()
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda _: engine.scan(chat, max_context=9000), range(48)))
+    assert [r.to_json() for r in results] == [alone.to_json()] * 48
+    assert all(r.regex_cutoffs == () for r in results)
+
+
+def _run_guarded(code: str, cpu_seconds: int) -> str:
+    """Run ``code`` in a fresh interpreter under an RLIMIT_CPU guard; return its stdout."""
+    prelude = f"import resource; resource.setrlimit(resource.RLIMIT_CPU, ({cpu_seconds}, {cpu_seconds}))\n"
+    proc = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=cpu_seconds * 20, env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_a_catastrophic_st_book_is_cut_within_the_budget():
+    out = _run_guarded("""
+        import time
+        from lorescan import BookSource, ChatMessage, STEngine, STSettings
+        from lorescan.model import Lorebook, entry_from_fields
+        # Half are tested on the joined haystack ($), half text by text; none can be skipped
+        # by its required literal (!c is in every message, right after a failing !b).
+        keys = [f"/(a|aa)+(?:{i})?$/" if i % 2 else f"/(a|aa)+(?:{i})?!c/" for i in range(100)]
+        book = Lorebook(name="evil", entries=tuple(entry_from_fields(
+            {"uid": i, "key": [k], "content": "c"}, source="t") for i, k in enumerate(keys)))
+        engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=50),
+                          count_tokens=lambda s: len(s) // 4)
+        chat = [ChatMessage("u", "a" * 40 + "!b !c") for i in range(50)]
+        for turn in range(2):
+            t0 = time.process_time()
+            result = engine.scan(chat, max_context=9000)
+            spent = time.process_time() - t0
+            assert spent < 3, spent
+            assert len(result.regex_cutoffs) > 0 and "was cut off after" in result.regex_cutoffs[0]
+            assert result.activated == []
+        print("ok")
+    """, cpu_seconds=30)
+    assert out.strip() == "ok"
+
+
+def test_a_catastrophic_slot_book_is_cut_within_the_budget():
+    out = _run_guarded("""
+        import time
+        from lorescan.model import Lorebook, entry_from_fields
+        from lorescan.slot import SlotEngine
+        book = Lorebook(name="evil", entries=tuple(entry_from_fields(
+            {"uid": i, "key": [k], "content": "c"}, source="t") for i, k in enumerate(["/(a|aa)+$/", "/(a|aa)+!c/"])))
+        engine = SlotEngine([book], count_tokens=lambda s: len(s) // 4, regex_keys="auto")
+        chat = [("user" if i % 2 else "assistant", "a" * 40 + f"!b !c {i}") for i in range(100)]
+        for turn in range(2):
+            t0 = time.process_time()
+            result = engine.run(chat, turn_id=f"t{turn}")
+            spent = time.process_time() - t0
+            assert spent < 3, spent
+            assert result.regex_cutoffs and "was cut off after" in result.regex_cutoffs[0]
+        print("ok")
+    """, cpu_seconds=30)
+    assert out.strip() == "ok"
+
+
+def test_slot_mode_refuses_a_regex_key_past_the_limits_naming_the_attached_entry():
+    deep = "/" + "(" * 200 + "a" + ")" * 200 + "/"
+    book = st_book("b", [{"uid": 3, "key": ["x", deep], "content": "c"}])
+    with pytest.raises(RegexKeyError, match="max_regex_nesting") as info:
+        slot_engine(book)
+    assert (info.value.entry, info.value.field) == (3, "keys")
