@@ -94,6 +94,7 @@ class TimeLimit(Exception):
     """The request's deadline passed before its job started."""
 
 
+_REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "global_scan_data")
 _PATH_AT = re.compile(r" - at `(\$[^`]*)`$")
 
 
@@ -105,7 +106,7 @@ def _validation_error(exc: msgspec.ValidationError) -> HTTPError:
 
 def _input_error(exc: LorebookError, prefix: str = "$") -> HTTPError:
     """A LorebookError about the request's data (settings, state, messages) as a 422 with a path."""
-    src = exc.source if exc.source not in ("scan", "<memory>", "engine", "SlotEngine") else ""
+    src = exc.source if exc.source in _REQUEST_FIELDS else ""
     path = prefix + (f".{src}" if src else "")
     if isinstance(exc.entry, int) and not isinstance(exc.entry, bool):
         path += f"[{exc.entry}]"
@@ -241,7 +242,7 @@ class Runtime:
         try:
             settings = STSettings(**msgspec.structs.asdict(s))
         except LorebookError as exc:
-            raise _input_error(exc, "$.settings") from None
+            raise _input_error(exc) from None
         compat = Compat.of(req.compat)
         options = compat.match_options(case_sensitive=settings.case_sensitive,
                                        match_whole_words=settings.match_whole_words)
@@ -328,7 +329,7 @@ class Runtime:
                                 greeting_index=req.greeting_index, user_icon=req.user_icon,
                                 substitute=_substitute(req.macros), cache=cache)
         except LorebookError as exc:
-            raise _input_error(exc, "$.state" if exc.source == "state" else "$") from None
+            raise _input_error(exc) from None
         finally:
             self._after_chat(cache, h0, m0)
         timeouts = sum(1 for r in result.log if "timed out" in r.reason)

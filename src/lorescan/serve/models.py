@@ -109,7 +109,7 @@ class ForcedEntry(_Strict):
 class STScanRequest(_Strict):
     """``POST /v1/st/scan``: one SillyTavern-mode generation."""
 
-    books: Annotated[list[BookRef], Meta(min_length=1, max_length=64)]
+    books: Annotated[list[BookRef], Meta(max_length=64)]
     messages: list[MessageIn]
     max_context: Annotated[int, Meta(ge=0)]
     settings: STSettingsIn = field(default_factory=STSettingsIn)
@@ -158,7 +158,7 @@ class SlotMessageIn(_Strict):
 class SlotRunRequest(_Strict):
     """``POST /v1/slot/run``: one lorebook-slot request."""
 
-    books: Annotated[list[SlotBookRef], Meta(min_length=1, max_length=64)]
+    books: Annotated[list[SlotBookRef], Meta(max_length=64)]
     messages: list[SlotMessageIn]
     turn_id: Union[str, int]
     state: Union[dict[str, Any], None] = None
