@@ -140,7 +140,7 @@ async def _load(port: int, chats: list[_Chat], seconds: float, concurrency: int,
 
 
 def _workers_rss(srv: ServerProcess) -> int:
-    return sum(rss_bytes(p) for p in srv.worker_pids()[1:]) or rss_bytes(srv.proc.pid)
+    return sum(rss_bytes(p) for p in srv.worker_pids())
 
 
 def _in_process_turns(book, chats: list[list[ChatMessage]], turns: list[tuple[int, int]]) -> list[float]:

@@ -463,3 +463,25 @@ def test_a_request_past_the_time_limit_answers_503_and_the_worker_serves_on(tmp_
         assert status == 503 and "time limit" in body["error"]
         assert c.json("GET", "/healthz")[0] == 200
         c.close()
+
+
+def test_metrics_sum_the_requests_of_every_worker(tmp_path):
+    from lorescan.serve.testing import Client
+    with ServerProcess(str(tmp_path / "books"), workers=2) as srv:
+        assert len(srv.worker_pids()) == 2
+        seen: set[str] = set()
+        sent = 0
+        while sent < 30 or (len(seen) < 2 and sent < 300):   # a new connection each: the kernel spreads them
+            c = Client(srv.port)
+            status, headers, _ = c.request("GET", "/v1/books")
+            assert status == 200
+            seen.add(headers["x-lorescan-worker"])
+            sent += 1
+            c.close()
+        if len(seen) < 2:
+            pytest.fail(f"all {sent} connections went to one worker ({seen}); the sum was not exercised")
+        time.sleep(2.5)                               # workers publish their numbers every second
+        c = Client(srv.port)
+        _, _, text = c.request("GET", "/metrics")
+        c.close()
+    assert metric(text.decode(), "lorescan_requests_total", route="books", method="GET", status="200") == sent

@@ -11,6 +11,7 @@ from text alone (per-chat key-hit caches), so no caller can see another's state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
@@ -22,7 +23,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, MutableMapping
 
 import msgspec
 from starlette.applications import Starlette
@@ -429,8 +430,9 @@ def build_app(config: ServeConfig) -> Starlette:
                                     path="form.file")
                 data = await upload.read(max_upload + 1)
                 filename = filename or upload.filename or ""
-                if name is None and isinstance(form.get("name"), str):
-                    name = form.get("name") or None
+                form_name = form.get("name")
+                if name is None and isinstance(form_name, str):
+                    name = form_name or None
         else:
             data = await _body(request, max_upload)
         if len(data) > max_upload:
@@ -501,7 +503,24 @@ def build_app(config: ServeConfig) -> Starlette:
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
                             status_code=500)
 
-    app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, Exception: internal_error})
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async def publish() -> None:      # other workers' /metrics read this worker's numbers
+            while True:
+                await asyncio.sleep(1.0)
+                rt.gauges()
+                rt.metrics.maybe_publish(force=True)
+
+        task = asyncio.create_task(publish())
+        try:
+            yield
+        finally:
+            task.cancel()
+            rt.metrics.withdraw()
+            rt.executor.shutdown(wait=False, cancel_futures=True)
+
+    app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, Exception: internal_error},
+                    lifespan=lifespan)
     app.state.runtime = rt
     return _Guard(app, rt)  # type: ignore[return-value]
 
@@ -516,6 +535,7 @@ class _Guard:
         self.app = app
         self.rt = rt
         self.state = app.state
+        self.pid = str(os.getpid()).encode()
 
     def _route(self, path: str) -> str:
         found = self._ROUTES.get(path)
@@ -523,7 +543,8 @@ class _Guard:
             return found
         return "book" if path.startswith("/v1/books/") else "other"
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -531,10 +552,11 @@ class _Guard:
         route = self._route(scope["path"])
         status = {"code": 500, "sent": False}
 
-        async def send_wrapped(message: dict) -> None:
+        async def send_wrapped(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 status["sent"] = True
+                message["headers"] = [*message.get("headers", ()), (b"x-lorescan-worker", self.pid)]
             await send(message)
 
         try:
@@ -562,7 +584,6 @@ class _Guard:
             mt.inc("lorescan_requests_total", route=route, method=scope.get("method", ""),
                    status=str(status["code"]))
             mt.observe("lorescan_request_seconds", time.perf_counter() - t0, route=route)
-            mt.maybe_publish()
 
 
 def create_app() -> Any:

@@ -99,6 +99,14 @@ class Metrics:
             json.dump(self.snapshot(), fh)
         os.replace(tmp, path)
 
+    def withdraw(self) -> None:
+        """Remove this worker's published snapshot (at shutdown)."""
+        if self.publish_dir is not None:
+            try:
+                os.unlink(os.path.join(self.publish_dir, f"{os.getpid()}.json"))
+            except OSError:
+                pass
+
     def gather(self) -> list[dict[str, Any]]:
         """Snapshots of every live worker (this one's current numbers included)."""
         snaps = [self.snapshot()]

@@ -36,9 +36,9 @@ from ..compile import CompiledBook
 from ..errors import FormatError, LorebookError
 from ..formats import load
 from ..formats._safety import parse_json
-from ..formats.load import detect_format
+from ..formats.load import DEFAULT_LIMITS, Limits, detect_format
 from ..formats.sillytavern import read_world
-from ..limits import DEFAULT_LIMITS, Limits
+from ..limits import DEFAULT_LIMITS as BOOK_LIMITS
 from ..model import Compat, Lorebook, MatchOptions
 
 __all__ = ["BookStore", "StoredBook", "BookNotFound", "SUFFIX", "FORMAT", "DEFAULT_RULES",
@@ -173,9 +173,9 @@ class BookStore:
                 book = read_world(doc, source=source, name=name, fill_defaults=False)
         if book is None:
             book = load(data, source=source, limits=self.limits)
-        if len(book.entries) > self.limits.max_entries:
-            raise FormatError(f"{len(book.entries)} entries, above the limit of {self.limits.max_entries}",
-                              source=source)
+        max_entries = getattr(self.limits, "max_entries", BOOK_LIMITS.max_entries)
+        if len(book.entries) > max_entries:
+            raise FormatError(f"{len(book.entries)} entries, above the limit of {max_entries}", source=source)
         if name is not None and book.name != name:
             book = replace(book, name=name)
         return book
@@ -198,7 +198,12 @@ class BookStore:
         info = {"id": book_id, "name": book.name, "format": book.format, "entries": len(book.entries),
                 "bytes": len(data), "filename": filename, "losses": _losses(book)}
         body = json.dumps(info, ensure_ascii=False).encode()
-        self._write_atomic(meta_path, lambda p: open(p, "wb").write(body))
+
+        def write_meta(path: str) -> None:
+            with open(path, "wb") as fh:
+                fh.write(body)
+
+        self._write_atomic(meta_path, write_meta)
         self._remember((book_id, rules_tag(DEFAULT_RULES)), compiled, size)
         return {**info, "created": True}
 

@@ -116,14 +116,23 @@ class ServerProcess:
             return fh.read()
 
     def worker_pids(self) -> list[int]:
-        """The server's process and its worker processes (children), for RSS readings."""
-        pids = [self.proc.pid]
+        """The worker processes (uvicorn's spawned children; the server's own process when it
+        runs a single worker), for RSS readings."""
+        children = []
         try:
             out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
-            pids += [int(p) for p in out.split()]
+            children = [int(p) for p in out.split()]
         except OSError:
             pass
-        return pids
+        workers = []
+        for pid in children:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if b"spawn_main" in fh.read():
+                        workers.append(pid)
+            except OSError:
+                continue
+        return workers or [self.proc.pid]
 
     def stop(self) -> None:
         """Stop the server (SIGTERM to its process group, SIGKILL after 10 s)."""
