@@ -54,6 +54,7 @@ def _add_serve_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     v.add_argument("--books-dir", default="lorescan-books", help="where compiled books are stored")
     v.add_argument("--book-cache-mb", type=float, default=512, help="in-memory compiled books per worker")
     v.add_argument("--chat-cache-chats", type=int, default=1000, help="chats whose hit cache a worker keeps")
+    v.add_argument("--chat-cache-texts", type=int, default=256, help="texts one chat's hit cache keeps")
     v.add_argument("--chat-cache-mb", type=float, default=256, help="bytes of those hit caches per worker")
     v.add_argument("--max-body-mb", type=float, default=16, help="largest scan request body")
     v.add_argument("--max-upload-mb", type=float, default=64, help="largest book upload")
@@ -70,7 +71,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"lorescan serve: {exc.name or exc} is missing; install lorescan[serve]", file=sys.stderr)
         return 2
     config = ServeConfig(books_dir=args.books_dir, book_cache_mb=args.book_cache_mb,
-                         chat_cache_chats=args.chat_cache_chats, chat_cache_mb=args.chat_cache_mb,
+                         chat_cache_chats=args.chat_cache_chats, chat_cache_texts=args.chat_cache_texts,
+                         chat_cache_mb=args.chat_cache_mb,
                          max_body_mb=args.max_body_mb, max_upload_mb=args.max_upload_mb,
                          time_limit=args.time_limit, token_file=args.token_file)
     serve(config, host=args.host, port=args.port, workers=args.workers)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import gc
 import json
 import logging
 import os
 import random as _random
 import re
-import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -56,7 +56,8 @@ class ServeConfig:
 
     ``books_dir``: compiled books (shared by workers and restarts). ``book_cache_mb``: the
     in-memory LRU of compiled books. ``chat_cache_chats`` / ``chat_cache_mb``: the per-chat
-    hit caches (``chat_id``). ``max_body_mb``: largest scan request; ``max_upload_mb``:
+    hit caches (``chat_id``); ``chat_cache_texts``: texts one chat's cache keeps (a chat only
+    reuses the hits of its window's messages and recent recursion chunks). ``max_body_mb``: largest scan request; ``max_upload_mb``:
     largest book upload. ``time_limit``: seconds per scan request (503 past it);
     ``upload_time_limit``: seconds per upload. ``token_file``: bearer token file (else
     ``LORESCAN_SERVE_TOKEN``; neither = no auth). ``engines``: engines kept per worker.
@@ -65,6 +66,7 @@ class ServeConfig:
     books_dir: str = "lorescan-books"
     book_cache_mb: float = 512
     chat_cache_chats: int = 1000
+    chat_cache_texts: int = 256
     chat_cache_mb: float = 256
     max_body_mb: float = 16
     max_upload_mb: float = DEFAULT_LIMITS.max_file_bytes / (1 << 20)
@@ -119,17 +121,19 @@ def _input_error(exc: LorebookError, prefix: str = "$") -> HTTPError:
 # -- per-worker state -------------------------------------------------------------------------
 
 class ChatCaches:
-    """Per-chat ChatScan objects: an LRU bounded in chats and in estimated bytes."""
+    """Per-chat ChatScan objects: an LRU bounded in chats and in estimated bytes; each chat's
+    cache is itself bounded in texts (old messages and old recursion chunks are never read again)."""
 
-    def __init__(self, max_chats: int, max_bytes: int) -> None:
+    def __init__(self, max_chats: int, max_bytes: int, max_texts: int = 256) -> None:
         self.max_chats = max(1, max_chats)
         self.max_bytes = max(1, max_bytes)
+        self.max_texts = max(1, max_texts)
         self._lru: OrderedDict[str, ChatScan] = OrderedDict()
 
     def get(self, chat_id: str) -> ChatScan:
         found = self._lru.get(chat_id)
         if found is None:
-            found = self._lru[chat_id] = ChatScan(max_texts=50_000, max_bytes=min(self.max_bytes, 64 << 20))
+            found = self._lru[chat_id] = ChatScan(max_texts=self.max_texts, max_bytes=self.max_bytes)
         else:
             self._lru.move_to_end(chat_id)
         return found
@@ -144,10 +148,13 @@ class ChatCaches:
 
     @property
     def nbytes(self) -> int:
-        return sum(c.nbytes for c in self._lru.values())
+        return sum(c.nbytes for c in list(self._lru.values()))
 
     def __len__(self) -> int:
         return len(self._lru)
+
+
+TOKEN_CACHE_TEXTS = 1024    # the counter caches by text; every turn brings new (long) budget texts
 
 
 def _counter(name: str) -> Callable[[str], int]:
@@ -155,7 +162,7 @@ def _counter(name: str) -> Callable[[str], int]:
         return count_words
     if name == "chars":
         return len
-    return TiktokenCounter()
+    return TiktokenCounter(cache_size=TOKEN_CACHE_TEXTS)
 
 
 def _substitute(macros: dict[str, str] | None) -> Callable[[str], str] | None:
@@ -174,23 +181,30 @@ class Runtime:
         self.config = config
         self.store = BookStore(config.books_dir, cache_bytes=int(config.book_cache_mb * (1 << 20)))
         self.metrics = Metrics(os.path.join(self.store.directory, ".metrics"))
-        self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)))
+        self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)),
+                                config.chat_cache_texts)
         self.engines: OrderedDict[tuple, Any] = OrderedDict()
         self.counters: dict[str, Callable[[str], int]] = {}
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lorescan-engine")
         token = read_token(config.token_file)
         self.token = token.encode() if token else None
-        self.timed_out = 0
-        self._engine_thread: int | None = None
 
-    async def run(self, fn: Callable[[], Any], limit: float) -> Any:
-        """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first."""
-        deadline = time.monotonic() + limit
+    async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None) -> Any:
+        """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first.
+
+        ``timing`` (if given) receives the seconds spent queued and running there."""
+        submitted = time.monotonic()
+        deadline = submitted + limit
 
         def job() -> Any:
-            if time.monotonic() > deadline:
+            started = time.monotonic()
+            if started > deadline:
                 raise TimeLimit()
-            return fn()
+            try:
+                return fn()
+            finally:
+                if timing is not None:
+                    timing[:] = [started - submitted, time.monotonic() - started]
 
         future = asyncio.get_running_loop().run_in_executor(self.executor, job)
         try:
@@ -198,6 +212,12 @@ class Runtime:
         except (asyncio.TimeoutError, TimeLimit):
             self.metrics.inc("lorescan_request_timeouts_total")
             raise HTTPError(503, f"the request took longer than the time limit of {limit:g} s") from None
+
+    def delete_book(self, book_id: str) -> bool:
+        """Delete a stored book and drop this worker's engines that use it (engine thread only)."""
+        for key in [k for k in self.engines if any(b[0] == book_id for b in k[1])]:
+            del self.engines[key]
+        return self.store.delete(book_id)
 
     def counter(self, name: str) -> Callable[[str], int]:
         found = self.counters.get(name)
@@ -211,6 +231,10 @@ class Runtime:
             self.engines.move_to_end(key)
             return found
         engine = build()
+        # A compiled book is ~10^6 long-lived objects: move them out of the cyclic GC's reach,
+        # or every full collection walks them all (tens of ms in the middle of some turn).
+        gc.collect()
+        gc.freeze()
         self.metrics.inc("lorescan_engines_built_total")
         self.engines[key] = engine
         while len(self.engines) > self.config.engines:
@@ -403,13 +427,24 @@ def build_app(config: ServeConfig) -> Starlette:
     async def openapi_json(request: Request) -> Response:
         return _json(openapi)
 
+    async def turn(request: Request, decoder: msgspec.json.Decoder, handle: Callable[[Any], bytes]) -> Response:
+        t0 = time.monotonic()
+        req = _decode(decoder, await _body(request, max_body))
+        t1 = time.monotonic()
+        timing: list[float] = []
+        body = await rt.run(lambda: handle(req), config.time_limit, timing)
+        response = _json(body)
+        # Server-Timing: where a turn's time went inside the worker (read, decode+validate,
+        # wait for the engine thread, scan+encode there).
+        response.headers["server-timing"] = (f"decode;dur={(t1 - t0) * 1000:.3f}, queue;dur={timing[0] * 1000:.3f}, "
+                                             f"engine;dur={timing[1] * 1000:.3f}") if timing else ""
+        return response
+
     async def st_scan(request: Request) -> Response:
-        req = _decode(_ST_DECODER, await _body(request, max_body))
-        return _json(await rt.run(lambda: rt.st_scan(req), config.time_limit))
+        return await turn(request, _ST_DECODER, rt.st_scan)
 
     async def slot_run(request: Request) -> Response:
-        req = _decode(_SLOT_DECODER, await _body(request, max_body))
-        return _json(await rt.run(lambda: rt.slot_run(req), config.time_limit))
+        return await turn(request, _SLOT_DECODER, rt.slot_run)
 
     async def books_post(request: Request) -> Response:
         q = request.query_params
@@ -466,11 +501,8 @@ def build_app(config: ServeConfig) -> Starlette:
 
     async def book_delete(request: Request) -> Response:
         book_id = _book_id(request)
-        done = await rt.run(lambda: rt.store.delete(book_id), config.time_limit)
-        if not done:
+        if not await rt.run(lambda: rt.delete_book(book_id), config.time_limit):
             raise HTTPError(404, f"no book with id {book_id!r}")
-        for key in [k for k in rt.engines if any(b[0] == book_id for b in k[1])]:
-            rt.engines.pop(key, None)
         return Response(status_code=204)
 
     async def books_list(request: Request) -> Response:
@@ -508,8 +540,11 @@ def build_app(config: ServeConfig) -> Starlette:
         async def publish() -> None:      # other workers' /metrics read this worker's numbers
             while True:
                 await asyncio.sleep(1.0)
-                rt.gauges()
-                rt.metrics.maybe_publish(force=True)
+                try:
+                    rt.gauges()
+                    rt.metrics.maybe_publish(force=True)
+                except Exception:  # noqa: BLE001 - a full disk must not stop the worker's numbers for good
+                    log.exception("could not publish this worker's metrics")
 
         task = asyncio.create_task(publish())
         try:
@@ -556,7 +591,8 @@ class _Guard:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 status["sent"] = True
-                message["headers"] = [*message.get("headers", ()), (b"x-lorescan-worker", self.pid)]
+                message["headers"] = [*message.get("headers", ()), (b"x-lorescan-worker", self.pid),
+                                      (b"server-timing", b"app;dur=%.3f" % ((time.perf_counter() - t0) * 1000))]
             await send(message)
 
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from typing import Any, Iterable
 
@@ -57,7 +56,6 @@ class Metrics:
         self.hists: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
         self.publish_dir = publish_dir
         self._published = 0.0
-        self._lock = threading.Lock()
 
     def inc(self, name: str, value: float = 1, **labels: str) -> None:
         key = (name, tuple(sorted(labels.items())))
@@ -80,9 +78,10 @@ class Metrics:
 
     def snapshot(self) -> dict[str, Any]:
         """This worker's numbers as plain JSON."""
-        return {"counters": [[n, list(map(list, lab)), v] for (n, lab), v in self.counters.items()],
-                "gauges": [[n, list(map(list, lab)), v] for (n, lab), v in self.gauges.items()],
-                "hists": [[n, list(map(list, lab)), list(v)] for (n, lab), v in self.hists.items()]}
+        # list(...) copies each table in one C call: the engine thread may add a key meanwhile
+        return {"counters": [[n, list(map(list, lab)), v] for (n, lab), v in list(self.counters.items())],
+                "gauges": [[n, list(map(list, lab)), v] for (n, lab), v in list(self.gauges.items())],
+                "hists": [[n, list(map(list, lab)), list(v)] for (n, lab), v in list(self.hists.items())]}
 
     def maybe_publish(self, *, force: bool = False) -> None:
         """Write this worker's snapshot for the other workers' /metrics (at most once a second)."""
