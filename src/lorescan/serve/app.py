@@ -207,6 +207,9 @@ class Runtime:
                     timing[:] = [started - submitted, time.monotonic() - started]
 
         future = asyncio.get_running_loop().run_in_executor(self.executor, job)
+        # a job that outlives its request ends unobserved: retrieve its outcome so asyncio does
+        # not log "exception was never retrieved" for a 4xx it raised
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout=limit)
         except (asyncio.TimeoutError, TimeLimit):
