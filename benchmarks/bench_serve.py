@@ -39,7 +39,9 @@ from lorescan.hitcache import ChatScan  # noqa: E402
 from lorescan.model import Compat, STSettings  # noqa: E402
 from lorescan.scan import BookSource, ChatMessage, STEngine  # noqa: E402
 from lorescan.serve import store as store_mod  # noqa: E402
+from lorescan.serve.app import TOKEN_CACHE_TEXTS  # noqa: E402
 from lorescan.serve.store import BookStore  # noqa: E402
+from lorescan.tokens import TiktokenCounter  # noqa: E402
 from lorescan.serve.testing import HOST, ServerProcess, cpu_seconds, rss_bytes  # noqa: E402
 
 SHORT = os.environ.get("LORESCAN_BENCH_SHORT") == "1"
@@ -52,7 +54,8 @@ CONCURRENCY = 2                    # requests in flight: one keep-alive connecti
 SETTINGS = {"scan_depth": 10, "recursive": True, "match_whole_words": True}
 MAX_CONTEXT = 8192
 TURNS_PER_CHAT = 400
-WARM_TURNS = 12                    # turns per chat before RSS is read (fills the 32-text chat caches)
+CHAT_CACHE_TEXTS = 32              # the server's --chat-cache-texts (depth 10 reuses fewer texts)
+WARM_TURNS = 12                    # turns per chat before RSS is read (fills those chat caches)
 
 
 def _book_json(book) -> bytes:
@@ -73,7 +76,7 @@ def world():
 def server(world, tmp_path_factory):
     book, _ = world
     books_dir = str(tmp_path_factory.mktemp("serve-books"))
-    with ServerProcess(books_dir, workers=2, args=["--time-limit", "30", "--chat-cache-texts", "32"]) as srv:
+    with ServerProcess(books_dir, workers=2, args=["--time-limit", "30", "--chat-cache-texts", str(CHAT_CACHE_TEXTS)]) as srv:
         c = srv.client(timeout=300)
         status, info = c.json("POST", "/v1/books?name=synthetic", _book_json(book),
                               headers={"Content-Type": "application/json"})
@@ -208,7 +211,10 @@ def bench_serve_load_warm_turns(benchmark, world, server):
     # The latency ratio: one request in flight, each HTTP turn right after the in-process scan
     # of the very same turn (same engine settings, a warm ChatScan per chat), so both see the
     # same machine load. pytest-benchmark times the HTTP turns; setup() times the scans.
-    engine = STEngine([BookSource(book, ("global",))], STSettings(**SETTINGS), compat="sillytavern")
+    # The same engine configuration as the server's (token-count cache, per-chat cache bound),
+    # so the difference is HTTP, JSON and validation alone.
+    engine = STEngine([BookSource(book, ("global",))], STSettings(**SETTINGS), compat="sillytavern",
+                      count_tokens=TiktokenCounter(cache_size=TOKEN_CACHE_TEXTS))
     caches: dict[int, ChatScan] = {}
     scan_times: list[float] = []
     scan_cpu: list[float] = []
@@ -219,7 +225,7 @@ def bench_serve_load_warm_turns(benchmark, world, server):
         n, body = chat.next_body()
         cache = caches.get(chat.index)
         if cache is None:
-            cache = caches[chat.index] = ChatScan()
+            cache = caches[chat.index] = ChatScan(max_texts=CHAT_CACHE_TEXTS)
             engine.scan(chat_msgs[chat.index][:n - 1], max_context=MAX_CONTEXT, cache=cache)
         c0, t0 = time.process_time(), time.perf_counter()
         engine.scan(chat_msgs[chat.index][:n], max_context=MAX_CONTEXT, cache=cache)
