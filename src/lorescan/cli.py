@@ -42,7 +42,41 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.add_argument("--why", action="store_true", help="explain every entry, not only activated ones")
     s.set_defaults(func=_cmd_scan)
+    _add_serve_parser(sub)
     return p
+
+
+def _add_serve_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    v = sub.add_parser("serve", help="run the engine as an HTTP service (needs lorescan[serve])")
+    v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    v.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    v.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    v.add_argument("--books-dir", default="lorescan-books", help="where compiled books are stored")
+    v.add_argument("--book-cache-mb", type=float, default=512, help="in-memory compiled books per worker")
+    v.add_argument("--chat-cache-chats", type=int, default=1000, help="chats whose hit cache a worker keeps")
+    v.add_argument("--chat-cache-texts", type=int, default=256, help="texts one chat's hit cache keeps")
+    v.add_argument("--chat-cache-mb", type=float, default=256, help="bytes of those hit caches per worker")
+    v.add_argument("--max-body-mb", type=float, default=16, help="largest scan request body")
+    v.add_argument("--max-upload-mb", type=float, default=64, help="largest book upload")
+    v.add_argument("--time-limit", type=float, default=10.0, help="seconds per scan request (503 past it)")
+    v.add_argument("--token-file", default=None,
+                   help="bearer token file (default: $LORESCAN_SERVE_TOKEN; neither: no auth)")
+    v.set_defaults(func=_cmd_serve)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from .serve.app import ServeConfig, serve
+    except ImportError as exc:
+        print(f"lorescan serve: {exc.name or exc} is missing; install lorescan[serve]", file=sys.stderr)
+        return 2
+    config = ServeConfig(books_dir=args.books_dir, book_cache_mb=args.book_cache_mb,
+                         chat_cache_chats=args.chat_cache_chats, chat_cache_texts=args.chat_cache_texts,
+                         chat_cache_mb=args.chat_cache_mb,
+                         max_body_mb=args.max_body_mb, max_upload_mb=args.max_upload_mb,
+                         time_limit=args.time_limit, token_file=args.token_file)
+    serve(config, host=args.host, port=args.port, workers=args.workers)
+    return 0
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:

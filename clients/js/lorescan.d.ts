@@ -1,0 +1,129 @@
+// Types of the lorescan /v1 API (docs/service.md; the server's /openapi.json is the full schema).
+
+export type BookRole = "global" | "character" | "character_extra" | "chat" | "persona";
+export type Tokenizer = "cl100k" | "words" | "chars";
+
+export interface BookLoss { entry: number | string | null; field: string; why: string; }
+
+export interface BookInfo {
+  id: string; name: string; format: string; entries: number; bytes: number; filename: string;
+  losses: BookLoss[]; created?: boolean;
+}
+
+export interface STSettings {
+  scan_depth?: number; budget_percent?: number; budget_cap?: number; min_activations?: number;
+  min_activations_depth_max?: number; max_recursion_steps?: number; recursive?: boolean;
+  case_sensitive?: boolean; match_whole_words?: boolean; use_group_scoring?: boolean; include_names?: boolean;
+  insertion_strategy?: "evenly" | "character_first" | "global_first"; overflow_alert?: boolean;
+}
+
+export interface STMessage { mes: string; name?: string; is_user?: boolean; }
+
+export interface TimedEffectRecord { hash: number; start: number; end: number; protected: boolean; }
+export interface TimedEffects { sticky: Record<string, TimedEffectRecord>; cooldown: Record<string, TimedEffectRecord>; }
+
+export interface STScanRequest {
+  books: { id: string; roles?: BookRole[] }[];
+  messages: STMessage[];
+  max_context: number;
+  settings?: STSettings;
+  compat?: "sillytavern" | "improved";
+  character?: { name?: string; avatar?: string; tags?: string[] | null } | null;
+  global_scan_data?: Record<string, string> | null;
+  injects?: string[];
+  authors_note?: string | null;
+  trigger?: string;
+  dry_run?: boolean;
+  timed_effects?: TimedEffects | null;
+  forced?: { world: string; uid: number | string }[];
+  tokenizer?: Tokenizer;
+  random?: number | null;
+  seed?: number | null;
+  macros?: Record<string, string> | null;
+  explain?: boolean;
+  chat_id?: string | null;
+}
+
+export interface EntryRef { world: string; uid: number | string; }
+
+export interface Diagnostic {
+  world: string; uid: number | string; outcome: "activated" | "not_activated"; reason: string; detail: string;
+  loop: number | null; key: string | null; where: string | null;
+}
+
+export interface STScanResponse {
+  activated: EntryRef[];
+  world_info_before: string;
+  world_info_after: string;
+  depth_entries: { depth: number; role: number; entries: string[] }[];
+  an_top: string[];
+  an_bottom: string[];
+  em_entries: { position: number; content: string }[];
+  outlets: Record<string, string[]>;
+  authors_note: string | null;
+  budget_overflowed: boolean;
+  overflow_alert_shown: boolean;
+  timed_effects: TimedEffects;
+  loops: { state: string; next: string; activated: EntryRef[] }[];
+  budget: number;
+  diagnostics?: Diagnostic[];
+}
+
+export interface SlotRunRequest {
+  books: { id: string; book_id?: string; settings?: { scan_depth?: number; token_budget?: number; recursive_scanning?: boolean } }[];
+  messages: { role: "system" | "user" | "assistant"; content: string }[];
+  turn_id: string | number;
+  state?: Record<string, unknown> | null;
+  dry_run?: boolean;
+  at_greeting?: boolean | null;
+  greeting_index?: number | null;
+  user_icon?: string | null;
+  user_icon_decorator?: boolean;
+  regex_keys?: "ccv3" | "auto";
+  rules?: "improved" | "sillytavern";
+  case_sensitive?: boolean;
+  match_whole_words?: boolean;
+  tokenizer?: Tokenizer;
+  macros?: Record<string, string> | null;
+  chat_id?: string | null;
+}
+
+export interface SlotLogRecord {
+  book: string; id: number | string; name: string; outcome: string; reason: string; pass_number: number | null;
+  matched_by: string | null; matched_key: string | null; roll: number | null; tokens: number | null;
+  priority: number; order: number; role: string; ignore_on_max_context: boolean; position: [number, number];
+}
+
+export interface SlotRunResponse {
+  messages: { role: string; content: string }[];
+  log: SlotLogRecord[];
+  state: Record<string, unknown>;
+  budget: number;
+  tokens_used: number;
+  passes: number;
+  disabled_ui_prompts: string[];
+}
+
+export interface ErrorBody { error: string; path?: string; source?: string; entry?: number | string; field?: string; }
+
+export class LorescanError extends Error {
+  status: number;
+  body: ErrorBody;
+  path?: string;
+  constructor(status: number, body: ErrorBody);
+}
+
+export interface ClientOptions { token?: string; fetch?: typeof fetch; timeoutMs?: number; }
+
+export class LorescanClient {
+  constructor(baseUrl: string, options?: ClientOptions);
+  health(): Promise<{ status: string }>;
+  metrics(): Promise<string>;
+  uploadBook(book: object | string | ArrayBuffer | Uint8Array | Blob,
+             options?: { name?: string; filename?: string; fillDefaults?: boolean }): Promise<BookInfo>;
+  getBook(id: string): Promise<BookInfo>;
+  listBooks(): Promise<{ books: BookInfo[] }>;
+  deleteBook(id: string): Promise<void>;
+  stScan(request: STScanRequest): Promise<STScanResponse>;
+  slotRun(request: SlotRunRequest): Promise<SlotRunResponse>;
+}

@@ -1,0 +1,717 @@
+"""The ASGI app of ``lorescan serve``: Starlette routes over msgspec models.
+
+One worker process = one event loop (I/O, JSON, validation) + one engine thread (every
+compile, load and scan). Engines are not shared between threads, so an engine's lazy
+caches never race, and a request that runs past its time limit is answered 503 while its
+scan finishes in the background (a scan still queued when its deadline passes is skipped).
+Per-request data (timed effects, slot state, messages) lives only in the request; what a
+worker keeps between requests is derived from books alone (compiled books, engines) or
+from text alone (per-chat key-hit caches), so no caller can see another's state.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import gc
+import json
+import logging
+import os
+import random as _random
+import re
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any, AsyncIterator, Awaitable, Callable, MutableMapping
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from ..errors import LorebookError
+from ..hitcache import ChatScan
+from ..limits import DEFAULT_LIMITS
+from ..model import Compat, MatchOptions, STSettings
+from ..scan import BookSource, Character, ChatMessage, STEngine
+from ..slot import BookSettings, SlotBook, SlotEngine
+from ..tokens import TiktokenCounter, count_words
+from . import models as m
+from .auth import check_header, read_token
+from .metrics import Metrics, render
+from .store import BookNotFound, BookStore
+
+__all__ = ["ServeConfig", "create_app", "build_app", "CONFIG_ENV"]
+
+log = logging.getLogger("lorescan.serve")
+CONFIG_ENV = "LORESCAN_SERVE_CONFIG"
+API_VERSION = "v1"
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """Everything a worker needs; passed to worker processes as JSON in ``LORESCAN_SERVE_CONFIG``.
+
+    ``books_dir``: compiled books (shared by workers and restarts). ``book_cache_mb``: the
+    in-memory LRU of compiled books. ``chat_cache_chats`` / ``chat_cache_mb``: the per-chat
+    hit caches (``chat_id``); ``chat_cache_texts``: texts one chat's cache keeps (a chat only
+    reuses the hits of its window's messages and recent recursion chunks). ``max_body_mb``: largest scan request; ``max_upload_mb``:
+    largest book upload. ``time_limit``: seconds per scan request (503 past it);
+    ``upload_time_limit``: seconds per upload. ``token_file``: bearer token file (else
+    ``LORESCAN_SERVE_TOKEN``; neither = no auth). ``engines``: engines kept per worker.
+    """
+
+    books_dir: str = "lorescan-books"
+    book_cache_mb: float = 512
+    chat_cache_chats: int = 1000
+    chat_cache_texts: int = 256
+    chat_cache_mb: float = 256
+    max_body_mb: float = 16
+    max_upload_mb: float = DEFAULT_LIMITS.max_file_bytes / (1 << 20)
+    time_limit: float = 10.0
+    upload_time_limit: float = 120.0
+    token_file: str | None = None
+    engines: int = 32
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls) -> "ServeConfig":
+        raw = os.environ.get(CONFIG_ENV)
+        return cls(**json.loads(raw)) if raw else cls()
+
+
+class HTTPError(Exception):
+    """An answer other than 200: status and JSON body (models.ErrorBody)."""
+
+    def __init__(self, status: int, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.status = status
+        self.body = {"error": error, **{k: v for k, v in extra.items() if v is not None}}
+
+
+class TimeLimit(Exception):
+    """The request's deadline passed before its job started."""
+
+
+_REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "global_scan_data")
+_PATH_AT = re.compile(r" - at `(\$[^`]*)`$")
+
+
+def _validation_error(exc: msgspec.ValidationError) -> HTTPError:
+    text = str(exc)
+    found = _PATH_AT.search(text)
+    return HTTPError(422, text, path=found.group(1) if found else "$")
+
+
+def _input_error(exc: LorebookError, prefix: str = "$") -> HTTPError:
+    """A LorebookError about the request's data (settings, state, messages) as a 422 with a path."""
+    src = exc.source if exc.source in _REQUEST_FIELDS else ""
+    path = prefix + (f".{src}" if src else "")
+    if isinstance(exc.entry, int) and not isinstance(exc.entry, bool):
+        path += f"[{exc.entry}]"
+    if exc.field:
+        path += exc.field if exc.field.startswith("[") else f".{exc.field}"
+    return HTTPError(422, str(exc), path=path)
+
+
+# -- per-worker state -------------------------------------------------------------------------
+
+class ChatCaches:
+    """Per-chat ChatScan objects: an LRU bounded in chats and in estimated bytes; each chat's
+    cache is itself bounded in texts (old messages and old recursion chunks are never read again)."""
+
+    def __init__(self, max_chats: int, max_bytes: int, max_texts: int = 256) -> None:
+        self.max_chats = max(1, max_chats)
+        self.max_bytes = max(1, max_bytes)
+        self.max_texts = max(1, max_texts)
+        self._lru: OrderedDict[str, ChatScan] = OrderedDict()
+
+    def get(self, chat_id: str) -> ChatScan:
+        found = self._lru.get(chat_id)
+        if found is None:
+            found = self._lru[chat_id] = ChatScan(max_texts=self.max_texts, max_bytes=self.max_bytes)
+        else:
+            self._lru.move_to_end(chat_id)
+        return found
+
+    def trim(self) -> None:
+        while len(self._lru) > self.max_chats:
+            self._lru.popitem(last=False)
+        total = self.nbytes
+        while total > self.max_bytes and len(self._lru) > 1:
+            _, old = self._lru.popitem(last=False)
+            total -= old.nbytes
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in list(self._lru.values()))
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+
+TOKEN_CACHE_TEXTS = 1024    # the counter caches by text; every turn brings new (long) budget texts
+
+
+def _counter(name: str) -> Callable[[str], int]:
+    if name == "words":
+        return count_words
+    if name == "chars":
+        return len
+    return TiktokenCounter(cache_size=TOKEN_CACHE_TEXTS)
+
+
+def _substitute(macros: dict[str, str] | None) -> Callable[[str], str] | None:
+    if not macros:
+        return None
+    table = {k.lower(): v for k, v in macros.items()}
+    pattern = re.compile(r"\{\{(" + "|".join(re.escape(k) for k in sorted(table, key=len, reverse=True))
+                         + r")\}\}", re.IGNORECASE)
+    return lambda text: pattern.sub(lambda mt: table[mt.group(1).lower()], text) if "{{" in text else text
+
+
+class Runtime:
+    """A worker's books, engines, chat caches and metrics; everything runs on one engine thread."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.store = BookStore(config.books_dir, cache_bytes=int(config.book_cache_mb * (1 << 20)))
+        self.metrics = Metrics(os.path.join(self.store.directory, ".metrics"))
+        self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)),
+                                config.chat_cache_texts)
+        self.engines: OrderedDict[tuple, Any] = OrderedDict()
+        self.counters: dict[str, Callable[[str], int]] = {}
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lorescan-engine")
+        token = read_token(config.token_file)
+        self.token = token.encode() if token else None
+
+    async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None) -> Any:
+        """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first.
+
+        ``timing`` (if given) receives the seconds spent queued and running there."""
+        submitted = time.monotonic()
+        deadline = submitted + limit
+
+        def job() -> Any:
+            started = time.monotonic()
+            if started > deadline:
+                raise TimeLimit()
+            try:
+                return fn()
+            finally:
+                if timing is not None:
+                    timing[:] = [started - submitted, time.monotonic() - started]
+
+        future = asyncio.get_running_loop().run_in_executor(self.executor, job)
+        # a job that outlives its request ends unobserved: retrieve its outcome so asyncio does
+        # not log "exception was never retrieved" for a 4xx it raised
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout=limit)
+        except (asyncio.TimeoutError, TimeLimit):
+            self.metrics.inc("lorescan_request_timeouts_total")
+            raise HTTPError(503, f"the request took longer than the time limit of {limit:g} s") from None
+
+    def delete_book(self, book_id: str) -> bool:
+        """Delete a stored book and drop this worker's engines that use it (engine thread only)."""
+        for key in [k for k in self.engines if any(b[0] == book_id for b in k[1])]:
+            del self.engines[key]
+        return self.store.delete(book_id)
+
+    def counter(self, name: str) -> Callable[[str], int]:
+        found = self.counters.get(name)
+        if found is None:
+            found = self.counters[name] = _counter(name)
+        return found
+
+    def _engine(self, key: tuple, build: Callable[[], Any]) -> Any:
+        found = self.engines.get(key)
+        if found is not None:
+            self.engines.move_to_end(key)
+            return found
+        engine = build()
+        # A compiled book is ~10^6 long-lived objects: move them out of the cyclic GC's reach,
+        # or every full collection walks them all (tens of ms in the middle of some turn).
+        gc.collect()
+        gc.freeze()
+        self.metrics.inc("lorescan_engines_built_total")
+        self.engines[key] = engine
+        while len(self.engines) > self.config.engines:
+            self.engines.popitem(last=False)
+        return engine
+
+    def _compiled(self, refs: list[Any], options: MatchOptions) -> list[Any]:
+        out = []
+        for i, ref in enumerate(refs):
+            try:
+                out.append(self.store.get(ref.id, options))
+            except BookNotFound:
+                raise HTTPError(404, f"no book with id {ref.id!r} (upload it with POST /v1/books)",
+                                path=f"$.books[{i}].id") from None
+        return out
+
+    def _chat_cache(self, chat_id: str | None) -> ChatScan | None:
+        return self.chats.get(chat_id) if chat_id is not None else None
+
+    def _after_chat(self, cache: ChatScan | None, hits0: int, misses0: int) -> None:
+        if cache is None:
+            return
+        self.metrics.inc("lorescan_chat_cache_hits_total", cache.hit_count - hits0)
+        self.metrics.inc("lorescan_chat_cache_misses_total", cache.miss_count - misses0)
+        self.chats.trim()
+
+    # -- SillyTavern mode ------------------------------------------------------------------
+    def st_scan(self, req: m.STScanRequest) -> bytes:
+        s = req.settings
+        try:
+            settings = STSettings(**msgspec.structs.asdict(s))
+        except LorebookError as exc:
+            raise _input_error(exc) from None
+        compat = Compat.of(req.compat)
+        options = compat.match_options(case_sensitive=settings.case_sensitive,
+                                       match_whole_words=settings.match_whole_words)
+        key = ("st", tuple((b.id, tuple(b.roles)) for b in req.books), settings, req.compat, req.tokenizer)
+        for b in req.books:        # a book deleted by another worker must not live on in an engine
+            if not self.store.exists(b.id):
+                self._compiled(req.books, options)
+        try:
+            engine = self._engine(key, lambda: STEngine(
+                [BookSource(cb, tuple(b.roles)) for cb, b in zip(self._compiled(req.books, options), req.books)],
+                settings, compat=compat, count_tokens=self.counter(req.tokenizer)))
+        except LorebookError as exc:
+            raise _input_error(exc) from None
+        if req.random is not None or req.seed is not None or req.macros:
+            engine = copy.copy(engine)          # per-request hooks on a shallow copy: the cached engine stays as it was
+            if req.random is not None:
+                constant = req.random
+                engine.random = lambda: constant
+            elif req.seed is not None:
+                engine.random = _random.Random(req.seed).random
+            if req.macros:
+                engine.substitute = _substitute(req.macros)
+        ch = req.character
+        character = Character(ch.name, ch.avatar, tuple(ch.tags) if ch.tags is not None else None) if ch else None
+        messages = [ChatMessage(x.name, x.mes, x.is_user) for x in req.messages]
+        cache = self._chat_cache(req.chat_id)
+        h0, m0 = (cache.hit_count, cache.miss_count) if cache is not None else (0, 0)
+        try:
+            result = engine.scan(messages, max_context=req.max_context, character=character,
+                                 global_scan_data=req.global_scan_data, injects=req.injects,
+                                 authors_note=req.authors_note, trigger=req.trigger, dry_run=req.dry_run,
+                                 timed_effects=req.timed_effects,
+                                 forced=[(f.world, f.uid) for f in req.forced], cache=cache)
+        except LorebookError as exc:
+            raise _input_error(exc) from None
+        finally:
+            self._after_chat(cache, h0, m0)
+        out = result.to_json()
+        out["budget"] = result.budget
+        notes = getattr(getattr(result._explain, "__self__", None), "notes", None) or {}
+        timeouts = sum(1 for d in notes.values() if "timed out" in d.detail)
+        if req.explain:
+            out["diagnostics"] = [{"world": d.entry.world, "uid": d.entry.uid, "outcome": d.outcome,
+                                   "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key,
+                                   "where": d.where} for d in result.diagnostics.values()]
+        if timeouts:
+            self.metrics.inc("lorescan_regex_timeouts_total", timeouts)
+        return msgspec.json.encode(out)
+
+    # -- lorebook-slot mode ----------------------------------------------------------------
+    def slot_run(self, req: m.SlotRunRequest) -> bytes:
+        maker = MatchOptions.improved if req.rules == "improved" else MatchOptions.sillytavern
+        options = maker(case_sensitive=req.case_sensitive, match_whole_words=req.match_whole_words)
+        key = ("slot", tuple((b.id, b.book_id, None if b.settings is None else
+                              msgspec.structs.astuple(b.settings)) for b in req.books),
+               options, req.regex_keys, req.user_icon_decorator, req.tokenizer)
+        for b in req.books:
+            if not self.store.exists(b.id):
+                self._compiled(req.books, options)
+
+        def build() -> SlotEngine:
+            books = []
+            for i, (cb, ref) in enumerate(zip(self._compiled(req.books, MatchOptions.sillytavern()), req.books)):
+                settings = None
+                if ref.settings is not None:
+                    given = {k: v for k, v in msgspec.structs.asdict(ref.settings).items() if v is not None}
+                    try:
+                        settings = BookSettings(**{**asdict(BookSettings.from_book(cb.book)), **given})
+                    except LorebookError as exc:
+                        raise _input_error(exc, f"$.books[{i}].settings") from None
+                books.append(SlotBook(cb.book, ref.book_id, settings))
+            return SlotEngine(books, count_tokens=self.counter(req.tokenizer), match_options=options,
+                              regex_keys=req.regex_keys, user_icon_decorator=req.user_icon_decorator)
+
+        try:
+            engine = self._engine(key, build)
+        except LorebookError as exc:
+            raise _input_error(exc) from None
+        cache = self._chat_cache(req.chat_id)
+        h0, m0 = (cache.hit_count, cache.miss_count) if cache is not None else (0, 0)
+        try:
+            result = engine.run([(x.role, x.content) for x in req.messages], turn_id=req.turn_id,
+                                state=req.state, dry_run=req.dry_run, at_greeting=req.at_greeting,
+                                greeting_index=req.greeting_index, user_icon=req.user_icon,
+                                substitute=_substitute(req.macros), cache=cache)
+        except LorebookError as exc:
+            raise _input_error(exc) from None
+        finally:
+            self._after_chat(cache, h0, m0)
+        timeouts = sum(1 for r in result.log if "timed out" in r.reason)
+        if timeouts:
+            self.metrics.inc("lorescan_regex_timeouts_total", timeouts)
+        return msgspec.json.encode({
+            "messages": [{"role": x.role, "content": x.content} for x in result.messages],
+            "log": [r.to_dict() for r in result.log], "state": result.state, "budget": result.budget,
+            "tokens_used": result.tokens_used, "passes": result.passes,
+            "disabled_ui_prompts": sorted(result.disabled_ui_prompts)})
+
+    def gauges(self) -> None:
+        mt = self.metrics
+        mt.set("lorescan_books_loaded", self.store.loaded)
+        mt.set("lorescan_books_loaded_bytes", self.store.nbytes)
+        mt.set("lorescan_chats_cached", len(self.chats))
+        mt.set("lorescan_chat_cache_bytes", self.chats.nbytes)
+        mt.counters[("lorescan_book_file_loads_total", ())] = self.store.file_loads
+        mt.counters[("lorescan_book_compiles_total", ())] = self.store.compiles
+
+
+# -- HTTP -------------------------------------------------------------------------------------
+
+_ST_DECODER = msgspec.json.Decoder(m.STScanRequest)
+_SLOT_DECODER = msgspec.json.Decoder(m.SlotRunRequest)
+_JSON = "application/json"
+
+
+def _json(body: bytes, status: int = 200) -> Response:
+    return Response(body, status_code=status, media_type=_JSON)
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPError(413, f"the request body is {int(declared)} bytes, above the limit of {limit} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPError(413, f"the request body is above the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decode(decoder: msgspec.json.Decoder, body: bytes) -> Any:
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise _validation_error(exc) from None
+    except msgspec.DecodeError as exc:
+        raise HTTPError(400, f"malformed JSON: {exc}", path="$") from None
+
+
+def build_app(config: ServeConfig) -> Starlette:
+    """The Starlette app for ``config`` (one Runtime per worker process)."""
+    rt = Runtime(config)
+    max_body = int(config.max_body_mb * (1 << 20))
+    max_upload = int(config.max_upload_mb * (1 << 20))
+    openapi = msgspec.json.encode(openapi_document())
+
+    async def healthz(request: Request) -> Response:
+        return _json(b'{"status":"ok"}')
+
+    async def metrics(request: Request) -> Response:
+        rt.gauges()
+        return PlainTextResponse(render(rt.metrics.gather()), media_type="text/plain; version=0.0.4")
+
+    async def openapi_json(request: Request) -> Response:
+        return _json(openapi)
+
+    async def turn(request: Request, decoder: msgspec.json.Decoder, handle: Callable[[Any], bytes]) -> Response:
+        t0 = time.monotonic()
+        req = _decode(decoder, await _body(request, max_body))
+        t1 = time.monotonic()
+        timing: list[float] = []
+        body = await rt.run(lambda: handle(req), config.time_limit, timing)
+        response = _json(body)
+        # Server-Timing: where a turn's time went inside the worker (read, decode+validate,
+        # wait for the engine thread, scan+encode there).
+        response.headers["server-timing"] = (f"decode;dur={(t1 - t0) * 1000:.3f}, queue;dur={timing[0] * 1000:.3f}, "
+                                             f"engine;dur={timing[1] * 1000:.3f}") if timing else ""
+        return response
+
+    async def st_scan(request: Request) -> Response:
+        return await turn(request, _ST_DECODER, rt.st_scan)
+
+    async def slot_run(request: Request) -> Response:
+        return await turn(request, _SLOT_DECODER, rt.slot_run)
+
+    async def books_post(request: Request) -> Response:
+        q = request.query_params
+        name = q.get("name") or None
+        fill = q.get("fill_defaults", "true").lower()
+        if fill not in ("true", "false", "1", "0"):
+            raise HTTPError(422, "fill_defaults must be true or false", path="query.fill_defaults")
+        filename = q.get("filename") or ""
+        ctype = request.headers.get("content-type", "")
+        if ctype.startswith("multipart/form-data"):
+            declared = request.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > max_upload + 65536:
+                raise HTTPError(413, f"the upload is {int(declared)} bytes, above the limit of {max_upload} bytes")
+            async with request.form(max_files=1, max_fields=10, max_part_size=max_upload) as form:
+                upload = form.get("file")
+                if upload is None or isinstance(upload, str):
+                    raise HTTPError(422, "a multipart upload needs the book in a file field named 'file'",
+                                    path="form.file")
+                data = await upload.read(max_upload + 1)
+                filename = filename or upload.filename or ""
+                form_name = form.get("name")
+                if name is None and isinstance(form_name, str):
+                    name = form_name or None
+        else:
+            data = await _body(request, max_upload)
+        if len(data) > max_upload:
+            raise HTTPError(413, f"the upload is above the limit of {max_upload} bytes")
+        if not data:
+            raise HTTPError(400, "the upload is empty")
+        fill_defaults = fill in ("true", "1")
+
+        def put() -> dict[str, Any]:
+            try:
+                return rt.store.put(data, filename or "<upload>", name=name, fill_defaults=fill_defaults)
+            except LorebookError as exc:
+                entry = exc.entry if isinstance(exc.entry, (int, str)) and not isinstance(exc.entry, bool) else None
+                raise HTTPError(400, str(exc), source=exc.source, entry=entry, field=exc.field) from None
+
+        info = await rt.run(put, config.upload_time_limit)
+        return _json(msgspec.json.encode(info), 201 if info["created"] else 200)
+
+    def _book_id(request: Request) -> str:
+        book_id = request.path_params["book_id"]
+        if not re.fullmatch(r"[0-9a-f]{32}", book_id):
+            raise HTTPError(422, "a book id is 32 lowercase hex digits", path="path.book_id")
+        return book_id
+
+    async def book_get(request: Request) -> Response:
+        book_id = _book_id(request)
+        try:
+            return _json(msgspec.json.encode(rt.store.info(book_id)))
+        except BookNotFound:
+            raise HTTPError(404, f"no book with id {book_id!r}") from None
+
+    async def book_delete(request: Request) -> Response:
+        book_id = _book_id(request)
+        if not await rt.run(lambda: rt.delete_book(book_id), config.time_limit):
+            raise HTTPError(404, f"no book with id {book_id!r}")
+        return Response(status_code=204)
+
+    async def books_list(request: Request) -> Response:
+        infos = []
+        for book_id in rt.store.ids():
+            try:
+                infos.append(rt.store.info(book_id))
+            except BookNotFound:
+                continue
+        return _json(msgspec.json.encode({"books": infos}))
+
+    routes = [
+        Route("/healthz", healthz, methods=["GET"], name="healthz"),
+        Route("/metrics", metrics, methods=["GET"], name="metrics"),
+        Route("/openapi.json", openapi_json, methods=["GET"], name="openapi"),
+        Route("/v1/books", books_post, methods=["POST"], name="books"),
+        Route("/v1/books", books_list, methods=["GET"], name="books"),
+        Route("/v1/books/{book_id}", book_get, methods=["GET"], name="book"),
+        Route("/v1/books/{book_id}", book_delete, methods=["DELETE"], name="book"),
+        Route("/v1/st/scan", st_scan, methods=["POST"], name="st_scan"),
+        Route("/v1/slot/run", slot_run, methods=["POST"], name="slot_run"),
+    ]
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPError)
+        headers = {"www-authenticate": "Bearer"} if exc.status == 401 else None
+        return JSONResponse(exc.body, status_code=exc.status, headers=headers)
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
+                            status_code=500)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async def publish() -> None:      # other workers' /metrics read this worker's numbers
+            while True:
+                await asyncio.sleep(1.0)
+                try:
+                    rt.gauges()
+                    rt.metrics.maybe_publish(force=True)
+                except Exception:  # noqa: BLE001 - a full disk must not stop the worker's numbers for good
+                    log.exception("could not publish this worker's metrics")
+
+        task = asyncio.create_task(publish())
+        try:
+            yield
+        finally:
+            task.cancel()
+            rt.metrics.withdraw()
+            rt.executor.shutdown(wait=False, cancel_futures=True)
+
+    app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, Exception: internal_error},
+                    lifespan=lifespan)
+    app.state.runtime = rt
+    return _Guard(app, rt)  # type: ignore[return-value]
+
+
+class _Guard:
+    """Outermost ASGI layer: auth, error bodies, the 'nothing crashes a worker' net, metrics."""
+
+    _ROUTES = {"/healthz": "healthz", "/metrics": "metrics", "/openapi.json": "openapi",
+               "/v1/books": "books", "/v1/st/scan": "st_scan", "/v1/slot/run": "slot_run"}
+
+    def __init__(self, app: Starlette, rt: Runtime) -> None:
+        self.app = app
+        self.rt = rt
+        self.state = app.state
+        self.pid = str(os.getpid()).encode()
+
+    def _route(self, path: str) -> str:
+        found = self._ROUTES.get(path)
+        if found is not None:
+            return found
+        return "book" if path.startswith("/v1/books/") else "other"
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        route = self._route(scope["path"])
+        status = {"code": 500, "sent": False}
+
+        async def send_wrapped(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                status["sent"] = True
+                message["headers"] = [*message.get("headers", ()), (b"x-lorescan-worker", self.pid),
+                                      (b"server-timing", b"app;dur=%.3f" % ((time.perf_counter() - t0) * 1000))]
+            await send(message)
+
+        try:
+            token = self.rt.token
+            if token is not None and route != "healthz":
+                auth = None
+                for k, v in scope["headers"]:
+                    if k == b"authorization":
+                        auth = v
+                        break
+                if not check_header(auth, token):
+                    raise HTTPError(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
+            await self.app(scope, receive, send_wrapped)
+        except HTTPError as exc:
+            if not status["sent"]:
+                headers = {"www-authenticate": "Bearer"} if exc.status == 401 else None
+                await JSONResponse(exc.body, status_code=exc.status, headers=headers)(scope, receive, send_wrapped)
+        except Exception as exc:  # noqa: BLE001 - the worker must answer and live on
+            if not status["sent"]:
+                log.exception("internal error on %s %s", scope.get("method"), scope.get("path"))
+                await JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
+                                   status_code=500)(scope, receive, send_wrapped)
+        finally:
+            mt = self.rt.metrics
+            mt.inc("lorescan_requests_total", route=route, method=scope.get("method", ""),
+                   status=str(status["code"]))
+            mt.observe("lorescan_request_seconds", time.perf_counter() - t0, route=route)
+
+
+def create_app() -> Any:
+    """Factory for uvicorn workers: the config comes from ``LORESCAN_SERVE_CONFIG``."""
+    level = os.environ.get("LORESCAN_SERVE_LOG", "INFO").upper()
+    logging.getLogger("lorescan.serve").setLevel(level)
+    if not logging.getLogger("lorescan.serve").handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     lorescan: %(message)s"))
+        logging.getLogger("lorescan.serve").addHandler(handler)
+    return build_app(ServeConfig.from_env())
+
+
+# -- OpenAPI --------------------------------------------------------------------------------
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the /v1 API, with schemas generated from the msgspec models."""
+    types = [m.STScanRequest, m.STScanResponse, m.SlotRunRequest, m.SlotRunResponse, m.BookInfo, m.BookList,
+             m.ErrorBody]
+    (req_st, res_st, req_slot, res_slot, book, book_list, err), components = msgspec.json.schema_components(
+        types, ref_template="#/components/schemas/{name}")
+
+    def body(schema: dict) -> dict:
+        return {"content": {_JSON: {"schema": schema}}}
+
+    errors = {
+        "400": {"description": "malformed JSON, or a bad book (the LorebookError text)", **body(err)},
+        "401": {"description": "missing or wrong bearer token (when the server has one)", **body(err)},
+        "404": {"description": "unknown book id", **body(err)},
+        "413": {"description": "request body above the size limit", **body(err)},
+        "422": {"description": "validation error; `path` locates the field", **body(err)},
+        "503": {"description": "the per-request time limit passed", **body(err)},
+    }
+    book_id = {"name": "book_id", "in": "path", "required": True, "schema": {"type": "string",
+                                                                            "pattern": "^[0-9a-f]{32}$"}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "lorescan", "version": API_VERSION,
+                 "description": "Exact, fast lorebook (World Info) engine as an HTTP service. See docs/service.md."},
+        "paths": {
+            "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "ok"}}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics (text format)",
+                                 "responses": {"200": {"description": "metrics",
+                                                       "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/v1/books": {
+                "post": {
+                    "summary": "Upload a book (any format lorescan.load reads); compiled once and stored",
+                    "parameters": [
+                        {"name": "name", "in": "query", "schema": {"type": "string"},
+                         "description": "the book's name (default: from the file)"},
+                        {"name": "filename", "in": "query", "schema": {"type": "string"}},
+                        {"name": "fill_defaults", "in": "query", "schema": {"type": "boolean", "default": True},
+                         "description": "false: read a SillyTavern world's entries as stored"}],
+                    "requestBody": {"required": True, "content": {
+                        _JSON: {"schema": {}},
+                        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                        "multipart/form-data": {"schema": {"type": "object", "properties": {
+                            "file": {"type": "string", "format": "binary"}, "name": {"type": "string"}},
+                            "required": ["file"]}}}},
+                    "responses": {"201": {"description": "stored", **body(book)},
+                                  "200": {"description": "already stored", **body(book)}, **errors}},
+                "get": {"summary": "Every stored book", "responses": {"200": {"description": "books",
+                                                                              **body(book_list)}}}},
+            "/v1/books/{book_id}": {
+                "parameters": [book_id],
+                "get": {"summary": "A stored book", "responses": {"200": {"description": "the book", **body(book)},
+                                                                  "404": errors["404"]}},
+                "delete": {"summary": "Delete a stored book", "responses": {"204": {"description": "deleted"},
+                                                                            "404": errors["404"]}}},
+            "/v1/st/scan": {"post": {
+                "summary": "One SillyTavern-mode generation: which entries fire, where they go, the new state",
+                "requestBody": {"required": True, **body(req_st)},
+                "responses": {"200": {"description": "the result", **body(res_st)}, **errors}}},
+            "/v1/slot/run": {"post": {
+                "summary": "One lorebook-slot request: the slot's messages, the request log, the new state",
+                "requestBody": {"required": True, **body(req_slot)},
+                "responses": {"200": {"description": "the result", **body(res_slot)}, **errors}}},
+        },
+        "components": {"schemas": components,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    }
+
+
+def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
+          log_level: str = "info", access_log: bool = False) -> None:
+    """Run the service under uvicorn (blocks)."""
+    import uvicorn
+    read_token(config.token_file)                 # a bad token file fails here, not in every worker
+    os.makedirs(config.books_dir, exist_ok=True)
+    os.environ[CONFIG_ENV] = config.to_env()
+    uvicorn.run("lorescan.serve.app:create_app", factory=True, host=host, port=port,
+                workers=workers if workers > 1 else None, log_level=log_level, access_log=access_log)

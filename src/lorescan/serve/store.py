@@ -1,0 +1,326 @@
+"""BookStore: uploaded books, compiled once, kept on disk and in a bytes-bounded memory LRU.
+
+A book's id is content-addressed: a hash of the uploaded bytes, the reading options and the
+lorescan version, so the same upload gives the same id in every worker and after a restart,
+and a new lorescan never reads a file an older one compiled. For each id the directory holds
+
+    <id>.json                 what GET /v1/books/{id} answers (name, format, entries, losses)
+    <id>.<rules><SUFFIX>      the CompiledBook for one set of match rules (MatchOptions)
+
+The default rules (SillyTavern's, case-insensitive, substrings) are compiled at upload;
+other rules are compiled on first use and stored beside it. Files are written to a temporary
+name and renamed, so workers sharing the directory never read half a file.
+
+The compiled-file format is two functions, :func:`write_compiled` and :func:`read_compiled`,
+and :data:`SUFFIX`. Today they use :mod:`pickle` (the directory is the server's own, never
+user-supplied); the compact ``.lsc`` form replaces their bodies with ``lorescan``'s
+save/load of a compiled book.
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import logging
+import os
+import pickle
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from .. import compile_book
+from ..compile import CompiledBook
+from ..errors import FormatError, LorebookError
+from ..formats import load
+from ..formats._safety import parse_json
+from ..formats.load import DEFAULT_LIMITS, Limits, detect_format
+from ..formats.sillytavern import read_world
+from ..limits import DEFAULT_LIMITS as BOOK_LIMITS
+from ..model import Compat, Lorebook, MatchOptions
+
+__all__ = ["BookStore", "StoredBook", "BookNotFound", "SUFFIX", "FORMAT", "DEFAULT_RULES",
+           "write_compiled", "read_compiled"]
+
+log = logging.getLogger("lorescan.serve")
+
+FORMAT = "pickle"
+SUFFIX = ".pkl"
+DEFAULT_RULES: MatchOptions = Compat.sillytavern().match_options()
+
+
+def write_compiled(compiled: CompiledBook, path: str) -> None:
+    """Write ``compiled`` to ``path`` (the caller renames it into place)."""
+    with open(path, "wb") as fh:
+        pickle.dump(compiled, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def read_compiled(path: str) -> CompiledBook:
+    """The CompiledBook stored at ``path``."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    gc_was_on = gc.isenabled()
+    gc.disable()           # a compiled book is ~10^5 acyclic objects: collections only slow the load
+    try:
+        compiled = pickle.loads(data)
+    finally:
+        if gc_was_on:
+            gc.enable()
+    if not isinstance(compiled, CompiledBook):
+        raise TypeError(f"{path} does not hold a compiled book")
+    return compiled
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("lorescan")
+    except Exception:           # running from a source tree: the version in pyproject
+        return "0.1.0"
+
+
+def rules_tag(options: MatchOptions) -> str:
+    """A short stable name for a set of match rules (part of a compiled file's name)."""
+    text = json.dumps([options.case_sensitive, options.match_whole_words, options.word_chars,
+                       options.nospace_scripts, options.multiword, options.blank_keys])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+class BookNotFound(KeyError):
+    """No stored book has this id."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBook:
+    """What the store knows about one book: its description (GET answer) and its Lorebook."""
+
+    id: str
+    info: dict[str, Any]
+
+
+class BookStore:
+    """Books uploaded to the service: ``put`` (compile once, store), ``get`` (compiled, for
+    given match rules), ``info``, ``delete``.
+
+    ``directory``: where compiled books live (shared by every worker; created if absent).
+    ``cache_bytes``: bound of the in-memory LRU of compiled books, measured as the size of
+    their stored files (a compiled book in memory is a small multiple of that).
+    ``limits``: what an uploaded book may cost (:class:`lorescan.limits.Limits`).
+    Safe to call from several threads.
+    """
+
+    def __init__(self, directory: str, *, cache_bytes: int = 512 * 1024 * 1024,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
+        self.directory = os.path.abspath(directory)
+        os.makedirs(self.directory, exist_ok=True)
+        self.cache_bytes = cache_bytes
+        self.limits = limits
+        self._lru: OrderedDict[tuple[str, str], tuple[CompiledBook, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._version = _version()
+        self.compiles = 0           # counters for /metrics
+        self.file_loads = 0
+        self.hits = 0
+        self.on_change: Callable[[], None] | None = None
+
+    # -- paths ----------------------------------------------------------------------------
+    def _meta_path(self, book_id: str) -> str:
+        return os.path.join(self.directory, f"{book_id}.json")
+
+    def _compiled_path(self, book_id: str, options: MatchOptions) -> str:
+        return os.path.join(self.directory, f"{book_id}.{rules_tag(options)}{SUFFIX}")
+
+    def _write_atomic(self, path: str, write: Callable[[str], None]) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+        os.close(fd)
+        try:
+            write(tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    # -- the API --------------------------------------------------------------------------
+    def book_id(self, data: bytes, *, name: str | None = None, fill_defaults: bool = True) -> str:
+        """The content address of an upload: hash of the bytes, the reading options and the version."""
+        h = hashlib.sha256()
+        h.update(f"lorescan {self._version}\0{name!r}\0{fill_defaults}\0".encode())
+        h.update(data)
+        return h.hexdigest()[:32]
+
+    def read(self, data: bytes, filename: str, *, name: str | None = None,
+             fill_defaults: bool = True) -> Lorebook:
+        """Read an upload as a Lorebook (any format ``lorescan.load`` reads).
+
+        ``fill_defaults=False`` reads a SillyTavern world's entries as stored, as SillyTavern's
+        engine sees them (the conformance vectors' reading); other formats ignore it.
+        Raises LorebookError naming ``filename``.
+        """
+        source = filename or "<upload>"
+        book: Lorebook | None = None
+        if not fill_defaults and data[:1] in (b"{", b" ", b"\n", b"\r", b"\t", b"\xef"):
+            try:
+                doc = parse_json(data, source=source, limits=self.limits)
+            except FormatError:
+                doc = None
+            if doc is not None and detect_format(doc) == "sillytavern":
+                book = read_world(doc, source=source, name=name, fill_defaults=False)
+        if book is None:
+            book = load(data, source=source, limits=self.limits)
+        max_entries = getattr(self.limits, "max_entries", BOOK_LIMITS.max_entries)
+        if len(book.entries) > max_entries:
+            raise FormatError(f"{len(book.entries)} entries, above the limit of {max_entries}", source=source)
+        if name is not None and book.name != name:
+            book = replace(book, name=name)
+        return book
+
+    def put(self, data: bytes, filename: str, *, name: str | None = None,
+            fill_defaults: bool = True) -> dict[str, Any]:
+        """Store an upload: read it, compile it with the default rules, write both files.
+
+        Returns the book's description (``created`` is False when the same upload was
+        already stored). Raises LorebookError for a bad book.
+        """
+        book_id = self.book_id(data, name=name, fill_defaults=fill_defaults)
+        meta_path = self._meta_path(book_id)
+        if os.path.exists(meta_path) and os.path.exists(self._compiled_path(book_id, DEFAULT_RULES)):
+            info = self.info(book_id)
+            return {**info, "created": False}
+        book = self.read(data, filename, name=name, fill_defaults=fill_defaults)
+        compiled = self._compile(book, DEFAULT_RULES)
+        size = self._store_compiled(book_id, DEFAULT_RULES, compiled)
+        info = {"id": book_id, "name": book.name, "format": book.format, "entries": len(book.entries),
+                "bytes": len(data), "filename": filename, "losses": _losses(book)}
+        body = json.dumps(info, ensure_ascii=False).encode()
+
+        def write_meta(path: str) -> None:
+            with open(path, "wb") as fh:
+                fh.write(body)
+
+        self._write_atomic(meta_path, write_meta)
+        self._remember((book_id, rules_tag(DEFAULT_RULES)), compiled, size)
+        return {**info, "created": True}
+
+    def info(self, book_id: str) -> dict[str, Any]:
+        """The description of a stored book; BookNotFound if there is none."""
+        try:
+            with open(self._meta_path(book_id), "rb") as fh:
+                return json.loads(fh.read())
+        except FileNotFoundError:
+            raise BookNotFound(book_id) from None
+
+    def exists(self, book_id: str) -> bool:
+        return os.path.exists(self._meta_path(book_id))
+
+    def ids(self) -> list[str]:
+        """Every stored book id."""
+        return sorted(f[:-5] for f in os.listdir(self.directory)
+                      if f.endswith(".json") and not f.startswith("."))
+
+    def get(self, book_id: str, options: MatchOptions = DEFAULT_RULES) -> CompiledBook:
+        """The book compiled for ``options``: from memory, else from its stored file, else
+        compiled now (from the stored default compilation) and stored. BookNotFound if the
+        id is unknown (or was deleted by another worker)."""
+        if not self.exists(book_id):
+            self._forget(book_id)
+            raise BookNotFound(book_id)
+        key = (book_id, rules_tag(options))
+        with self._lock:
+            found = self._lru.get(key)
+            if found is not None:
+                self._lru.move_to_end(key)
+                self.hits += 1
+                return found[0]
+        path = self._compiled_path(book_id, options)
+        try:
+            t0 = time.perf_counter()
+            compiled = read_compiled(path)
+            size = os.path.getsize(path)
+            self.file_loads += 1
+            log.info("loaded compiled book %s from %s in %.1f ms (no compile)", book_id, path,
+                     (time.perf_counter() - t0) * 1000)
+        except FileNotFoundError:
+            if options == DEFAULT_RULES:
+                raise BookNotFound(book_id) from None
+            base = self.get(book_id, DEFAULT_RULES)
+            compiled = self._compile(base.book, options)
+            size = self._store_compiled(book_id, options, compiled)
+        self._remember(key, compiled, size)
+        return compiled
+
+    def delete(self, book_id: str) -> bool:
+        """Remove a book and its compiled files; False if it was not stored."""
+        existed = False
+        prefix = book_id + "."
+        for f in os.listdir(self.directory):
+            if f.startswith(prefix):
+                try:
+                    os.unlink(os.path.join(self.directory, f))
+                    existed = True
+                except FileNotFoundError:
+                    pass
+        self._forget(book_id)
+        return existed
+
+    @property
+    def loaded(self) -> int:
+        """Compiled books held in memory."""
+        return len(self._lru)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes (stored-file sizes) of the compiled books held in memory."""
+        return self._bytes
+
+    # -- internals -------------------------------------------------------------------------
+    def _compile(self, book: Lorebook, options: MatchOptions) -> CompiledBook:
+        t0 = time.perf_counter()
+        compiled = compile_book(book, options)
+        self.compiles += 1
+        log.info("compiled book %r (%d entries) in %.1f ms", book.name, len(book.entries),
+                 (time.perf_counter() - t0) * 1000)
+        return compiled
+
+    def _store_compiled(self, book_id: str, options: MatchOptions, compiled: CompiledBook) -> int:
+        path = self._compiled_path(book_id, options)
+        self._write_atomic(path, lambda p: write_compiled(compiled, p))
+        return os.path.getsize(path)
+
+    def _remember(self, key: tuple[str, str], compiled: CompiledBook, size: int) -> None:
+        with self._lock:
+            if key in self._lru:
+                self._bytes -= self._lru.pop(key)[1]
+            self._lru[key] = (compiled, size)
+            self._bytes += size
+            while self._bytes > self.cache_bytes and len(self._lru) > 1:
+                _, (_, old) = self._lru.popitem(last=False)
+                self._bytes -= old
+        if self.on_change is not None:
+            self.on_change()
+
+    def _forget(self, book_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._lru if k[0] == book_id]:
+                self._bytes -= self._lru.pop(key)[1]
+        if self.on_change is not None:
+            self.on_change()
+
+
+def _losses(book: Lorebook) -> list[dict[str, Any]]:
+    """What the SillyTavern engine model does not carry over from this book (its conversion
+    report to a SillyTavern world): fields kept only as opaque data."""
+    if book.format == "sillytavern":
+        return []
+    from ..formats.convert import convert
+    try:
+        _, report = convert(book, "sillytavern")
+    except LorebookError as exc:
+        return [{"entry": None, "field": "*", "why": f"cannot be written as a SillyTavern world: {exc}"}]
+    return [{"entry": x.entry if isinstance(x.entry, (int, str)) or x.entry is None else str(x.entry),
+             "field": x.field, "why": x.why} for x in report.losses]

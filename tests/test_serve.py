@@ -1,0 +1,487 @@
+"""End to end: the real ``lorescan serve`` (uvicorn subprocess, free loopback port) over HTTP.
+
+Needs the ``serve`` extra; without it the module is skipped, unless
+``LORESCAN_REQUIRE_SERVE=1`` (CI), where a missing package fails. Corpus books and
+conformance vectors come from ``$LORESCAN_SHARED`` (default ``../shared``).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+if os.environ.get("LORESCAN_REQUIRE_SERVE") != "1":
+    for _mod in ("msgspec", "starlette", "uvicorn", "multipart"):
+        pytest.importorskip(_mod, reason="the serve extra is not installed (pip install '.[serve]')")
+
+import msgspec  # noqa: E402
+
+from lorescan import SlotEngine, load  # noqa: E402
+from lorescan.conformance import CONTRACT_FIELDS, _engine_for, iter_cases  # noqa: E402
+from lorescan.formats.sillytavern import read_world  # noqa: E402
+from lorescan.scan import Character, ChatMessage  # noqa: E402
+from lorescan.serve import models as m  # noqa: E402
+from lorescan.serve.testing import ServerProcess  # noqa: E402
+from lorescan.slot import SlotBook  # noqa: E402
+from lorescan.tokens import count_words  # noqa: E402
+
+SHARED = Path(os.environ.get("LORESCAN_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
+BOOKS = SHARED / "corpus" / "books"
+VECTORS = SHARED / "conformance" / "st"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "saltmere.json"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    books_dir = str(tmp_path_factory.mktemp("books"))
+    with ServerProcess(books_dir, args=["--max-body-mb", "1", "--time-limit", "20"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    c = server.client()
+    yield c
+    c.close()
+
+
+def upload(client, path: Path | bytes, **query: str) -> tuple[int, dict]:
+    data = path if isinstance(path, bytes) else path.read_bytes()
+    qs = urlencode(query)
+    return client.json("POST", f"/v1/books?{qs}", data, headers={"Content-Type": "application/octet-stream"})
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+# -- books ------------------------------------------------------------------------------------
+
+def test_every_corpus_book_uploads_with_its_entry_count(client):
+    if not BOOKS.is_dir():
+        pytest.skip(f"no corpus books at {BOOKS} (set LORESCAN_SHARED)")
+    paths = sorted(BOOKS.iterdir())
+    assert paths, f"{BOOKS} is empty"
+    for path in paths:
+        status, info = upload(client, path, filename=path.name)
+        assert status == 201, (path.name, info)
+        msgspec.convert(info, m.BookInfo)
+        assert info["entries"] == len(load(path).entries), path.name
+        assert re.fullmatch(r"[0-9a-f]{32}", info["id"])
+        status, again = client.json("GET", f"/v1/books/{info['id']}")
+        assert status == 200 and again["name"] == info["name"] and again["entries"] == info["entries"]
+
+
+def test_same_upload_gives_the_same_id_and_is_not_stored_twice(client):
+    status, first = upload(client, EXAMPLE)
+    status2, second = upload(client, EXAMPLE)
+    assert status2 == 200 and second["created"] is False and second["id"] == first["id"]
+    _, other = upload(client, EXAMPLE, name="Other")
+    assert other["id"] != first["id"] and other["name"] == "Other"
+
+
+def test_png_card_uploads_as_multipart(client):
+    cards = sorted((SHARED / "corpus" / "cards").glob("*.png"))
+    if not cards:
+        pytest.skip("no PNG cards in the corpus")
+    card = cards[0]
+    boundary = "lorescan-test-boundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{card.name}\"\r\n"
+            f"Content-Type: image/png\r\n\r\n").encode() + card.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
+    status, info = client.json("POST", "/v1/books", body,
+                               headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status in (200, 201), info
+    assert info["filename"] == card.name and info["entries"] == len(load(card).entries)
+
+
+def test_delete_removes_the_book_and_a_scan_then_answers_404(client):
+    _, info = upload(client, EXAMPLE, name="ToDelete")
+    req = {"books": [{"id": info["id"]}], "messages": [{"mes": "lighthouse"}], "max_context": 4096}
+    assert client.json("POST", "/v1/st/scan", req)[0] == 200
+    status, _, _ = client.request("DELETE", f"/v1/books/{info['id']}")
+    assert status == 204
+    assert client.json("GET", f"/v1/books/{info['id']}")[0] == 404
+    status, body = client.json("POST", "/v1/st/scan", req)
+    assert status == 404 and body["path"] == "$.books[0].id"
+
+
+# -- SillyTavern mode: exactly what `lorescan conformance` gives --------------------------------
+
+def _case_request(case: dict, ids: list[str], messages: list[dict], turn: dict, state) -> dict:
+    an = case.get("authors_note")
+    injects = []
+    if an is not None and an.get("scan"):
+        injects.append(an["content"])
+    injects.extend(i["content"] for i in case.get("injections", []) if i.get("scan"))
+    req = {"books": [{"id": i, "roles": b["roles"]} for i, b in zip(ids, case["books"])],
+           "settings": case.get("settings") or {}, "messages": messages, "max_context": case["max_context"],
+           "compat": "sillytavern", "tokenizer": "words", "random": float(case.get("rng_constant", 0.5)),
+           "global_scan_data": case.get("global_scan_data"), "injects": injects,
+           "authors_note": an["content"] if an is not None else None,
+           "trigger": turn.get("trigger", "normal"), "dry_run": bool(turn.get("dry_run")),
+           "timed_effects": state, "explain": True}
+    if case.get("character") is not None:
+        ch = case["character"]
+        req["character"] = {"name": ch.get("name", ""), "avatar": ch.get("avatar", ""),
+                            "tags": [str(t) for t in ch["tags"]] if isinstance(ch.get("tags"), list) else None}
+    return req
+
+
+def _sorted(v):
+    return {k: _sorted(v[k]) for k in sorted(v)} if isinstance(v, dict) else v
+
+
+def test_conformance_vectors_through_the_service_match_the_runner(client):
+    files = sorted(glob.glob(str(VECTORS / "*.json")))
+    if not files:
+        pytest.skip(f"no conformance vectors at {VECTORS} (set LORESCAN_SHARED)")
+    turns = 0
+    for path in files:
+        for case in iter_cases(path):
+            ids = []
+            for b in case["books"]:
+                data = json.dumps(b["data"]).encode()
+                status, info = upload(client, data, name=b["name"], fill_defaults="false")
+                assert status in (200, 201), (case["name"], info)
+                ids.append(info["id"])
+            engine = _engine_for(case, path, {})            # what `lorescan conformance` runs, in process
+            ch = case.get("character")
+            character = None if ch is None else Character(
+                ch.get("name", ""), ch.get("avatar", ""),
+                tuple(str(t) for t in ch["tags"]) if isinstance(ch.get("tags"), list) else None)
+            state_http = state_local = None
+            for ti, turn in enumerate(case["turns"]):
+                req = _case_request(case, ids, turn["messages"], turn, state_http)
+                for msg in req["messages"]:
+                    msg.setdefault("name", "")
+                status, got = client.json("POST", "/v1/st/scan", req)
+                assert status == 200, (case["name"], ti, got)
+                msgspec.convert(got, m.STScanResponse)
+                local = engine.scan([ChatMessage(x["name"], x["mes"], bool(x.get("is_user"))) for x in turn["messages"]],
+                                    max_context=case["max_context"], character=character,
+                                    global_scan_data=case.get("global_scan_data"), injects=req["injects"],
+                                    authors_note=req["authors_note"], trigger=req["trigger"],
+                                    dry_run=req["dry_run"], timed_effects=state_local)
+                want = local.to_json()
+                diagnostics = got.pop("diagnostics")
+                assert got.pop("budget") == local.budget
+                assert got == json.loads(json.dumps(want)), (path, case["name"], ti)
+                for f in CONTRACT_FIELDS:        # and so the vector's expectation, as the runner checks it
+                    g, w = got[f], turn["expected"].get(f)
+                    if f in ("outlets", "timed_effects"):
+                        g, w = _sorted(g), _sorted(w)
+                    assert g == w, (path, case["name"], ti, f)
+                assert len(diagnostics) == len(local.diagnostics)
+                state_http, state_local = got["timed_effects"], local.timed_effects
+                turns += 1
+    assert turns > 50, f"only {turns} turns ran"
+
+
+def test_a_warm_chat_gives_the_same_results_as_cold_requests(client):
+    _, info = upload(client, EXAMPLE)
+    chat = [{"name": "Rowan" if i % 2 else "Narrator", "mes": text, "is_user": bool(i % 2)}
+            for i, text in enumerate(["The fog rolls in over Saltmere.", "Who keeps the lighthouse?",
+                                      "Old Maren keeps it, and the harbor bell.", "Tell me about the bell.",
+                                      "It rang the night the tide went out and never came back."])]
+    state_warm = state_cold = None
+    for n in range(1, len(chat) + 1):
+        base = {"books": [{"id": info["id"]}], "messages": chat[:n], "max_context": 8192,
+                "settings": {"scan_depth": 4, "recursive": True}}
+        status, warm = client.json("POST", "/v1/st/scan", {**base, "chat_id": "chat-a", "timed_effects": state_warm})
+        status2, cold = client.json("POST", "/v1/st/scan", {**base, "timed_effects": state_cold})
+        assert status == status2 == 200
+        assert warm == cold
+        state_warm, state_cold = warm["timed_effects"], cold["timed_effects"]
+    assert any(r["activated"] for r in (warm, cold))
+
+
+def test_one_chats_state_never_reaches_another(client):
+    book = {"entries": {"0": {"uid": 0, "key": ["bell"], "content": "The bell is cracked.", "sticky": 3}}}
+    _, info = upload(client, json.dumps(book).encode(), name="Sticky")
+    base = {"books": [{"id": info["id"]}], "max_context": 4096}
+    status, a = client.json("POST", "/v1/st/scan", {**base, "chat_id": "x", "messages": [{"mes": "ring the bell"}]})
+    assert status == 200 and a["timed_effects"]["sticky"]
+    # another chat (same worker, same engine) without state: nothing sticky carries over
+    status, b = client.json("POST", "/v1/st/scan", {**base, "chat_id": "y", "messages": [{"mes": "quiet"}, {"mes": "night"}]})
+    assert status == 200 and b["activated"] == [] and b["timed_effects"] == {"sticky": {}, "cooldown": {}}
+    # the first chat's next turn, with its state: the entry stays active by its sticky record
+    status, a2 = client.json("POST", "/v1/st/scan", {**base, "chat_id": "x", "timed_effects": a["timed_effects"],
+                                                     "messages": [{"mes": "ring the bell"}, {"mes": "quiet"}]})
+    assert status == 200 and a2["activated"] == [{"world": "Sticky", "uid": 0}]
+
+
+def test_explain_gives_one_diagnostic_per_entry(client):
+    _, info = upload(client, EXAMPLE)
+    status, got = client.json("POST", "/v1/st/scan", {"books": [{"id": info["id"]}], "explain": True,
+                                                       "messages": [{"mes": "Who keeps the lighthouse?"}],
+                                                       "max_context": 8192})
+    assert status == 200
+    assert len(got["diagnostics"]) == len(load(EXAMPLE).entries)
+    assert {d["outcome"] for d in got["diagnostics"]} <= {"activated", "not_activated"}
+    status, plain = client.json("POST", "/v1/st/scan", {"books": [{"id": info["id"]}],
+                                                         "messages": [{"mes": "Who keeps the lighthouse?"}],
+                                                         "max_context": 8192})
+    assert "diagnostics" not in plain
+
+
+# -- lorebook-slot mode: the worked examples of SPEC 17.13-17.14 -------------------------------
+
+def _slot_local(book, messages, **kw):
+    eng = SlotEngine([SlotBook(book)], count_tokens=kw.pop("count_tokens"))
+    return eng.run(messages, **kw)
+
+
+def _slot_json(result) -> dict:
+    return {"messages": [{"role": x.role, "content": x.content} for x in result.messages],
+            "log": [r.to_dict() for r in result.log], "state": result.state, "budget": result.budget,
+            "tokens_used": result.tokens_used, "passes": result.passes,
+            "disabled_ui_prompts": sorted(result.disabled_ui_prompts)}
+
+
+def test_slot_17_13_priority_decides_survival_and_order_decides_placement(client):
+    def e(uid, tokens, priority, order, role):
+        return {"uid": uid, "constant": True, "content": "x" * tokens, "priority": priority, "order": order,
+                "role": role}
+    book_a = {"entries": {"1": e(1, 50, 10, 5, 0), "2": e(2, 40, 5, 20, 0)}, "token_budget": 100}
+    book_b = {"entries": {"3": e(3, 20, 1, 30, 0), "4": e(4, 30, 7, 1, 1)}, "token_budget": 60}
+    _, a = upload(client, json.dumps(book_a).encode(), name="A")
+    _, b = upload(client, json.dumps(book_b).encode(), name="B")
+    status, got = client.json("POST", "/v1/slot/run", {"books": [{"id": a["id"]}, {"id": b["id"]}],
+                                                        "messages": [{"role": "assistant", "content": "hi"}],
+                                                        "turn_id": "t", "tokenizer": "chars"})
+    assert status == 200, got
+    msgspec.convert(got, m.SlotRunResponse)
+    assert got["budget"] == 100 and got["tokens_used"] == 80
+    assert {r["id"]: r["outcome"] for r in got["log"]} == {1: "inserted", 2: "dropped_budget",
+                                                           3: "dropped_budget", 4: "inserted"}
+    assert [(x["role"], len(x["content"])) for x in got["messages"]] == [("system", 50), ("user", 30)]
+    local = SlotEngine([read_world(book_a, name="A"), read_world(book_b, name="B")], count_tokens=len).run(
+        [("assistant", "hi")], turn_id="t")
+    assert got == json.loads(json.dumps(_slot_json(local)))
+
+
+def test_slot_17_14_keep_across_turns_with_the_returned_state(client):
+    from lorescan.slot import roll_percent
+    content = "@@probability 50\n@@role assistant\n@@keep\nThe lighthouse keeper waves."
+    book = {"entries": {"1": {"uid": 1, "key": ["lighthouse"], "content": content}}}
+    _, info = upload(client, json.dumps(book).encode(), name="coast")
+    t3 = next(t for t in (f"chat-{n}" for n in range(1000)) if roll_percent(t, "coast", 1) < 50)
+    t4 = next(t for t in (f"turn4-{n}" for n in range(1000)) if roll_percent(t, "coast", 1) < 50)
+
+    def turn(n, keyword):
+        texts = [f"message {i}" for i in range(n)]
+        if keyword:
+            texts[-1] = "Look, a lighthouse!"
+        return [{"role": "assistant" if i % 2 == 0 else "user", "content": t} for i, t in enumerate(texts)]
+
+    status, r3 = client.json("POST", "/v1/slot/run", {"books": [{"id": info["id"]}], "messages": turn(3, True),
+                                                       "turn_id": t3, "tokenizer": "words", "chat_id": "coast-1"})
+    assert status == 200, r3
+    assert r3["messages"] == [{"role": "assistant", "content": "The lighthouse keeper waves."}]
+    assert r3["state"]["first_matched_turn"] == {"coast": {"1": 3}}
+    status, r4 = client.json("POST", "/v1/slot/run", {"books": [{"id": info["id"]}], "messages": turn(4, False),
+                                                       "turn_id": t4, "tokenizer": "words", "state": r3["state"],
+                                                       "chat_id": "coast-1"})
+    assert status == 200 and r4["log"][0]["matched_by"] == "keep" and r4["log"][0]["outcome"] == "inserted"
+    lb = read_world(book, name="coast")
+    local3 = _slot_local(lb, [(x["role"], x["content"]) for x in turn(3, True)], turn_id=t3, count_tokens=count_words)
+    local4 = _slot_local(lb, [(x["role"], x["content"]) for x in turn(4, False)], turn_id=t4,
+                         state=local3.state, count_tokens=count_words)
+    assert [r3, r4] == json.loads(json.dumps([_slot_json(local3), _slot_json(local4)]))
+
+
+# -- bad input of every kind --------------------------------------------------------------------
+
+def _good(client) -> dict:
+    _, info = upload(client, EXAMPLE)
+    return {"books": [{"id": info["id"]}], "messages": [{"mes": "hello"}], "max_context": 4096}
+
+
+def test_malformed_json_answers_400(client):
+    status, _, body = client.request("POST", "/v1/st/scan", b'{"books": [', headers={"Content-Type": "application/json"})
+    assert status == 400 and "malformed JSON" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("patch, path", [
+    ({"max_context": "lots"}, "$.max_context"),
+    ({"max_context": -1}, "$.max_context"),
+    ({"messages": [{"mes": 5}]}, "$.messages[0].mes"),
+    ({"settings": {"scan_depth": "deep"}}, "$.settings.scan_depth"),
+    ({"settings": {"scan_dept": 3}}, "$.settings"),
+    ({"settings": {"budget_percent": 250}}, "$.settings.budget_percent"),
+    ({"books": [{"id": "../../etc/passwd"}]}, "$.books[0].id"),
+    ({"books": [{"id": "0" * 32, "roles": ["villain"]}]}, "$.books[0].roles[0]"),
+    ({"random": 1.5}, "$.random"),
+    ({"timed_effects": {"sticky": {"x.1": {"hash": "no"}}}}, "$.timed_effects"),
+    ({"global_scan_data": {"weather": "rain"}}, "$.global_scan_data"),
+])
+def test_wrong_types_and_values_answer_422_with_the_field_path(client, patch, path):
+    status, body = client.json("POST", "/v1/st/scan", {**_good(client), **patch})
+    assert status == 422, body
+    assert body["path"].startswith(path), body
+    assert body["error"]
+
+
+def test_missing_required_field_answers_422(client):
+    req = _good(client)
+    del req["max_context"]
+    status, body = client.json("POST", "/v1/st/scan", req)
+    assert status == 422 and "max_context" in body["error"]
+
+
+def test_slot_bad_state_answers_422_at_the_state(client):
+    _, info = upload(client, EXAMPLE)
+    status, body = client.json("POST", "/v1/slot/run", {"books": [{"id": info["id"]}], "turn_id": 1,
+                                                         "messages": [], "state": {"version": 99}})
+    assert status == 422 and body["path"].startswith("$.state") and "version" in body["error"]
+
+
+def test_unknown_book_id_answers_404_with_the_path(client):
+    status, body = client.json("POST", "/v1/st/scan", {**_good(client), "books": [{"id": "f" * 32}]})
+    assert status == 404 and body["path"] == "$.books[0].id" and "f" * 32 in body["error"]
+    assert client.json("GET", "/v1/books/" + "e" * 32)[0] == 404
+    assert client.json("GET", "/v1/books/not-an-id")[0] == 422
+
+
+def test_oversized_body_answers_413(client):
+    req = {**_good(client), "messages": [{"mes": "x" * (2 << 20)}]}     # the server's limit: 1 MiB
+    status, body = client.json("POST", "/v1/st/scan", req)
+    assert status == 413 and "limit" in body["error"]
+
+
+def test_a_bad_book_answers_400_with_the_lorebook_error_text(client):
+    bad = {"entries": {"0": {"uid": 0, "key": "not-a-list", "content": "x"}}}
+    status, body = upload(client, json.dumps(bad).encode(), filename="bad.json")
+    assert status == 400
+    assert body["error"].startswith("bad.json, entry 0, field 'key'") and body["field"] == "key"
+    status, body = upload(client, b"\x89PNG\r\n\x1a\nnot really a png", filename="card.png")
+    assert status == 400 and body["error"].startswith("card.png")
+    status, body = upload(client, b"[1, 2", filename="cut.json")
+    assert status == 400 and body["source"] == "cut.json"
+
+
+def test_an_evil_regex_key_is_cut_off_reported_and_counted(client):
+    book = {"entries": {"0": {"uid": 0, "key": ["/(a|aa)+$/"], "content": "evil"},
+                        "1": {"uid": 1, "key": ["harbor"], "content": "The harbor."}}}
+    _, info = upload(client, json.dumps(book).encode(), name="Evil")
+    t0 = time.monotonic()
+    status, got = client.json("POST", "/v1/st/scan", {"books": [{"id": info["id"]}], "explain": True,
+                                                       "messages": [{"mes": "a" * 40 + "! by the harbor"}],
+                                                       "max_context": 4096})
+    assert time.monotonic() - t0 < 10
+    assert status == 200 and got["activated"] == [{"world": "Evil", "uid": 1}]
+    evil = next(d for d in got["diagnostics"] if d["uid"] == 0)
+    assert evil["outcome"] == "not_activated" and "timed out" in evil["detail"]
+    _, _, text = client.request("GET", "/metrics")
+    assert metric(text.decode(), "lorescan_regex_timeouts_total") >= 1
+
+
+def test_the_worker_lives_on_after_bad_input(client):
+    for body in (b"", b"null", b"[]", b"{}", b"\xff\xfe", b'{"books": 5}'):
+        status, _, _ = client.request("POST", "/v1/st/scan", body, headers={"Content-Type": "application/json"})
+        assert status in (400, 422)
+    assert client.json("POST", "/v1/st/scan", _good(client))[0] == 200
+
+
+# -- operations -----------------------------------------------------------------------------
+
+def test_metrics_count_requests_per_route_with_latency_histograms(client):
+    client.json("POST", "/v1/st/scan", _good(client))
+    _, headers, body = client.request("GET", "/metrics")
+    text = body.decode()
+    assert headers["content-type"].startswith("text/plain")
+    assert metric(text, "lorescan_requests_total", route="st_scan", status="200") >= 1
+    assert metric(text, "lorescan_request_seconds_count", route="st_scan") >= 1
+    assert metric(text, "lorescan_request_seconds_bucket", route="st_scan", le="+Inf") >= 1
+    assert metric(text, "lorescan_books_loaded") >= 1
+    for name in ("lorescan_chat_cache_hits_total", "lorescan_chat_cache_misses_total",
+                 "lorescan_regex_timeouts_total", "lorescan_book_compiles_total"):
+        assert f"# TYPE {name} counter" in text
+
+
+def test_openapi_document_describes_the_v1_routes(client):
+    status, doc = client.json("GET", "/openapi.json")
+    assert status == 200 and doc["openapi"].startswith("3.")
+    assert {"/v1/books", "/v1/books/{book_id}", "/v1/st/scan", "/v1/slot/run", "/healthz", "/metrics"} <= set(doc["paths"])
+    assert "STScanRequest" in doc["components"]["schemas"]
+
+
+def test_a_restart_serves_a_stored_book_without_compiling(tmp_path):
+    books_dir = str(tmp_path / "books")
+    with ServerProcess(books_dir) as first:
+        c = first.client()
+        _, info = upload(c, EXAMPLE)
+        c.close()
+    with ServerProcess(books_dir) as second:
+        c = second.client()
+        status, got = c.json("POST", "/v1/st/scan", {"books": [{"id": info["id"]}], "max_context": 8192,
+                                                      "messages": [{"mes": "Who keeps the lighthouse?"}]})
+        assert status == 200 and got["activated"]
+        _, _, text = c.request("GET", "/metrics")
+        c.close()
+        log = second.log_text()
+    assert metric(text.decode(), "lorescan_book_compiles_total") == 0
+    assert metric(text.decode(), "lorescan_book_file_loads_total") == 1
+    assert f"loaded compiled book {info['id']}" in log and "compiled book 'Saltmere'" not in log
+
+
+def test_bearer_token_auth(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret-token\n")
+    with ServerProcess(str(tmp_path / "books"), args=["--token-file", str(token_file)]) as srv:
+        anon = srv.client()
+        assert anon.json("GET", "/healthz")[0] == 200
+        status, body = anon.json("POST", "/v1/books", {"entries": {}})
+        assert status == 401 and "token" in body["error"]
+        assert anon.json("GET", "/metrics")[0] == 401
+        wrong = srv.client(token="nope")
+        assert wrong.json("GET", "/v1/books")[0] == 401
+        good = srv.client(token="s3cret-token")
+        assert good.json("GET", "/v1/books")[0] == 200
+        for c in (anon, wrong, good):
+            c.close()
+
+
+def test_a_request_past_the_time_limit_answers_503_and_the_worker_serves_on(tmp_path):
+    with ServerProcess(str(tmp_path / "books"), args=["--time-limit", "0.000001"]) as srv:
+        c = srv.client()
+        _, info = upload(c, EXAMPLE)
+        req = {"books": [{"id": info["id"]}], "messages": [{"mes": "lighthouse"}], "max_context": 4096}
+        status, body = c.json("POST", "/v1/st/scan", req)
+        assert status == 503 and "time limit" in body["error"]
+        assert c.json("GET", "/healthz")[0] == 200
+        c.close()
+
+
+def test_metrics_sum_the_requests_of_every_worker(tmp_path):
+    from lorescan.serve.testing import Client
+    with ServerProcess(str(tmp_path / "books"), workers=2) as srv:
+        assert len(srv.worker_pids()) == 2
+        seen: set[str] = set()
+        sent = 0
+        while sent < 30 or (len(seen) < 2 and sent < 300):   # a new connection each: the kernel spreads them
+            c = Client(srv.port)
+            status, headers, _ = c.request("GET", "/v1/books")
+            assert status == 200
+            seen.add(headers["x-lorescan-worker"])
+            sent += 1
+            c.close()
+        if len(seen) < 2:
+            pytest.fail(f"all {sent} connections went to one worker ({seen}); the sum was not exercised")
+        time.sleep(2.5)                               # workers publish their numbers every second
+        c = Client(srv.port)
+        _, _, text = c.request("GET", "/metrics")
+        c.close()
+    assert metric(text.decode(), "lorescan_requests_total", route="books", method="GET", status="200") == sent
