@@ -33,7 +33,7 @@ def notify(line: str) -> None:
         parent_err = f"/proc/{os.getppid()}/fd/2"
         if os.path.samestat(os.stat(parent_err), os.fstat(2)):
             return                      # not captured: the line above was already seen
-        with open(parent_err, "w", encoding="utf-8") as err:
+        with open(parent_err, "a", encoding="utf-8") as err:     # "a": never truncate a log file
             err.write(f"\n{line}\n")
     except OSError:
         pass                            # no /proc (not Linux) or no permission: -v shows it
@@ -60,8 +60,9 @@ class OptionalBuildExt(build_ext):
             self._not_built = [(ext.name, exc) for ext in self.extensions]
         if self._not_built:            # one line for the whole build, however many kernels failed
             names = ", ".join(name.rsplit(".", 1)[-1] for name, _ in self._not_built)
-            notify(f"native kernels not built ({names}: no working C compiler: {self._not_built[0][1]}); "
-                   "lorescan will run on its pure-Python twins, correct but slower")
+            print(f"lorescan: {self._not_built[0][1]}", file=sys.stderr)     # the details, for -v
+            notify(f"native kernels not built ({names}): no working C compiler; lorescan will run on "
+                   "its pure-Python twins, correct but slower (pip install -v shows the compiler error)")
 
     def build_extension(self, ext):
         try:
