@@ -6,6 +6,7 @@ so where the person installing sees it; with LORESCAN_REQUIRE_NATIVE=1 a kernel 
 not build is an error.
 """
 import os
+import stat
 import sys
 
 from setuptools import Extension, setup
@@ -24,16 +25,20 @@ def notify(line: str) -> None:
 
     pip captures a build backend's stdout and stderr and shows them only with ``-v`` or on
     failure. The backend's parent process is the installer itself, so on Linux the line is
-    also written to the installer's own stderr (``/proc/<parent>/fd/2``), when that is not
-    where this process's stderr already goes.
+    also written to the installer's own stderr (``/proc/<parent>/fd/2``) when that is a
+    terminal or a pipe and not where this process's stderr already goes. (A regular file is
+    left alone: a second writer there would overwrite the installer's log or be overwritten.)
     """
     line = f"lorescan: {line}"
     print(line, file=sys.stderr, flush=True)
     try:
         parent_err = f"/proc/{os.getppid()}/fd/2"
-        if os.path.samestat(os.stat(parent_err), os.fstat(2)):
+        target = os.stat(parent_err)
+        if os.path.samestat(target, os.fstat(2)):
             return                      # not captured: the line above was already seen
-        with open(parent_err, "a", encoding="utf-8") as err:     # "a": never truncate a log file
+        if not (stat.S_ISCHR(target.st_mode) or stat.S_ISFIFO(target.st_mode)):
+            return
+        with open(parent_err, "a", encoding="utf-8") as err:
             err.write(f"\n{line}\n")
     except OSError:
         pass                            # no /proc (not Linux) or no permission: -v shows it
