@@ -23,6 +23,7 @@ def _cmd_convert(argv: Sequence[str]) -> int:
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lorescan", description="Exact, fast lorebook (World Info) engine.")
+    p.add_argument("--version", action="version", version=_version_line())
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("conformance", help="run SillyTavern conformance vector files")
     c.add_argument("files", nargs="+", help="vector files (sillytavern-world-info-conformance JSON)")
@@ -43,6 +44,11 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--why", action="store_true", help="explain every entry, not only activated ones")
     s.set_defaults(func=_cmd_scan)
     return p
+
+
+def _version_line() -> str:
+    from . import BACKEND, __version__
+    return f"lorescan {__version__} ({BACKEND} kernels)"
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
