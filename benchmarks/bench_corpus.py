@@ -2,7 +2,8 @@
 
 Steady state (only the newest message new, a shared ChatScan) at depth 20 with whole words
 and recursion on, against the same engine on the naive reference matcher (every key of every
-entry tested on the assembled haystack, as SPEC 4-5 read literally), measured in the same run.
+entry tested on the assembled haystack, as docs/sillytavern-mode.md#st-scan-text reads literally),
+measured in the same run.
 """
 from __future__ import annotations
 

@@ -4,9 +4,10 @@ This module is the specification of the native kernel: same names, same paramete
 same results and errors. Hits are pyahocorasick's ``(end, pattern_id)`` pairs, where
 ``end`` is the inclusive index of the last character of the occurrence.
 
-Word models (SPEC 5.2, 16.1, 16.2): ``MODEL_ASCII`` (SillyTavern: ``A-Z a-z 0-9 _``),
-``MODEL_UNICODE`` (L*, M*, N*, Pc, ZWNJ, ZWJ), ``MODEL_NOSPACE`` (unicode, and a boundary
-also succeeds when either character belongs to a script written without spaces).
+Word models (docs/sillytavern-mode.md#st-plain-keys, docs/improved-profile.md#word-chars):
+``MODEL_ASCII`` (SillyTavern: ``A-Z a-z 0-9 _``), ``MODEL_UNICODE`` (L*, M*, N*, Pc, ZWNJ,
+ZWJ), ``MODEL_NOSPACE`` (unicode, and a boundary also succeeds when either character belongs
+to a script written without spaces).
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def whole_word_hits(text: str, hits: list[tuple[int, int]], lengths: Sequence[in
     """Pattern ids with at least one occurrence bounded by word boundaries, in first-hit order.
 
     ``hits``: ``(end, pattern_id)`` with ``end`` inclusive; ``lengths[pattern_id]`` is the
-    pattern's length in code points. Every occurrence is examined (SPEC 14.4).
+    pattern's length in code points. Every occurrence is examined, not only the first.
     """
     if model not in (MODEL_ASCII, MODEL_UNICODE, MODEL_NOSPACE):
         raise ValueError(f"unknown word model {model!r}")
