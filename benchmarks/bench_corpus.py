@@ -2,7 +2,8 @@
 
 Steady state (only the newest message new, a shared ChatScan) at depth 20 with whole words
 and recursion on, against the same engine on the naive reference matcher (every key of every
-entry tested on the assembled haystack, as SPEC 4-5 read literally), measured in the same run.
+entry tested on the assembled haystack, as docs/sillytavern-mode.md#st-scan-text reads literally),
+measured in the same run.
 """
 from __future__ import annotations
 
@@ -14,13 +15,12 @@ from unittest import mock
 
 import pytest
 
-from conftest import median_seconds
+from conftest import median_seconds, need_shared
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))       # the naive reference matcher lives with the tests
 from reference_matcher import ReferenceScanView  # noqa: E402
-CORPUS = ROOT.parent / "shared" / "corpus"
 SHORT = os.environ.get("LORESCAN_BENCH_SHORT") == "1"
 ROUNDS = 15 if SHORT else 40
 START = 300
@@ -29,7 +29,7 @@ START = 300
 @pytest.fixture(scope="module")
 def chat():
     out = []
-    for line in (CORPUS / "chats" / "en-dmc-group-branch734.jsonl").read_text(encoding="utf-8").splitlines():
+    for line in need_shared("corpus/chats/en-dmc-group-branch734.jsonl").read_text(encoding="utf-8").splitlines():
         m = json.loads(line)
         if "mes" in m and not m.get("is_system"):
             out.append(ChatMessage(m.get("name", ""), m["mes"]))
@@ -39,7 +39,7 @@ def chat():
 @pytest.mark.benchmark(group="corpus")
 @pytest.mark.parametrize("book_name", ["en-weyland-251.json", "en-monster-hunter-387.json"])
 def bench_real_book_steady_turn_vs_naive(benchmark, chat, book_name):
-    book = load(str(CORPUS / "books" / book_name))
+    book = load(str(need_shared("corpus/books/" + book_name)))
     engine = STEngine([BookSource(book, ("global",))],
                       STSettings(scan_depth=20, recursive=True, match_whole_words=True))
     cache = ChatScan()

@@ -12,6 +12,7 @@ import os
 import random
 import statistics
 import time
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -19,6 +20,20 @@ import pytest
 from lorescan.model import Entry, Lorebook, entry_from_fields
 
 SHORT = os.environ.get("LORESCAN_BENCH_SHORT") == "1"
+ROOT = Path(__file__).resolve().parents[1]
+# Real-data sets (other people's books and chats) stay outside the repository.
+SHARED = Path(os.environ.get("LORESCAN_SHARED") or ROOT.parent / "shared").resolve()
+
+
+def need_shared(relative: str = "") -> Path:
+    """``$LORESCAN_SHARED/<relative>``: skip when absent; fail when LORESCAN_REQUIRE_SHARED=1."""
+    path = SHARED / relative
+    if path.exists():
+        return path
+    if os.environ.get("LORESCAN_REQUIRE_SHARED") == "1":
+        pytest.fail(f"{path} is missing, and LORESCAN_REQUIRE_SHARED=1 makes the real-data sets required",
+                    pytrace=False)
+    pytest.skip(f"real-data sets not found at {path} (set LORESCAN_SHARED to the folder holding corpus/)")
 
 SYLLABLES = tuple(c + v for c in ("b", "br", "d", "dr", "f", "g", "gr", "h", "k", "kh", "l", "m", "n", "p", "r",
                                    "s", "sh", "t", "th", "v", "w", "z") for v in ("a", "e", "i", "o", "u", "ae", "ei"))

@@ -1,4 +1,13 @@
-"""Shared fixtures: native kernels and their pure-Python twins, corpus paths."""
+"""Shared fixtures: native kernels and their pure-Python twins, the real-data sets.
+
+The synthetic SillyTavern vectors live in the repository (``tests/conformance/st``). The
+real-data sets (``corpus/`` and ``conformance/st-real``: other people's books and chats)
+stay outside it, at ``$LORESCAN_SHARED`` (default: ``shared`` beside the checkout). Tests
+that need them call :func:`need_shared` first thing in the test body, and parametrize over
+a real-data folder with :func:`shared_files` / :func:`or_absent`. Where the folder is absent
+they skip, all with one reason reported at one place (a skip raised in a fixture would be
+listed once per test); with ``LORESCAN_REQUIRE_SHARED=1`` a missing folder or file fails.
+"""
 from __future__ import annotations
 
 import importlib
@@ -11,8 +20,38 @@ import pytest
 from lorescan import _hits_py, _wordscan_py
 
 TESTS_DIR = Path(__file__).resolve().parent
-SHARED = TESTS_DIR.parent.parent / "shared"
-CORPUS = SHARED / "corpus"
+ROOT = TESTS_DIR.parent
+CONFORMANCE_ST = TESTS_DIR / "conformance" / "st"
+SHARED = Path(os.environ.get("LORESCAN_SHARED") or ROOT.parent / "shared").resolve()
+REQUIRE_SHARED = os.environ.get("LORESCAN_REQUIRE_SHARED") == "1"
+
+
+def need_shared(relative: str = "") -> Path:
+    """``$LORESCAN_SHARED/<relative>``; skip (one reason) or, when required, fail if it is missing."""
+    path = SHARED / relative
+    if path.exists():
+        return path
+    if REQUIRE_SHARED:
+        pytest.fail(f"{path} is missing, and LORESCAN_REQUIRE_SHARED=1 makes the real-data sets required",
+                    pytrace=False)
+    if not SHARED.is_dir():
+        pytest.skip(f"real-data sets not found at {SHARED} (set LORESCAN_SHARED to the folder holding "
+                    "corpus/ and conformance/st-real/)")
+    pytest.skip(f"{path} is missing from the real-data sets")
+
+
+def shared_files(folder: str, pattern: str = "*") -> list:
+    """Files ``folder/pattern`` under the real-data folder, sorted, to parametrize a test with."""
+    return or_absent(sorted(p for p in (SHARED / folder).glob(pattern) if p.is_file()))
+
+
+def or_absent(paths: list[Path]) -> list:
+    """``paths``, or one placeholder parameter (``None``) where the real data is absent.
+
+    The test is then collected and skipped when it calls ``need_shared(...)`` first (an
+    empty parameter set would skip with pytest's own reason, once per test).
+    """
+    return list(paths) or [pytest.param(None, id="absent")]
 
 
 def built(name: str) -> ModuleType:
@@ -45,10 +84,3 @@ def native_wordscan() -> ModuleType:
 @pytest.fixture(scope="session")
 def native_hits() -> ModuleType:
     return built("_hits_c")
-
-
-@pytest.fixture(scope="session")
-def corpus_dir() -> Path:
-    if not CORPUS.is_dir():
-        pytest.skip(f"no shared corpus at {CORPUS}")
-    return CORPUS

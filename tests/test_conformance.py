@@ -1,4 +1,8 @@
-"""Every public SillyTavern conformance vector passes (shared/conformance, README format)."""
+"""Every public SillyTavern conformance vector passes (tests/conformance/README.md gives the format).
+
+The synthetic vectors (``tests/conformance/st``) are in the repository; the real-data ones
+(``conformance/st-real`` of the shared folder) are reached through ``need_shared``.
+"""
 from __future__ import annotations
 
 import io
@@ -8,17 +12,22 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CONFORMANCE_ST, need_shared, shared_files
 from lorescan.conformance import iter_cases, run_case, run_files
 
-CONFORMANCE = Path(__file__).resolve().parents[2] / "shared" / "conformance"
-ST_FILES = sorted((CONFORMANCE / "st").glob("*.json"))
-REAL_FILES = sorted((CONFORMANCE / "st-real").glob("*.json"))
+ST_FILES = sorted(CONFORMANCE_ST.glob("*.json"))
+REAL = "conformance/st-real"
+REAL_FILES = shared_files(REAL, "*.json")
 
 
-def test_the_vector_folders_are_present():
-    # CI lays shared/ beside the clone: a missing folder must fail, not skip silently.
-    assert len(ST_FILES) >= 11, f"expected the public st/ vectors under {CONFORMANCE}"
-    assert len(REAL_FILES) >= 20
+def test_the_public_vectors_are_in_the_repository():
+    names = {p.stem for p in ST_FILES}
+    assert names >= {"keys", "scan", "activation", "recursion", "budget", "positions", "groups", "timed",
+                     "books", "mixed", "st_quirks"}, names
+
+
+def test_the_real_data_vectors_are_present():
+    assert len(list(need_shared(REAL).glob("*.json"))) >= 20
 
 
 def _failures(path: Path) -> list[str]:
@@ -41,13 +50,14 @@ def test_every_turn_of_a_public_st_vector_file_passes(path):
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.stem)
 def test_every_turn_of_a_real_data_vector_file_passes(path):
+    need_shared(REAL)
     failures = _failures(path)
     assert not failures, "\n".join(failures[:5])
 
 
 def test_the_runner_reports_a_wrong_expectation_as_a_failed_turn(tmp_path):
     import json
-    data = json.loads((CONFORMANCE / "st" / "keys.json").read_text())
+    data = json.loads((CONFORMANCE_ST / "keys.json").read_text())
     case = data["cases"][0]
     case["turns"][0]["expected"]["world_info_before"] = "something else"
     data["cases"] = [case]
@@ -63,7 +73,7 @@ def test_the_runner_reports_a_wrong_expectation_as_a_failed_turn(tmp_path):
 
 def test_the_command_prints_the_summary_line_and_exits_nonzero_on_failure(tmp_path):
     import json
-    data = json.loads((CONFORMANCE / "st" / "keys.json").read_text())
+    data = json.loads((CONFORMANCE_ST / "keys.json").read_text())
     data["cases"] = data["cases"][:3]
     good = tmp_path / "good.json"
     good.write_text(json.dumps(data))

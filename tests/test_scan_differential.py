@@ -97,10 +97,10 @@ def test_compiled_and_reference_engines_agree_turn_by_turn(ents, cfg, chat, rng,
 
 def test_compiled_and_reference_engines_agree_on_real_books_and_chats():
     import json
-    from pathlib import Path
 
+    from conftest import need_shared
     from lorescan import load
-    corpus = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+    corpus = need_shared("corpus")
     chat = []
     for line in (corpus / "chats" / "en-rpg-narrator.jsonl").read_text(encoding="utf-8").splitlines():
         m = json.loads(line)

@@ -13,7 +13,8 @@ from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, lo
 from lorescan.errors import LorebookError
 from lorescan.textrules import js_count_words
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+DATA = Path(__file__).resolve().parent / "data" / "synthetic"     # written for these tests: generate.py
+CHAT = DATA / "harbor-watch-chat.jsonl"
 
 
 def _chat(path: Path, n: int) -> list[ChatMessage]:
@@ -26,52 +27,52 @@ def _chat(path: Path, n: int) -> list[ChatMessage]:
 
 
 @pytest.fixture(scope="module")
-def weyland():
-    book = load(str(CORPUS / "books" / "en-weyland-251.json"))
+def harbor():
+    book = load(str(DATA / "harbor-watch.json"))
     settings = STSettings(scan_depth=10, recursive=True, budget_cap=3000)
     return STEngine([BookSource(book, ("global",))], settings, count_tokens=js_count_words,
                     random=functools.partial(float, 0.3))
 
 
-def test_one_engine_and_one_cache_serve_eight_threads_like_a_serial_loop(weyland):
-    chat = _chat(CORPUS / "chats" / "en-rpg-narrator.jsonl", 60)
+def test_one_engine_and_one_cache_serve_eight_threads_like_a_serial_loop(harbor):
+    chat = _chat(CHAT, 60)
     turns = [chat[:n] for n in range(5, 60, 3)]
-    serial = [weyland.scan(t, max_context=16000).to_json() for t in turns]
+    serial = [harbor.scan(t, max_context=16000).to_json() for t in turns]
     cache = ChatScan()
     with ThreadPoolExecutor(8) as pool:
-        threaded = list(pool.map(lambda t: weyland.scan(t, max_context=16000, cache=cache).to_json(), turns))
+        threaded = list(pool.map(lambda t: harbor.scan(t, max_context=16000, cache=cache).to_json(), turns))
     assert threaded == serial
     assert any(r["activated"] for r in serial)
 
 
-def test_a_cached_turn_gives_the_same_result_as_an_uncached_one(weyland):
-    chat = _chat(CORPUS / "chats" / "en-rpg-narrator.jsonl", 40)
+def test_a_cached_turn_gives_the_same_result_as_an_uncached_one(harbor):
+    chat = _chat(CHAT, 40)
     cache = ChatScan()
     state_a = state_b = None
     for n in range(10, 40):
-        a = weyland.scan(chat[:n], max_context=16000, timed_effects=state_a, cache=cache)
-        b = weyland.scan(chat[:n], max_context=16000, timed_effects=state_b)
+        a = harbor.scan(chat[:n], max_context=16000, timed_effects=state_a, cache=cache)
+        b = harbor.scan(chat[:n], max_context=16000, timed_effects=state_b)
         assert a.to_json() == b.to_json()
         state_a, state_b = a.timed_effects, b.timed_effects
     assert cache.hit_count > 0
 
 
-def test_the_callers_timed_effects_state_is_never_changed(weyland):
-    chat = _chat(CORPUS / "chats" / "en-rpg-narrator.jsonl", 40)
-    first = weyland.scan(chat[:30], max_context=16000).timed_effects.to_json()
-    assert first["sticky"] or first["cooldown"], "the corpus book has timed entries that fire here"
+def test_the_callers_timed_effects_state_is_never_changed(harbor):
+    chat = _chat(CHAT, 40)
+    first = harbor.scan(chat[:30], max_context=16000).timed_effects.to_json()
+    assert first["sticky"] or first["cooldown"], "the book has timed entries that fire here"
     before = copy.deepcopy(first)
-    weyland.scan(chat[:31], max_context=16000, timed_effects=first)
-    weyland.scan(chat[:29], max_context=16000, timed_effects=first)      # a swipe back
+    harbor.scan(chat[:31], max_context=16000, timed_effects=first)
+    harbor.scan(chat[:29], max_context=16000, timed_effects=first)      # a swipe back
     assert first == before
 
 
-def test_state_round_trips_through_json(weyland):
-    chat = _chat(CORPUS / "chats" / "en-rpg-narrator.jsonl", 40)
-    r1 = weyland.scan(chat[:30], max_context=16000)
+def test_state_round_trips_through_json(harbor):
+    chat = _chat(CHAT, 40)
+    r1 = harbor.scan(chat[:30], max_context=16000)
     stored = json.loads(json.dumps(r1.timed_effects.to_json()))
-    direct = weyland.scan(chat[:31], max_context=16000, timed_effects=r1.timed_effects)
-    via_json = weyland.scan(chat[:31], max_context=16000, timed_effects=stored)
+    direct = harbor.scan(chat[:31], max_context=16000, timed_effects=r1.timed_effects)
+    via_json = harbor.scan(chat[:31], max_context=16000, timed_effects=stored)
     assert direct.to_json() == via_json.to_json()
 
 
@@ -80,9 +81,9 @@ def test_state_round_trips_through_json(weyland):
     ({"sticky": []}, "sticky"),
     ("nonsense", None),
 ])
-def test_a_malformed_timed_effects_state_is_a_located_error(weyland, bad, field):
+def test_a_malformed_timed_effects_state_is_a_located_error(harbor, bad, field):
     with pytest.raises(LorebookError) as exc:
-        weyland.scan([ChatMessage("a", "b")], max_context=100, timed_effects=bad)
+        harbor.scan([ChatMessage("a", "b")], max_context=100, timed_effects=bad)
     if field:
         assert exc.value.field == field
 

@@ -19,8 +19,9 @@ cdef inline int char_class(Py_UCS4 ch, const unsigned char* table) except -1:
 
 
 cdef inline int side_ok(Py_UCS4 outer, Py_UCS4 inner, int model, const unsigned char* table) except -1:
-    # SPEC 5.2 / 16.1 / 16.2: the character outside the occurrence must not be a word
-    # character; under nospace, a no-space script on either side is a boundary too.
+    # The character outside the occurrence must not be a word character; under nospace, a
+    # no-space script on either side is a boundary too (docs/sillytavern-mode.md#st-plain-keys,
+    # docs/improved-profile.md#word-chars and #nospace-scripts).
     cdef int co = char_class(outer, table)
     if model == MODEL_ASCII:
         return (co & ASCII_WORD) == 0

@@ -2,25 +2,58 @@
 
 SillyTavern mode: :class:`STEngine` (exact World Info, with diagnostics). Lorebook-slot
 mode: :class:`SlotEngine`. Files in any supported format: :func:`load`, :func:`convert`.
-"""
-from ._kernels import BACKEND
-from .compile import CompiledBook, compile_book
-from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
-from .formats import convert, load
-from .hitcache import ChatScan
-from .model import Compat, Entry, Lorebook, MatchOptions, STSettings
-from .scan import BookSource, Character, ChatMessage, Diagnostic, EntryId, STEngine, STResult
-from .slot import BookSettings, SlotBook, SlotEngine, SlotResult
-from .timed import TimedEffects
-from .tokens import IncrementalCount, TiktokenCounter, count_words
+The rules each mode implements are written down in the repository's ``docs/`` folder.
 
-__all__ = [
-    "BACKEND",
-    "STEngine", "STResult", "STSettings", "BookSource", "Character", "ChatMessage", "Diagnostic",
-    "EntryId", "TimedEffects", "Compat",
-    "SlotEngine", "SlotResult", "SlotBook", "BookSettings",
-    "load", "convert", "Entry", "Lorebook",
-    "compile_book", "CompiledBook", "MatchOptions", "ChatScan",
-    "TiktokenCounter", "IncrementalCount", "count_words",
-    "LorebookError", "FormatError", "SettingsError", "RegexKeyError",
-]
+The public names below are imported on first use (PEP 562), so ``import lorescan`` stays
+cheap; ``from lorescan import STEngine`` loads what the engine needs and nothing more.
+"""
+from __future__ import annotations
+
+import importlib
+
+from ._version import __version__
+
+# public name -> the module (relative to this package) that defines it
+_LAZY = {
+    "BACKEND": "._kernels",
+    "STEngine": ".scan", "STResult": ".scan", "BookSource": ".scan", "Character": ".scan",
+    "ChatMessage": ".scan", "Diagnostic": ".scan", "EntryId": ".scan",
+    "STSettings": ".model", "Compat": ".model", "Entry": ".model", "Lorebook": ".model",
+    "MatchOptions": ".model",
+    "TimedEffects": ".timed",
+    "SlotEngine": ".slot", "SlotResult": ".slot", "SlotBook": ".slot", "BookSettings": ".slot",
+    "load": ".formats", "convert": ".formats",
+    "compile_book": ".compile", "CompiledBook": ".compile",
+    "ChatScan": ".hitcache",
+    "TiktokenCounter": ".tokens", "IncrementalCount": ".tokens", "count_words": ".tokens",
+    "LorebookError": ".errors", "FormatError": ".errors", "SettingsError": ".errors",
+    "RegexKeyError": ".errors",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing alone costs more than the rest
+if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, imported eagerly
+    from ._kernels import BACKEND
+    from .compile import CompiledBook, compile_book
+    from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
+    from .formats import convert, load
+    from .hitcache import ChatScan
+    from .model import Compat, Entry, Lorebook, MatchOptions, STSettings
+    from .scan import BookSource, Character, ChatMessage, Diagnostic, EntryId, STEngine, STResult
+    from .slot import BookSettings, SlotBook, SlotEngine, SlotResult
+    from .timed import TimedEffects
+    from .tokens import IncrementalCount, TiktokenCounter, count_words
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lorescan' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value          # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -31,7 +31,7 @@ def text_hits(text: str, automaton: Any, tables: Sequence[Sequence[int]], model:
     ``automaton``: a finalised pyahocorasick automaton mapping pattern strings to pattern
     ids; ``tables``: ``(lengths, raw_free, raw_bound, low_free, low_bound)``, indexed by
     pattern id (-1 = no such variant): case-sensitive variants are matched on ``text``,
-    case-insensitive ones on ``text.lower()`` (JS toLowerCase, SPEC 13.2); ``*_bound`` vids
+    case-insensitive ones on ``text.lower()`` (JS toLowerCase, docs/sillytavern-mode.md#st-text-rules); ``*_bound`` vids
     need word boundaries under word ``model``. ``scan_raw``/``scan_lower`` skip a pass
     that has no variants.
     """

@@ -23,6 +23,7 @@ def _cmd_convert(argv: Sequence[str]) -> int:
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lorescan", description="Exact, fast lorebook (World Info) engine.")
+    p.add_argument("--version", action="version", version=_version_line())
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("conformance", help="run SillyTavern conformance vector files")
     c.add_argument("files", nargs="+", help="vector files (sillytavern-world-info-conformance JSON)")
@@ -77,6 +78,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                          time_limit=args.time_limit, token_file=args.token_file)
     serve(config, host=args.host, port=args.port, workers=args.workers)
     return 0
+
+
+def _version_line() -> str:
+    from . import BACKEND, __version__
+    return f"lorescan {__version__} ({BACKEND} kernels)"
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:

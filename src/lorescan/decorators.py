@@ -1,4 +1,4 @@
-"""SillyTavern's decorator lines (SPEC 3.3): ``@@activate`` and ``@@dont_activate``."""
+"""SillyTavern's decorator lines (docs/sillytavern-mode.md#st-decorators): ``@@activate`` and ``@@dont_activate``."""
 from __future__ import annotations
 
 __all__ = ["parse_st_decorators", "ST_DECORATORS"]
@@ -13,7 +13,7 @@ def parse_st_decorators(content: str, *, strict_lines: bool = False) -> tuple[tu
     the first other line starts the content. ``@@@`` lines are skipped unless they follow
     an unknown decorator (then recorded with one ``@`` removed). If every line is a
     decorator the content is returned unchanged (a SillyTavern quirk) unless
-    ``strict_lines`` (improved profile, SPEC 16.6), which also trims trailing whitespace
+    ``strict_lines`` (docs/improved-profile.md#decorators), which also trims trailing whitespace
     of recorded lines and returns an empty content.
     """
     if not content.startswith("@@"):

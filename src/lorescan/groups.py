@@ -1,4 +1,4 @@
-"""Inclusion groups (SPEC 8): timed-effect filter, group scoring, winner selection."""
+"""Inclusion groups (docs/sillytavern-mode.md#st-groups): timed-effect filter, group scoring, winner selection."""
 from __future__ import annotations
 
 import re
@@ -31,7 +31,7 @@ class PendingList:
     """The loop's new-entry list, with SillyTavern's removal quirk as an option.
 
     SillyTavern removes with ``splice(indexOf(x), 1)``: removing an entry that is no
-    longer there removes the LAST element instead (SPEC 8.1). ``on_remove`` is told of
+    longer there removes the LAST element instead (docs/sillytavern-mode.md#st-groups). ``on_remove`` is told of
     every entry actually removed and why.
     """
 

@@ -1,4 +1,4 @@
-"""Where each activated entry lands in the prompt (SPEC 11)."""
+"""Where each activated entry lands in the prompt (docs/sillytavern-mode.md#st-placement)."""
 from __future__ import annotations
 
 import math
@@ -21,7 +21,7 @@ class DepthGroup:
 
 @dataclass(slots=True)
 class Placement:
-    """The placement buckets of SPEC 11.2.
+    """The placement buckets of docs/sillytavern-mode.md#st-placement.
 
     ``before``/``after``: text around the character definitions; ``an_top``/``an_bottom``
     and the assembled ``authors_note``; ``depth``: groups by (depth, role); ``examples``:

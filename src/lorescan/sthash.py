@@ -1,6 +1,6 @@
 """SillyTavern's entry fingerprint: cyrb53 over ``JSON.stringify`` of the runtime entry.
 
-SPEC 3.4 and Appendix B. Timed-effect records store it, so SillyTavern mode must
+docs/sillytavern-mode.md#st-fingerprint. Timed-effect records store it, so SillyTavern mode must
 reproduce it exactly: JavaScript number formatting, JSON string escaping (lone
 surrogates escaped, non-ASCII kept), and hashing over UTF-16 code units.
 """
@@ -106,7 +106,7 @@ def js_json_stringify(value: Any) -> str:
 
 def entry_fingerprint(fields: Mapping[str, Any], *, uid: Any, world: str, content: str,
                       decorators: Sequence[str]) -> int:
-    """The hash SillyTavern stores in timed-effect records for one entry (SPEC 3.4).
+    """The hash SillyTavern stores in timed-effect records for one entry (docs/sillytavern-mode.md#st-fingerprint).
 
     The serialised object is ``uid``, ``world``, then the entry's other fields in order
     with ``content`` replaced by the decorator-stripped text, then ``decorators``.

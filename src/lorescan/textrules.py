@@ -1,4 +1,4 @@
-"""JavaScript string rules the engine must follow exactly (SPEC 13.2, Appendix A).
+"""JavaScript string rules the engine must follow exactly (docs/sillytavern-mode.md#st-text-rules).
 
 Python's ``str.strip``/``str.split``/``str.isspace`` use a different whitespace set, so
 they must not be used on scanned text or keys.
@@ -43,7 +43,7 @@ def has_js_whitespace(text: str) -> bool:
 def js_lower(text: str) -> str:
     """``String.prototype.toLowerCase``: Unicode default lowercase with Final_Sigma.
 
-    Python's ``str.lower`` implements the same mapping (SPEC 13.2); the result may be
+    Python's ``str.lower`` implements the same mapping; the result may be
     longer than the input (``'İ'`` becomes ``'i̇'``).
     """
     return text.lower()
@@ -55,7 +55,7 @@ def is_ascii_word_char(ch: str) -> bool:
 
 
 def is_unicode_word_char(ch: str) -> bool:
-    """Improved word characters (SPEC 16.1): categories L*, M*, N*, Pc, plus ZWNJ and ZWJ."""
+    """Improved word characters (docs/improved-profile.md#word-chars): categories L*, M*, N*, Pc, plus ZWNJ and ZWJ."""
     if ch < "\x80":
         return is_ascii_word_char(ch)
     if ch in "\u200c\u200d":
@@ -64,7 +64,7 @@ def is_unicode_word_char(ch: str) -> bool:
     return cat[0] in "LMN" or cat == "Pc"
 
 
-# SPEC 16.2: scripts written without spaces. Script data is not in unicodedata, so the
+# docs/improved-profile.md#nospace-scripts: scripts written without spaces. Script data is not in unicodedata, so the
 # ranges below list the blocks of Han, Hiragana, Katakana, Bopomofo, Hangul, Thai, Lao,
 # Khmer, Myanmar, Tai Tham, Tai Le, New Tai Lue and Yi, plus U+3005 and U+30FC.
 NOSPACE_RANGES: tuple[tuple[int, int], ...] = (
@@ -103,7 +103,7 @@ NOSPACE_RANGES: tuple[tuple[int, int], ...] = (
 
 
 def is_nospace_char(ch: str) -> bool:
-    """True for a character of a script written without spaces (SPEC 16.2)."""
+    """True for a character of a script written without spaces (docs/improved-profile.md#nospace-scripts)."""
     cp = ord(ch)
     if cp < 0x0E00:
         return False

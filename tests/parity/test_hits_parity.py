@@ -7,6 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import need_shared
 from lorescan import _hits_py
 from lorescan.compile import compile_book
 from lorescan.formats.sillytavern import load_world_file
@@ -49,7 +50,8 @@ def test_union_and_entries_agree(native_hits, parts, always):
     assert native_hits.entries_hit(hits, vid_entries, always) == _hits_py.entries_hit(hits, vid_entries, always)
 
 
-def test_corpus_chats_give_the_same_hits(native_hits, corpus_dir):
+def test_corpus_chats_give_the_same_hits(native_hits):
+    corpus_dir = need_shared("corpus")
     books = [load_world_file(str(corpus_dir / "books" / name))
              for name in ("en-monster-hunter-387.json", "zh-ai-guide-2.0.json", "en-weyland-251.json")]
     for path in sorted((corpus_dir / "chats").glob("*.jsonl")):
