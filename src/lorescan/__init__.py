@@ -8,6 +8,7 @@ from .compile import CompiledBook, compile_book
 from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
 from .formats import convert, load
 from .hitcache import ChatScan
+from .limits import DEFAULT_LIMITS, Limits
 from .model import Compat, Entry, Lorebook, MatchOptions, STSettings
 from .scan import BookSource, Character, ChatMessage, Diagnostic, EntryId, STEngine, STResult
 from .slot import BookSettings, SlotBook, SlotEngine, SlotResult
@@ -23,4 +24,5 @@ __all__ = [
     "compile_book", "CompiledBook", "MatchOptions", "ChatScan",
     "TiktokenCounter", "IncrementalCount", "count_words",
     "LorebookError", "FormatError", "SettingsError", "RegexKeyError",
+    "Limits", "DEFAULT_LIMITS",
 ]

@@ -28,6 +28,7 @@ import ahocorasick
 from . import _kernels
 from ._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from .jsregex import parse_regex_key
+from .limits import DEFAULT_LIMITS, Limits, check_book
 from .model import Entry, Lorebook, MatchOptions
 from .textrules import has_js_whitespace, js_lower, js_trim
 
@@ -321,8 +322,12 @@ def _plan(builder: _Builder, entry: Entry, substitute: bool) -> EntryPlan:
     return EntryPlan(primary, secondary, simple, score_p, score_s, score_simple)
 
 
-def compile_book(book: Lorebook, options: MatchOptions = MatchOptions()) -> CompiledBook:
-    """Compile ``book`` for matching under ``options``: one automaton, plans, content hits."""
+def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
+                 limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
+    """Compile ``book`` for matching under ``options``: one automaton, plans, content hits.
+
+    Raises :class:`~lorescan.errors.LorebookError` if the book exceeds ``limits``."""
+    check_book(book, limits)
     # Compiling allocates ~10 small objects per key and none of them form cycles; the cyclic
     # collector would re-walk the growing heap many times (a third of the time at 100k entries).
     was_enabled = gc.isenabled()

@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .compile import CompiledBook, compile_book
+from .limits import DEFAULT_LIMITS, Limits, check_book
 from .decorators import parse_st_decorators
 from .errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
@@ -232,7 +233,9 @@ class STEngine:
     switches on the fixes of SPEC 16; a :class:`~lorescan.model.Compat` sets them one by one. Hooks (SPEC 0.3): ``count_tokens(text) -> int``
     (default: tiktoken cl100k, offline), ``substitute(text) -> text`` for macros,
     ``random() -> float`` in [0, 1), ``post_process(content, position, depth) -> text``.
-    Raises :class:`SettingsError` for bad settings or roles.
+    ``limits``: bounds for untrusted books and chats (:class:`~lorescan.limits.Limits`).
+    Raises :class:`SettingsError` for bad settings or roles, :class:`LorebookError` for a
+    book over a limit.
     """
 
     def __init__(self, books: Sequence[BookSource | tuple[Lorebook | CompiledBook, Sequence[str]]],
@@ -241,7 +244,11 @@ class STEngine:
                  substitute: Callable[[str], str] | None = None,
                  random: Callable[[], float] | None = None,
                  post_process: Callable[[str, int, int | None], str] | None = None,
-                 regex_timeout: float | None = 0.25) -> None:
+                 regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
+        if not isinstance(limits, Limits):
+            raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="STEngine",
+                                field="limits")
+        self.limits = limits
         if not isinstance(settings, STSettings):
             settings = STSettings.from_mapping(settings)
         self.compat = Compat.of(compat)
@@ -267,7 +274,11 @@ class STEngine:
         def add(src: BookSource) -> int:
             name = self._name(src)
             if name not in book_index:
-                cb = src.book if isinstance(src.book, CompiledBook) else compile_book(src.book, self.match_options)
+                if isinstance(src.book, CompiledBook):
+                    cb = src.book
+                    check_book(cb.book, limits)
+                else:
+                    cb = compile_book(src.book, self.match_options, limits=limits)
                 if cb.options != self.match_options:
                     raise SettingsError("a compiled book's match options differ from the engine's "
                                         "(compile it with the engine's case/whole-word settings and compat)",

@@ -158,7 +158,12 @@ _ABSENT = object()
 
 def write_bytes(data: Any) -> bytes:
     """File content for :func:`convert`'s output (JSON is written indented, UTF-8)."""
-    return data if isinstance(data, bytes) else dump_json_bytes(data, indent=2)
+    if isinstance(data, bytes):
+        return data
+    try:
+        return dump_json_bytes(data, indent=2)
+    except ValueError as exc:        # NaN or Infinity in a book built in memory: not JSON
+        raise FormatError(f"cannot write JSON: {exc}", source="<output>") from exc
 
 
 def main_convert(argv: Sequence[str]) -> int:

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
 from ..compile import CompiledBook, compile_book
+from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..hitcache import ChatScan
 from ..errors import SettingsError
 from ..matching import EntryMatch, ScanView, Window, match_plain_key
@@ -226,6 +227,7 @@ class SlotEngine:
     auto-detects ``/pattern/flags`` keys as SillyTavern does. ``user_icon_decorator``:
     accept ``@@is_user_icon`` (the caller then passes ``user_icon`` to :meth:`run`).
     ``regex_timeout``: seconds allowed to one regex key on one text.
+    ``limits``: bounds for untrusted books (:class:`~lorescan.limits.Limits`).
 
     The engine is immutable once built apart from its token-count cache; one engine
     may serve many chats and threads at once (per-chat data lives in the ``state``).
@@ -239,7 +241,11 @@ class SlotEngine:
                  match_options: MatchOptions | None = None,
                  regex_keys: Literal["ccv3", "auto"] = "ccv3",
                  user_icon_decorator: bool = False,
-                 regex_timeout: float | None = 0.25) -> None:
+                 regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
+        if not isinstance(limits, Limits):
+            raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="SlotEngine",
+                                field="limits")
+        self.limits = limits
         if regex_keys not in ("ccv3", "auto"):
             raise SettingsError(f"must be 'ccv3' or 'auto', got {regex_keys!r}", source="SlotEngine",
                                 field="regex_keys")
@@ -251,6 +257,8 @@ class SlotEngine:
                                     "SlotBook id", source="SlotEngine", field="books")
             seen.add(str(b.id))
         self.books: tuple[SlotBook, ...] = slot_books
+        for b in slot_books:
+            check_book(b.book, limits)
         self.count_tokens: Callable[[str], int] = count_tokens if count_tokens is not None else TiktokenCounter()
         self.substitute = substitute
         self.match_options = match_options if match_options is not None else MatchOptions.improved()
@@ -279,7 +287,7 @@ class SlotEngine:
         self._plans = tuple(plans)
         self.compiled: CompiledBook = compile_book(
             Lorebook(name="lorebook slot pool", entries=tuple(derived), source="<slot pool>",
-                     format="lorebook-slot"), self.match_options)
+                     format="lorebook-slot"), self.match_options, limits=limits)
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
         self._token_cache: list[tuple[str, int] | None] = [None] * len(self.pool)
 
