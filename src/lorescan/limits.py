@@ -61,7 +61,7 @@ class Limits:
     max_json_depth: int = 256
     max_json_containers: int = 2_000_000
     max_png_chunks: int = 100_000
-    max_entries: int = 200_000
+    max_entries: int = 100_000
     max_key_length: int = 1_000
     max_regex_length: int = 1_000
     max_regex_nesting: int = 64

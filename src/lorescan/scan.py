@@ -398,9 +398,13 @@ class STEngine:
             raise SettingsError(f"trigger must be a string, got {trigger!r}", source="scan", field="trigger")
         if trigger not in GENERATION_TRIGGERS:
             trigger = "normal"    # SillyTavern reports any other generation type as "normal" (SPEC 2.4)
-        if isinstance(max_context, bool) or not isinstance(max_context, (int, float)) or max_context < 0:
-            raise SettingsError(f"max_context must be a non-negative number, got {max_context!r}",
+        if isinstance(max_context, bool) or not isinstance(max_context, (int, float)) or not (
+                0 <= max_context < 2 ** 53):          # NaN and infinity fail too (they gave a 1-token budget)
+            raise SettingsError(f"max_context must be a finite number >= 0, got {max_context!r:.40}",
                                 source="scan", field="max_context")
+        if not isinstance(dry_run, bool):
+            raise SettingsError(f"dry_run must be True or False, got {dry_run!r:.40}", source="scan",
+                                field="dry_run")
         chat_length = len(messages)
         # Only the newest messages any window can reach are read, so a call costs the same
         # for a 50-message and a 50,000-message chat (min activations may widen to the chat).

@@ -46,8 +46,15 @@ def detect_format(doc: Any) -> str:
     return "unknown"
 
 
-def load_data(doc: Any, *, source: str = "<memory>") -> Lorebook:
-    """A Lorebook from already-parsed JSON data of any supported format."""
+def load_data(doc: Any, *, source: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> Lorebook:
+    """A Lorebook from already-parsed JSON data of any supported format, within ``limits``
+    (entries, key and content lengths; the data's depth and numbers are the caller's)."""
+    book = _read_data(cap_entries(doc, source=source, limits=limits), source)
+    check_book(book, limits, source=source)
+    return book
+
+
+def _read_data(doc: Any, source: str) -> Lorebook:
     from . import card, foreign, novelai, sillytavern
     fmt = detect_format(doc)
     if fmt == "sillytavern":
@@ -86,8 +93,7 @@ def read_bytes(data: bytes, *, source: str = "<memory>", limits: Limits = DEFAUL
     elif is_zip(data):
         book = read_charx(data, source=source, limits=limits)
     else:
-        book = load_data(cap_entries(parse_json(data, source=source, limits=limits), source=source, limits=limits),
-                         source=source)
+        return load_data(parse_json(data, source=source, limits=limits), source=source, limits=limits)
     check_book(book, limits, source=source)
     return book
 
