@@ -76,7 +76,7 @@ def test_state_round_trips_through_json(weyland):
 
 
 @pytest.mark.parametrize("bad,field", [
-    ({"sticky": {"Lore.1": {"hash": "x", "start": 1, "end": 2}}}, "sticky"),
+    ({"sticky": {"Lore.1": {"hash": "x", "start": 1, "end": 2}}}, "sticky.hash"),
     ({"sticky": []}, "sticky"),
     ("nonsense", None),
 ])
