@@ -74,7 +74,8 @@ def run_child(*code: str, cpu: int = 20, memory: int = 1536 * MiB,
 def test_a_700000_character_key_is_refused_by_load_not_a_crash():
     out = run_child("""
         doc = {"entries": {"0": {"uid": 0, "key": ["a" * 700_000], "content": "x"}}}
-        expect_error(lambda: load(json.dumps(doc).encode()), "max_key_length=1000", "'key[0]'", "700000")
+        expect_error(lambda: load(json.dumps(doc).encode()), f"max_key_length={DEFAULT_LIMITS.max_key_length}",
+                     "'key[0]'", "700000")
         book = load_data({"entries": {"0": {"uid": 0, "key": ["x"], "content": "x"}}})
         from dataclasses import replace
         big = replace(book, entries=(replace(book.entries[0], key=("a" * 700_000,)),))
@@ -159,6 +160,19 @@ def test_a_100_kb_key_against_a_1_mb_message_is_refused_and_the_longest_allowed_
         r = engine.scan([ChatMessage("u", "a" * {size}, True)], max_context=1000)
         assert len(r.activated) == 1
     """, cpu=10)
+
+
+def test_keys_that_are_suffixes_of_one_another_cost_at_most_one_hit_per_key_length():
+    # a, aa, aaa, ...: every position of "aaa..." ends one occurrence of each key
+    n = DEFAULT_LIMITS.max_key_length
+    size = 1_000_000 if LONG else 100_000
+    run_child(f"""
+        entries = {{str(i): {{"uid": i, "key": ["a" * (i + 1)], "content": "x"}} for i in range({n})}}
+        book = load(json.dumps({{"entries": entries}}).encode())
+        engine = STEngine([BookSource(book, ("global",))], count_tokens=len)
+        r = engine.scan([ChatMessage("u", "a" * {size}, True)], max_context=10**6)
+        assert len(r.activated) == {n}
+    """, cpu=60 if LONG else 20)
 
 
 def test_a_megabyte_of_macros_as_key_and_content_is_refused_and_the_allowed_size_builds():

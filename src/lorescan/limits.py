@@ -40,12 +40,15 @@ class Limits:
     ``max_regex_length`` (characters of one regex key's pattern), ``max_regex_nesting`` (group
     nesting depth of one regex key), ``max_content_length`` (characters of one entry's content).
     Why keys are short: every plain key is a path in one Aho-Corasick trie, and pyahocorasick
-    (2.3) both frees that trie recursively (about 16 bytes of C stack per character: a
-    700,000-character key crashes the 8 MiB main thread, 65,000 a 1 MiB thread, 1,580 a
-    32 KiB one, Python's smallest) and walks the whole failure chain at every scanned
-    character (a self-overlapping key such as ``aaa...a`` costs its length per character:
-    a 100,000-character key against a 1 MB message took 136 s). 1,000 characters keeps both
-    bounded: safe in any thread stack Python allows, at most 1,000 steps per character.
+    (2.3) frees that trie recursively (about 16 bytes of C stack per character of the longest
+    key: a 700,000-character key crashes the 8 MiB main thread, 65,000 a 1 MiB thread, 1,580 a
+    32 KiB one, Python's smallest) and, at every scanned character, walks the whole failure
+    chain of its state and reports every key ending there. A self-overlapping key (``aaa...a``)
+    costs its length per character (a 100,000-character key against a 1 MB message took 136 s),
+    and keys that are suffixes of one another (``a``, ``aa``, ``aaa``, ...) cost one hit each.
+    Both are at most ``max_key_length`` per character: 256 keeps the trie safe in any thread
+    stack and a scan within about 256 steps per character. The longest key in the shared
+    corpus has 54 characters.
 
     Scans: ``max_recursion_text`` (characters of recursion text one scan may build; past it the
     recursion stops and the result says so), ``regex_time_per_scan`` (seconds of regex
@@ -62,7 +65,7 @@ class Limits:
     max_json_containers: int = 2_000_000
     max_png_chunks: int = 100_000
     max_entries: int = 100_000
-    max_key_length: int = 1_000
+    max_key_length: int = 256
     max_regex_length: int = 1_000
     max_regex_nesting: int = 64
     max_content_length: int = 2_000_000
