@@ -127,7 +127,10 @@ def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None)
     mapping allows). Raises FormatError for an unknown target.
     """
     to = _ALIASES.get(to, to) if to else book.format
-    data, losses = _write(book, to, base)
+    try:
+        data, losses = _write(book, to, base)
+    except RecursionError as exc:      # fields nested up to max_json_depth, copied from a deep call stack
+        raise FormatError("a field is nested too deeply to copy from this call depth", source=book.source) from exc
     seen = {(x.entry, x.field) for x in losses}
     back = _read_back(data, to, book.source)
     back_by_uid = {e.uid: e for e in back.entries}

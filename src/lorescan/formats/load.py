@@ -49,7 +49,10 @@ def detect_format(doc: Any) -> str:
 def load_data(doc: Any, *, source: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> Lorebook:
     """A Lorebook from already-parsed JSON data of any supported format, within ``limits``
     (entries, key and content lengths; the data's depth and numbers are the caller's)."""
-    book = _read_data(cap_entries(doc, source=source, limits=limits), source)
+    try:
+        book = _read_data(cap_entries(doc, source=source, limits=limits), source)
+    except RecursionError as exc:      # fields nested up to max_json_depth, read from a deep call stack
+        raise FormatError("a field is nested too deeply to read from this call depth", source=source) from exc
     check_book(book, limits, source=source)
     return book
 
