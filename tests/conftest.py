@@ -16,8 +16,15 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import settings
 
 from lorescan import _hits_py, _wordscan_py
+
+# HYPOTHESIS_PROFILE=ci (CI): 1,000 examples per property that does not set its own count,
+# no deadline (a shared runner is slow); the default "dev" profile is hypothesis's defaults.
+settings.register_profile("dev")
+settings.register_profile("ci", max_examples=1000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 TESTS_DIR = Path(__file__).resolve().parent
 ROOT = TESTS_DIR.parent

@@ -77,7 +77,7 @@ def test_state_round_trips_through_json(harbor):
 
 
 @pytest.mark.parametrize("bad,field", [
-    ({"sticky": {"Lore.1": {"hash": "x", "start": 1, "end": 2}}}, "sticky"),
+    ({"sticky": {"Lore.1": {"hash": "x", "start": 1, "end": 2}}}, "sticky.hash"),
     ({"sticky": []}, "sticky"),
     ("nonsense", None),
 ])

@@ -28,6 +28,7 @@ _LAZY = {
     "TiktokenCounter": ".tokens", "IncrementalCount": ".tokens", "count_words": ".tokens",
     "LorebookError": ".errors", "FormatError": ".errors", "SettingsError": ".errors",
     "RegexKeyError": ".errors",
+    "Limits": ".limits", "DEFAULT_LIMITS": ".limits",
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -39,6 +40,7 @@ if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, impor
     from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
     from .formats import convert, load
     from .hitcache import ChatScan
+    from .limits import DEFAULT_LIMITS, Limits
     from .model import Compat, Entry, Lorebook, MatchOptions, STSettings
     from .scan import BookSource, Character, ChatMessage, Diagnostic, EntryId, STEngine, STResult
     from .slot import BookSettings, SlotBook, SlotEngine, SlotResult

@@ -6,6 +6,7 @@ and a union of sparse sets costs what the hits cost, not what the book costs.
 """
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Sequence
 
 from . import _wordscan_py as _ws
@@ -17,11 +18,13 @@ EMPTY: frozenset[int] = frozenset()
 
 def _pass(text: str, automaton: Any, lengths: Sequence[int], free_vid: Sequence[int],
           bound_vid: Sequence[int], model: int, out: set[int]) -> None:
-    hits = list(automaton.iter(text))
-    free, bounded = _ws.case_filter(hits, free_vid, bound_vid)
-    out.update(free)
-    if bounded:
-        out.update(bound_vid[pid] for pid in _ws.whole_word_hits(text, bounded, lengths, model))
+    # In slices: a text can hold up to (longest key) hits per character, too many to list at once.
+    found = automaton.iter(text)
+    while hits := list(islice(found, 65536)):
+        free, bounded = _ws.case_filter(hits, free_vid, bound_vid)
+        out.update(free)
+        if bounded:
+            out.update(bound_vid[pid] for pid in _ws.whole_word_hits(text, bounded, lengths, model))
 
 
 def text_hits(text: str, automaton: Any, tables: Sequence[Sequence[int]], model: int,

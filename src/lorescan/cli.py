@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -108,6 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:       # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except (RecursionError, MemoryError, OverflowError, ValueError, TypeError) as exc:
+        # A bug, or an input no check caught: still one located line, never a traceback
+        # (LORESCAN_DEBUG=1 shows it).
+        if os.environ.get("LORESCAN_DEBUG") == "1":
+            raise
+        files = ", ".join(getattr(args, "files", None) or [getattr(args, "book", ""), getattr(args, "chat", "")])
+        print(f"lorescan: {files}: internal error: {type(exc).__name__}: {str(exc)[:300]} "
+              "(please report it; LORESCAN_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from . import _kernels
 from ._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from .errors import RegexKeyError
 from .jsregex import JSRegex, RegexTooComplex, regex_key
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, Limits, check_book
 from .model import Entry, Lorebook, MatchOptions
 from .textrules import has_js_whitespace, js_lower, js_trim
 
@@ -361,7 +361,9 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
                  limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
     """Compile ``book`` for matching under ``options``: one automaton, plans, content hits,
     compiled regex keys. Raises RegexKeyError (naming the entry and field) for a regex key
-    past ``limits.max_regex_length`` or ``limits.max_regex_nesting``."""
+    past ``limits.max_regex_length`` or ``limits.max_regex_nesting``, and LorebookError
+    for a book over another of ``limits``."""
+    check_book(book, limits)
     # Compiling allocates ~10 small objects per key and none of them form cycles; the cyclic
     # collector would re-walk the growing heap many times (a third of the time at 100k entries).
     was_enabled = gc.isenabled()

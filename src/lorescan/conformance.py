@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, TextIO
 
 from .errors import FormatError, LorebookError
+from .formats._safety import parse_json
+from .limits import DEFAULT_LIMITS
 from .formats.sillytavern import read_world
 from .model import STSettings
 from .scan import BookSource, Character, ChatMessage, STEngine
@@ -122,18 +124,60 @@ def run_case(case: dict[str, Any], *, source: str = "<memory>", engine_kwargs: d
 
 
 def iter_cases(path: str) -> Iterator[dict[str, Any]]:
-    """The cases of one vector file."""
+    """The cases of one vector file, each checked for the shape ``run_case`` reads.
+
+    Raises :class:`FormatError` naming the file, the case and the field for anything
+    malformed (deep nesting and huge integers included)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FormatError(f"cannot read conformance file: {exc}", source=path) from exc
+        with open(path, "rb") as fh:
+            raw = fh.read(DEFAULT_LIMITS.max_file_bytes + 1)
+    except OSError as exc:
+        raise FormatError(f"cannot read conformance file: {exc.strerror or exc}", source=path) from exc
+    data = parse_json(raw, source=path)
     if not isinstance(data, dict) or data.get("format") != "sillytavern-world-info-conformance":
         raise FormatError("not a sillytavern-world-info-conformance file", source=path, field="format")
     cases = data.get("cases")
     if not isinstance(cases, list):
         raise FormatError("'cases' must be a list", source=path, field="cases")
+    for i, case in enumerate(cases):
+        _check_case(case, path, i)
     yield from cases
+
+
+def _check_case(case: Any, path: str, i: int) -> None:
+    def bad(problem: str, field: str | None = None) -> FormatError:
+        return FormatError(problem, source=path, entry=f"case {i}", field=field)
+
+    def objects(value: Any, field: str) -> list[dict[str, Any]]:
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise bad("expected a list of objects", field)
+        return value
+
+    if not isinstance(case, dict):
+        raise bad(f"a case must be an object, got {type(case).__name__}")
+    if not isinstance(case.get("name", "?"), str):
+        raise bad("expected a string", "name")
+    for b, book in enumerate(objects(case.get("books"), "books")):
+        if not isinstance(book.get("name"), str) or not isinstance(book.get("roles"), list):
+            raise bad("a book needs a string 'name' and a list of 'roles'", f"books[{b}]")
+    mc = case.get("max_context")
+    if isinstance(mc, bool) or not isinstance(mc, (int, float)):
+        raise bad(f"expected a number, got {mc!r:.40}", "max_context")
+    for name in ("character", "authors_note", "settings", "global_scan_data"):
+        if case.get(name) is not None and not isinstance(case[name], dict):
+            raise bad("expected an object", name)
+    for f in ("authors_note",):
+        if case.get(f) is not None and not isinstance(case[f].get("content", ""), str):
+            raise bad("expected a string", f"{f}.content")
+    for j, inj in enumerate(objects(case.get("injections", []), "injections")):
+        if not isinstance(inj.get("content", ""), str):
+            raise bad("expected a string", f"injections[{j}].content")
+    for t, turn in enumerate(objects(case.get("turns"), "turns")):
+        for m, msg in enumerate(objects(turn.get("messages"), f"turns[{t}].messages")):
+            if not isinstance(msg.get("name"), str) or not isinstance(msg.get("mes"), str):
+                raise bad("a message needs string 'name' and 'mes'", f"turns[{t}].messages[{m}]")
+        if not isinstance(turn.get("expected"), dict):
+            raise bad("expected an object", f"turns[{t}].expected")
 
 
 def run_file(path: str, **kwargs: Any) -> list[CaseOutcome]:

@@ -4,8 +4,11 @@ Each scanned string (a message as scanned, a match source, an inject, a recursio
 is scanned once per key matcher; its hit set (a frozenset of key-variant ids, never changed
 once stored) is reused by later turns and by other chats that use the same CompiledBook.
 Entries are keyed by (matcher token, text), so one ChatScan may serve several books.
-Memory is bounded: least recently used entries go first when the count or the estimated
-bytes exceed the limits.
+Memory is bounded: least recently used entries go first when the count or the counted
+bytes exceed the limits. The count covers everything an entry keeps alive: its key (the
+text, or every message string of a block), its hit set with the ints in it, and the
+dictionary slots; a string shared by several entries is counted in each, so the bound is
+conservative. A value larger than the whole budget is returned but not stored.
 """
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ import sys
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Callable, TypeAlias
+
+from .errors import SettingsError
 
 if TYPE_CHECKING:
     from .compile import KeyMatcher
@@ -28,13 +33,14 @@ _Key: TypeAlias = tuple[str, str | tuple[str, ...]]
 class ChatScan:
     """A bounded LRU of text -> hit set, shared by the turns (and chats) that pass it in.
 
-    ``max_texts``: most cached strings; ``max_bytes``: estimated bytes of the cached strings
-    and hit sets. Safe to share between threads.
+    ``max_texts``: most cached strings; ``max_bytes``: bytes of the cached strings (message
+    blocks included) and hit sets. Safe to share between threads.
     """
 
     def __init__(self, *, max_texts: int = 200_000, max_bytes: int = 256 * 1024 * 1024) -> None:
-        if max_texts < 1 or max_bytes < 1:
-            raise ValueError("max_texts and max_bytes must be positive")
+        for name, v in (("max_texts", max_texts), ("max_bytes", max_bytes)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise SettingsError(f"must be a positive integer, got {v!r:.40}", source="ChatScan", field=name)
         self.max_texts = max_texts
         self.max_bytes = max_bytes
         self._lru: OrderedDict[_Key, frozenset[int]] = OrderedDict()
@@ -50,7 +56,7 @@ class ChatScan:
 
     @property
     def nbytes(self) -> int:
-        """Estimated bytes held (strings, hit sets, bookkeeping)."""
+        """Bytes held (strings, message blocks, hit sets, bookkeeping), as counted for ``max_bytes``."""
         return self._bytes
 
     def clear(self) -> None:
@@ -85,7 +91,8 @@ class ChatScan:
         if found is not None:
             return found
         value = build()
-        self._store(key, value, sys.getsizeof(texts))
+        # The block's key keeps every message string alive, not only the tuple.
+        self._store(key, value, sys.getsizeof(texts) + sum(map(sys.getsizeof, texts)))
         return value
 
     def lookup_regex(self, token: str, text: str) -> frozenset[int] | None:
@@ -112,13 +119,16 @@ class ChatScan:
         return found
 
     def _store(self, key: _Key, value: frozenset[int], key_bytes: int) -> None:
-        size = key_bytes + sys.getsizeof(value) + _ENTRY_OVERHEAD
+        # the set's ints: small ones are shared singletons, larger ones 28 bytes each
+        size = key_bytes + sys.getsizeof(value) + 28 * len(value) + _ENTRY_OVERHEAD
+        if size > self.max_bytes:
+            return                     # would evict everything and still not fit
         with self._lock:
             if key not in self._lru:
                 self._lru[key] = value
                 self._sizes[key] = size
                 self._bytes += size
-                while len(self._lru) > self.max_texts or (self._bytes > self.max_bytes and len(self._lru) > 1):
+                while len(self._lru) > self.max_texts or self._bytes > self.max_bytes:
                     old, _ = self._lru.popitem(last=False)
                     self._bytes -= self._sizes.pop(old)
 

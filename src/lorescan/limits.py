@@ -11,9 +11,16 @@ that names the limit and the value. Raise a limit with ``dataclasses.replace``::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
-__all__ = ["Limits", "DEFAULT_LIMITS"]
+from .errors import LorebookError, SettingsError
+
+if TYPE_CHECKING:
+    from .model import Lorebook
+
+__all__ = ["Limits", "DEFAULT_LIMITS", "check_book"]
 
 MiB = 1024 * 1024
 
@@ -25,11 +32,23 @@ class Limits:
     Files: ``max_file_bytes`` (the whole input), ``max_inflated_bytes`` (one decompressed PNG
     text chunk or zip member), ``max_total_inflated_bytes`` (all decompressed data of one
     file), ``max_zip_members`` / ``max_zip_total_bytes`` (a CHARX's central directory),
-    ``max_json_depth`` (nesting of arrays and objects), ``max_png_chunks``.
+    ``max_json_depth`` (nesting of arrays and objects), ``max_json_containers`` (arrays and
+    objects in one JSON text: ``[{},{},...]`` costs ~70 bytes per 3 bytes of input before any
+    entry is read), ``max_png_chunks``.
 
     Books: ``max_entries`` per book, ``max_key_length`` (characters of one key, plain or regex),
     ``max_regex_length`` (characters of one regex key's pattern), ``max_regex_nesting`` (group
     nesting depth of one regex key), ``max_content_length`` (characters of one entry's content).
+    Why keys are short: every plain key is a path in one Aho-Corasick trie, and pyahocorasick
+    (2.3) frees that trie recursively (about 16 bytes of C stack per character of the longest
+    key: a 700,000-character key crashes the 8 MiB main thread, 65,000 a 1 MiB thread, 1,580 a
+    32 KiB one, Python's smallest) and, at every scanned character, walks the whole failure
+    chain of its state and reports every key ending there. A self-overlapping key (``aaa...a``)
+    costs its length per character (a 100,000-character key against a 1 MB message took 136 s),
+    and keys that are suffixes of one another (``a``, ``aa``, ``aaa``, ...) cost one hit each.
+    Both are at most ``max_key_length`` per character: 256 keeps the trie safe in any thread
+    stack and a scan within about 256 steps per character. The longest key in the shared
+    corpus has 54 characters.
 
     Scans: ``max_recursion_text`` (characters of recursion text one scan may build; past it the
     recursion stops and the result says so), ``regex_time_per_scan`` (seconds of regex
@@ -43,14 +62,62 @@ class Limits:
     max_zip_members: int = 10_000
     max_zip_total_bytes: int = 512 * MiB
     max_json_depth: int = 256
+    max_json_containers: int = 2_000_000
     max_png_chunks: int = 100_000
-    max_entries: int = 200_000
-    max_key_length: int = 10_000
-    max_regex_length: int = 10_000
+    max_entries: int = 100_000
+    max_key_length: int = 256
+    max_regex_length: int = 1_000
     max_regex_nesting: int = 64
     max_content_length: int = 2_000_000
     max_recursion_text: int = 16 * MiB
     regex_time_per_scan: float = 2.0
 
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "float":
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 \
+                    and math.isfinite(value)
+            else:
+                ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+            if not ok:
+                raise SettingsError(f"must be a positive {'finite number' if f.type == 'float' else 'integer'}, "
+                                    f"got {value!r:.40}", source="Limits", field=f.name)
+
 
 DEFAULT_LIMITS = Limits()
+
+
+def check_book(book: "Lorebook", limits: Limits = DEFAULT_LIMITS, *, source: str | None = None) -> None:
+    """Raise :class:`LorebookError` naming the limit, the value, the entry and the field if
+    ``book`` exceeds ``limits`` (entries per book, key and regex length, content length).
+
+    ``load`` calls it on every book it reads; ``compile_book`` and both engines call it on
+    every book they are given, so a book built in memory is held to the same bounds.
+    """
+    from .jsregex import parse_regex_key
+    src = source or book.source
+    n = len(book.entries)
+    if n > limits.max_entries:
+        raise LorebookError(f"the book has {n} entries, above the limit max_entries={limits.max_entries}",
+                            source=src, field="entries")
+    max_key, max_re, max_content = limits.max_key_length, limits.max_regex_length, limits.max_content_length
+    for e in book.entries:
+        if len(e.content) > max_content:
+            raise LorebookError(f"the content has {len(e.content)} characters, above the limit "
+                                f"max_content_length={max_content}", source=src, entry=e.uid, field="content")
+        for name, keys in (("key", e.key), ("keysecondary", e.keysecondary)):
+            for i, k in enumerate(keys):
+                # Cheap test first: only a key longer than a limit is parsed as a regex.
+                if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
+                    continue
+                parsed = parse_regex_key(k) if k.startswith("/") else None
+                if parsed is None:
+                    if len(k) > max_key:
+                        raise LorebookError(f"the key has {len(k)} characters, above the limit "
+                                            f"max_key_length={max_key}", source=src, entry=e.uid,
+                                            field=f"{name}[{i}]")
+                elif len(parsed[0]) > max_re:
+                    raise LorebookError(f"the regex key's pattern has {len(parsed[0])} characters, above the "
+                                        f"limit max_regex_length={max_re}", source=src, entry=e.uid,
+                                        field=f"{name}[{i}]")

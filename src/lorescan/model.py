@@ -379,11 +379,11 @@ class STSettings:
                      "max_recursion_steps"):
             v = getattr(self, name)
             _require(isinstance(v, int) and not isinstance(v, bool), f"expected an integer, got {v!r}", name)
-            _require(0 <= v <= 10_000_000, f"out of range: {v!r}", name)
+            _require(0 <= v <= 10_000_000, f"out of range: {v!r:.40}", name)
         v = self.budget_percent
-        _require(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-                 f"expected a number, got {v!r}", "budget_percent")
-        _require(0 <= v <= 100, f"must be between 0 and 100, got {v!r}", "budget_percent")
+        _require(isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, int) or math.isfinite(v)),
+                 f"expected a finite number, got {v!r:.40}", "budget_percent")
+        _require(0 <= v <= 100, f"must be between 0 and 100, got {v!r:.40}", "budget_percent")
         for name in ("recursive", "case_sensitive", "match_whole_words", "use_group_scoring",
                      "include_names", "overflow_alert"):
             _require(isinstance(getattr(self, name), bool), f"expected true/false, got {getattr(self, name)!r}", name)

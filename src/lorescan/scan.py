@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .compile import CompiledBook, compile_book
+from .limits import DEFAULT_LIMITS, Limits, check_book
 from .decorators import parse_st_decorators
 from .errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
@@ -249,7 +250,8 @@ class STEngine:
     cap); ``limits``: ``regex_time_per_scan`` bounds all regex time of one scan (cut-off keys
     are listed in ``STResult.regex_cutoffs``), and a regex key past ``max_regex_length`` or
     ``max_regex_nesting`` raises :class:`~lorescan.errors.RegexKeyError`.
-    Raises :class:`SettingsError` for bad settings or roles.
+    Raises :class:`SettingsError` for bad settings or roles, :class:`LorebookError` for a
+    book over a limit.
     """
 
     def __init__(self, books: Sequence[BookSource | tuple[Lorebook | CompiledBook, Sequence[str]]],
@@ -259,6 +261,10 @@ class STEngine:
                  random: Callable[[], float] | None = None,
                  post_process: Callable[[str, int, int | None], str] | None = None,
                  regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
+        if not isinstance(limits, Limits):
+            raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="STEngine",
+                                field="limits")
+        self.limits = limits
         if not isinstance(settings, STSettings):
             settings = STSettings.from_mapping(settings)
         self.compat = Compat.of(compat)
@@ -268,7 +274,6 @@ class STEngine:
         self.random = random if random is not None else _default_random
         self.post_process = post_process
         self.regex_timeout = regex_timeout
-        self.limits = limits
         self.match_options = self.compat.match_options(case_sensitive=settings.case_sensitive,
                                                        match_whole_words=settings.match_whole_words)
         sources = [b if isinstance(b, BookSource) else BookSource(b[0], tuple(b[1])) for b in books]
@@ -285,8 +290,11 @@ class STEngine:
         def add(src: BookSource) -> int:
             name = self._name(src)
             if name not in book_index:
-                cb = src.book if isinstance(src.book, CompiledBook) else compile_book(src.book, self.match_options,
-                                                                                         limits=limits)
+                if isinstance(src.book, CompiledBook):
+                    cb = src.book
+                    check_book(cb.book, limits)
+                else:
+                    cb = compile_book(src.book, self.match_options, limits=limits)
                 if cb.options != self.match_options:
                     raise SettingsError("a compiled book's match options differ from the engine's "
                                         "(compile it with the engine's case/whole-word settings and compat)",
@@ -435,9 +443,13 @@ class STEngine:
             raise SettingsError(f"trigger must be a string, got {trigger!r}", source="scan", field="trigger")
         if trigger not in GENERATION_TRIGGERS:
             trigger = "normal"    # SillyTavern reports any other generation type as "normal" (SPEC 2.4)
-        if isinstance(max_context, bool) or not isinstance(max_context, (int, float)) or max_context < 0:
-            raise SettingsError(f"max_context must be a non-negative number, got {max_context!r}",
+        if isinstance(max_context, bool) or not isinstance(max_context, (int, float)) or not (
+                0 <= max_context < 2 ** 53):          # NaN and infinity fail too (they gave a 1-token budget)
+            raise SettingsError(f"max_context must be a finite number >= 0, got {max_context!r:.40}",
                                 source="scan", field="max_context")
+        if not isinstance(dry_run, bool):
+            raise SettingsError(f"dry_run must be True or False, got {dry_run!r:.40}", source="scan",
+                                field="dry_run")
         chat_length = len(messages)
         # Only the newest messages any window can reach are read, so a call costs the same
         # for a 50-message and a 50,000-message chat (min activations may widen to the chat).

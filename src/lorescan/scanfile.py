@@ -3,15 +3,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from typing import Any, TextIO
 
 from .errors import FormatError
+from .formats._safety import parse_json
+from .limits import DEFAULT_LIMITS
 from .model import STSettings
 from .scan import BookSource, ChatMessage, STEngine
 
 __all__ = ["load_chat", "scan_files"]
 
 _MAX_CHAT_BYTES = 256 * 1024 * 1024
+_CHAT_LIMITS = replace(DEFAULT_LIMITS, max_file_bytes=_MAX_CHAT_BYTES)
 
 
 def load_chat(path: str) -> list[ChatMessage]:
@@ -30,14 +34,19 @@ def load_chat(path: str) -> list[ChatMessage]:
     except UnicodeDecodeError as exc:
         raise FormatError(f"chat is not UTF-8: {exc}", source=path) from exc
     stripped = text.lstrip()
-    items: list[Any]
-    try:
-        if stripped.startswith("["):
-            items = json.loads(text)
-        else:
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"chat is not JSON / JSON lines: {exc}", source=path) from exc
+    items: Any
+    if stripped.startswith("["):
+        items = parse_json(text, source=path, limits=_CHAT_LIMITS)
+    else:
+        items = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append(parse_json(line, source=path, limits=_CHAT_LIMITS))
+                except FormatError as exc:
+                    raise FormatError(f"line {n}: {exc.problem}", source=path) from exc
+    if not isinstance(items, list):
+        raise FormatError(f"a chat must be a list of messages, got {type(items).__name__}", source=path)
     out: list[ChatMessage] = []
     for i, m in enumerate(items):
         if not isinstance(m, dict):

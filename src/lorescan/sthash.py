@@ -42,7 +42,10 @@ def js_number_to_string(x: float | int) -> str:
     if isinstance(x, int):
         if abs(x) < 10**21:
             return str(x)
-        x = float(x)
+        try:
+            x = float(x)
+        except OverflowError:     # JSON.parse reads 1e400 as Infinity, which stringify writes as null
+            return "null"
     if not math.isfinite(x):
         return "null"   # JSON.stringify writes NaN/Infinity as null
     if x == 0:
@@ -85,8 +88,7 @@ def _js_string(s: str) -> str:
     return out
 
 
-def js_json_stringify(value: Any) -> str:
-    """``JSON.stringify(value)`` for JSON-shaped Python data (no whitespace, JS numbers)."""
+def _scalar(value: Any) -> str:
     if value is None:
         return "null"
     if value is True:
@@ -97,11 +99,39 @@ def js_json_stringify(value: Any) -> str:
         return _js_string(value)
     if isinstance(value, (int, float)):
         return js_number_to_string(value)
-    if isinstance(value, Mapping):
-        return "{" + ",".join(_js_string(str(k)) + ":" + js_json_stringify(v) for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(js_json_stringify(v) for v in value) + "]"
     raise TypeError(f"not JSON data: {type(value).__name__}")
+
+
+def js_json_stringify(value: Any) -> str:
+    """``JSON.stringify(value)`` for JSON-shaped Python data (no whitespace, JS numbers).
+
+    Written without recursion: an entry's unknown fields may nest as deep as the loader
+    allows, and fingerprinting runs from whatever call depth the caller is at.
+    """
+    out: list[str] = []
+    # A stack of iterators over containers; each yields the text before an item and the item.
+    stack: list[Any] = [iter((("", value),))]
+    closers: list[str] = [""]
+    while stack:
+        step = next(stack[-1], None)
+        if step is None:
+            stack.pop()
+            out.append(closers.pop())
+            continue
+        prefix, item = step
+        out.append(prefix)
+        if isinstance(item, Mapping):
+            out.append("{")
+            stack.append(((("," if i else "") + _js_string(str(k)) + ":", v)
+                          for i, (k, v) in enumerate(item.items())))
+            closers.append("}")
+        elif isinstance(item, (list, tuple)):
+            out.append("[")
+            stack.append((("," if i else "", v) for i, v in enumerate(item)))
+            closers.append("]")
+        else:
+            out.append(_scalar(item))
+    return "".join(out)
 
 
 def entry_fingerprint(fields: Mapping[str, Any], *, uid: Any, world: str, content: str,

@@ -3,10 +3,16 @@
 The state is a plain value: ``{"sticky": {"<book>.<uid>": {"hash", "start", "end",
 "protected"}}, "cooldown": {...}}``. A platform stores it next to the chat and passes it
 back on the next turn; the engine never changes the caller's object.
+
+The state comes from storage anyone may have edited, so every record is checked field by
+field (``hash`` an integer in [0, 2**53), ``start``/``end`` finite numbers of at most 2**53 in
+magnitude, ``protected`` a boolean) and a bad one raises a LorebookError naming the record and
+the field. ``to_json`` refuses to write a non-finite number: the output is strict JSON.
 """
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -55,30 +61,65 @@ class TimedEffects:
             if not isinstance(records, Mapping):
                 raise LorebookError("expected an object", source=source, field=kind)
             for key, rec in records.items():
+                if not isinstance(key, str):
+                    raise LorebookError(f"record names must be strings, got {key!r:.40}", source=source,
+                                        field=kind)
                 if not isinstance(rec, Mapping):
                     raise LorebookError("expected an object", source=source, entry=key, field=kind)
-                try:
-                    r = EffectRecord(int(rec["hash"]), _num(rec["start"]), _num(rec["end"]),
-                                     bool(rec.get("protected", False)))
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise LorebookError(f"bad effect record: {exc}", source=source, entry=key,
-                                        field=kind) from exc
-                getattr(out, kind)[str(key)] = r
+                where = {"source": source, "entry": key}
+                protected = rec.get("protected", False)
+                if not isinstance(protected, bool):   # "false" is truthy: never guess
+                    raise LorebookError(f"expected true or false, got {protected!r:.40}",
+                                        field=f"{kind}.protected", **where)
+                r = EffectRecord(_hash(rec, kind, where), _num(rec, "start", kind, where),
+                                 _num(rec, "end", kind, where), protected)
+                getattr(out, kind)[key] = r
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON shape SillyTavern stores."""
-        return {"sticky": {k: r.to_json() for k, r in self.sticky.items()},
-                "cooldown": {k: r.to_json() for k, r in self.cooldown.items()}}
+        """The JSON shape SillyTavern stores (strict JSON: a non-finite number raises LorebookError)."""
+        out: dict[str, Any] = {}
+        for kind in ("sticky", "cooldown"):
+            records: dict[str, EffectRecord] = getattr(self, kind)
+            for key, r in records.items():
+                for name in ("start", "end"):
+                    v = getattr(r, name)
+                    if isinstance(v, float) and not math.isfinite(v):
+                        raise LorebookError(f"{v} is not a JSON number (an entry's {kind} is not finite)",
+                                            source="timed_effects", entry=key, field=f"{kind}.{name}")
+            out[kind] = {k: r.to_json() for k, r in records.items()}
+        return out
 
     def copy(self) -> "TimedEffects":
         return TimedEffects({k: copy.copy(r) for k, r in self.sticky.items()},
                             {k: copy.copy(r) for k, r in self.cooldown.items()})
 
 
-def _num(v: Any) -> int:
+_SAFE = 2 ** 53     # JavaScript's exact integers; chat lengths and hashes live far inside
+
+
+def _hash(rec: Mapping[str, Any], kind: str, where: dict[str, Any]) -> int:
+    if "hash" not in rec:
+        raise LorebookError("missing", field=f"{kind}.hash", **where)
+    v = rec["hash"]
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _SAFE:
+        raise LorebookError(f"expected an entry hash (an integer in [0, 2**53)), got {v!r:.40}",
+                            field=f"{kind}.hash", **where)
+    return v
+
+
+def _num(rec: Mapping[str, Any], name: str, kind: str, where: dict[str, Any]) -> int:
+    if name not in rec:
+        raise LorebookError("missing", field=f"{kind}.{name}", **where)
+    v = rec[name]
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise TypeError(f"expected a number, got {v!r}")
+        raise LorebookError(f"expected a number, got {v!r:.40}", field=f"{kind}.{name}", **where)
+    if isinstance(v, float) and not math.isfinite(v) or not -_SAFE <= v <= _SAFE:
+        # NaN would make a sticky entry permanent (every comparison is false)
+        raise LorebookError(f"expected a finite number of at most 2**53 in magnitude, got {v!r:.40}",
+                            field=f"{kind}.{name}", **where)
     return int(v) if float(v).is_integer() else v  # type: ignore[return-value]
 
 

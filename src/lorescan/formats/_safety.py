@@ -7,41 +7,36 @@ or a bare ``zlib.error`` / ``RecursionError`` / ``UnicodeDecodeError``.
 from __future__ import annotations
 
 import json
+import math
+import re
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import FormatError
+from ..limits import DEFAULT_LIMITS, Limits
 
-__all__ = ["Limits", "DEFAULT_LIMITS", "parse_json", "inflate", "check_depth", "dump_json_bytes"]
-
-MiB = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Resource limits applied while reading untrusted files.
-
-    ``max_file_bytes``: the whole input; ``max_inflated_bytes``: one decompressed PNG text
-    chunk or zip member; ``max_zip_members`` / ``max_zip_total_bytes``: the central directory
-    of a CHARX (declared sizes of all members); ``max_json_depth``: nesting of arrays/objects;
-    ``max_png_chunks``: chunks in one PNG.
-    """
-
-    max_file_bytes: int = 64 * MiB
-    max_inflated_bytes: int = 32 * MiB
-    max_zip_members: int = 10_000
-    max_zip_total_bytes: int = 512 * MiB
-    max_json_depth: int = 256
-    max_png_chunks: int = 100_000
-
-
-DEFAULT_LIMITS = Limits()
+__all__ = ["Limits", "DEFAULT_LIMITS", "parse_json", "cap_entries", "inflate", "check_depth", "dump_json_bytes"]
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):       # 1e999: JSON.parse gives Infinity, which no writer can write back
+        raise ValueError(f"the number {text[:40]} is out of range (not finite)")
+    return value
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def count_containers(text: str) -> int:
+    """How many arrays and objects the JSON ``text`` holds (braces inside strings do not count)."""
+    bare = _JSON_STRING.sub("", text)
+    return bare.count("{") + bare.count("[")
 
 
 def check_depth(value: Any, *, limit: int, source: str) -> None:
@@ -73,17 +68,45 @@ def parse_json(data: bytes | str, *, source: str, limits: Limits = DEFAULT_LIMIT
             raise FormatError(f"not UTF-8 text: {exc.reason} at byte {exc.start}", source=source) from exc
     else:
         text = data.removeprefix("\ufeff")
+    # Each array or object costs ~70 bytes parsed: count them before parsing, so 32 MB of
+    # "[{},{},...]" is refused at once instead of costing 800 MB. A text shorter than twice
+    # the limit cannot exceed it, so ordinary books skip the count.
+    if len(text) > 2 * limits.max_json_containers:
+        n = count_containers(text)
+        if n > limits.max_json_containers:
+            raise FormatError(f"JSON holds {n} arrays and objects, above the limit max_json_containers="
+                              f"{limits.max_json_containers}", source=source)
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError as exc:
         raise FormatError("JSON nested too deeply", source=source) from exc
     except json.JSONDecodeError as exc:
         raise FormatError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
                           source=source) from exc
-    except ValueError as exc:          # NaN/Infinity, integers past the digit limit
+    except ValueError as exc:          # NaN/Infinity, 1e999, integers past the digit limit
         raise FormatError(f"not valid JSON: {exc}", source=source) from exc
     check_depth(value, limit=limits.max_json_depth, source=source)
     return value
+
+
+def cap_entries(doc: Any, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """``doc`` itself, after refusing more than ``max_entries`` entries in the places a book
+    keeps them (before ~3 KB per entry is spent reading an entry-count bomb)."""
+    places = [doc]
+    if isinstance(doc, dict):
+        places.append(doc.get("entries"))
+        for outer in ("data", "content"):
+            inner = doc.get(outer)
+            if isinstance(inner, dict):
+                places.append(inner.get("entries"))
+                for book in ("character_book", "lorebook"):
+                    if isinstance(inner.get(book), dict):
+                        places.append(inner[book].get("entries"))
+    for entries in places:
+        if isinstance(entries, (list, dict)) and len(entries) > limits.max_entries:
+            raise FormatError(f"the book has {len(entries)} entries, above the limit max_entries="
+                              f"{limits.max_entries}", source=source, field="entries")
+    return doc
 
 
 def inflate(data: bytes, *, source: str, what: str, limits: Limits = DEFAULT_LIMITS) -> bytes:
@@ -106,8 +129,10 @@ def inflate(data: bytes, *, source: str, what: str, limits: Limits = DEFAULT_LIM
 
 def dump_json_bytes(value: Any, *, indent: int | None = None) -> bytes:
     """JSON text as UTF-8 (``ensure_ascii`` only when a lone surrogate forces it)."""
-    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    # allow_nan=False: a non-finite number would be written as the bare token NaN or
+    # Infinity, which is not JSON (ValueError; the writers check numbers before this).
+    text = json.dumps(value, ensure_ascii=False, indent=indent, allow_nan=False)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(value, ensure_ascii=True, indent=indent).encode("ascii")
+        return json.dumps(value, ensure_ascii=True, indent=indent, allow_nan=False).encode("ascii")

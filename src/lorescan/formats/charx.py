@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import FormatError
 from ..model import Lorebook
 from ._mapping import Loss, Origin
-from ._safety import DEFAULT_LIMITS, Limits, dump_json_bytes, parse_json
+from ._safety import DEFAULT_LIMITS, Limits, cap_entries, dump_json_bytes, parse_json
 
 __all__ = ["is_zip", "read_charx", "write_charx"]
 
@@ -78,7 +78,8 @@ def read_charx(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> 
         raise
     except _ZIP_ERRORS as exc:
         raise FormatError(f"bad zip archive: {exc}", source=source) from exc
-    card = parse_json(raw, source=f"{source}[card.json]", limits=limits)
+    card = cap_entries(parse_json(raw, source=f"{source}[card.json]", limits=limits),
+                       source=f"{source}[card.json]", limits=limits)
     return read_card(card, source=source, fmt="charx", container=bytes(data))
 
 

@@ -127,7 +127,10 @@ def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None)
     mapping allows). Raises FormatError for an unknown target.
     """
     to = _ALIASES.get(to, to) if to else book.format
-    data, losses = _write(book, to, base)
+    try:
+        data, losses = _write(book, to, base)
+    except RecursionError as exc:      # fields nested up to max_json_depth, copied from a deep call stack
+        raise FormatError("a field is nested too deeply to copy from this call depth", source=book.source) from exc
     seen = {(x.entry, x.field) for x in losses}
     back = _read_back(data, to, book.source)
     back_by_uid = {e.uid: e for e in back.entries}
@@ -158,7 +161,12 @@ _ABSENT = object()
 
 def write_bytes(data: Any) -> bytes:
     """File content for :func:`convert`'s output (JSON is written indented, UTF-8)."""
-    return data if isinstance(data, bytes) else dump_json_bytes(data, indent=2)
+    if isinstance(data, bytes):
+        return data
+    try:
+        return dump_json_bytes(data, indent=2)
+    except ValueError as exc:        # NaN or Infinity in a book built in memory: not JSON
+        raise FormatError(f"cannot write JSON: {exc}", source="<output>") from exc
 
 
 def main_convert(argv: Sequence[str]) -> int:

@@ -5,8 +5,9 @@ import os
 from typing import Any, Mapping
 
 from ..errors import FormatError
+from ..limits import check_book
 from ..model import Lorebook
-from ._safety import DEFAULT_LIMITS, Limits, parse_json
+from ._safety import DEFAULT_LIMITS, Limits, cap_entries, parse_json
 
 __all__ = ["load", "load_data", "detect_format", "read_bytes"]
 
@@ -45,8 +46,18 @@ def detect_format(doc: Any) -> str:
     return "unknown"
 
 
-def load_data(doc: Any, *, source: str = "<memory>") -> Lorebook:
-    """A Lorebook from already-parsed JSON data of any supported format."""
+def load_data(doc: Any, *, source: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> Lorebook:
+    """A Lorebook from already-parsed JSON data of any supported format, within ``limits``
+    (entries, key and content lengths; the data's depth and numbers are the caller's)."""
+    try:
+        book = _read_data(cap_entries(doc, source=source, limits=limits), source)
+    except RecursionError as exc:      # fields nested up to max_json_depth, read from a deep call stack
+        raise FormatError("a field is nested too deeply to read from this call depth", source=source) from exc
+    check_book(book, limits, source=source)
+    return book
+
+
+def _read_data(doc: Any, source: str) -> Lorebook:
     from . import card, foreign, novelai, sillytavern
     fmt = detect_format(doc)
     if fmt == "sillytavern":
@@ -81,10 +92,14 @@ def read_bytes(data: bytes, *, source: str = "<memory>", limits: Limits = DEFAUL
         raise FormatError(f"input is {len(data)} bytes, above the {limits.max_file_bytes}-byte limit",
                           source=source)
     if is_png(data):
-        return read_png(data, source=source, limits=limits)
-    if is_zip(data):
-        return read_charx(data, source=source, limits=limits)
-    return load_data(parse_json(data, source=source, limits=limits), source=source)
+        book = read_png(data, source=source, limits=limits)
+    elif is_zip(data):
+        book = read_charx(data, source=source, limits=limits)
+    else:
+        return load_data(parse_json(data, source=source, limits=limits), source=source, limits=limits)
+    check_book(book, limits, source=source)
+    return book
+
 
 
 def load(path_or_bytes: str | os.PathLike[str] | bytes, *, source: str | None = None,
@@ -95,8 +110,10 @@ def load(path_or_bytes: str | os.PathLike[str] | bytes, *, source: str | None = 
     as a list), CCv2/CCv3 card JSON, ``lorebook_v3``, a bare ``character_book``, PNG cards
     (``ccv3``/``chara`` in tEXt/zTXt/iTXt; NovelAI ``naidata``), CHARX, RisuAI, NovelAI
     ``.lorebook`` and ``.story``, Agnai memory books, KoboldAI world info and bare entry
-    arrays. ``source`` names the input in errors (default: the path). Raises
-    :class:`~lorescan.errors.LorebookError` (or a subclass) for anything malformed.
+    arrays. ``source`` names the input in errors (default: the path). ``limits`` bounds
+    what the file may cost (see :class:`~lorescan.limits.Limits`). Raises
+    :class:`~lorescan.errors.LorebookError` (or a subclass) for anything malformed or over a
+    limit; the message names the limit and the value.
     """
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return read_bytes(bytes(path_or_bytes), source=source or "<memory>", limits=limits)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from ..errors import FormatError
 from ..model import Lorebook
 from ._mapping import Loss, Origin, json_equal
-from ._safety import DEFAULT_LIMITS, Limits, inflate, parse_json
+from ._safety import DEFAULT_LIMITS, Limits, cap_entries, inflate, parse_json
 
 __all__ = ["PNG_SIGNATURE", "is_png", "read_png", "write_png", "png_chunks", "text_chunks",
            "make_png", "make_chunk"]
@@ -104,6 +104,7 @@ def _text_of(chunk: Chunk, *, source: str, limits: Limits) -> tuple[str, str] | 
 def text_chunks(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> dict[str, str]:
     """The card text chunks of a PNG by keyword (first one of each keyword wins)."""
     out: dict[str, str] = {}
+    total = 0
     for chunk in png_chunks(data, source=source, limits=limits):
         if chunk.type in (b"tEXt", b"zTXt", b"iTXt"):
             kw = chunk.data.split(b"\0", 1)[0].decode("latin-1")
@@ -111,6 +112,10 @@ def text_chunks(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) ->
                 got = _text_of(chunk, source=source, limits=limits)
                 if got is not None:
                     out[kw] = got[1]
+                    total += len(got[1])
+                    if total > limits.max_total_inflated_bytes:
+                        raise FormatError(f"card text chunks hold more than max_total_inflated_bytes="
+                                          f"{limits.max_total_inflated_bytes} bytes", source=source, field=kw)
     return out
 
 
@@ -125,7 +130,8 @@ def decode_card_text(text: str, *, source: str, keyword: str, limits: Limits = D
         except (binascii.Error, ValueError, UnicodeEncodeError) as exc:
             raise FormatError(f"chunk {keyword!r} is not base64: {exc}", source=source,
                               field=keyword) from exc
-    return parse_json(raw, source=f"{source}[{keyword}]", limits=limits)
+    return cap_entries(parse_json(raw, source=f"{source}[{keyword}]", limits=limits),
+                       source=f"{source}[{keyword}]", limits=limits)
 
 
 def read_png(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Lorebook:
@@ -160,7 +166,7 @@ def make_chunk(ctype: bytes, body: bytes) -> bytes:
 
 def _text_chunk(keyword: str, card: Any) -> bytes:
     import json
-    payload = base64.b64encode(json.dumps(card, ensure_ascii=True).encode("ascii"))
+    payload = base64.b64encode(json.dumps(card, ensure_ascii=True, allow_nan=False).encode("ascii"))
     return make_chunk(b"tEXt", keyword.encode("latin-1") + b"\0" + payload)
 
 

@@ -37,10 +37,10 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
 from ..compile import CompiledBook, compile_book
+from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..hitcache import ChatScan
 from ..errors import RegexKeyError, SettingsError
 from ..jsregex import RegexTooComplex, regex_key
-from ..limits import DEFAULT_LIMITS, Limits
 from ..regexscope import RegexBudget
 from ..matching import EntryMatch, ScanView, Window, match_plain_key
 from ..model import Lorebook, MatchOptions, entry_from_fields
@@ -316,6 +316,10 @@ class SlotEngine:
                  regex_keys: RegexKeys | Literal["ccv3"] = "form",
                  user_icon_decorator: bool = False,
                  regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
+        if not isinstance(limits, Limits):
+            raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="SlotEngine",
+                                field="limits")
+        self.limits = limits
         if regex_keys == "ccv3":
             regex_keys = "strict"
         if regex_keys not in ("form", "strict", "auto"):
@@ -330,12 +334,13 @@ class SlotEngine:
                                     "SlotBook id", source="SlotEngine", field="books")
             seen.add(str(b.id))
         self.books: tuple[SlotBook, ...] = slot_books
+        for b in slot_books:
+            check_book(b.book, limits)
         self.count_tokens: Callable[[str], int] = count_tokens if count_tokens is not None else TiktokenCounter()
         self.substitute = substitute
         self.match_options = match_options if match_options is not None else MatchOptions.improved()
         self.user_icon_decorator = user_icon_decorator
         self.regex_timeout = regex_timeout
-        self.limits = limits
         # SPEC 15.2 [seed]: when the attached books disagree, the largest budget wins; only
         # budgets a book stores take part [decision, revised].
         self.budget, self.budget_book, self.budget_reason = pool_budget(slot_books)

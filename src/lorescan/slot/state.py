@@ -9,15 +9,22 @@ Shape (version 1)::
 ``@@dont_activate_after_match`` read it (SPEC 15.10). Entry ids are written as text
 (JSON object keys are strings). Top-level keys lorescan does not know are kept.
 The engine never changes the value it is given: it reads it and returns a new one.
+
+The state comes from storage anyone may have edited: it must be JSON data (objects with
+string keys, arrays, strings, finite numbers, booleans, null) nested at most
+``max_json_depth`` levels, or a SettingsError names the first bad part. It is read and
+copied without recursion, so no depth reaches Python's recursion limit, and the returned
+state is always strict JSON (``json.dumps(state, allow_nan=False)`` succeeds).
 """
 from __future__ import annotations
 
-import copy
+import math
 from typing import Any, Mapping
 
 from ..errors import SettingsError
+from ..limits import DEFAULT_LIMITS
 
-__all__ = ["STATE_VERSION", "empty_state", "read_first_matched", "with_first_matched"]
+__all__ = ["STATE_VERSION", "empty_state", "read_first_matched", "with_first_matched", "copy_json"]
 
 STATE_VERSION = 1
 
@@ -40,8 +47,9 @@ def read_first_matched(state: Mapping[str, Any] | None) -> dict[str, dict[str, i
         return {}
     if not isinstance(state, Mapping):
         raise _bad(f"the state must be an object, got {type(state).__name__}")
+    copy_json(state)              # JSON data, finite numbers, bounded depth (the copy is dropped)
     version = state.get("version", STATE_VERSION)
-    if version != STATE_VERSION:
+    if type(version) is not int or version != STATE_VERSION:
         raise _bad(f"unsupported state version {version!r} (this lorescan reads {STATE_VERSION})",
                    "version")
     table = state.get("first_matched_turn", {})
@@ -64,7 +72,46 @@ def read_first_matched(state: Mapping[str, Any] | None) -> dict[str, dict[str, i
 def with_first_matched(state: Mapping[str, Any] | None,
                        first_matched: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
     """A new state: ``state``'s other keys (deep-copied) with this ``first_matched_turn``."""
-    out = copy.deepcopy(dict(state)) if state is not None else {}
+    out = copy_json(state) if state is not None else {}
     out["version"] = STATE_VERSION
     out["first_matched_turn"] = {book: dict(row) for book, row in first_matched.items()}
     return out
+
+
+def _path(path: str, key: Any) -> str:
+    if len(path) > 200:          # only the start of a very deep path is worth printing
+        return path
+    return f"{path}.{key}".lstrip(".") if isinstance(key, str) else f"{path}[{key}]"
+
+
+def copy_json(value: Mapping[str, Any], *, max_depth: int = DEFAULT_LIMITS.max_json_depth) -> dict[str, Any]:
+    """A deep copy of the JSON object ``value``, built without recursion.
+
+    Raises :class:`SettingsError` naming the path of the first part that is not JSON data
+    (a non-string key, a NaN or infinite number, another type) or that nests deeper than
+    ``max_depth``.
+    """
+    root: dict[str, Any] = {}
+    # (source container, its copy, path for errors, depth)
+    stack: list[tuple[Any, Any, str, int]] = [(value, root, "", 1)]
+    while stack:
+        src, dst, path, depth = stack.pop()
+        if depth > max_depth:
+            raise _bad(f"nested deeper than {max_depth} levels (max_json_depth)", path[:80] + "...")
+        items = src.items() if isinstance(src, Mapping) else enumerate(src)
+        for k, v in items:
+            if isinstance(src, Mapping) and not isinstance(k, str):
+                raise _bad(f"object keys must be strings, got {k!r:.40}", path or None)
+            if v is None or isinstance(v, (str, bool, int)):
+                item = v
+            elif isinstance(v, float) and math.isfinite(v):
+                item = v
+            elif isinstance(v, (Mapping, list, tuple)):
+                item = {} if isinstance(v, Mapping) else [None] * len(v)
+                stack.append((v, item, _path(path, k), depth + 1))
+            elif isinstance(v, float):
+                raise _bad(f"{v} is not a JSON number", _path(path, k))
+            else:
+                raise _bad(f"not JSON data: {type(v).__name__}", _path(path, k))
+            dst[k] = item
+    return root

@@ -1,0 +1,461 @@
+"""Hostile books, chats, state and arguments (issue 15): each case runs in a subprocess
+under a wall-clock timeout and an address-space rlimit, so a hang, a blow-up or a crash
+(SIGSEGV) fails the case instead of the test run. The limits are guards, not timings.
+
+``LORESCAN_ADVERSARIAL_LONG=1`` adds the full-size cases (megabyte messages, 32 MB bombs,
+2,000 turns of 100 KB messages).
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lorescan import DEFAULT_LIMITS
+
+LONG = os.environ.get("LORESCAN_ADVERSARIAL_LONG") == "1"
+long_only = pytest.mark.skipif(not LONG, reason="set LORESCAN_ADVERSARIAL_LONG=1 for the full-size cases")
+SRC = str(Path(__file__).resolve().parent.parent / "src")
+MiB = 1024 * 1024
+
+# Runs first in every child: imports and a helper that reports the peak resident size.
+PRELUDE = """
+import json, resource, sys, time
+from lorescan import *
+from lorescan.formats.load import load_data
+def peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def expect_error(fn, *words):
+    try:
+        fn()
+    except LorebookError as exc:
+        for w in words:
+            assert w in str(exc), (w, str(exc))
+        print("REFUSED", str(exc)[:300])
+        return exc
+    raise AssertionError("no LorebookError")
+"""
+
+
+def run_child(*code: str, cpu: int = 20, memory: int = 1536 * MiB,
+              args: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """Run ``PRELUDE`` and the ``code`` parts in a fresh interpreter limited to ``cpu``
+    seconds of CPU time (RLIMIT_CPU: the machine's load does not count) and ``memory`` bytes
+    of address space; fail on a signal, a traceback, or a hang (10x ``cpu`` of wall time)."""
+    timeout = 10 * cpu
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    script = PRELUDE + "".join(textwrap.dedent(part) for part in code)
+    try:
+        proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                              timeout=timeout, env=env, preexec_fn=limit)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the case ran past its {timeout} s wall-clock guard")
+    if proc.returncode < 0:
+        name = signal.Signals(-proc.returncode).name
+        hint = f" (past {cpu} s of CPU)" if name == "SIGXCPU" else ""
+        pytest.fail(f"the child died of {name}{hint}\n{proc.stderr[-2000:]}")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc
+
+
+# -- 1. the SIGSEGV of a huge key (pyahocorasick frees its trie recursively) -----------------
+
+def test_a_700000_character_key_is_refused_by_load_not_a_crash():
+    out = run_child("""
+        doc = {"entries": {"0": {"uid": 0, "key": ["a" * 700_000], "content": "x"}}}
+        expect_error(lambda: load(json.dumps(doc).encode()), f"max_key_length={DEFAULT_LIMITS.max_key_length}",
+                     "'key[0]'", "700000")
+        book = load_data({"entries": {"0": {"uid": 0, "key": ["x"], "content": "x"}}})
+        from dataclasses import replace
+        big = replace(book, entries=(replace(book.entries[0], key=("a" * 700_000,)),))
+        expect_error(lambda: STEngine([BookSource(big, ("global",))]), "max_key_length")
+        expect_error(lambda: SlotEngine([big]), "max_key_length")
+        expect_error(lambda: compile_book(big), "max_key_length")
+    """)
+    assert out.stdout.count("REFUSED") == 4
+
+
+def test_the_longest_key_allowed_is_freed_safely_in_the_smallest_thread_stack():
+    # 32 KiB is the smallest stack threading.stack_size accepts; pyahocorasick needs about
+    # 16 bytes of it per character of the longest key (a crash here is SIGSEGV).
+    # The engine is built in the main thread; its last reference dies in the small one.
+    run_child("""
+        import threading
+        n = DEFAULT_LIMITS.max_key_length
+        book = load(json.dumps({"entries": {"0": {"uid": 0, "key": ["a" * n], "content": "x"}}}).encode())
+        held = [STEngine([BookSource(book, ("global",))], count_tokens=len)]
+        held[0].scan([ChatMessage("u", "a" * (2 * n), True)], max_context=1000)
+        del book
+        threading.stack_size(32 * 1024)
+        t = threading.Thread(target=held.clear)
+        t.start(); t.join()
+        print("freed")
+    """)
+
+
+# -- 2. the entry-count bomb ---------------------------------------------------------------
+
+BOMB = """
+import base64, zlib
+from lorescan.formats.png import make_chunk, make_png
+def bomb_png(n_entries):
+    card = ('{"spec":"chara_card_v2","data":{"name":"b","character_book":{"entries":['
+            + ",".join(["{}"] * n_entries) + ']}}}')
+    text = base64.b64encode(card.encode())
+    body = b"chara\\0\\0" + zlib.compress(text, 9)
+    base = make_png()
+    return base[:-12] + make_chunk(b"zTXt", body) + base[-12:]
+"""
+
+
+def test_a_small_png_whose_ztxt_inflates_to_millions_of_entries_is_refused_quickly():
+    out = run_child(BOMB, """
+        data = bomb_png(8_000_000)          # ~24 MB of card JSON, 32 MB as base64
+        print("png bytes", len(data))
+        t = time.perf_counter()
+        expect_error(lambda: load(data), "max_json_containers")
+        print("seconds", time.perf_counter() - t, "peak MB", peak_mb())
+        assert peak_mb() < 400, peak_mb()
+    """, cpu=10, memory=1024 * MiB)
+    assert "REFUSED" in out.stdout
+
+
+def test_a_bomb_just_under_the_entry_limit_loads_and_builds_within_a_gibibyte():
+    n = DEFAULT_LIMITS.max_entries
+    out = run_child(BOMB, f"""
+        data = bomb_png({n})
+        book = load(data)
+        engine = STEngine([BookSource(book, ("global",))], count_tokens=len)
+        engine.scan([ChatMessage("u", "hello", True)], max_context=1000)
+        print("entries", len(book.entries), "png bytes", len(data), "peak MB", peak_mb())
+        assert peak_mb() < 1024, peak_mb()
+        expect_error(lambda: load(bomb_png({n} + 1)), "max_entries={n}")
+    """, cpu=20, memory=1024 * MiB)
+    assert "REFUSED" in out.stdout
+
+
+# -- 3. pathological keys ------------------------------------------------------------------
+
+def test_a_100_kb_key_against_a_1_mb_message_is_refused_and_the_longest_allowed_key_is_bounded():
+    # pyahocorasick walks the whole failure chain at every character: a self-overlapping
+    # key of length L costs L steps per scanned character; the key-length limit bounds L.
+    n = DEFAULT_LIMITS.max_key_length
+    size = 1_000_000 if LONG else 200_000
+    run_child(f"""
+        expect_error(lambda: load(json.dumps({{"entries": {{"0": {{"uid": 0, "key": ["a" * 100_000],
+                     "content": "x"}}}}}}).encode()), "max_key_length")
+        book = load(json.dumps({{"entries": {{"0": {{"uid": 0, "key": ["a" * {n}], "content": "x"}}}}}}).encode())
+        engine = STEngine([BookSource(book, ("global",))], count_tokens=len)
+        r = engine.scan([ChatMessage("u", "a" * {size}, True)], max_context=1000)
+        assert len(r.activated) == 1
+    """, cpu=10)
+
+
+def test_keys_that_are_suffixes_of_one_another_cost_at_most_one_hit_per_key_length():
+    # a, aa, aaa, ...: every position of "aaa..." ends one occurrence of each key
+    n = DEFAULT_LIMITS.max_key_length
+    size = 1_000_000 if LONG else 100_000
+    if os.environ.get("LORESCAN_PURE_PYTHON") == "1":
+        size //= 10                  # the twin handles each hit in Python
+    run_child(f"""
+        entries = {{str(i): {{"uid": i, "key": ["a" * (i + 1)], "content": "x"}} for i in range({n})}}
+        book = load(json.dumps({{"entries": entries}}).encode())
+        engine = STEngine([BookSource(book, ("global",))], count_tokens=len)
+        r = engine.scan([ChatMessage("u", "a" * {size}, True)], max_context=10**6)
+        assert len(r.activated) == {n}
+    """, cpu=60 if LONG else 20)
+
+
+def test_a_megabyte_of_macros_as_key_and_content_is_refused_and_the_allowed_size_builds():
+    n = DEFAULT_LIMITS.max_key_length // len("{{char}}")
+    run_child(f"""
+        big = "{{{{char}}}}" * 125_000
+        doc = {{"entries": {{"0": {{"uid": 0, "key": [big], "content": big}}}}}}
+        expect_error(lambda: load(json.dumps(doc).encode()), "max_key_length")
+        key = "{{{{char}}}}" * {n}
+        content = "{{{{char}}}}" * ({250_000 if LONG else 50_000})
+        book = load(json.dumps({{"entries": {{"0": {{"uid": 0, "key": [key], "content": content}}}}}}).encode())
+        engine = STEngine([BookSource(book, ("global",))], {{"recursive": True}}, count_tokens=len,
+                          substitute=lambda s: s.replace("{{{{char}}}}", "Ann"))
+        engine.scan([ChatMessage("u", key, True)], max_context=100000)
+    """, cpu=20)
+
+
+def test_a_content_over_the_limit_is_refused_naming_the_entry():
+    run_child("""
+        from dataclasses import replace
+        lim = replace(DEFAULT_LIMITS, max_content_length=10)
+        doc = {"entries": {"7": {"uid": 7, "key": ["k"], "content": "x" * 11}}}
+        expect_error(lambda: load(json.dumps(doc).encode(), limits=lim), "max_content_length=10", "entry 7",
+                     "'content'")
+    """)
+
+
+# -- 4. state and arguments ----------------------------------------------------------------
+
+ENGINE = """
+book = load_data({"entries": {"0": {"uid": 0, "key": ["dragon"], "content": "A dragon.", "sticky": 3,
+                                      "cooldown": 2}}})
+engine = STEngine([BookSource(book, ("global",))], count_tokens=len)
+chat = [ChatMessage("u", "a dragon", True)] * 3
+good = engine.scan(chat, max_context=1000).timed_effects.to_json()
+key, = good["sticky"]
+def with_record(**fields):
+    state = json.loads(json.dumps(good))
+    state["sticky"][key].update(fields)
+    return state
+def strict(state):
+    r = engine.scan(chat, max_context=1000, timed_effects=state)
+    return json.dumps(r.timed_effects.to_json(), allow_nan=False)
+"""
+
+TIMED_CORRUPTIONS = {
+    "hash_infinity": 'with_record(hash=float("inf"))',
+    "hash_nan": 'with_record(hash=float("nan"))',
+    "hash_string": 'with_record(hash="123")',
+    "end_10_pow_400": "with_record(end=10**400)",
+    "start_nan": 'with_record(start=float("nan"))',
+    "end_nan": 'with_record(end=float("nan"))',
+    "end_minus_infinity": 'with_record(end=float("-inf"))',
+    "protected_string_false": 'with_record(protected="false")',
+    "protected_number": "with_record(protected=0)",
+    "record_not_object": '{"sticky": {key: [1, 2]}}',
+    "kind_not_object": '{"sticky": [1]}',
+    "missing_end": '{"sticky": {key: {"hash": good["sticky"][key]["hash"], "start": 1}}}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(TIMED_CORRUPTIONS))
+def test_a_corrupt_timed_effects_record_is_refused_naming_the_record_and_field(name):
+    out = run_child(ENGINE, f"""
+        state = {TIMED_CORRUPTIONS[name]}
+        expect_error(lambda: strict(state), "timed_effects")
+    """)
+    assert "REFUSED" in out.stdout
+
+
+def test_nan_or_infinite_effects_are_never_written_back_as_bare_tokens():
+    run_child(ENGINE, """
+        from dataclasses import replace
+        inf_book = replace(book, entries=(replace(book.entries[0], sticky=float("inf")),))
+        e2 = STEngine([BookSource(inf_book, ("global",))], count_tokens=len)
+        r = e2.scan(chat, max_context=1000)
+        expect_error(lambda: json.dumps(r.timed_effects.to_json(), allow_nan=False), "not finite")
+        print(strict(good))
+    """)
+
+
+@pytest.mark.parametrize("value", ["float('nan')", "float('inf')", "-1", "10**400", "'8192'", "True"])
+def test_max_context_must_be_a_finite_non_negative_number(value):
+    run_child(ENGINE, f"""
+        expect_error(lambda: engine.scan(chat, max_context={value}), "max_context")
+    """)
+
+
+SLOT = """
+slot = SlotEngine([load_data({"entries": {"0": {"uid": 0, "key": ["dragon"], "content": "A dragon."}}})],
+                  count_tokens=lambda s: len(s.split()))
+msgs = [("user", "a dragon")]
+def deep(n):
+    v = []
+    for _ in range(n):
+        v = [v]
+    return v
+"""
+
+SLOT_CORRUPTIONS = {
+    "deep_unknown_field_900": '{"version": 1, "notes": deep(900)}',
+    "deep_unknown_field_100000": '{"version": 1, "notes": deep(100_000)}',
+    "nan_in_unknown_field": '{"version": 1, "notes": [float("nan")]}',
+    "turn_is_string": '{"version": 1, "first_matched_turn": {"b": {"0": "3"}}}',
+    "turn_is_nan": '{"version": 1, "first_matched_turn": {"b": {"0": float("nan")}}}',
+    "version_true": '{"version": True}',
+    "not_json_data": '{"version": 1, "x": object()}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(SLOT_CORRUPTIONS))
+def test_a_corrupt_slot_state_is_refused_naming_the_field(name):
+    run_child(SLOT, f"""
+        expect_error(lambda: slot.run(msgs, turn_id="t", state={SLOT_CORRUPTIONS[name]}), "state")
+    """)
+
+
+def test_a_slot_state_with_unknown_fields_comes_back_as_strict_json():
+    run_child(SLOT, """
+        state = {"version": 1, "notes": deep(200), "x": {"y": [1.5, "z", None, True]}}
+        out = slot.run(msgs, turn_id="t", state=state).state
+        text = json.dumps(out, allow_nan=False)
+        assert json.loads(text)["x"] == state["x"]
+    """)
+
+
+def test_a_deep_unknown_field_is_fingerprinted_from_a_deep_call_stack():
+    run_child(f"""
+        def nest(n):
+            v = 1
+            for _ in range(n):
+                v = {{"a": v}}
+            return v
+        doc = {{"entries": {{"0": {{"uid": 0, "key": ["dragon"], "content": "x", "sticky": 2,
+                                   "deep": nest({DEFAULT_LIMITS.max_json_depth - 4})}}}}}}
+        book = load(json.dumps(doc).encode())
+        def at_depth(n):
+            if n:
+                return at_depth(n - 1)
+            engine = STEngine([BookSource(book, ("global",))], count_tokens=len)
+            return engine.scan([ChatMessage("u", "dragon", True)], max_context=1000)
+        r = at_depth(sys.getrecursionlimit() - 60)
+        assert r.timed_effects.to_json()["sticky"]
+    """)
+
+
+def test_a_non_finite_number_in_an_unknown_field_is_refused_by_load():
+    run_child("""
+        text = b'{"entries": {"0": {"uid": 0, "key": ["k"], "content": "x", "weight": 1e999}}}'
+        expect_error(lambda: load(text), "not finite")
+        from dataclasses import replace
+        book = load_data({"entries": {"0": {"uid": 0, "key": ["k"], "content": "x", "weight": 1}}})
+        fields = dict(book.entries[0].fields, weight=float("inf"))
+        bad = replace(book, entries=(replace(book.entries[0], fields=fields),))
+        from lorescan.formats.convert import write_bytes
+        expect_error(lambda: write_bytes(convert(bad, "sillytavern")[0]), "JSON")
+    """)
+
+
+def test_a_huge_integer_in_an_unknown_field_is_fingerprinted_as_javascript_does():
+    run_child("""
+        doc = '{"entries": {"0": {"uid": 0, "key": ["dragon"], "content": "x", "sticky": 2, "n": 1%s}}}' % ("0" * 400)
+        book = load(doc.encode())
+        engine = STEngine([BookSource(book, ("global",))], count_tokens=len)
+        r = engine.scan([ChatMessage("u", "dragon", True)], max_context=1000)
+        assert r.timed_effects.to_json()["sticky"]
+    """)
+
+
+def test_limits_themselves_are_validated():
+    run_child("""
+        from dataclasses import replace
+        expect_error(lambda: replace(DEFAULT_LIMITS, max_entries=0), "max_entries")
+        expect_error(lambda: replace(DEFAULT_LIMITS, regex_time_per_scan=float("nan")), "regex_time_per_scan")
+        expect_error(lambda: STEngine([], limits={"max_entries": 5}), "limits")
+    """)
+
+
+# -- 5. memory bounds of ChatScan ----------------------------------------------------------
+
+def _chatscan_case(turns: int, message_chars: int, max_bytes: int) -> str:
+    return f"""
+        import tracemalloc
+        book = load_data({{"entries": {{str(i): {{"uid": i, "key": [f"word{{i}}"], "content": "x"}}
+                                        for i in range(50)}}}})
+        engine = STEngine([BookSource(book, ("global",))], {{"scan_depth": 4}}, count_tokens=len)
+        cache = ChatScan(max_bytes={max_bytes})
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        window, old = [], ChatMessage("u", "old", True)
+        for turn in range({turns}):
+            # the caller keeps only the newest messages: whatever else stays alive is the cache's
+            window = (window + [ChatMessage("u", f"{{turn}} word{{turn % 50}} " + "y" * {message_chars}, True)])[-4:]
+            engine.scan([old] * turn + window, max_context=100000, cache=cache)
+        held = tracemalloc.get_traced_memory()[0] - base
+        print("held", held, "counted", cache.nbytes, "max_bytes", {max_bytes}, "texts", len(cache))
+        assert cache.nbytes <= {max_bytes}
+        assert held <= 2 * {max_bytes}, held
+    """
+
+
+def test_chatscan_max_bytes_bounds_what_the_cache_holds_over_2000_turns():
+    run_child(_chatscan_case(2000, 20_000, 4 * MiB), cpu=60)
+
+
+@long_only
+def test_chatscan_max_bytes_holds_over_2000_turns_of_100_kb_messages():
+    run_child(_chatscan_case(2000, 100_000, 32 * MiB), cpu=300)
+
+
+# -- 6. the command line -------------------------------------------------------------------
+
+def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1536 * MiB, 1536 * MiB))
+        resource.setrlimit(resource.RLIMIT_CPU, (20, 21))
+    try:
+        return subprocess.run([sys.executable, "-m", "lorescan.cli", *argv], capture_output=True, text=True,
+                              timeout=200, env=env, preexec_fn=limit)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the command ran past its 200 s wall-clock guard")
+
+
+def _assert_located_failure(proc: subprocess.CompletedProcess[str], path: Path) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"lorescan: {path}"), proc.stderr[-2000:]
+
+
+BOOK = {"entries": {"0": {"uid": 0, "key": ["dragon"], "content": "A dragon."}}}
+
+BAD_CHATS = {
+    "deeply_nested": "[" * 100_000 + "]" * 100_000,
+    "deeply_nested_lines": '{"mes": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+    "huge_integer": '[{"name": "a", "mes": "x", "is_user": 1' + "0" * 5000 + "}]",
+    "nan": '[{"name": "a", "mes": "x", "is_user": NaN}]',
+    "not_utf8": b"\xff\xfe[".decode("latin-1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CHATS))
+def test_a_hostile_chat_file_ends_in_one_located_line_and_exit_2(tmp_path, name):
+    book = tmp_path / "book.json"
+    book.write_text(json.dumps(BOOK))
+    chat = tmp_path / "chat.json"
+    chat.write_bytes(BAD_CHATS[name].encode("latin-1" if name == "not_utf8" else "utf-8"))
+    _assert_located_failure(_cli_raw("scan", str(book), str(chat)), chat)
+
+
+BAD_VECTORS = {
+    "case_not_object": {"cases": [1]},
+    "case_without_turns": {"cases": [{"name": "c", "books": [], "max_context": 100}]},
+    "turns_not_list": {"cases": [{"name": "c", "books": [], "max_context": 100, "turns": 5}]},
+    "message_not_object": {"cases": [{"name": "c", "books": [], "max_context": 100,
+                                      "turns": [{"messages": [3], "expected": {}}]}]},
+    "deep": None,
+    "huge_integer": None,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_VECTORS))
+def test_a_malformed_conformance_file_ends_in_one_located_line_and_exit_2(tmp_path, name):
+    path = tmp_path / "vectors.json"
+    if name == "deep":
+        path.write_text('{"format": "sillytavern-world-info-conformance", "cases": ' + "[" * 100_000 +
+                        "]" * 100_000 + "}")
+    elif name == "huge_integer":
+        path.write_text('{"format": "sillytavern-world-info-conformance", "cases": [' + "9" * 5000 + "]}")
+    else:
+        path.write_text(json.dumps({"format": "sillytavern-world-info-conformance", **BAD_VECTORS[name]}))
+    _assert_located_failure(_cli_raw("conformance", str(path)), path)
+
+
+def test_a_bad_book_for_the_cli_ends_in_one_located_line_and_exit_2(tmp_path):
+    book = tmp_path / "book.json"
+    book.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["a" * 5000], "content": "x"}}}))
+    chat = tmp_path / "chat.json"
+    chat.write_text('[{"name": "a", "mes": "hi"}]')
+    proc = _cli_raw("scan", str(book), str(chat))
+    _assert_located_failure(proc, book)
+    assert "max_key_length" in proc.stderr
