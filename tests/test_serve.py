@@ -23,6 +23,7 @@ if os.environ.get("LORESCAN_REQUIRE_SERVE") != "1":
 import msgspec  # noqa: E402
 
 from lorescan import SlotEngine, load  # noqa: E402
+from conftest import need_shared  # noqa: E402
 from lorescan.conformance import CONTRACT_FIELDS, _engine_for, iter_cases  # noqa: E402
 from lorescan.formats.sillytavern import read_world  # noqa: E402
 from lorescan.scan import Character, ChatMessage  # noqa: E402
@@ -31,9 +32,7 @@ from lorescan.serve.testing import ServerProcess  # noqa: E402
 from lorescan.slot import SlotBook  # noqa: E402
 from lorescan.tokens import count_words  # noqa: E402
 
-SHARED = Path(os.environ.get("LORESCAN_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
-BOOKS = SHARED / "corpus" / "books"
-VECTORS = SHARED / "conformance" / "st"
+VECTORS = Path(__file__).resolve().parent / "conformance" / "st"      # this project's own cases
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "saltmere.json"
 
 
@@ -70,10 +69,9 @@ def metric(text: str, name: str, **labels: str) -> float:
 # -- books ------------------------------------------------------------------------------------
 
 def test_every_corpus_book_uploads_with_its_entry_count(client):
-    if not BOOKS.is_dir():
-        pytest.skip(f"no corpus books at {BOOKS} (set LORESCAN_SHARED)")
-    paths = sorted(BOOKS.iterdir())
-    assert paths, f"{BOOKS} is empty"
+    books = need_shared("corpus/books")
+    paths = sorted(books.iterdir())
+    assert paths, f"{books} is empty"
     for path in paths:
         status, info = upload(client, path, filename=path.name)
         assert status == 201, (path.name, info)
@@ -93,9 +91,8 @@ def test_same_upload_gives_the_same_id_and_is_not_stored_twice(client):
 
 
 def test_png_card_uploads_as_multipart(client):
-    cards = sorted((SHARED / "corpus" / "cards").glob("*.png"))
-    if not cards:
-        pytest.skip("no PNG cards in the corpus")
+    cards = sorted(need_shared("corpus/cards").glob("*.png"))
+    assert cards, "no PNG cards in the corpus"
     card = cards[0]
     boundary = "lorescan-test-boundary"
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{card.name}\"\r\n"
@@ -145,8 +142,7 @@ def _sorted(v):
 
 def test_conformance_vectors_through_the_service_match_the_runner(client):
     files = sorted(glob.glob(str(VECTORS / "*.json")))
-    if not files:
-        pytest.skip(f"no conformance vectors at {VECTORS} (set LORESCAN_SHARED)")
+    assert files, f"no conformance vectors at {VECTORS}"
     turns = 0
     for path in files:
         for case in iter_cases(path):
@@ -176,6 +172,7 @@ def test_conformance_vectors_through_the_service_match_the_runner(client):
                                     dry_run=req["dry_run"], timed_effects=state_local)
                 want = local.to_json()
                 diagnostics = got.pop("diagnostics")
+                assert got.pop("regex_cutoffs") == list(local.regex_cutoffs)
                 assert got.pop("budget") == local.budget
                 assert got == json.loads(json.dumps(want)), (path, case["name"], ti)
                 for f in CONTRACT_FIELDS:        # and so the vector's expectation, as the runner checks it
@@ -247,7 +244,9 @@ def _slot_json(result) -> dict:
     return {"messages": [{"role": x.role, "content": x.content} for x in result.messages],
             "log": [r.to_dict() for r in result.log], "state": result.state, "budget": result.budget,
             "tokens_used": result.tokens_used, "passes": result.passes,
-            "disabled_ui_prompts": sorted(result.disabled_ui_prompts)}
+            "disabled_ui_prompts": sorted(result.disabled_ui_prompts), "budget_book": result.budget_book,
+            "notes": [{"code": x.code, "text": x.text, "message": x.message} for x in result.notes],
+            "regex_cutoffs": list(result.regex_cutoffs)}
 
 
 def test_slot_17_13_priority_decides_survival_and_order_decides_placement(client):
@@ -383,7 +382,8 @@ def test_an_evil_regex_key_is_cut_off_reported_and_counted(client):
     assert time.monotonic() - t0 < 10
     assert status == 200 and got["activated"] == [{"world": "Evil", "uid": 1}]
     evil = next(d for d in got["diagnostics"] if d["uid"] == 0)
-    assert evil["outcome"] == "not_activated" and "timed out" in evil["detail"]
+    assert evil["outcome"] == "not_activated" and "was cut off after" in evil["detail"]
+    assert len(got["regex_cutoffs"]) == 1 and "/(a|aa)+$/" in got["regex_cutoffs"][0]
     _, _, text = client.request("GET", "/metrics")
     assert metric(text.decode(), "lorescan_regex_timeouts_total") >= 1
 

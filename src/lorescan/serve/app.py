@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import sys
 import gc
 import json
 import logging
@@ -310,8 +311,8 @@ class Runtime:
             self._after_chat(cache, h0, m0)
         out = result.to_json()
         out["budget"] = result.budget
-        notes = getattr(getattr(result._explain, "__self__", None), "notes", None) or {}
-        timeouts = sum(1 for d in notes.values() if "timed out" in d.detail)
+        out["regex_cutoffs"] = list(result.regex_cutoffs)
+        timeouts = len(result.regex_cutoffs)
         if req.explain:
             out["diagnostics"] = [{"world": d.entry.world, "uid": d.entry.uid, "outcome": d.outcome,
                                    "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key,
@@ -360,14 +361,15 @@ class Runtime:
             raise _input_error(exc) from None
         finally:
             self._after_chat(cache, h0, m0)
-        timeouts = sum(1 for r in result.log if "timed out" in r.reason)
+        timeouts = len(result.regex_cutoffs)
         if timeouts:
             self.metrics.inc("lorescan_regex_timeouts_total", timeouts)
         return msgspec.json.encode({
             "messages": [{"role": x.role, "content": x.content} for x in result.messages],
             "log": [r.to_dict() for r in result.log], "state": result.state, "budget": result.budget,
             "tokens_used": result.tokens_used, "passes": result.passes,
-            "disabled_ui_prompts": sorted(result.disabled_ui_prompts)})
+            "disabled_ui_prompts": sorted(result.disabled_ui_prompts), "budget_book": result.budget_book,
+            "notes": [n._asdict() for n in result.notes], "regex_cutoffs": list(result.regex_cutoffs)})
 
     def gauges(self) -> None:
         mt = self.metrics
@@ -713,5 +715,9 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     read_token(config.token_file)                 # a bad token file fails here, not in every worker
     os.makedirs(config.books_dir, exist_ok=True)
     os.environ[CONFIG_ENV] = config.to_env()
+    # uvloop and httptools are the serve extra's fast event loop and HTTP parser (named here so
+    # a missing one fails loudly instead of uvicorn falling back to the slow pure-Python ones).
+    fast = {"loop": "uvloop", "http": "httptools"} if sys.platform != "win32" else {"http": "httptools"}
     uvicorn.run("lorescan.serve.app:create_app", factory=True, host=host, port=port,
-                workers=workers if workers > 1 else None, log_level=log_level, access_log=access_log)
+                workers=workers if workers > 1 else None, log_level=log_level, access_log=access_log,
+                **fast)

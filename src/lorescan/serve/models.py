@@ -233,6 +233,7 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
     loops: list[LoopOut]
     budget: int
     diagnostics: Union[list[DiagnosticOut], None] = None
+    regex_cutoffs: list[str] = field(default_factory=list)
 
 
 class SlotMessageOut(Struct, forbid_unknown_fields=True):
@@ -258,6 +259,7 @@ class LogRecordOut(Struct, forbid_unknown_fields=True):
     role: str
     ignore_on_max_context: bool
     position: list[int]
+    detail: Union[str, None] = None
 
 
 class SlotRunResponse(Struct, forbid_unknown_fields=True):
@@ -270,6 +272,9 @@ class SlotRunResponse(Struct, forbid_unknown_fields=True):
     tokens_used: int
     passes: int
     disabled_ui_prompts: list[str]
+    budget_book: Union[str, None] = None
+    notes: list[dict[str, Any]] = field(default_factory=list)
+    regex_cutoffs: list[str] = field(default_factory=list)
 
 
 class BookList(Struct):
