@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from lorescan.matching import EntryMatch, MAX_SCAN_DEPTH, Window
+from lorescan.matching import EntryMatch, MAX_SCAN_DEPTH, Window, WindowTexts
 from lorescan.model import Entry, MatchOptions
 import unicodedata
 
@@ -103,6 +103,10 @@ class ReferenceScanView:
     def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None) -> None:
         """Append one recursion-buffer item (visible to windows with a larger ``recursion``)."""
         self.chunks.append(text)
+
+    def snapshot(self) -> WindowTexts:
+        """The texts as plain data, for explanations that outlive the view."""
+        return WindowTexts(tuple(self.segments), self.sources, self.injects, tuple(self.chunks))
 
     def texts(self, window: Window) -> list[str]:
         """The separate texts a window covers, in haystack order (empty if depth <= 0)."""

@@ -310,7 +310,11 @@ def test_a_20mb_content_that_can_never_fit_is_not_tokenised_in_full():
             entry_from_fields({"uid": 0, "key": ["x"], "content": "small", "order": 200}, fill_defaults=True),
             entry_from_fields({"uid": 1, "key": ["x"], "content": huge, "order": 100}, fill_defaults=True),
             entry_from_fields({"uid": 2, "key": ["x"], "content": "after", "order": 50}, fill_defaults=True)))
-        engine = STEngine([BookSource(book, ("global",))], {"recursive": True})
+        from dataclasses import replace
+        from lorescan.limits import DEFAULT_LIMITS
+        # above the default max_content_length: a platform that raised it still counts lazily
+        roomy = replace(DEFAULT_LIMITS, max_content_length=len(huge))
+        engine = STEngine([BookSource(book, ("global",))], {"recursive": True}, limits=roomy)
         result = engine.scan([{"name": "u", "mes": "x"}], max_context=8192)
         why = result.explain("huge", 1)
         print([e.uid for e in result.activated], result.budget_overflowed)
@@ -412,7 +416,9 @@ def test_a_20mb_slot_entry_that_can_never_fit_is_not_tokenised_in_full():
             entry_from_fields({"uid": 0, "key": ["x"], "content": "small"}, fill_defaults=True),
             entry_from_fields({"uid": 1, "key": ["x"], "content": huge}, fill_defaults=True)),
             fields={"token_budget": 1000})
-        engine = SlotEngine([book])
+        from dataclasses import replace
+        from lorescan.limits import DEFAULT_LIMITS
+        engine = SlotEngine([book], limits=replace(DEFAULT_LIMITS, max_content_length=len(huge)))
         for turn in range(3):
             result = engine.run([("user", "x")], turn_id=turn)
         print(sorted((r.id, r.outcome) for r in result.log))

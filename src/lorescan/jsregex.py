@@ -1097,6 +1097,11 @@ def compile_js_regex(pattern: str, flags: str) -> JSRegex:
 _KEY_SHAPE = re.compile(r"/([\s\S]+?)/([gimsuy]*)\Z")
 
 
+def split_regex_key(key: str) -> tuple[str, str] | None:
+    """(pattern, flags) of a key shaped like a SillyTavern regex key, without compiling it."""
+    return _split_key(key)
+
+
 def _split_key(key: str) -> tuple[str, str] | None:
     m = _KEY_SHAPE.match(key)
     if m is None:

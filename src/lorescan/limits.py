@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from .errors import LorebookError, SettingsError
+from .errors import LorebookError, RegexKeyError, SettingsError
 
 if TYPE_CHECKING:
     from .model import Lorebook
@@ -95,7 +95,7 @@ def check_book(book: "Lorebook", limits: Limits = DEFAULT_LIMITS, *, source: str
     ``load`` calls it on every book it reads; ``compile_book`` and both engines call it on
     every book they are given, so a book built in memory is held to the same bounds.
     """
-    from .jsregex import parse_regex_key
+    from .jsregex import RegexTooComplex, parse_regex_key, split_regex_key
     src = source or book.source
     n = len(book.entries)
     if n > limits.max_entries:
@@ -111,13 +111,16 @@ def check_book(book: "Lorebook", limits: Limits = DEFAULT_LIMITS, *, source: str
                 # Cheap test first: only a key longer than a limit is parsed as a regex.
                 if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
                     continue
-                parsed = parse_regex_key(k) if k.startswith("/") else None
+                try:
+                    parsed = parse_regex_key(k) if k.startswith("/") else None
+                except RegexTooComplex:        # a regex all the same: compile_book refuses it, located
+                    parsed = split_regex_key(k)
                 if parsed is None:
                     if len(k) > max_key:
                         raise LorebookError(f"the key has {len(k)} characters, above the limit "
                                             f"max_key_length={max_key}", source=src, entry=e.uid,
                                             field=f"{name}[{i}]")
                 elif len(parsed[0]) > max_re:
-                    raise LorebookError(f"the regex key's pattern has {len(parsed[0])} characters, above the "
+                    raise RegexKeyError(f"the regex key's pattern has {len(parsed[0])} characters, above the "
                                         f"limit max_regex_length={max_re}", source=src, entry=e.uid,
                                         field=f"{name}[{i}]")
