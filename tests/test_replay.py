@@ -240,3 +240,21 @@ def test_iter_items_streams_without_reading_chats(tmp_path):
     items = iter_items(folder)
     first = next(items)
     assert first.raw is None and first.source == "syn-0000.jsonl"
+
+
+def test_rows_come_from_the_scans_decisions_without_explaining_every_entry(book):
+    # The fast path (see turns._decisions): if a change to scan.py moves the records, this
+    # fails instead of the replay silently explaining all entries every turn.
+    from lorescan import ChatMessage, STEngine
+    from lorescan.replay.turns import _decisions
+    engine = STEngine([(book, ("global",))], {k: v for k, v in SETTINGS.items() if k != "max_context"})
+    msgs = [ChatMessage("A", " ".join(["the sword and the lantern by the river storm tower"] * 3), True)]
+    res = engine.scan(msgs, max_context=600)
+    fast = _decisions(res)
+    assert "diagnostics" not in res.__dict__          # the full explanation was not computed
+    full = res.diagnostics
+    assert res.activated and res.budget_overflowed
+    assert {e: (fast[e].reason, fast[e].loop) for e in res.activated} == \
+           {e: (full[e].reason, full[e].loop) for e in res.activated}
+    assert {e for e, d in fast.items() if d.outcome == "not_activated" and d.reason == "budget"} == \
+           {e for e, d in full.items() if d.reason == "budget"}

@@ -116,6 +116,23 @@ def _position(entry: Any) -> str:
     return name
 
 
+def _decisions(res: Any) -> Mapping[Any, Any]:
+    """The diagnostics of the entries the scan decided about (fired, cut, rolled, ...).
+
+    ``res.diagnostics`` explains every entry of the books, which on a 10k-entry book costs
+    several times the scan itself; the rows need only the entries the scan recorded a
+    decision for, and those records are exactly what ``diagnostics`` reports for fired and
+    budget-cut entries. So read them from the turn's run when it is there, and fall back to
+    the full explanation otherwise (tests/test_replay.py checks both that the fast path is
+    taken and that the rows equal ``diagnostics``).
+    """
+    run = getattr(res._explain, "__self__", None)
+    notes = getattr(run, "notes", None)
+    if isinstance(notes, dict):
+        return {d.entry: d for d in notes.values()}
+    return res.diagnostics
+
+
 class _STVariant:
     """One book version in SillyTavern mode: the engine (warm for the worker's life) and
     what the rows need per entry."""
@@ -144,14 +161,14 @@ class _STVariant:
         res = self.engine.scan(messages, max_context=self.max_context, timed_effects=self.state, cache=self.cache)
         self.state = res.timed_effects
         rows = []
-        diags = res.diagnostics
+        diags = _decisions(res)
         for eid in res.activated:
             d = diags[eid]
             rows.append((eid.world, str(eid.uid), "fired", d.reason, d.loop, self.tokens(eid),
                          _position(self.entries[eid])))
         if res.budget_overflowed:
             for eid, d in diags.items():
-                if d.reason == "budget":
+                if d.reason == "budget" and d.outcome == "not_activated":
                     rows.append((eid.world, str(eid.uid), "cut", "budget", d.loop, self.tokens(eid),
                                  _position(self.entries[eid])))
         out = res.to_json()
