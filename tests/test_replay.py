@@ -209,6 +209,7 @@ def test_summary_rates_and_never_fired(in_process):
 def test_bad_arguments_raise_located_errors(tmp_path, book):
     with pytest.raises(LorebookError, match="no such chat"):
         replay_batch([book], tmp_path / "missing", tmp_path / "o1")
+    assert not (tmp_path / "o1").exists()
     with pytest.raises(SettingsError, match="unknown setting"):
         replay_batch([book], write_folder(tmp_path / "c", synthetic_chats(1)), tmp_path / "o2",
                      settings={"scan_dept": 3})
@@ -258,3 +259,15 @@ def test_rows_come_from_the_scans_decisions_without_explaining_every_entry(book)
            {e: (full[e].reason, full[e].loop) for e in res.activated}
     assert {e for e, d in fast.items() if d.outcome == "not_activated" and d.reason == "budget"} == \
            {e for e, d in full.items() if d.reason == "budget"}
+
+
+def test_the_readme_replay_example_runs(tmp_path, capsys):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if ln.startswith("lorescan replay-batch "))
+    argv = line.split()[1:]
+    argv[argv.index("--out") + 1] = str(tmp_path / "out")
+    root = Path(__file__).resolve().parents[1]
+    argv = [str(root / a) if a.startswith("examples/") else a for a in argv]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "1 chats" in text and "Saltmere" in text and "Never fired" in text

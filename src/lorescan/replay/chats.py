@@ -92,6 +92,12 @@ def iter_shards(chats: str | os.PathLike[str], per_shard: int = 16) -> Iterator[
     read once, for line offsets only). Raises :class:`LorebookError` when ``chats`` does
     not exist."""
     root = Path(chats)
+    if not root.is_dir() and not root.is_file():
+        raise LorebookError("no such chat file or folder", source=str(chats))
+    return _shards(root, per_shard)
+
+
+def _shards(root: Path, per_shard: int) -> Iterator[Shard]:
     if root.is_dir():
         batch: list[str] = []
         for path in sorted(p for p in root.rglob("*.jsonl") if p.is_file()):
@@ -102,8 +108,6 @@ def iter_shards(chats: str | os.PathLike[str], per_shard: int = 16) -> Iterator[
         if batch:
             yield Shard(str(root), tuple(batch))
         return
-    if not root.is_file():
-        raise LorebookError("no such chat file or folder", source=str(chats))
     start = pos = 0
     first = line_no = 1
     in_shard = 0

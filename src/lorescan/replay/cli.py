@@ -68,7 +68,7 @@ def replay_batch_command(args: argparse.Namespace, *, out: TextIO) -> int:
                         workers=(args.ray_workers or 2) if use_ray else args.workers,
                         progress=None if args.no_progress else sys.stderr)
     print(f"{info.chats} chats, {info.turns} turns, {info.rows} rows, {info.problems} problems in "
-          f"{info.seconds:.1f} s ({info.backend}, {info.workers} workers) -> {args.out}", file=out)
+          f"{info.seconds:.1f} s ({info.backend}, workers: {info.workers}) -> {args.out}", file=out)
     if args.summary:
         _summary(args.out, None, 20, out)
     return 0

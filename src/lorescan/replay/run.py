@@ -159,6 +159,8 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
     from ..model import Lorebook
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise SettingsError(f"must be a positive integer, got {workers!r}", source="replay", field="workers")
+    if isinstance(per_shard, bool) or not isinstance(per_shard, int) or per_shard < 1:
+        raise SettingsError(f"must be a positive integer, got {per_shard!r}", source="replay", field="per_shard")
     loaded = [b if isinstance(b, Lorebook) else load(b) for b in books]
     if not loaded:
         raise SettingsError("at least one book is needed", source="replay", field="books")
