@@ -22,6 +22,16 @@ def _cmd_convert(argv: Sequence[str]) -> int:
     return main_convert(list(argv))
 
 
+def _cmd_replay_batch(args: argparse.Namespace) -> int:
+    from .replay.cli import replay_batch_command
+    return replay_batch_command(args, out=sys.stdout)
+
+
+def _cmd_summarize(args: argparse.Namespace) -> int:
+    from .replay.cli import summarize_command
+    return summarize_command(args, out=sys.stdout)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lorescan", description="Exact, fast lorebook (World Info) engine.")
     p.add_argument("--version", action="version", version=_version_line())
@@ -45,6 +55,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--why", action="store_true", help="explain every entry, not only activated ones")
     s.set_defaults(func=_cmd_scan)
     _add_serve_parser(sub)
+    from .replay.cli import add_parsers      # no pyarrow / Ray import: they load when the command runs
+    add_parsers(sub, _cmd_replay_batch, _cmd_summarize)
     return p
 
 

@@ -1,0 +1,231 @@
+"""Running a replay: one code path (shards -> :class:`Replayer` -> rows), three back-ends.
+
+- in process (``workers=1``);
+- a local process pool (``workers=N``): each worker reads the shipped books once, in its
+  initializer, and keeps its engine warm; tasks carry shards (file names or byte ranges),
+  never books or chats;
+- Ray (``ray=True`` or an address): the shards become a Ray dataset, a ``map_batches``
+  actor pool keeps one warm :class:`Replayer` per actor (the books go once into the object
+  store), and Ray writes the Parquet.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TextIO
+
+from ..errors import LorebookError, SettingsError
+from .chats import Shard, iter_shards, read_shard
+from .output import Columns, schema, to_table
+from .turns import ReplayJob, Replayer, _ship
+
+__all__ = ["replay_batch", "RunInfo"]
+
+
+@dataclass
+class RunInfo:
+    """What a replay did: counts, the back-end and the wall time."""
+
+    chats: int = 0
+    turns: int = 0
+    rows: int = 0
+    problems: int = 0
+    seconds: float = 0.0
+    backend: str = ""
+    workers: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class _Progress:
+    """Chats and turns done, with a rate, on one rewritten stderr line."""
+
+    def __init__(self, out: TextIO | None) -> None:
+        self.out, self.t0, self.last = out, time.perf_counter(), 0.0
+        self.chats = self.turns = 0
+
+    def add(self, chats: int, turns: int) -> None:
+        self.chats += chats
+        self.turns += turns
+        now = time.perf_counter()
+        if self.out is not None and now - self.last >= 0.5:
+            self.last = now
+            self.show(now)
+
+    def show(self, now: float | None = None, end: str = "\r") -> None:
+        if self.out is None:
+            return
+        dt = max((now or time.perf_counter()) - self.t0, 1e-9)
+        self.out.write(f"replay: {self.chats} chats, {self.turns} turns, {self.turns / dt:,.0f} turns/s{end}")
+        self.out.flush()
+
+
+def _counts(cols: Columns, variants: int) -> tuple[int, int, int]:
+    """(chats, turns, problems) in a batch of rows (chats: good and bad ones)."""
+    turns = sum(1 for o in cols.outcome if o == "turn") // variants
+    chats = len(set(cols.chat_id))
+    problems = sum(1 for o in cols.outcome if o == "problem")
+    return chats, turns, problems
+
+
+# -- the process pool ----------------------------------------------------------------------
+_WORKER: Replayer | None = None
+
+
+def _init_worker(job: ReplayJob) -> None:
+    global _WORKER
+    _WORKER = Replayer(job)
+
+
+def _work(shard: Shard, part: str) -> tuple[int, int, int, int]:
+    assert _WORKER is not None
+    cols = _WORKER.replay_items(list(read_shard(shard)))
+    return _write_part(cols, part, 2 if _WORKER.compare else 1)
+
+
+def _write_part(cols: Columns, part: str, variants: int) -> tuple[int, int, int, int]:
+    import pyarrow.parquet as pq
+    pq.write_table(to_table(cols), part)
+    chats, turns, problems = _counts(cols, variants)
+    return chats, turns, len(cols), problems
+
+
+# -- Ray -------------------------------------------------------------------------------------
+class _RayReplayer:
+    """A Ray Data actor: one warm Replayer for its whole life."""
+
+    def __init__(self, job: ReplayJob, books_ref: Any) -> None:
+        import ray
+        data = ray.get(books_ref) if isinstance(books_ref, ray.ObjectRef) else books_ref
+        fd, path = tempfile.mkstemp(prefix="lorescan-replay-actor-", suffix=".pickle")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        try:
+            self.replayer = Replayer(ReplayJob(job.mode, path, job.settings))
+        finally:
+            os.unlink(path)
+
+    def __call__(self, batch: Any) -> Any:
+        import pyarrow as pa
+        cols = Columns()
+        for text in batch["shard"].to_pylist():
+            for item in read_shard(Shard.from_json(text)):
+                self.replayer.replay(item, cols)
+        if not len(cols):
+            return pa.Table.from_pylist([], schema=schema())
+        return to_table(cols)
+
+
+def _run_ray(job: ReplayJob, shards: list[Shard], rows_dir: Path, workers: int, address: str | None) -> None:
+    import ray
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers, log_to_driver=False, include_dashboard=False)
+    with open(job.book_file, "rb") as fh:
+        books_ref = ray.put(fh.read())
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ds = ray.data.from_items([{"shard": s.to_json()} for s in shards], override_num_blocks=max(1, len(shards)))
+    out = ds.map_batches(_RayReplayer, fn_constructor_args=(job, books_ref), batch_size=1,
+                         batch_format="pyarrow",
+                         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
+    out.write_parquet(str(rows_dir))
+
+
+# -- the entry point -------------------------------------------------------------------------
+def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                 mode: str = "sillytavern", settings: Mapping[str, Any] | None = None,
+                 compare: Sequence[Any] | None = None, workers: int = 1, ray: bool = False,
+                 ray_address: str | None = None, per_shard: int = 16,
+                 progress: TextIO | None = None) -> RunInfo:
+    """Replay every chat under ``chats`` against ``books`` (paths or loaded ``Lorebook``s)
+    and write the rows to the folder ``out`` (see :mod:`lorescan.replay.output`).
+
+    ``compare``: a second version of the books; every turn runs against both. ``workers``:
+    processes (1: in process) or, with ``ray``, Ray actors. ``progress``: a stream for the
+    progress line (None: quiet). Raises :class:`LorebookError` for unreadable books or
+    settings, or an ``out`` that exists and is not an empty folder; bad chats never raise.
+    """
+    from ..formats import load
+    from ..model import Lorebook
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise SettingsError(f"must be a positive integer, got {workers!r}", source="replay", field="workers")
+    if isinstance(per_shard, bool) or not isinstance(per_shard, int) or per_shard < 1:
+        raise SettingsError(f"must be a positive integer, got {per_shard!r}", source="replay", field="per_shard")
+    loaded = [b if isinstance(b, Lorebook) else load(b) for b in books]
+    if not loaded:
+        raise SettingsError("at least one book is needed", source="replay", field="books")
+    other = None if compare is None else [b if isinstance(b, Lorebook) else load(b) for b in compare]
+    out_dir = Path(out)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise LorebookError("the output exists and is not an empty folder", source=str(out))
+    shards = iter_shards(chats, per_shard)          # raises now for a missing CHATS
+    book_file = _ship(loaded, other)
+    info = RunInfo(workers=workers)
+    t0 = time.perf_counter()
+    try:
+        job = ReplayJob(mode, book_file, dict(settings or {}))
+        rows_dir = out_dir / "rows"
+        rows_dir.mkdir(parents=True, exist_ok=True)
+        bar = _Progress(progress)
+        variants = 2 if other is not None else 1
+        if ray or ray_address:
+            info.backend = "ray"
+            _run_ray(job, list(shards), rows_dir, workers, ray_address)
+            from .output import read_rows
+            table = read_rows(str(out_dir))
+            outcome = table.column("outcome").to_pylist()
+            info.rows = table.num_rows
+            info.turns = outcome.count("turn") // variants
+            info.problems = outcome.count("problem")
+            info.chats = len(set(table.column("chat_id").to_pylist()))
+            bar.add(info.chats, info.turns)
+        elif workers == 1:
+            info.backend = "in-process"
+            replayer = Replayer(job)
+            for i, shard in enumerate(shards):
+                cols = replayer.replay_items(list(read_shard(shard)))
+                c, t, r, p = _write_part(cols, str(rows_dir / f"part-{i:06d}.parquet"), variants)
+                info.chats, info.turns, info.rows, info.problems = (info.chats + c, info.turns + t, info.rows + r,
+                                                                    info.problems + p)
+                bar.add(c, t)
+        else:
+            info.backend = "pool"
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(job,)) as pool:
+                pending: set = set()
+                for i, shard in enumerate(shards):
+                    pending.add(pool.submit(_work, shard, str(rows_dir / f"part-{i:06d}.parquet")))
+                    if len(pending) >= 2 * workers:            # stream: a bounded number in flight
+                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for f in done:
+                            _tally(info, bar, f.result())
+                for f in pending:
+                    _tally(info, bar, f.result())
+        info.seconds = time.perf_counter() - t0
+        bar.show(end="\n")
+        (out_dir / "run.json").write_text(json.dumps({
+            "books": [b.name for b in loaded], "compare": None if other is None else [b.name for b in other],
+            "entries": [[b.name, str(e.uid)] for b in loaded for e in b.entries],
+            "chats": str(chats), "mode": mode, "settings": dict(settings or {}), **info.to_json()}, indent=2))
+        return info
+    finally:
+        os.unlink(book_file)
+
+
+def _tally(info: RunInfo, bar: _Progress, result: tuple[int, int, int, int]) -> None:
+    c, t, r, p = result
+    info.chats += c
+    info.turns += t
+    info.rows += r
+    info.problems += p
+    bar.add(c, t)

@@ -1,0 +1,105 @@
+"""The summary of a replay result, computed with pyarrow compute: per entry, fire rate,
+budget-cut rate and mean tokens; the entries that never fired; bad chats per file; and,
+for a ``--compare`` run, the share of turns that changed and the entries responsible."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from .output import read_rows
+
+__all__ = ["summarize", "print_summary"]
+
+
+def _rate(n: int, d: int) -> float:
+    return round(n / d, 6) if d else 0.0
+
+
+def summarize(results: str) -> dict[str, Any]:
+    """The summary of the result folder ``results`` as plain JSON data."""
+    import pyarrow.compute as pc
+    table = read_rows(results)
+    run_file = Path(results) / "run.json"
+    run = json.loads(run_file.read_text()) if run_file.is_file() else {}
+    base = table.filter(pc.equal(table["variant"], "base"))
+    turns = base.filter(pc.equal(base["outcome"], "turn")).num_rows
+    entries: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def slot(book: str, entry: str) -> dict[str, Any]:
+        return entries.setdefault((book, entry), {"book": book, "entry": entry, "fired": 0, "cut": 0,
+                                                  "fire_rate": 0.0, "cut_rate": 0.0, "mean_tokens": None})
+    for outcome in ("fired", "cut"):
+        part = base.filter(pc.equal(base["outcome"], outcome))
+        agg = part.group_by(["book", "entry"]).aggregate([("turn", "count"), ("tokens", "mean")])
+        for row in agg.to_pylist():
+            s = slot(row["book"], row["entry"])
+            s[outcome] = row["turn_count"]
+            s[f"{'fire' if outcome == 'fired' else 'cut'}_rate"] = _rate(row["turn_count"], turns)
+            if outcome == "fired" and row["tokens_mean"] is not None:
+                s["mean_tokens"] = round(row["tokens_mean"], 3)
+    known = [tuple(e) for e in run.get("entries", [])]
+    for book, entry in known:
+        slot(book, entry)
+    never = [{"book": b, "entry": e} for (b, e), s in sorted(entries.items()) if s["fired"] == 0]
+    problems = table.filter(pc.equal(table["outcome"], "problem"))
+    bad: dict[str, dict[str, int]] = {}
+    for row in problems.select(["source", "reason"]).to_pylist():
+        per = bad.setdefault(row["source"], {})
+        per[row["reason"]] = per.get(row["reason"], 0) + 1
+    out: dict[str, Any] = {
+        "turns": turns,
+        "chats": len(pc.unique(base.filter(pc.equal(base["outcome"], "turn"))["chat_id"])),
+        "entries": sorted(entries.values(), key=lambda s: (-s["fired"], s["book"], s["entry"])),
+        "never_fired": never if known else None,
+        "problems_by_file": bad,
+    }
+    if run.get("compare") is not None:
+        other = table.filter(pc.equal(table["variant"], "compare"))
+        cmp_turns = other.filter(pc.equal(other["outcome"], "turn"))
+        changed = cmp_turns.filter(pc.equal(cmp_turns["changed"], True)).num_rows
+        fired = table.filter(pc.equal(table["outcome"], "fired"))
+        per = fired.group_by(["chat_id", "turn", "book", "entry"]).aggregate(
+            [("variant", "count_distinct"), ("variant", "min")])
+        diff = per.filter(pc.equal(per["variant_count_distinct"], 1))
+        responsible: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in diff.select(["book", "entry", "variant_min"]).to_pylist():
+            r = responsible.setdefault((row["book"], row["entry"]), {"book": row["book"], "entry": row["entry"],
+                                                                      "only_base": 0, "only_compare": 0})
+            r["only_base" if row["variant_min"] == "base" else "only_compare"] += 1
+        out["compare"] = {
+            "changed_turns": changed, "changed_share": _rate(changed, cmp_turns.num_rows),
+            "responsible": sorted(responsible.values(),
+                                  key=lambda r: (-(r["only_base"] + r["only_compare"]), r["book"], r["entry"])),
+        }
+    return out
+
+
+def print_summary(summary: dict[str, Any], out: TextIO, *, top: int = 20) -> None:
+    """The summary as a readable table."""
+    turns = summary["turns"]
+    print(f"{summary['chats']} chats, {turns} turns", file=out)
+    rows = summary["entries"][:top]
+    if rows:
+        print(f"\n{'book':<24} {'entry':>8} {'fire rate':>10} {'cut rate':>9} {'mean tokens':>12}", file=out)
+        for s in rows:
+            mt = "" if s["mean_tokens"] is None else f"{s['mean_tokens']:.1f}"
+            print(f"{s['book'][:24]:<24} {s['entry'][:8]:>8} {s['fire_rate']:>10.2%} {s['cut_rate']:>9.2%} "
+                  f"{mt:>12}", file=out)
+        if len(summary["entries"]) > top:
+            print(f"... {len(summary['entries']) - top} more entries (see the JSON)", file=out)
+    never = summary["never_fired"]
+    if never is not None:
+        print(f"\nNever fired: {len(never)} entries" + (
+            ": " + ", ".join(f"{n['book']}/{n['entry']}" for n in never[:10]) + (" ..." if len(never) > 10 else "")
+            if never else ""), file=out)
+    if summary["problems_by_file"]:
+        print("\nBad chats (not replayed, or with ignored fields), per file:", file=out)
+        for source, codes in sorted(summary["problems_by_file"].items()):
+            print(f"  {source}: " + ", ".join(f"{n} {c}" for c, n in sorted(codes.items())), file=out)
+    cmp = summary.get("compare")
+    if cmp is not None:
+        print(f"\nCompare: {cmp['changed_turns']} turns changed ({cmp['changed_share']:.2%})", file=out)
+        for r in cmp["responsible"][:top]:
+            print(f"  {r['book']}/{r['entry']}: only in base {r['only_base']}, only in compare "
+                  f"{r['only_compare']}", file=out)
