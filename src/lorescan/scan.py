@@ -159,6 +159,17 @@ class STResult:
                            self.overflow_alert_shown, self.timed_effects, self.loops,
                            functools.partial(dict, self.diagnostics), self.regex_cutoffs))
 
+    def decisions(self) -> dict[EntryId, Diagnostic]:
+        """The diagnostics of the entries a pass of this turn decided about (fired, or stopped
+        by a gate, a group, a roll or the budget), without explaining every other entry of the
+        books: on a large book much cheaper than :attr:`diagnostics`. A result that went
+        through pickle holds every entry's diagnostic and returns all of them."""
+        run = getattr(self._explain, "__self__", None)
+        notes = getattr(run, "notes", None)
+        if isinstance(notes, dict):
+            return {d.entry: d for d in notes.values()}
+        return dict(self.diagnostics)
+
     def explain(self, world: str, uid: int | str) -> Diagnostic:
         """The diagnostic record of one entry."""
         return self.diagnostics[EntryId(world, uid)]
@@ -390,6 +401,10 @@ class STEngine:
             self._hash_index = index         # published only once complete: threads never see a partial index
         found = index.get(h)
         return found.key if found is not None else None
+
+    def tokens(self, text: str) -> int:
+        """``text``'s length in tokens under this engine's counter."""
+        return self._counter()(text)
 
     def _counter(self) -> Callable[[str], int]:
         if self.count_tokens is None:

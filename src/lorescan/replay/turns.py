@@ -126,11 +126,7 @@ def _decisions(res: Any) -> Mapping[Any, Any]:
     the full explanation otherwise (tests/test_replay.py checks both that the fast path is
     taken and that the rows equal ``diagnostics``).
     """
-    run = getattr(res._explain, "__self__", None)
-    notes = getattr(run, "notes", None)
-    if isinstance(notes, dict):
-        return {d.entry: d for d in notes.values()}
-    return res.diagnostics
+    return res.decisions()
 
 
 class _STVariant:
@@ -149,7 +145,7 @@ class _STVariant:
     def tokens(self, eid: Any) -> int:
         n = self._tokens.get(eid)
         if n is None:
-            n = self._tokens[eid] = self.engine._tokens(self.entries[eid].content)
+            n = self._tokens[eid] = self.engine.tokens(self.entries[eid].content)
         return n
 
     def new_chat(self) -> None:
