@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from unittest import mock
 
@@ -16,10 +15,9 @@ import pytest
 
 from conftest import median_seconds
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
+from tests.support.reference_matcher import ReferenceScanView
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))       # the naive reference matcher lives with the tests
-from reference_matcher import ReferenceScanView  # noqa: E402
 CORPUS = ROOT.parent / "shared" / "corpus"
 SHORT = os.environ.get("LORESCAN_BENCH_SHORT") == "1"
 ROUNDS = 15 if SHORT else 40
