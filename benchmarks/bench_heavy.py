@@ -31,8 +31,9 @@ from unittest import mock
 import pytest
 
 from conftest import SHORT
-from heavy import heavy_book, heavy_chat
+from heavy import CAST, heavy_book, heavy_chat
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings
+from lorescan.jsregex import parse_regex_key
 from lorescan.slot.engine import SlotEngine
 from lorescan.slot.pool import BookSettings, SlotBook
 from lorescan.tokens import TiktokenCounter
@@ -56,6 +57,13 @@ def heavy():
     chat = heavy_chat(hb, CHAT + 2 * ROUNDS + 10)
     texts = [m.text for m in chat]
     assert len(set(texts)) == len(texts), "every message must be new text (steady state, not a cached repeat)"
+    regex_keys = [k for e in hb.book.entries for k in e.key if parse_regex_key(k) is not None]
+    assert len(regex_keys) >= 0.005 * N_ENTRIES, f"only {len(regex_keys)} regex keys"
+    shapes = {"\\b and i": lambda k: "\\b" in k and k.endswith("/i"), "alternation": lambda k: "|" in k,
+              "Cyrillic": lambda k: any("\u0400" <= c <= "\u04ff" for c in k),
+              "CJK": lambda k: any("\u4e00" <= c <= "\u9fff" for c in k)}
+    for shape, has in shapes.items():
+        assert any(map(has, regex_keys)), f"no regex key with {shape}"
     return hb.book, chat
 
 
@@ -124,8 +132,9 @@ def naive_depth50(heavy):
             start = time.perf_counter()
             result = engine.scan(chat[:CHAT], max_context=MAX_CONTEXT)
             times.append(time.perf_counter() - start)
-    check_heavy_result(result, min_activated=MIN_ACTIVATED)
     fast = st_engine(book, DEPTH).scan(chat[:CHAT], max_context=MAX_CONTEXT)
+    check_heavy_result(fast, min_activated=MIN_ACTIVATED)    # (explanations need the real view)
+    assert not result.budget_overflowed
     assert fast.activated == result.activated, "the baseline must do the same work as the engine"
     return statistics.median(times), result
 
@@ -138,8 +147,11 @@ def bench_heavy_steady_turn_vs_naive_engine(benchmark, heavy, naive_depth50):
     for r in results:
         check_heavy_result(r, min_activated=MIN_ACTIVATED)
     naive, naive_result = naive_depth50
+    by_regex = {eid for r in results for eid, d in r.diagnostics.items()
+                if d.outcome == "activated" and d.key is not None and d.key.startswith("/")}
+    assert by_regex, "no entry was activated by a regex key"
     benchmark.extra_info.update(activated=len(results[-1].activated), loops=len(results[-1].loops),
-                                naive_seconds=round(naive, 3))
+                                activated_by_regex=len(by_regex), naive_seconds=round(naive, 3))
     if benchmark.disabled:
         return
     ratio = naive / benchmark.stats.stats.median
@@ -254,7 +266,9 @@ def _slot_messages(chat: list[ChatMessage]) -> list[tuple[str, str]]:
 @pytest.mark.benchmark(group="heavy-slot")
 def bench_heavy_slot_run_vs_st_turn(benchmark, heavy):
     """A steady-state ``SlotEngine.run`` (the book at scan depth 50, the largest budget,
-    recursion on) against the ST-mode turn over the same 50 messages, measured alternately."""
+    recursion on) against the ST-mode turn over the same 50 messages, measured alternately.
+    Slot mode scans at most 3 passes (SPEC 15.6), so it activates fewer entries than ST mode;
+    the target compares what each mode does with the same book and window."""
     book, chat = heavy
     slot = SlotEngine([SlotBook(book, settings=BookSettings(scan_depth=DEPTH, token_budget=32_000,
                                                             recursive_scanning=True))])
@@ -283,7 +297,7 @@ def bench_heavy_slot_run_vs_st_turn(benchmark, heavy):
     for r in results:
         outcomes = [rec.outcome for rec in r.log]
         assert "dropped_budget" not in outcomes, "the slot budget cut entries"
-        assert outcomes.count("inserted") >= MIN_ACTIVATED
+        assert outcomes.count("inserted") >= 3 * CAST     # slot mode stops after 3 passes (SPEC 15.6)
     if benchmark.disabled:
         return
     ratio = benchmark.stats.stats.median / statistics.median(st_times)
