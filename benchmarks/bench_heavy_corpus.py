@@ -2,7 +2,7 @@
 
 The corpus is not in the repository: it is read from ``$LORESCAN_SHARED`` (default
 ``../shared``); the benchmarks skip when it is absent and fail under
-``LORESCAN_REQUIRE_SHARED=1`` (see ``conftest.shared_path``).
+``LORESCAN_REQUIRE_SHARED=1`` (``conftest.need_shared``, the same helper the tests use).
 
 * **Regex-heavy books, steady state, >= 300x the naive engine.** weyland (251 entries, 130
   regex keys such as ``/Willow.?s room/``) over a real 735-message group chat. The corpus
@@ -31,7 +31,7 @@ from unittest import mock
 
 import pytest
 
-from conftest import SHORT, shared_path
+from conftest import SHORT, need_shared
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
 from lorescan.jsregex import parse_regex_key
 from lorescan.tokens import TiktokenCounter
@@ -47,7 +47,7 @@ LONG_TURN_BOUND = 0.0005         # seconds
 
 def read_chat(name: str) -> list[ChatMessage]:
     out = []
-    for line in shared_path("corpus", "chats", name).read_text(encoding="utf-8").splitlines():
+    for line in need_shared(f"corpus/chats/{name}").read_text(encoding="utf-8").splitlines():
         m = json.loads(line)
         if "mes" in m and not m.get("is_system"):
             out.append(ChatMessage(m.get("name", ""), m["mes"]))
@@ -98,7 +98,7 @@ REGEX_BOOKS = {
 @pytest.mark.parametrize("name", sorted(REGEX_BOOKS))
 def bench_regex_book_steady_turn_vs_naive(benchmark, name):
     book_file, chat_file, start, min_regex = REGEX_BOOKS[name]
-    book = load(str(shared_path("corpus", "books", book_file)))
+    book = load(str(need_shared(f"corpus/books/{book_file}")))
     chat = read_chat(chat_file)
     regex_keys = sum(parse_regex_key(k) is not None for e in book.entries for k in (*e.key, *e.keysecondary))
     assert regex_keys >= min_regex, f"{book_file} has {regex_keys} regex keys"
@@ -127,7 +127,7 @@ LONG_BOOKS = ("en-dmc-vergil-realai.json", "en-dmc-devil-may-cry.json")
 @pytest.mark.benchmark(group="corpus-long-contents")
 @pytest.mark.parametrize("book_file", LONG_BOOKS)
 def bench_long_content_book_turn(benchmark, book_file):
-    book = load(str(shared_path("corpus", "books", book_file)))
+    book = load(str(need_shared(f"corpus/books/{book_file}")))
     chat = read_chat("en-dmc-group-branch734.jsonl")
     results = steady(benchmark, engine_for(book), chat, 300, LONG_ROUNDS)
     assert all(no_budget_cut(r) for r in results)

@@ -21,25 +21,19 @@ from lorescan.model import Entry, Lorebook, entry_from_fields
 
 SHORT = os.environ.get("LORESCAN_BENCH_SHORT") == "1"
 ROOT = Path(__file__).resolve().parents[1]
+# Real-data sets (other people's books and chats) stay outside the repository.
+SHARED = Path(os.environ.get("LORESCAN_SHARED") or ROOT.parent / "shared").resolve()
 
 
-def shared_path(*parts: str) -> Path:
-    """A path under the shared data folder: ``$LORESCAN_SHARED``, default ``../shared`` beside
-    the repository (corpus books and chats are not in the repository).
-
-    Absent: the calling benchmark is skipped with the reason, or fails when
-    ``LORESCAN_REQUIRE_SHARED=1`` (as in CI), as the tests do.
-    """
-    base = Path(os.environ.get("LORESCAN_SHARED") or ROOT.parent / "shared")
-    path = base.joinpath(*parts)
-    if not path.exists():
-        reason = (f"no shared data folder at {base} (set LORESCAN_SHARED)" if not base.is_dir()
-                  else f"{path} is missing from the shared data folder")
-        if os.environ.get("LORESCAN_REQUIRE_SHARED") == "1":
-            pytest.fail(f"LORESCAN_REQUIRE_SHARED=1: {reason}", pytrace=False)
-        pytest.skip(reason)
-    return path
-
+def need_shared(relative: str = "") -> Path:
+    """``$LORESCAN_SHARED/<relative>``: skip when absent; fail when LORESCAN_REQUIRE_SHARED=1."""
+    path = SHARED / relative
+    if path.exists():
+        return path
+    if os.environ.get("LORESCAN_REQUIRE_SHARED") == "1":
+        pytest.fail(f"{path} is missing, and LORESCAN_REQUIRE_SHARED=1 makes the real-data sets required",
+                    pytrace=False)
+    pytest.skip(f"real-data sets not found at {path} (set LORESCAN_SHARED to the folder holding corpus/)")
 
 SYLLABLES = tuple(c + v for c in ("b", "br", "d", "dr", "f", "g", "gr", "h", "k", "kh", "l", "m", "n", "p", "r",
                                    "s", "sh", "t", "th", "v", "w", "z") for v in ("a", "e", "i", "o", "u", "ae", "ei"))

@@ -74,7 +74,7 @@ class _Names:
     def cyrillic(self) -> str:
         while True:
             stem = "".join(self.rng.choice(_CYR_SYLLABLES) for _ in range(2)) + self.rng.choice("дкнрст")
-            if stem not in self.used:
+            if stem not in self.used and not any(stem in clause for clause in _CYR_CLAUSES):
                 self.used.add(stem)
                 return stem
 
