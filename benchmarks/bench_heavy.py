@@ -72,6 +72,13 @@ def st_engine(book, depth: int, **hooks) -> STEngine:
                     STSettings(scan_depth=depth, recursive=True, match_whole_words=True), **hooks)
 
 
+@pytest.fixture(scope="module")
+def engine50(heavy) -> STEngine:
+    """The depth-50 engine, built once and shared like a platform's (each benchmark brings its
+    own ChatScan, as each chat would)."""
+    return st_engine(heavy[0], DEPTH)
+
+
 def check_heavy_result(result, *, min_activated: int = 0) -> None:
     """The shape the targets assume: nothing cut by the budget, enough recursion."""
     cut = [d for d in result.diagnostics.values() if d.reason == "budget"]
@@ -121,7 +128,7 @@ def steady_turns(benchmark, engine: STEngine, chat: list[ChatMessage], *, rounds
 
 
 @pytest.fixture(scope="module")
-def naive_depth50(heavy):
+def naive_depth50(heavy, engine50):
     """Median seconds of the naive reference engine's turn at depth 50 on ``chat[:CHAT]``, and
     its result (every run starts from nothing: the reference matcher keeps no cache)."""
     book, chat = heavy
@@ -132,7 +139,7 @@ def naive_depth50(heavy):
             start = time.perf_counter()
             result = engine.scan(chat[:CHAT], max_context=MAX_CONTEXT)
             times.append(time.perf_counter() - start)
-    fast = st_engine(book, DEPTH).scan(chat[:CHAT], max_context=MAX_CONTEXT)
+    fast = engine50.scan(chat[:CHAT], max_context=MAX_CONTEXT)
     check_heavy_result(fast, min_activated=MIN_ACTIVATED)    # (explanations need the real view)
     assert not result.budget_overflowed
     assert fast.activated == result.activated, "the baseline must do the same work as the engine"
@@ -141,9 +148,8 @@ def naive_depth50(heavy):
 
 # -- steady state and cold ----------------------------------------------------------------------
 @pytest.mark.benchmark(group="heavy-steady")
-def bench_heavy_steady_turn_vs_naive_engine(benchmark, heavy, naive_depth50):
-    book, chat = heavy
-    results = steady_turns(benchmark, st_engine(book, DEPTH), chat)
+def bench_heavy_steady_turn_vs_naive_engine(benchmark, heavy, engine50, naive_depth50):
+    results = steady_turns(benchmark, engine50, heavy[1])
     for r in results:
         check_heavy_result(r, min_activated=MIN_ACTIVATED)
     naive, naive_result = naive_depth50
@@ -173,10 +179,10 @@ COLD_LOADERS: dict[str, Callable[[STEngine], Callable[[], STEngine]]] = {"pickle
 
 @pytest.mark.benchmark(group="heavy-cold")
 @pytest.mark.parametrize("form", sorted(COLD_LOADERS))
-def bench_heavy_cold_turn_vs_naive_engine(benchmark, heavy, naive_depth50, form):
+def bench_heavy_cold_turn_vs_naive_engine(benchmark, heavy, engine50, naive_depth50, form):
     """The first turn of an engine just loaded, with an empty ChatScan and no compiled regex."""
-    book, chat = heavy
-    load = COLD_LOADERS[form](st_engine(book, DEPTH))
+    chat = heavy[1]
+    load = COLD_LOADERS[form](engine50)
     results = []
 
     def setup():
@@ -228,7 +234,7 @@ def _no_tokens(text: str) -> int:
 
 
 @pytest.mark.benchmark(group="heavy-tokens")
-def bench_heavy_token_counting_share(benchmark, heavy):
+def bench_heavy_token_counting_share(benchmark, heavy, engine50):
     """The same steady turn with the default counter (tiktoken cl100k) and with a counter that
     costs nothing. Valid because the budget never cuts here (asserted): both activate exactly
     the same entries, so the difference between the two turns is what counting costs, wherever
@@ -246,7 +252,7 @@ def bench_heavy_token_counting_share(benchmark, heavy):
         free_results.append(free.scan(messages, max_context=MAX_CONTEXT, cache=free_cache))
         free_times.append(time.perf_counter() - start)
 
-    results = steady_turns(benchmark, st_engine(book, DEPTH), chat, beside=without_counting)
+    results = steady_turns(benchmark, engine50, chat, beside=without_counting)
     for counted, uncounted in zip(results, free_results):
         check_heavy_result(counted, min_activated=MIN_ACTIVATED)
         assert counted.activated == uncounted.activated
@@ -264,7 +270,7 @@ def _slot_messages(chat: list[ChatMessage]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.benchmark(group="heavy-slot")
-def bench_heavy_slot_run_vs_st_turn(benchmark, heavy):
+def bench_heavy_slot_run_vs_st_turn(benchmark, heavy, engine50):
     """A steady-state ``SlotEngine.run`` (the book at scan depth 50, the largest budget,
     recursion on) against the ST-mode turn over the same 50 messages, measured alternately.
     Slot mode scans at most 3 passes (SPEC 15.6), so it activates fewer entries than ST mode;
@@ -272,7 +278,7 @@ def bench_heavy_slot_run_vs_st_turn(benchmark, heavy):
     book, chat = heavy
     slot = SlotEngine([SlotBook(book, settings=BookSettings(scan_depth=DEPTH, token_budget=32_000,
                                                             recursive_scanning=True))])
-    st = st_engine(book, DEPTH)
+    st = engine50
     slot_cache, st_cache = ChatScan(), ChatScan()
     for t in range(CHAT - 3, CHAT + 1):
         slot.run(_slot_messages(chat[:t]), turn_id=f"heavy:{t}", cache=slot_cache)

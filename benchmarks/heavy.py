@@ -124,8 +124,9 @@ class HeavyBook:
     mentions: list[list[str]]
 
 
-def heavy_book(n_entries: int = 10_000, *, seed: int = 8) -> HeavyBook:
-    """A heavy book of ``n_entries`` entries (see the module docstring), named ``heavy-<n>``."""
+def heavy_book(n_entries: int = 10_000, *, seed: int = 8, regex_share: float = REGEX_SHARE) -> HeavyBook:
+    """A heavy book of ``n_entries`` entries (see the module docstring), named ``heavy-<n>``;
+    ``regex_share``: the share of entries with a regex key (0: none, to profile the rest)."""
     rng = random.Random(seed)
     names = _Names(rng)
     keys: list[list[str]] = []
@@ -144,7 +145,7 @@ def heavy_book(n_entries: int = 10_000, *, seed: int = 8) -> HeavyBook:
             else:
                 ks.append(f"{family} {rng.choice(_PLACES)}")
                 ms.append(ks[-1])
-        if rng.random() < REGEX_SHARE:
+        if rng.random() < regex_share:
             key, forms = _regex_key(uid % 5, given, family, names)
             ks.append(key)
             ms = forms * 2 + ms         # mostly named the way only the regex finds

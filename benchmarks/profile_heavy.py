@@ -43,11 +43,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--turns", type=int, default=3, help="profiled turns (one new message each)")
     ap.add_argument("--entries", type=int, default=10_000)
     ap.add_argument("--mode", choices=("st", "slot"), default="st")
+    ap.add_argument("--regex-share", type=float, default=None,
+                    help="share of entries with a regex key (default: the benchmark's; 0 shows the rest)")
     ap.add_argument("--limit", type=int, default=30, help="rows per table")
     ap.add_argument("--pyinstrument", action="store_true", help="also print a pyinstrument call tree")
     args = ap.parse_args(argv)
 
-    hb = heavy_book(args.entries)
+    hb = heavy_book(args.entries) if args.regex_share is None else \
+        heavy_book(args.entries, regex_share=args.regex_share)
     chat = heavy_chat(hb, CHAT + 2 * args.turns + 5)
     cache = ChatScan()
     if args.mode == "st":
@@ -85,7 +88,9 @@ def main(argv: list[str] | None = None) -> None:
         tree = sampler.output_text(unicode=False, color=False, show_all=False)
     activated = len(getattr(last, "activated", ()) or getattr(last, "inserted", ()))
     stats = pstats.Stats(profiler, stream=io.StringIO())
-    print(f"heavy {args.mode} turn: {args.entries} entries, depth {args.depth}, backend {BACKEND}, "
+    regex_keys = sum(k.startswith("/") for e in hb.book.entries for k in e.key)
+    print(f"heavy {args.mode} turn: {args.entries} entries ({regex_keys} regex keys), depth {args.depth}, "
+          f"backend {BACKEND}, "
           f"{activated} activated, loops/passes {len(getattr(last, 'loops', ())) or getattr(last, 'passes', 0)}")
     print(f"median turn under cProfile: {statistics.median(times) * 1e3:.1f} ms over {args.turns} turns "
           f"(cProfile adds overhead; compare shares, not times)\n")
