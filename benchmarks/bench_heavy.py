@@ -170,8 +170,8 @@ def _pickled(engine: STEngine) -> Callable[[], STEngine]:
     return lambda: pickle.loads(blob)
 
 
-# How a worker gets its engine back. Each loader takes a freshly built engine and returns a
-# function that gives an equal engine from its stored form (untimed). The .lsc file form
+# How a worker gets its engine back. Each loader takes a built engine and returns a function
+# that gives an equal engine from its stored form (called in the untimed setup). The .lsc file form
 # goes here once lorescan.load_compiled exists: write the book with `lorescan compile`, then
 # return lambda: STEngine([BookSource(lorescan.load_compiled(path), ("global",))], settings).
 COLD_LOADERS: dict[str, Callable[[STEngine], Callable[[], STEngine]]] = {"pickle": _pickled}
