@@ -132,10 +132,11 @@ def naive_depth50(heavy, engine50):
     """Median seconds of the naive reference engine's turn at depth 50 on ``chat[:CHAT]``, and
     its result (every run starts from nothing: the reference matcher keeps no cache)."""
     book, chat = heavy
-    engine = st_engine(book, DEPTH, count_tokens=TiktokenCounter(cache_size=0))
     times, result = [], None
     with mock.patch("lorescan.scan.ScanView", ReferenceScanView):
         for _ in range(NAIVE_RUNS):
+            # a new engine and counter each run: no count an engine keeps from an earlier turn
+            engine = st_engine(book, DEPTH, count_tokens=TiktokenCounter(cache_size=0))
             start = time.perf_counter()
             result = engine.scan(chat[:CHAT], max_context=MAX_CONTEXT)
             times.append(time.perf_counter() - start)

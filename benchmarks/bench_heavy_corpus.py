@@ -104,10 +104,11 @@ def bench_regex_book_steady_turn_vs_naive(benchmark, name):
     assert regex_keys >= min_regex, f"{book_file} has {regex_keys} regex keys"
     results = steady(benchmark, engine_for(book), chat, start, ROUNDS)
     assert all(no_budget_cut(r) for r in results)
-    naive_engine = engine_for(book, count_tokens=TiktokenCounter(cache_size=0))
     times, naive = [], None
     with mock.patch("lorescan.scan.ScanView", ReferenceScanView):
         for _ in range(NAIVE_RUNS):
+            # a new engine and counter each run: no count an engine keeps from an earlier turn
+            naive_engine = engine_for(book, count_tokens=TiktokenCounter(cache_size=0))
             t0 = time.perf_counter()
             naive = naive_engine.scan(chat[:start + 1], max_context=MAX_CONTEXT)
             times.append(time.perf_counter() - t0)
