@@ -19,8 +19,9 @@ The corpus is not in the repository: it is read from ``$LORESCAN_SHARED`` (defau
   turn activates the same long contents, so once they are counted a turn is bookkeeping plus
   one new message. Asserted: the median turn is under 0.5 ms (``LONG_TURN_BOUND``: "well
   under a millisecond" made concrete, with room for a loaded CI machine), and it costs at most
-  1/50 of counting the activated contents once from scratch (the same claim as a ratio
-  measured in the same run, so it holds on any machine).
+  1/20 of counting the activated contents once from scratch (the same claim as a ratio
+  measured in the same run, so it holds on any machine: re-counting more than a twentieth of
+  the contents each turn, e.g. any one of the long entries, breaks it).
 """
 from __future__ import annotations
 
@@ -151,4 +152,4 @@ def bench_long_content_book_turn(benchmark, book_file):
     ratio = statistics.median(counts) / turn
     benchmark.extra_info["count_once_vs_turn"] = round(ratio, 1)
     assert turn < LONG_TURN_BOUND, f"{book_file}: a turn takes {turn * 1e3:.2f} ms"
-    assert ratio >= 50, f"{book_file}: a turn costs 1/{ratio:.0f} of counting its contents once"
+    assert ratio >= 20, f"{book_file}: a turn costs 1/{ratio:.0f} of counting its contents once"
