@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from unittest import mock
 
@@ -17,10 +16,9 @@ import pytest
 
 from conftest import median_seconds, need_shared
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
+from tests.support.reference_matcher import ReferenceScanView
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))       # the naive reference matcher lives with the tests
-from reference_matcher import ReferenceScanView  # noqa: E402
 SHORT = os.environ.get("LORESCAN_BENCH_SHORT") == "1"
 ROUNDS = 15 if SHORT else 40
 START = 300
@@ -66,7 +64,7 @@ def bench_regex_heavy_book_matching_vs_naive(benchmark, chat):
     """weyland (128 regex keys) with a word counter, so the matcher and the loop are what is
     measured (token counting has its own benchmarks): at least 300x the naive matcher."""
     from lorescan.textrules import js_count_words
-    book = load(str(CORPUS / "books" / "en-weyland-251.json"))
+    book = load(str(need_shared("corpus/books/en-weyland-251.json")))
     engine = STEngine([BookSource(book, ("global",))],
                       STSettings(scan_depth=20, recursive=True, match_whole_words=True), count_tokens=js_count_words)
     cache = ChatScan()

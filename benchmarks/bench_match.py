@@ -6,14 +6,12 @@ newest message is new: every round appends one message the cache has never seen.
 Targets (issue 2): turn at 10k entries, depth 50, substring mode >= 1000x faster than the
 naive reference; depth 100 < 2x depth 10; compiling 100k entries < 5 s and < 1 GiB.
 
-Run: ``PYTHONPATH=src:tests python -m pytest benchmarks/bench_match.py`` (add
+Run: ``PYTHONPATH=src python -m pytest benchmarks/bench_match.py`` (add
 ``LORESCAN_BENCH_SHORT=1`` for the short mode that CI runs).
 """
 from __future__ import annotations
 
 import resource
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,9 +20,7 @@ from lorescan import BACKEND
 from lorescan.compile import compile_book
 from lorescan.hitcache import ChatScan
 from lorescan.matching import ScanView, Window
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from reference_matcher import ReferenceScanView  # noqa: E402
+from tests.support.reference_matcher import ReferenceScanView
 
 GIB = 1 << 30
 ROUNDS = 30 if SHORT else 200

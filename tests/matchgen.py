@@ -9,7 +9,7 @@ from lorescan.compile import compile_book
 from lorescan.hitcache import ChatScan
 from lorescan.matching import ScanView, Window
 from lorescan.model import Lorebook, MatchOptions, entry_from_fields
-from reference_matcher import ReferenceScanView
+from tests.support.reference_matcher import ReferenceScanView
 
 # Characters chosen for the traps of SPEC 5.2, 13.2 and 16: case mapping that changes length
 # (İ), context-dependent lowercase (Σ), ASCII vs Unicode word characters, marks, no-space

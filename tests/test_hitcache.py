@@ -88,7 +88,7 @@ def test_results_do_not_depend_on_the_cache():
 def test_cached_runs_of_old_messages_give_exact_windows_as_the_chat_grows():
     import random
 
-    from reference_matcher import ReferenceScanView
+    from tests.support.reference_matcher import ReferenceScanView
     rng = random.Random(5)
     words = ["alpha", "beta", "gamma", "x", "", "  ", "Alpha!", "gam", "ma"]
     chat = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 3))) for _ in range(90)]

@@ -17,7 +17,7 @@ from lorescan.hitcache import ChatScan
 from lorescan.matching import ScanView, Window, match_plain_key
 from lorescan.model import Lorebook, MatchOptions, entry_from_fields
 from matchgen import books, check_agreement, options, substitute_char, texts, windows
-from reference_matcher import ReferenceScanView
+from tests.support.reference_matcher import ReferenceScanView
 
 MANY = settings(max_examples=1000, deadline=None)
 

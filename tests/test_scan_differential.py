@@ -13,7 +13,7 @@ from lorescan import ChatScan
 from lorescan.model import STSettings, book_from_entries
 from lorescan.scan import BookSource, ChatMessage, STEngine
 from lorescan.textrules import js_count_words
-from reference_matcher import ReferenceScanView
+from tests.support.reference_matcher import ReferenceScanView
 
 WORDS = ["wolf", "Wolf", "moon", "river", "tower", "red", "red fox", "fox", "ash", "wolves", "  ", "огонь", "東京"]
 KEYS = WORDS + ["/wo+lf/i", "/^\\x01moon/", "/[/", "{{char}}"]

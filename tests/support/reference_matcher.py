@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from lorescan.matching import EntryMatch, MAX_SCAN_DEPTH, Window, WindowTexts
+from lorescan.matching import EntryMatch, MAX_SCAN_DEPTH, SOURCE_NAMES, Window
 from lorescan.model import Entry, MatchOptions
 import unicodedata
 
@@ -67,6 +67,27 @@ def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_word
     return _unicode_whole_word(haystack, key, options.nospace_scripts)
 
 
+class ReferenceTexts:
+    """The texts of a view, kept for explanations after the turn (what ``ScanView.snapshot``
+    gives), labelled as the engine labels them."""
+
+    def __init__(self, segments: Sequence[str], sources: Sequence[str], injects: Sequence[str],
+                 chunks: Sequence[str]) -> None:
+        self.segments, self.sources = tuple(segments), tuple(sources)
+        self.injects, self.chunks = tuple(injects), tuple(chunks)
+
+    def labelled_texts(self, window: Window) -> list[tuple[str, str]]:
+        if window.depth <= 0:
+            return []
+        segments = self.segments[:min(int(window.depth), MAX_SCAN_DEPTH)]
+        out = [(f"message {i} (newest = 0)", t) for i, t in enumerate(segments)] or [("no message", "")]
+        out += [(SOURCE_NAMES[i], t) for i, t in enumerate(self.sources) if window.sources >> i & 1 and t]
+        out += [(f"inject {i}", t) for i, t in enumerate(self.injects)]
+        if window.recursion:
+            out += [(f"recursion text {i + 1}", t) for i, t in enumerate(self.chunks[:window.recursion])]
+        return out
+
+
 class ReferenceScanView:
     """SPEC 4 and 5 applied literally: build the haystack, test every key (the naive oracle).
 
@@ -104,10 +125,6 @@ class ReferenceScanView:
         """Append one recursion-buffer item (visible to windows with a larger ``recursion``)."""
         self.chunks.append(text)
 
-    def snapshot(self) -> WindowTexts:
-        """The texts as plain data, for explanations that outlive the view."""
-        return WindowTexts(tuple(self.segments), self.sources, self.injects, tuple(self.chunks))
-
     def texts(self, window: Window) -> list[str]:
         """The separate texts a window covers, in haystack order (empty if depth <= 0)."""
         if window.depth <= 0:
@@ -121,6 +138,14 @@ class ReferenceScanView:
         if window.recursion:
             out.extend(self.chunks[:window.recursion])
         return out
+
+    def snapshot(self) -> ReferenceTexts:
+        """The view's texts as plain data, for explanations after the turn."""
+        return ReferenceTexts(self.segments, self.sources, self.injects, self.chunks)
+
+    def labelled_texts(self, window: Window) -> list[tuple[str, str]]:
+        """:meth:`texts` with the labels explanations use."""
+        return self.snapshot().labelled_texts(window)
 
     def haystack(self, window: Window) -> str:
         """SPEC 4.2, step by step, as one string."""
