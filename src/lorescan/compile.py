@@ -18,17 +18,20 @@ from contents costs a union, not a rescan (see ``CompiledBook.chunk_union_exact`
 from __future__ import annotations
 
 import gc
+import math
 import uuid
 from array import array
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass
 from typing import Any, Sequence, Union
 
 import ahocorasick
+import numpy as np
 
 from . import _kernels
 from ._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
+from .decorators import parse_st_decorators
 from .jsregex import parse_regex_key
-from .model import Entry, Lorebook, MatchOptions
+from .model import Entry, Lorebook, MatchOptions, js_truthy
 from .textrules import has_js_whitespace, js_lower, js_trim
 
 __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
@@ -36,6 +39,7 @@ __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_mode
 
 EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
+MAX_SCAN_DEPTH = 1000   # SillyTavern's cap on any scan depth; the same as matching.MAX_SCAN_DEPTH (a test checks)
 
 # A special key, evaluated on the haystack/texts by ScanView:
 #   ("re", pattern, flags, lit, raw)  regex key (raw = the entry's key string, for timed_out;
@@ -247,7 +251,6 @@ class EntryPlan:
     score_simple: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class CompiledBook:
     """All a scan needs for one book. Immutable: share it across threads and processes.
 
@@ -257,21 +260,94 @@ class CompiledBook:
     (special keys); ``content_hits[i]``: vids in ``entries[i].content``;
     ``chunk_union_exact``: no variant contains "\\n", so a "\\n"-join of contents hits exactly
     the union of their hits; ``macro_keys``: distinct (raw, cs, ww) of macro keys.
+
+    What an engine precomputes per entry is here too, as columns (numpy arrays indexed by
+    entry): ``entry_order`` (``order``, NaN when not a number), ``entry_flags`` (``FLAG_*``
+    bits), and the book-wide ``levels`` (delayUntilRecursion levels) and
+    ``max_entry_depth``. ``name`` is the book's name (``book.name``).
+
+    A book built by :func:`compile_book` holds tuples; one loaded from the compact form
+    (pickle, :func:`lorescan.load_compiled`) holds lazy sequences over numpy columns that
+    build an entry, plan or hit set the first time it is asked for (``lorescan.lsc``).
     """
 
-    book: Lorebook
-    entries: tuple[Entry, ...]
-    options: MatchOptions
-    matcher: KeyMatcher
-    specs: tuple[VariantSpec, ...]
-    plans: tuple[EntryPlan, ...]
-    plans_sub: tuple[EntryPlan, ...]
-    vid_entries: tuple[tuple[int, ...], ...]
-    always: tuple[int, ...]
-    always_sub: tuple[int, ...]
-    content_hits: tuple[frozenset[int], ...]
-    chunk_union_exact: bool
-    macro_keys: tuple[tuple[str, bool, bool], ...]
+    __slots__ = ("_book", "_load_book", "name", "entries", "options", "matcher", "specs", "plans",
+                 "plans_sub", "vid_entries", "always", "always_sub", "content_hits", "chunk_union_exact",
+                 "macro_keys", "entry_order", "entry_flags", "levels", "max_entry_depth", "uids")
+
+    def __init__(self, *, book: Lorebook | None, entries: Sequence[Entry], options: MatchOptions,
+                 matcher: KeyMatcher, specs: Sequence[VariantSpec], plans: Sequence[EntryPlan],
+                 plans_sub: Sequence[EntryPlan], vid_entries: Sequence[tuple[int, ...]],
+                 always: tuple[int, ...], always_sub: tuple[int, ...],
+                 content_hits: Sequence[frozenset[int]], chunk_union_exact: bool,
+                 macro_keys: tuple[tuple[str, bool, bool], ...], entry_order: Any, entry_flags: Any,
+                 levels: tuple[float, ...], max_entry_depth: int, name: str | None = None,
+                 uids: Sequence[int | str] | None = None, load_book: Any = None) -> None:
+        values = dict(_book=book, _load_book=load_book, name=book.name if name is None else name,
+                      entries=entries, options=options, matcher=matcher, specs=specs, plans=plans,
+                      plans_sub=plans_sub, vid_entries=vid_entries, always=always, always_sub=always_sub,
+                      content_hits=content_hits, chunk_union_exact=chunk_union_exact, macro_keys=macro_keys,
+                      entry_order=entry_order, entry_flags=entry_flags, levels=levels,
+                      max_entry_depth=max_entry_depth,
+                      uids=tuple(e.uid for e in entries) if uids is None else uids)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    @property
+    def book(self) -> Lorebook:
+        """The source book (built on first use for a loaded book)."""
+        if self._book is None:
+            object.__setattr__(self, "_book", self._load_book())
+        return self._book
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self):
+        from .lsc import encode_compiled, restore_compiled
+        return (restore_compiled, (encode_compiled(self),))
+
+
+# Bits of CompiledBook.entry_flags: what an engine must know about every entry up front.
+FLAG_CONSTANT = 1
+FLAG_ACTIVATE = 2             # @@activate, SillyTavern's decorator lines
+FLAG_DONT_ACTIVATE = 4        # @@dont_activate
+FLAG_ACTIVATE_STRICT = 8      # the same under strict_lines (SPEC 16.6)
+FLAG_DONT_ACTIVATE_STRICT = 16
+FLAG_TIMED = 32               # sticky or cooldown is set
+
+
+def _entry_flags(entry: Entry) -> int:
+    flags = FLAG_CONSTANT if entry.constant else 0
+    if entry.content.startswith("@@"):
+        for strict, act, dont in ((False, FLAG_ACTIVATE, FLAG_DONT_ACTIVATE),
+                                  (True, FLAG_ACTIVATE_STRICT, FLAG_DONT_ACTIVATE_STRICT)):
+            decorators = parse_st_decorators(entry.content, strict_lines=strict)[0]
+            flags |= (act if "@@activate" in decorators else 0) | (dont if "@@dont_activate" in decorators else 0)
+    if js_truthy(entry.sticky) or js_truthy(entry.cooldown):
+        flags |= FLAG_TIMED
+    return flags
+
+
+def _entry_order(entry: Entry) -> float:
+    o = entry.order
+    return math.nan if math.isnan(o) else float(o)
+
+
+def _max_entry_depth(entries: Sequence[Entry]) -> int:
+    # STEngine's widest per-entry scan depth (SPEC 4.2; capped like _effective_depth in scan.py)
+    best = 0
+    for e in entries:
+        d = e.scan_depth
+        if d is None:
+            continue
+        if isinstance(d, float) and not math.isfinite(d):
+            d = MAX_SCAN_DEPTH if d > 0 else 0
+        best = max(best, math.ceil(min(d, MAX_SCAN_DEPTH)))
+    return best
 
 
 class _Builder:
@@ -377,4 +453,8 @@ def _compile(book: Lorebook, options: MatchOptions) -> CompiledBook:
         book=book, entries=entries, options=options, matcher=matcher, specs=specs,
         plans=tuple(plans), plans_sub=tuple(plans_sub),
         vid_entries=tuple(tuple(v) for v in vid_sets), always=tuple(always), always_sub=tuple(always_sub),
-        content_hits=content_hits, chunk_union_exact=not matcher.has_newline, macro_keys=tuple(macro))
+        content_hits=content_hits, chunk_union_exact=not matcher.has_newline, macro_keys=tuple(macro),
+        entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
+        entry_flags=np.array([_entry_flags(e) for e in entries], dtype=np.uint8),
+        levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),
+        max_entry_depth=_max_entry_depth(entries))
