@@ -195,8 +195,9 @@ class KeyMatcher:
         self.model = model
         self.n_variants = n_variants
         self.has_newline = has_newline
-        self.scan_raw = any(v >= 0 for t in self.tables[1:3] for v in t)
-        self.scan_lower = any(v >= 0 for t in self.tables[3:5] for v in t)
+        has = [bool(len(b)) and int(np.frombuffer(b, dtype=np.intc).max()) >= 0 for b in table_bytes]
+        self.scan_raw = has[1] or has[2]
+        self.scan_lower = has[3] or has[4]
         self._hits = _kernels.hits
 
     def __reduce__(self):

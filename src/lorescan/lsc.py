@@ -312,11 +312,9 @@ def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _csr_rows(offsets: np.ndarray, values: np.ndarray, wrap: Callable[[list[int]], Any]) -> _Lazy:
-    off = offsets.tolist()
-
     def make(i: int) -> Any:
-        return wrap(values[off[i]:off[i + 1]].tolist())
-    return _Lazy(len(off) - 1, make)
+        return wrap(values[offsets[i]:offsets[i + 1]].tolist())
+    return _Lazy(len(offsets) - 1, make)
 
 
 def _frozen_hits(items: list[int]) -> frozenset[int]:
@@ -343,6 +341,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 _ENTRY_FIELDS = tuple(f.name for f in dataclasses.fields(Entry))
+_ATTRS = tuple(n for n in _ENTRY_FIELDS if n != "fields")   # fields: checked by _json_exact
 
 
 def _entry_from_record(record: list[Any], source: str) -> Entry:
@@ -354,14 +353,32 @@ def _entry_from_record(record: list[Any], source: str) -> Entry:
     return entry
 
 
+_JSON_SCALARS = (type(None), bool, int, float, str)
+
+
+def _json_exact(value: Any) -> bool:
+    """True when JSON gives ``value`` back with the same types (no tuples, no non-str keys)."""
+    t = type(value)
+    if t is dict or t is FrozenMap:
+        return all(type(k) is str and _json_exact(v) for k, v in value.items())
+    if t is list:
+        return all(_json_exact(v) for v in value)
+    return t in _JSON_SCALARS
+
+
+def _same_attr(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is type(b) and a == b) or _same(a, b)
+
+
 def _entry_record(entry: Entry, source: str) -> bytes:
     """An entry's record: its fields as JSON when they rebuild it exactly, else every attribute."""
-    record: list[Any] = ["f", entry.uid, dict(entry.fields), sorted(entry.filled)]
+    record: list[Any] = ["f", entry.uid, entry.fields, sorted(entry.filled)]
     try:
-        data = _dumps(record)
-        rebuilt = _entry_from_record(_loads(data), source)
-        if all(_same(getattr(rebuilt, name), getattr(entry, name)) for name in _ENTRY_FIELDS):
-            return data
+        if _json_exact(entry.fields):
+            data = _dumps(record)
+            rebuilt = _entry_from_record(_loads(data), source)
+            if all(_same_attr(getattr(rebuilt, name), getattr(entry, name)) for name in _ATTRS):
+                return data
     except (LorebookError, TypeError, ValueError):
         pass
     try:
@@ -394,18 +411,16 @@ def _plan_rows(plans: Sequence[Any], specials: dict[Any, int]) -> tuple[np.ndarr
 
 def _plan_seq(offsets: np.ndarray, values: np.ndarray, flags: np.ndarray, specials: list[Any]) -> _Lazy:
     from .compile import EntryPlan
-    off = offsets.tolist()
-    fl = flags.tolist()
-
     def refs(j: int) -> list[Any]:
-        return [v if v >= -1 else specials[-2 - v] for v in values[off[j]:off[j + 1]].tolist()]
+        return [v if v >= -1 else specials[-2 - v] for v in values[offsets[j]:offsets[j + 1]].tolist()]
 
     def make(i: int) -> Any:
         j = 4 * i
         pri = refs(j)
-        return EntryPlan(tuple(zip(pri[0::2], pri[1::2])), tuple(refs(j + 1)), bool(fl[i] & 1),
-                         tuple(refs(j + 2)), tuple(refs(j + 3)), bool(fl[i] & 2))
-    return _Lazy(len(fl), make)
+        f = int(flags[i])
+        return EntryPlan(tuple(zip(pri[0::2], pri[1::2])), tuple(refs(j + 1)), bool(f & 1),
+                         tuple(refs(j + 2)), tuple(refs(j + 3)), bool(f & 2))
+    return _Lazy(len(flags), make)
 
 
 def encode_compiled(cb: Any) -> bytes:
@@ -486,7 +501,7 @@ def _decode_compiled(r: _Reader) -> Any:
     source = meta["source"]
     n = meta["n_entries"]
     entry_blob = r.blob("entries")
-    off = r.array("entry_offsets").tolist()
+    off = r.array("entry_offsets")
     if len(off) != n + 1:
         r.fail("entry table does not match the entry count")
 
@@ -517,18 +532,19 @@ def _decode_compiled(r: _Reader) -> Any:
     tables = tuple(bytes(r.blob(f"table{i}")) for i in range(meta["n_tables"]))
     matcher = KeyMatcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
                          meta["has_newline"])
-    spec_blob = bytes(r.blob("spec_text"))
-    spec_off = r.array("spec_offsets").tolist()
-    spec_flags = r.array("spec_flags").tolist()
+    spec_blob = r.blob("spec_text")
+    spec_off = r.array("spec_offsets")
+    spec_flags = r.array("spec_flags")
 
     def make_spec(i: int) -> tuple[str, bool, bool]:
-        f = spec_flags[i]
-        return (spec_blob[spec_off[i]:spec_off[i + 1]].decode("utf-8", "surrogatepass"), bool(f & 1), bool(f & 2))
+        f = int(spec_flags[i])
+        text = bytes(spec_blob[spec_off[i]:spec_off[i + 1]]).decode("utf-8", "surrogatepass")
+        return (text, bool(f & 1), bool(f & 2))
     specials = meta["specials"]
     plans = _plan_seq(r.array("plans_offsets"), r.array("plans_values"), r.array("plans_flags"), specials)
     subs = _plan_seq(r.array("sub_offsets"), r.array("sub_values"), r.array("sub_flags"), specials)
-    sub_index = r.array("sub_index").tolist()
-    plans_sub = _Lazy(n, lambda i: plans[i] if sub_index[i] < 0 else subs[sub_index[i]])
+    sub_index = r.array("sub_index")
+    plans_sub = _Lazy(n, lambda i: plans[i] if sub_index[i] < 0 else subs[int(sub_index[i])])
     opts = MatchOptions(*meta["options"])
     return CompiledBook(
         book=None, load_book=load_book, name=meta["name"], entries=entries, options=opts, matcher=matcher,

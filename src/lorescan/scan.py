@@ -228,7 +228,7 @@ class _LazySlots(Sequence):
 
     def __init__(self, engine: "STEngine") -> None:
         self._e = engine
-        self._items: list[_Slot | None] = [None] * len(engine._order)
+        self._items: list[_Slot | None] = [None] * len(engine._order_book)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -240,7 +240,7 @@ class _LazySlots(Sequence):
         if slot is None:
             e = self._e
             gpos = range(len(self._items))[gpos]
-            bi, ei = e._order[gpos]
+            bi, ei = e._order_book[gpos], e._order_index[gpos]
             slot = self._items[gpos] = _Slot(gpos, bi, ei, e.compiled[bi].entries[ei], e.world_names[bi], e._strict)
         return slot
 
@@ -332,37 +332,38 @@ class STEngine:
                 self.world_names.append(name)
             return book_index[name]
 
-        def ordered(srcs: list[BookSource]) -> list[tuple[int, int]]:
-            # _by_order over the books' entry_order columns: stable, order descending,
-            # a non-numeric order compares as 0 (SPEC 2.3).
+        def ordered(srcs: list[BookSource]) -> tuple[np.ndarray, np.ndarray]:
+            # (book, entry index) sorted as _by_order did: stable, order descending, a
+            # non-numeric order compares as 0 (SPEC 2.3); from the books' entry_order columns.
             bis = [add(s) for s in srcs]
             if not bis:
-                return []
+                return np.zeros(0, np.int64), np.zeros(0, np.int64)
             orders = np.concatenate([self.compiled[bi].entry_order for bi in bis])
             books = np.concatenate([np.full(len(self.compiled[bi].entry_order), bi, np.int64) for bi in bis])
             index = np.concatenate([np.arange(len(self.compiled[bi].entry_order)) for bi in bis])
             perm = np.argsort(np.where(np.isnan(orders), 0.0, -orders), kind="stable")
-            return list(zip(books[perm].tolist(), index[perm].tolist()))
+            return books[perm], index[perm]
 
-        chat_e, persona_e = ordered(chat), ordered(persona)
+        groups = [ordered(chat), ordered(persona)]
         g_e, c_e = ordered(glob), ordered(char)
         strategy = _STRATEGIES[settings.insertion_strategy]
-        if strategy == 1:
-            mixed = c_e + g_e
-        elif strategy == 2:
-            mixed = g_e + c_e
-        else:
-            mixed = ordered(glob + char)
-        self._order: list[tuple[int, int]] = chat_e + persona_e + mixed
+        groups += [c_e, g_e] if strategy == 1 else [g_e, c_e] if strategy == 2 else [ordered(glob + char)]
+        order_book = np.concatenate([g[0] for g in groups])
+        order_index = np.concatenate([g[1] for g in groups])
+        self._order_book: list[int] = order_book.tolist()
+        self._order_index: list[int] = order_index.tolist()
         self._sources = [BookSource(self.compiled[book_index[self._name(s)]], s.roles) for s in sources
                          if self._name(s) in book_index]
         self._strict = self.compat.decorators == "strict_lines"
         # Slots are built when a scan first needs them (a loaded book has no Entry objects yet).
         self.slots: Sequence[_Slot] = _LazySlots(self)
-        gpos_of = [[0] * len(cb.entry_order) for cb in self.compiled]
-        for gpos, (bi, ei) in enumerate(self._order):
-            gpos_of[bi][ei] = gpos
-        self._gpos_of = gpos_of
+        gpos = np.arange(len(order_book))
+        self._gpos_of = []
+        for bi, cb in enumerate(self.compiled):
+            where = np.zeros(len(cb.entry_order), np.int64)
+            mask = order_book == bi
+            where[order_index[mask]] = gpos[mask]
+            self._gpos_of.append(where.tolist())
         self._slot_of = _SlotOf(self)
         self._key_index: dict[str, int] | None = None
         # Entries that can activate without a key hit must always be walked (SPEC 6, gates 10-14).
@@ -383,7 +384,7 @@ class STEngine:
     def _by_key(self) -> "_KeyIndex":
         if self._key_index is None:
             self._key_index = {EntryId(self.world_names[bi], self.compiled[bi].uids[ei]).key: gpos
-                               for gpos, (bi, ei) in enumerate(self._order)}
+                               for gpos, (bi, ei) in enumerate(zip(self._order_book, self._order_index))}
         return _KeyIndex(self.slots, self._key_index)
 
     def __reduce__(self):
