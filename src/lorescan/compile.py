@@ -18,8 +18,10 @@ from contents costs a union, not a rescan (see ``CompiledBook.chunk_union_exact`
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 import uuid
+import weakref
 from array import array
 from dataclasses import FrozenInstanceError, dataclass
 from typing import Any, Sequence, Union
@@ -31,6 +33,7 @@ from . import _kernels
 from ._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from .decorators import parse_st_decorators
 from .jsregex import parse_regex_key
+from .lsc import TableBuilder, lazy_tables
 from .model import Entry, Lorebook, MatchOptions, js_truthy
 from .textrules import has_js_whitespace, js_lower, js_trim
 
@@ -184,7 +187,7 @@ class KeyMatcher:
     """
 
     __slots__ = ("token", "automaton", "tables", "model", "scan_raw", "scan_lower", "n_variants",
-                 "has_newline", "_table_bytes", "_hits")
+                 "has_newline", "_table_bytes", "_hits", "_shared")
 
     def __init__(self, token: str, automaton: Any, table_bytes: tuple[bytes, ...], model: int,
                  n_variants: int, has_newline: bool) -> None:
@@ -199,6 +202,7 @@ class KeyMatcher:
         self.scan_raw = has[1] or has[2]
         self.scan_lower = has[3] or has[4]
         self._hits = _kernels.hits
+        self._shared = None
 
     def __reduce__(self):
         return (KeyMatcher, (self.token, self.automaton, self._table_bytes, self.model, self.n_variants,
@@ -224,15 +228,42 @@ def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = 
         pid = pids[mt]
         lengths[pid] = len(mt)
         cols[(0 if cs else 2) + (1 if bounded else 0)][pid] = vid
-    automaton = None
-    if n:
-        automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
-        for mt, pid in pids.items():
-            automaton.add_word(mt, pid)
-        automaton.make_automaton()
+    shared = _shared_automaton(list(pids)) if n else None
     table_bytes = tuple(array("i", c).tobytes() for c in [lengths] + cols)
-    return KeyMatcher(token or uuid.uuid4().hex, automaton, table_bytes, model, len(specs),
-                      any("\n" in mt for mt in pids))
+    matcher = KeyMatcher(token or uuid.uuid4().hex, shared.automaton if shared else None, table_bytes, model,
+                         len(specs), any("\n" in mt for mt in pids))
+    matcher._shared = shared
+    return matcher
+
+
+class _SharedAutomaton:
+    # Keeps an automaton in _AUTOMATA while a matcher uses it (automata take no weak references).
+    __slots__ = ("automaton", "__weakref__")
+
+    def __init__(self, automaton: Any) -> None:
+        self.automaton = automaton
+
+
+_AUTOMATA: "weakref.WeakValueDictionary[bytes, _SharedAutomaton]" = weakref.WeakValueDictionary()
+
+
+def _shared_automaton(words: list[str]) -> _SharedAutomaton:
+    """The automaton mapping ``words[i]`` to ``i``, shared by every live matcher over the same
+    word list (an STEngine's and a SlotEngine's book usually have the same key texts, and
+    the automaton is most of a compiled book's memory). It is never changed after
+    ``make_automaton``, so sharing it across threads is safe."""
+    digest = hashlib.blake2b("\x00".join(words).encode("utf-8", "surrogatepass"), digest_size=20)
+    digest.update(len(words).to_bytes(8, "little"))
+    key = digest.digest()
+    found = _AUTOMATA.get(key)
+    if found is not None:
+        return found
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
+    for pid, word in enumerate(words):
+        automaton.add_word(word, pid)
+    automaton.make_automaton()
+    shared = _AUTOMATA[key] = _SharedAutomaton(automaton)
+    return shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +305,7 @@ class CompiledBook:
 
     __slots__ = ("_book", "_load_book", "name", "entries", "options", "matcher", "specs", "plans",
                  "plans_sub", "vid_entries", "always", "always_sub", "content_hits", "chunk_union_exact",
-                 "macro_keys", "entry_order", "entry_flags", "levels", "max_entry_depth", "uids")
+                 "macro_keys", "entry_order", "entry_flags", "levels", "max_entry_depth", "uids", "_columns")
 
     def __init__(self, *, book: Lorebook | None, entries: Sequence[Entry], options: MatchOptions,
                  matcher: KeyMatcher, specs: Sequence[VariantSpec], plans: Sequence[EntryPlan],
@@ -283,14 +314,15 @@ class CompiledBook:
                  content_hits: Sequence[frozenset[int]], chunk_union_exact: bool,
                  macro_keys: tuple[tuple[str, bool, bool], ...], entry_order: Any, entry_flags: Any,
                  levels: tuple[float, ...], max_entry_depth: int, name: str | None = None,
-                 uids: Sequence[int | str] | None = None, load_book: Any = None) -> None:
+                 uids: Sequence[int | str] | None = None, load_book: Any = None,
+                 columns: Any = None) -> None:
         values = dict(_book=book, _load_book=load_book, name=book.name if name is None else name,
                       entries=entries, options=options, matcher=matcher, specs=specs, plans=plans,
                       plans_sub=plans_sub, vid_entries=vid_entries, always=always, always_sub=always_sub,
                       content_hits=content_hits, chunk_union_exact=chunk_union_exact, macro_keys=macro_keys,
                       entry_order=entry_order, entry_flags=entry_flags, levels=levels,
                       max_entry_depth=max_entry_depth,
-                      uids=tuple(e.uid for e in entries) if uids is None else uids)
+                      uids=tuple(e.uid for e in entries) if uids is None else uids, _columns=columns)
         for k, v in values.items():
             object.__setattr__(self, k, v)
 
@@ -414,33 +446,31 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions()) -> Comp
 def _compile(book: Lorebook, options: MatchOptions) -> CompiledBook:
     entries = tuple(book.entries)
     builder = _Builder(options)
-    plans: list[EntryPlan] = []
-    plans_sub: list[EntryPlan] = []
+    # The tables go straight into numpy columns (lorescan.lsc) as each entry is planned: a
+    # plan or hit set is built again when a scan first asks for it, and pickling writes the
+    # columns as they are.
+    tables = TableBuilder()
     macro: dict[tuple[str, bool, bool], None] = {}
-    for entry in entries:
+    vid_sets: dict[int, list[int]] = {}
+    always: list[int] = []
+    always_sub: list[int] = []
+    for i, entry in enumerate(entries):
         plan = _plan(builder, entry, False)
-        plans.append(plan)
+        sub = plan
         if any("{{" in k for k in entry.key + entry.keysecondary):
             sub = _plan(builder, entry, True)
             for ref in [r for _, r in sub.primary] + list(sub.secondary):
                 if type(ref) is tuple and ref[0] == "macro":
                     macro[ref[1:]] = None
-            plans_sub.append(sub)
-        else:
-            plans_sub.append(plan)
-    specs = tuple(builder.vids)
-    matcher = build_matcher(specs, word_model(options))
-    vid_sets: list[list[int]] = [[] for _ in specs]
-    always: list[int] = []
-    always_sub: list[int] = []
-    for i, (plan, sub) in enumerate(zip(plans, plans_sub)):
+        tables.add_plans(plan, sub)
         special = False
         for _, ref in plan.primary:
             if type(ref) is tuple and ref[0] == "re" and ref[3] != SKIP:
                 ref = ref[3]              # the regex can only match where its literal occurs
             if type(ref) is int:
-                if not vid_sets[ref] or vid_sets[ref][-1] != i:
-                    vid_sets[ref].append(i)
+                listed = vid_sets.setdefault(ref, [])
+                if not listed or listed[-1] != i:
+                    listed.append(i)
             else:
                 special = True
         if special:
@@ -448,13 +478,20 @@ def _compile(book: Lorebook, options: MatchOptions) -> CompiledBook:
         if special or any(type(ref) is tuple and not (ref[0] == "re" and ref[3] != SKIP)
                           for _, ref in sub.primary):
             always_sub.append(i)
+    specs = tuple(builder.vids)
+    del builder
+    matcher = build_matcher(specs, word_model(options))
     scan = matcher.scan
-    content_hits = tuple(scan(e.content) for e in entries)
+    for entry in entries:
+        tables.add_hits(scan(entry.content))
+    cols, specials = tables.finish(specs, [vid_sets.get(v, ()) for v in range(len(specs))])
+    del vid_sets
+    lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials)
     return CompiledBook(
-        book=book, entries=entries, options=options, matcher=matcher, specs=specs,
-        plans=tuple(plans), plans_sub=tuple(plans_sub),
-        vid_entries=tuple(tuple(v) for v in vid_sets), always=tuple(always), always_sub=tuple(always_sub),
-        content_hits=content_hits, chunk_union_exact=not matcher.has_newline, macro_keys=tuple(macro),
+        book=book, entries=entries, options=options, matcher=matcher, specs=lazy_specs,
+        plans=lazy_plans, plans_sub=lazy_sub, vid_entries=lazy_vids, always=tuple(always),
+        always_sub=tuple(always_sub), content_hits=lazy_hits, chunk_union_exact=not matcher.has_newline,
+        macro_keys=tuple(macro), columns=(cols, specials),
         entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
         entry_flags=np.array([_entry_flags(e) for e in entries], dtype=np.uint8),
         levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),

@@ -37,13 +37,14 @@ import mmap
 import os
 import struct
 import zlib
+from array import array
 from typing import Any, Callable, Iterator, Sequence
 
 import ahocorasick
 import numpy as np
 
 from .errors import LorebookError
-from .model import Entry, FrozenMap, Lorebook, MatchOptions, entry_from_fields
+from .model import Entry, FrozenMap, Lorebook, MatchOptions, entry_from_fields, shared_names
 
 __all__ = ["CompiledFormError", "FORMAT_VERSION", "MAGIC", "encode_compiled", "restore_compiled",
            "save_compiled", "load_compiled", "encode_value", "decode_value"]
@@ -349,7 +350,7 @@ def _entry_from_record(record: list[Any], source: str) -> Entry:
         return Entry(**decode_value(record[1]))
     _, uid, fields, filled = record
     entry = entry_from_fields(fields, source=source, fill_defaults=False, uid=uid)
-    object.__setattr__(entry, "filled", frozenset(filled))
+    object.__setattr__(entry, "filled", shared_names(filled))
     return entry
 
 
@@ -388,25 +389,76 @@ def _entry_record(entry: Entry, source: str) -> bytes:
                                 entry=entry.uid) from None
 
 
-def _plan_rows(plans: Sequence[Any], specials: dict[Any, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from .compile import SKIP
+class TableBuilder:
+    """Builds a compiled book's key tables as columns one entry at a time, so compiling
+    never holds a Python object per plan or hit set (they would stay in the heap)."""
 
-    def ref(r: Any) -> int:
+    def __init__(self) -> None:
+        self.specials: dict[Any, int] = {}
+        self.plans = _PlanColumns(self)
+        self.subs = _PlanColumns(self)
+        self.sub_index = array("i")
+        self.hit_offsets = array("q", [0])
+        self.hit_values = array("i")
+
+    def ref(self, r: Any) -> int:
         if type(r) is int:
-            return r
-        return -2 - specials.setdefault(r, len(specials))
+            return r                      # a vid, or SKIP (-1)
+        return -2 - self.specials.setdefault(r, len(self.specials))
 
-    rows: list[list[int]] = []
-    flags = np.zeros(len(plans), dtype=np.uint8)
-    for i, p in enumerate(plans):
-        rows.append([v for k, r in p.primary for v in (k, ref(r))])
-        rows.append([ref(r) for r in p.secondary])
-        rows.append([ref(r) for r in p.score_primary])
-        rows.append([ref(r) for r in p.score_secondary])
-        flags[i] = (1 if p.simple else 0) | (2 if p.score_simple else 0)
-    assert SKIP == -1
-    offsets, values = _csr(rows)
-    return offsets, values, flags
+    def add_plans(self, plan: Any, sub: Any) -> None:
+        """The entry's plan without and with a substitution hook (often the same object)."""
+        self.plans.add(plan)
+        if sub is plan or sub == plan:
+            self.sub_index.append(-1)
+        else:
+            self.sub_index.append(len(self.subs.flags))
+            self.subs.add(sub)
+
+    def add_hits(self, hits: frozenset[int]) -> None:
+        self.hit_values.extend(sorted(hits))
+        self.hit_offsets.append(len(self.hit_values))
+
+    def finish(self, specs: Sequence[Any], vid_entries: Sequence[Sequence[int]]
+               ) -> tuple[dict[str, np.ndarray], list[Any]]:
+        cols: dict[str, np.ndarray] = {}
+        spec_text = [sp[0].encode("utf-8", "surrogatepass") for sp in specs]
+        cols["spec_text"] = np.frombuffer(b"".join(spec_text), dtype=np.uint8)
+        spec_off = np.zeros(len(spec_text) + 1, dtype=np.int64)
+        if spec_text:
+            np.cumsum([len(t) for t in spec_text], out=spec_off[1:])
+        cols["spec_offsets"] = spec_off
+        cols["spec_flags"] = np.array([(1 if cs else 0) | (2 if b else 0) for _, cs, b in specs], dtype=np.uint8)
+        for name, pc in (("plans", self.plans), ("sub", self.subs)):
+            cols[f"{name}_offsets"] = np.array(pc.offsets, dtype=np.int64)
+            cols[f"{name}_values"] = np.array(pc.values, dtype=np.int32)
+            cols[f"{name}_flags"] = np.frombuffer(bytes(pc.flags), dtype=np.uint8)
+        cols["sub_index"] = np.array(self.sub_index, dtype=np.int32)
+        cols["vid_offsets"], cols["vid_values"] = _csr(vid_entries)
+        cols["hit_offsets"] = np.array(self.hit_offsets, dtype=np.int64)
+        cols["hit_values"] = np.array(self.hit_values, dtype=np.int32)
+        return cols, list(self.specials)
+
+
+class _PlanColumns:
+    # Per plan four rows (primary as key-index/ref pairs, secondary, score primary, score
+    # secondary) in one CSR, and a flags byte (1: simple, 2: score_simple).
+    def __init__(self, owner: TableBuilder) -> None:
+        self.ref = owner.ref
+        self.offsets = array("q", [0])
+        self.values = array("i")
+        self.flags = bytearray()
+
+    def add(self, p: Any) -> None:
+        ref, values, offsets = self.ref, self.values, self.offsets
+        for k, r in p.primary:
+            values.append(k)
+            values.append(ref(r))
+        offsets.append(len(values))
+        for row in (p.secondary, p.score_primary, p.score_secondary):
+            values.extend([ref(r) for r in row])
+            offsets.append(len(values))
+        self.flags.append((1 if p.simple else 0) | (2 if p.score_simple else 0))
 
 
 def _plan_seq(offsets: np.ndarray, values: np.ndarray, flags: np.ndarray, specials: list[Any]) -> _Lazy:
@@ -421,6 +473,41 @@ def _plan_seq(offsets: np.ndarray, values: np.ndarray, flags: np.ndarray, specia
         return EntryPlan(tuple(zip(pri[0::2], pri[1::2])), tuple(refs(j + 1)), bool(f & 1),
                          tuple(refs(j + 2)), tuple(refs(j + 3)), bool(f & 2))
     return _Lazy(len(flags), make)
+
+
+TABLE_COLUMNS = ("spec_text", "spec_offsets", "spec_flags", "plans_offsets", "plans_values", "plans_flags",
+                 "sub_index", "sub_offsets", "sub_values", "sub_flags", "vid_offsets", "vid_values",
+                 "hit_offsets", "hit_values")
+
+
+def build_columns(specs: Sequence[Any], plans: Sequence[Any], plans_sub: Sequence[Any],
+                  vid_entries: Sequence[Sequence[int]], content_hits: Sequence[frozenset[int]]
+                  ) -> tuple[dict[str, np.ndarray], list[Any]]:
+    """A compiled book's key tables as numpy columns, and its special keys (what a plan ref
+    ``-2 - i`` points at)."""
+    tb = TableBuilder()
+    for p, q in zip(plans, plans_sub):
+        tb.add_plans(p, q)
+    for h in content_hits:
+        tb.add_hits(h)
+    return tb.finish(specs, vid_entries)
+
+
+def lazy_tables(cols: dict[str, np.ndarray], specials: list[Any]) -> tuple[_Lazy, _Lazy, _Lazy, _Lazy, _Lazy]:
+    """(specs, plans, plans_sub, vid_entries, content_hits) as lazy sequences over ``cols``."""
+    spec_blob, spec_off, spec_flags = cols["spec_text"], cols["spec_offsets"], cols["spec_flags"]
+
+    def make_spec(i: int) -> tuple[str, bool, bool]:
+        f = int(spec_flags[i])
+        text = spec_blob[spec_off[i]:spec_off[i + 1]].tobytes().decode("utf-8", "surrogatepass")
+        return (text, bool(f & 1), bool(f & 2))
+    plans = _plan_seq(cols["plans_offsets"], cols["plans_values"], cols["plans_flags"], specials)
+    subs = _plan_seq(cols["sub_offsets"], cols["sub_values"], cols["sub_flags"], specials)
+    sub_index = cols["sub_index"]
+    plans_sub = _Lazy(len(sub_index), lambda i: plans[i] if sub_index[i] < 0 else subs[int(sub_index[i])])
+    return (_Lazy(len(spec_flags), make_spec), plans, plans_sub,
+            _csr_rows(cols["vid_offsets"], cols["vid_values"], tuple),
+            _csr_rows(cols["hit_offsets"], cols["hit_values"], _frozen_hits))
 
 
 def encode_compiled(cb: Any) -> bytes:
@@ -452,33 +539,12 @@ def encode_compiled(cb: Any) -> bytes:
         automaton_args = [[len(b) for b in blobs], rest]
     for i, table in enumerate(m._table_bytes):
         w.blob(f"table{i}", table)
-    spec_text = [s[0].encode("utf-8", "surrogatepass") for s in cb.specs]
-    w.blob("spec_text", b"".join(spec_text))
-    spec_off = np.zeros(len(spec_text) + 1, dtype=np.int64)
-    if spec_text:
-        np.cumsum([len(t) for t in spec_text], out=spec_off[1:])
-    w.array("spec_offsets", spec_off)
-    w.array("spec_flags", np.array([(1 if cs else 0) | (2 if b else 0) for _, cs, b in cb.specs], dtype=np.uint8))
-    specials: dict[Any, int] = {}
-    for name, plans in (("plans", cb.plans),):
-        o, v, f = _plan_rows(plans, specials)
-        w.array(f"{name}_offsets", o)
-        w.array(f"{name}_values", v)
-        w.array(f"{name}_flags", f)
-    differs = [i for i, (p, s) in enumerate(zip(cb.plans, cb.plans_sub)) if s is not p and s != p]
-    sub_index = np.full(len(entries), -1, dtype=np.int32)
-    sub_index[differs] = np.arange(len(differs), dtype=np.int32)
-    w.array("sub_index", sub_index)
-    o, v, f = _plan_rows([cb.plans_sub[i] for i in differs], specials)
-    w.array("sub_offsets", o)
-    w.array("sub_values", v)
-    w.array("sub_flags", f)
-    o, v = _csr(cb.vid_entries)
-    w.array("vid_offsets", o)
-    w.array("vid_values", v)
-    o, v = _csr([sorted(h) for h in cb.content_hits])
-    w.array("hit_offsets", o)
-    w.array("hit_values", v)
+    if cb._columns is not None:
+        cols, specials = cb._columns
+    else:
+        cols, specials = build_columns(cb.specs, cb.plans, cb.plans_sub, cb.vid_entries, cb.content_hits)
+    for name in TABLE_COLUMNS:
+        w.array(name, cols[name])
     w.array("entry_order", np.asarray(cb.entry_order, dtype=np.float64))
     w.array("entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
     o = cb.options
@@ -488,7 +554,7 @@ def encode_compiled(cb: Any) -> bytes:
             "token": m.token, "model": m.model, "n_variants": m.n_variants, "has_newline": m.has_newline,
             "n_tables": len(m._table_bytes), "automaton": automaton_args,
             "always": cb.always, "always_sub": cb.always_sub, "chunk_union_exact": cb.chunk_union_exact,
-            "macro_keys": cb.macro_keys, "specials": list(specials), "levels": cb.levels,
+            "macro_keys": cb.macro_keys, "specials": specials, "levels": cb.levels,
             "max_entry_depth": cb.max_entry_depth}
     return w.finish("CompiledBook", meta)
 
@@ -532,30 +598,18 @@ def _decode_compiled(r: _Reader) -> Any:
     tables = tuple(bytes(r.blob(f"table{i}")) for i in range(meta["n_tables"]))
     matcher = KeyMatcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
                          meta["has_newline"])
-    spec_blob = r.blob("spec_text")
-    spec_off = r.array("spec_offsets")
-    spec_flags = r.array("spec_flags")
-
-    def make_spec(i: int) -> tuple[str, bool, bool]:
-        f = int(spec_flags[i])
-        text = bytes(spec_blob[spec_off[i]:spec_off[i + 1]]).decode("utf-8", "surrogatepass")
-        return (text, bool(f & 1), bool(f & 2))
     specials = meta["specials"]
-    plans = _plan_seq(r.array("plans_offsets"), r.array("plans_values"), r.array("plans_flags"), specials)
-    subs = _plan_seq(r.array("sub_offsets"), r.array("sub_values"), r.array("sub_flags"), specials)
-    sub_index = r.array("sub_index")
-    plans_sub = _Lazy(n, lambda i: plans[i] if sub_index[i] < 0 else subs[int(sub_index[i])])
+    cols = {name: r.array(name) for name in TABLE_COLUMNS}
+    specs, plans, plans_sub, vid_entries, content_hits = lazy_tables(cols, specials)
     opts = MatchOptions(*meta["options"])
     return CompiledBook(
         book=None, load_book=load_book, name=meta["name"], entries=entries, options=opts, matcher=matcher,
-        specs=_Lazy(len(spec_flags), make_spec), plans=plans, plans_sub=plans_sub,
-        vid_entries=_csr_rows(r.array("vid_offsets"), r.array("vid_values"), tuple),
-        always=tuple(meta["always"]), always_sub=tuple(meta["always_sub"]),
-        content_hits=_csr_rows(r.array("hit_offsets"), r.array("hit_values"), _frozen_hits),
+        specs=specs, plans=plans, plans_sub=plans_sub, vid_entries=vid_entries,
+        always=tuple(meta["always"]), always_sub=tuple(meta["always_sub"]), content_hits=content_hits,
         chunk_union_exact=meta["chunk_union_exact"], macro_keys=tuple(meta["macro_keys"]),
         entry_order=r.array("entry_order"), entry_flags=r.array("entry_flags"),
         levels=tuple(meta["levels"]), max_entry_depth=meta["max_entry_depth"],
-        uids=_lazy_uids(r, n))
+        uids=_lazy_uids(r, n), columns=(cols, specials))
 
 
 def _lazy_uids(r: _Reader, n: int) -> _Lazy:
