@@ -217,10 +217,20 @@ class KeyMatcher:
 
 def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = None) -> KeyMatcher:
     """A KeyMatcher whose vid i is ``specs[i]`` (specs must be distinct)."""
+    first_vids, table_bytes, has_newline = _matcher_tables(specs)
+    words = [specs[v][0] for v in first_vids]
+    return _matcher(lambda: iter(words), len(words), table_bytes, model, len(specs), has_newline, token)
+
+
+def _matcher_tables(specs: Sequence[VariantSpec]) -> tuple[list[int], tuple[bytes, ...], bool]:
+    # Pattern ids number the distinct matched texts in first-seen order; per pattern id, the
+    # first vid with that text (to get the word back), its length and four vid columns.
     pids: dict[str, int] = {}
-    for mt, _cs, _b in specs:
+    first_vids: list[int] = []
+    for vid, (mt, _cs, _b) in enumerate(specs):
         if mt not in pids:
             pids[mt] = len(pids)
+            first_vids.append(vid)
     n = len(pids)
     lengths = [0] * n
     cols = [[SKIP] * n for _ in range(4)]      # raw_free, raw_bound, low_free, low_bound
@@ -228,10 +238,15 @@ def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = 
         pid = pids[mt]
         lengths[pid] = len(mt)
         cols[(0 if cs else 2) + (1 if bounded else 0)][pid] = vid
-    shared = _shared_automaton(list(pids)) if n else None
     table_bytes = tuple(array("i", c).tobytes() for c in [lengths] + cols)
+    return first_vids, table_bytes, any("\n" in mt for mt in pids)
+
+
+def _matcher(words: Any, n_words: int, table_bytes: tuple[bytes, ...], model: int, n_variants: int,
+             has_newline: bool, token: str | None) -> KeyMatcher:
+    shared = _shared_automaton(words) if n_words else None
     matcher = KeyMatcher(token or uuid.uuid4().hex, shared.automaton if shared else None, table_bytes, model,
-                         len(specs), any("\n" in mt for mt in pids))
+                         n_variants, has_newline)
     matcher._shared = shared
     return matcher
 
@@ -247,19 +262,24 @@ class _SharedAutomaton:
 _AUTOMATA: "weakref.WeakValueDictionary[bytes, _SharedAutomaton]" = weakref.WeakValueDictionary()
 
 
-def _shared_automaton(words: list[str]) -> _SharedAutomaton:
-    """The automaton mapping ``words[i]`` to ``i``, shared by every live matcher over the same
-    word list (an STEngine's and a SlotEngine's book usually have the same key texts, and
-    the automaton is most of a compiled book's memory). It is never changed after
-    ``make_automaton``, so sharing it across threads is safe."""
-    digest = hashlib.blake2b("\x00".join(words).encode("utf-8", "surrogatepass"), digest_size=20)
-    digest.update(len(words).to_bytes(8, "little"))
+def _shared_automaton(words: Any) -> _SharedAutomaton:
+    """The automaton mapping the i-th word of ``words()`` to ``i``, shared by every live
+    matcher over the same word list (an STEngine's and a SlotEngine's book usually have the
+    same key texts, and the automaton is most of a compiled book's memory). It is never
+    changed after ``make_automaton``, so sharing it across threads is safe."""
+    digest = hashlib.blake2b(digest_size=20)
+    count = 0
+    for word in words():
+        digest.update(word.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+        count += 1
+    digest.update(count.to_bytes(8, "little"))
     key = digest.digest()
     found = _AUTOMATA.get(key)
     if found is not None:
         return found
     automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
-    for pid, word in enumerate(words):
+    for pid, word in enumerate(words()):
         automaton.add_word(word, pid)
     automaton.make_automaton()
     shared = _AUTOMATA[key] = _SharedAutomaton(automaton)
@@ -480,11 +500,21 @@ def _compile(book: Lorebook, options: MatchOptions) -> CompiledBook:
             always_sub.append(i)
     specs = tuple(builder.vids)
     del builder
-    matcher = build_matcher(specs, word_model(options))
+    n_specs = len(specs)
+    first_vids, table_bytes, has_newline = _matcher_tables(specs)
+    spec_text, spec_offsets = tables.add_specs(specs)
+    # The planning left many small objects behind; free them before the automaton allocates
+    # its nodes, so the nodes fill their place instead of new memory.
+    del specs
+
+    def words() -> Any:
+        for v in first_vids:
+            yield spec_text[spec_offsets[v]:spec_offsets[v + 1]].tobytes().decode("utf-8", "surrogatepass")
+    matcher = _matcher(words, len(first_vids), table_bytes, word_model(options), n_specs, has_newline, None)
     scan = matcher.scan
     for entry in entries:
         tables.add_hits(scan(entry.content))
-    cols, specials = tables.finish(specs, [vid_sets.get(v, ()) for v in range(len(specs))])
+    cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
     del vid_sets
     lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials)
     return CompiledBook(

@@ -400,6 +400,7 @@ class TableBuilder:
         self.sub_index = array("i")
         self.hit_offsets = array("q", [0])
         self.hit_values = array("i")
+        self.spec_cols: dict[str, np.ndarray] = {}
 
     def ref(self, r: Any) -> int:
         if type(r) is int:
@@ -419,16 +420,24 @@ class TableBuilder:
         self.hit_values.extend(sorted(hits))
         self.hit_offsets.append(len(self.hit_values))
 
-    def finish(self, specs: Sequence[Any], vid_entries: Sequence[Sequence[int]]
-               ) -> tuple[dict[str, np.ndarray], list[Any]]:
-        cols: dict[str, np.ndarray] = {}
+    def add_specs(self, specs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """The key variants (text, case-sensitive, bounded); returns (UTF-8 text, offsets)."""
         spec_text = [sp[0].encode("utf-8", "surrogatepass") for sp in specs]
+        cols = self.spec_cols = {}
         cols["spec_text"] = np.frombuffer(b"".join(spec_text), dtype=np.uint8)
         spec_off = np.zeros(len(spec_text) + 1, dtype=np.int64)
         if spec_text:
             np.cumsum([len(t) for t in spec_text], out=spec_off[1:])
         cols["spec_offsets"] = spec_off
         cols["spec_flags"] = np.array([(1 if cs else 0) | (2 if b else 0) for _, cs, b in specs], dtype=np.uint8)
+        return cols["spec_text"], spec_off
+
+    def finish(self, specs: Sequence[Any] | None, vid_entries: Sequence[Sequence[int]]
+               ) -> tuple[dict[str, np.ndarray], list[Any]]:
+        """The columns (``specs``: None when given to :meth:`add_specs` already)."""
+        if specs is not None:
+            self.add_specs(specs)
+        cols: dict[str, np.ndarray] = dict(self.spec_cols)
         for name, pc in (("plans", self.plans), ("sub", self.subs)):
             cols[f"{name}_offsets"] = np.array(pc.offsets, dtype=np.int64)
             cols[f"{name}_values"] = np.array(pc.values, dtype=np.int32)
