@@ -267,3 +267,35 @@ def test_the_compile_command_writes_a_file_the_engine_loads(tmp_path, capsys):
     assert loaded.options == MatchOptions.improved(match_whole_words=True)
     assert cli_main(["compile", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+def test_a_registered_type_inside_a_special_key_round_trips():
+    import re as _re
+    from lorescan.lsc import register_value_type
+    register_value_type(_re.Pattern, "test-re", lambda p: (p.pattern, p.flags), lambda t: _re.compile(*t))
+    value = ("re", _re.compile("a+b", _re.I), 3)
+    back = decode_value(json.loads(json.dumps(encode_value(value))))
+    assert back == value
+
+
+def test_an_array_of_an_unsupported_type_is_refused(tmp_path, good_bytes):
+    header_len = struct.unpack_from("<I", good_bytes, len(MAGIC) + 4)[0]
+    start = struct.calcsize("<8sIII")
+    header = good_bytes[start:start + header_len].replace(b'"<i8"', b'"|O8"', 1)
+    import zlib
+    data = bytearray(good_bytes)
+    data[start:start + header_len] = header
+    struct.pack_into("<I", data, len(MAGIC) + 8, zlib.crc32(header))
+    with pytest.raises(CompiledFormError, match="unsupported type"):
+        _load_bytes(tmp_path, bytes(data))
+
+
+def test_pickling_a_loaded_book_copies_its_entries_without_building_them(tmp_path):
+    fresh = compile_book(SYNTHETIC)
+    save_compiled(fresh, tmp_path / "s.lsc")
+    loaded = load_compiled(tmp_path / "s.lsc")
+    again = pickle.loads(pickle.dumps(loaded))
+    assert all(item is None for item in loaded.entries._items)
+    _assert_same_entries(fresh, again)
+    _assert_same_tables(fresh, again)
+    assert again.book.entries == tuple(again.entries)

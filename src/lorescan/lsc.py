@@ -22,10 +22,20 @@ all of it before decoding anything and raises :class:`CompiledFormError` (a
 ``LorebookError`` naming the file) for a truncated, foreign, stale or corrupted file.
 Nothing in the file is unpickled, so a hostile file cannot run code.
 
-Adding a column: in :func:`encode_compiled` put it with ``w.array(name, ndarray)`` (or
-``w.value(name, small_python_value)``); in :func:`_decode_compiled` read it with
-``r.array(name)`` / ``r.value(name)`` and pass it to ``CompiledBook``. A reader must also
-accept files written before the column existed, or ``FORMAT_VERSION`` goes up.
+Adding data to the compiled form:
+
+- a per-key or per-entry array computed by ``compile_book``: put it (a numpy array of
+  uint8, int32, int64 or float64) into the ``cols`` dict that ``TableBuilder.finish``
+  returns, under a new name. Every ``cols`` entry is written as section ``col:<name>`` and
+  comes back, memory-mapped, in ``cols`` on load; to expose it, add a ``CompiledBook``
+  slot and pass ``cols[name]`` to it in ``_compile`` and in :func:`_decode_compiled`.
+- a small value (a flag, a short tuple): add it to ``meta`` in :func:`encode_compiled`
+  and read ``meta[name]`` in :func:`_decode_compiled`.
+- a Python object inside a special key (a compiled regex, say): teach the encoder its
+  type once with :func:`register_value_type`.
+
+A reader must accept files written before the addition (``meta.get``, a missing column),
+or ``FORMAT_VERSION`` goes up.
 """
 from __future__ import annotations
 
@@ -47,12 +57,13 @@ from .errors import LorebookError
 from .model import Entry, FrozenMap, Lorebook, MatchOptions, entry_from_fields, shared_names
 
 __all__ = ["CompiledFormError", "FORMAT_VERSION", "MAGIC", "encode_compiled", "restore_compiled",
-           "save_compiled", "load_compiled", "encode_value", "decode_value"]
+           "save_compiled", "load_compiled", "encode_value", "decode_value", "register_value_type"]
 
 MAGIC = b"LORESCN\x00"
 FORMAT_VERSION = 1
 _PRE = struct.Struct("<8sIII")        # magic, format version, header length, header CRC-32
 _ALIGN = 64
+_DTYPES = frozenset({"|u1", "<i4", "<i8", "<f8"})      # what the arrays of a compiled form may hold
 
 
 class CompiledFormError(LorebookError):
@@ -119,7 +130,24 @@ def encode_value(value: Any) -> Any:
     from .formats._mapping import Origin
     if t is Origin:
         return {"\x00o": {f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+    extra = _VALUE_TYPES.get(t)
+    if extra is not None:
+        return {"\x00x": [extra[0], encode_value(extra[1](value))]}
     raise TypeError(f"cannot store a {t.__module__}.{t.__qualname__} in a compiled form")
+
+
+_VALUE_TYPES: dict[type, tuple[str, Callable[[Any], Any], Callable[[Any], Any]]] = {}
+_VALUE_TAGS: dict[str, Callable[[Any], Any]] = {}
+
+
+def register_value_type(cls: type, tag: str, encode: Callable[[Any], Any], decode: Callable[[Any], Any]) -> None:
+    """Let :func:`encode_value` store instances of ``cls``: ``encode(obj)`` gives a value it
+    can already store, ``decode(that)`` the object again; ``tag`` names the type in files
+    (never reuse a tag for another meaning). For example, a compiled regex kept in a
+    special key: ``register_value_type(JsRegex, "jsregex", lambda r: (r.source, r.flags),
+    lambda t: compile_js_regex(*t))``."""
+    _VALUE_TYPES[cls] = (tag, encode, decode)
+    _VALUE_TAGS[tag] = decode
 
 
 def decode_value(data: Any) -> Any:
@@ -145,6 +173,11 @@ def decode_value(data: Any) -> Any:
             if k == "\x00o":
                 from .formats._mapping import Origin
                 return Origin(**{name: decode_value(x) for name, x in v.items()})
+            if k == "\x00x":
+                decode = _VALUE_TAGS.get(v[0])
+                if decode is None:
+                    raise ValueError(f"unknown stored type {v[0]!r}")
+                return decode(decode_value(v[1]))
             raise ValueError(f"unknown tag {k!r}")
     return {k: decode_value(v) for k, v in data.items()}
 
@@ -251,6 +284,8 @@ class _Reader:
     def array(self, name: str) -> np.ndarray:
         raw = self._raw(name)
         _kind, dtype, shape, _off, _n = self.sections[name]
+        if dtype not in _DTYPES:
+            self.fail(f"section {name!r} has an unsupported type {dtype!r}")
         arr = np.frombuffer(raw, dtype=np.dtype(dtype))
         return arr.reshape(shape)
 
@@ -523,22 +558,31 @@ def encode_compiled(cb: Any) -> bytes:
     """The compact form of a CompiledBook (what pickling and ``.lsc`` files hold)."""
     from .compile import KeyMatcher  # noqa: F401  (cb is a CompiledBook)
     w = _Writer()
-    source = cb.book.source
-    book = cb.book
-    entries = cb.entries
-    records = [_entry_record(e, source) for e in entries]
-    offsets = np.zeros(len(records) + 1, dtype=np.int64)
-    if records:
-        np.cumsum([len(r) for r in records], out=offsets[1:])
-    w.blob("entries", b"".join(records))
-    w.array("entry_offsets", offsets)
-    try:
-        w.value("book", {"fields": book.fields, "entry_keys": book.entry_keys, "format": book.format,
-                         "origin": book.origin})
-    except TypeError as exc:
-        raise CompiledFormError(f"cannot store the book's format data in a compiled form: {exc}",
-                                source=source, field="origin") from None
-    w.value("uids", list(cb.uids))
+    loaded = getattr(cb._load_book, "reader", None) if cb._book is None else None
+    if loaded is not None:
+        # A loaded book whose entries were never all built: copy its sections as they are.
+        source = loaded.meta["source"]
+        for name in ("entries", "book", "uids"):
+            w.blob(name, loaded.blob(name))
+        w.array("entry_offsets", loaded.array("entry_offsets"))
+        n_entries = loaded.meta["n_entries"]
+    else:
+        book = cb.book
+        source = book.source
+        records = [_entry_record(e, source) for e in cb.entries]
+        n_entries = len(records)
+        offsets = np.zeros(len(records) + 1, dtype=np.int64)
+        if records:
+            np.cumsum([len(r) for r in records], out=offsets[1:])
+        w.blob("entries", b"".join(records))
+        w.array("entry_offsets", offsets)
+        try:
+            w.value("book", {"fields": book.fields, "entry_keys": book.entry_keys, "format": book.format,
+                             "origin": book.origin})
+        except TypeError as exc:
+            raise CompiledFormError(f"cannot store the book's format data in a compiled form: {exc}",
+                                    source=source, field="origin") from None
+        w.value("uids", list(cb.uids))
     m = cb.matcher
     automaton_args = None
     if m.automaton is not None:
@@ -552,12 +596,12 @@ def encode_compiled(cb: Any) -> bytes:
         cols, specials = cb._columns
     else:
         cols, specials = build_columns(cb.specs, cb.plans, cb.plans_sub, cb.vid_entries, cb.content_hits)
-    for name in TABLE_COLUMNS:
-        w.array(name, cols[name])
+    for name, column in cols.items():
+        w.array(f"col:{name}", column)
     w.array("entry_order", np.asarray(cb.entry_order, dtype=np.float64))
     w.array("entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
     o = cb.options
-    meta = {"name": cb.name, "source": source, "n_entries": len(entries),
+    meta = {"name": cb.name, "source": source, "n_entries": n_entries,
             "options": [o.case_sensitive, o.match_whole_words, o.word_chars, o.nospace_scripts, o.multiword,
                         o.blank_keys],
             "token": m.token, "model": m.model, "n_variants": m.n_variants, "has_newline": m.has_newline,
@@ -589,6 +633,7 @@ def _decode_compiled(r: _Reader) -> Any:
         return Lorebook(name=meta["name"], entries=tuple(entries), fields=b["fields"],
                         entry_keys=tuple(b["entry_keys"]), source=source, format=b["format"],
                         origin=b["origin"])
+    load_book.reader = r          # type: ignore[attr-defined]  (encode_compiled copies from it)
 
     automaton = None
     if meta["automaton"] is not None:
@@ -608,7 +653,10 @@ def _decode_compiled(r: _Reader) -> Any:
     matcher = KeyMatcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
                          meta["has_newline"])
     specials = meta["specials"]
-    cols = {name: r.array(name) for name in TABLE_COLUMNS}
+    cols = {name[4:]: r.array(name) for name in r.sections if name.startswith("col:")}
+    missing = [name for name in TABLE_COLUMNS if name not in cols]
+    if missing:
+        r.fail(f"missing column(s) {', '.join(missing)}")
     specs, plans, plans_sub, vid_entries, content_hits = lazy_tables(cols, specials)
     opts = MatchOptions(*meta["options"])
     return CompiledBook(
