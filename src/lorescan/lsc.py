@@ -46,6 +46,7 @@ import math
 import mmap
 import os
 import struct
+import sys
 import zlib
 from array import array
 from typing import Any, Callable, Iterator, Sequence
@@ -101,39 +102,65 @@ def _pyproject_version() -> str:
 _TAG = "\x00"      # tagged objects are one-key dicts whose key starts with NUL
 
 
-def encode_value(value: Any) -> Any:
+def encode_value(value: Any, *, known: dict[int, int] | None = None) -> Any:
     """``value`` as plain JSON data that :func:`decode_value` turns back into an equal value
-    of the same types (tuples, frozensets, bytes, FrozenMap, dicts with any keys, Origin).
+    of the same types (tuples, frozensets, bytes, FrozenMap, dicts with any keys, Origin),
+    with the same sharing: a dict or list met twice is stored once and comes back as one
+    object. ``known`` maps ``id(mapping)`` to an entry index for entry ``fields`` stored
+    elsewhere (decoded through ``entry_fields``).
 
     Raises TypeError for a type it does not know.
     """
-    t = type(value)
-    if value is None or t is bool or t is int or t is str:
-        return value
-    if t is float:
-        return value
-    if t is list:
-        return [encode_value(v) for v in value]
-    if t is tuple:
-        return {"\x00t": [encode_value(v) for v in value]}
-    if t is dict or t is FrozenMap:
-        plain = all(type(k) is str for k in value) and not (len(value) == 1 and next(iter(value)).startswith(_TAG))
-        if plain:
-            body: Any = {k: encode_value(v) for k, v in value.items()}
-        else:
-            body = {"\x00d": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
-        return {"\x00m": body} if t is FrozenMap else body
-    if t is frozenset:
-        return {"\x00s": [encode_value(v) for v in value]}
-    if t is bytes:
-        return {"\x00b": base64.b64encode(value).decode("ascii")}
-    from .formats._mapping import Origin
-    if t is Origin:
-        return {"\x00o": {f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value)}}
-    extra = _VALUE_TYPES.get(t)
-    if extra is not None:
-        return {"\x00x": [extra[0], encode_value(extra[1](value))]}
-    raise TypeError(f"cannot store a {t.__module__}.{t.__qualname__} in a compiled form")
+    return _Encoder(known or {}).run(value)
+
+
+class _Encoder:
+    def __init__(self, known: dict[int, int]) -> None:
+        self.known = known
+        self.seen: dict[int, tuple[int, Any]] = {}     # id -> (pre-order number, the object)
+
+    def share(self, value: Any) -> Any:
+        # None: first time (numbered now); else the reference to store instead.
+        if id(value) in self.known:
+            return {"\x00e": self.known[id(value)]}
+        got = self.seen.get(id(value))
+        if got is not None:
+            return {"\x00r": got[0]}
+        self.seen[id(value)] = (len(self.seen), value)
+        return None
+
+    def run(self, value: Any) -> Any:
+        t = type(value)
+        if value is None or t is bool or t is int or t is str or t is float:
+            return value
+        run = self.run
+        if t is list:
+            ref = self.share(value)
+            return ref if ref is not None else [run(v) for v in value]
+        if t is tuple:
+            return {"\x00t": [run(v) for v in value]}
+        if t is dict or t is FrozenMap:
+            ref = self.share(value)
+            if ref is not None:
+                return ref
+            plain = all(type(k) is str for k in value) and not (
+                len(value) == 1 and next(iter(value)).startswith(_TAG))
+            if plain:
+                body: Any = {k: run(v) for k, v in value.items()}
+            else:
+                body = {"\x00d": [[run(k), run(v)] for k, v in value.items()]}
+            return {"\x00m": body} if t is FrozenMap else body
+        if t is frozenset:
+            return {"\x00s": [run(v) for v in value]}
+        if t is bytes:
+            return {"\x00b": base64.b64encode(value).decode("ascii")}
+        from .formats._mapping import Origin
+        if t is Origin:
+            return {"\x00o": {f.name: run(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+        extra = _VALUE_TYPES.get(t)
+        if extra is not None:
+            return {"\x00x": [extra[0], run(extra[1](value))]}
+        raise TypeError(f"cannot store a {t.__module__}.{t.__qualname__} in a compiled form")
 
 
 _VALUE_TYPES: dict[type, tuple[str, Callable[[Any], Any], Callable[[Any], Any]]] = {}
@@ -150,36 +177,75 @@ def register_value_type(cls: type, tag: str, encode: Callable[[Any], Any], decod
     _VALUE_TAGS[tag] = decode
 
 
-def decode_value(data: Any) -> Any:
-    """The value :func:`encode_value` encoded."""
-    t = type(data)
-    if t is list:
-        return [decode_value(v) for v in data]
-    if t is not dict:
-        return data
-    if len(data) == 1:
-        (k, v), = data.items()
-        if k.startswith(_TAG):
-            if k == "\x00t":
-                return tuple(decode_value(x) for x in v)
-            if k == "\x00d":
-                return {decode_value(a): decode_value(b) for a, b in v}
-            if k == "\x00m":
-                return FrozenMap(decode_value(v))
-            if k == "\x00s":
-                return frozenset(decode_value(x) for x in v)
-            if k == "\x00b":
-                return base64.b64decode(v)
-            if k == "\x00o":
-                from .formats._mapping import Origin
-                return Origin(**{name: decode_value(x) for name, x in v.items()})
-            if k == "\x00x":
-                decode = _VALUE_TAGS.get(v[0])
-                if decode is None:
-                    raise ValueError(f"unknown stored type {v[0]!r}")
-                return decode(decode_value(v[1]))
-            raise ValueError(f"unknown tag {k!r}")
-    return {k: decode_value(v) for k, v in data.items()}
+def decode_value(data: Any, *, entry_fields: Callable[[int], Any] | None = None) -> Any:
+    """The value :func:`encode_value` encoded (``entry_fields(i)``: entry i's fields)."""
+    return _Decoder(entry_fields).run(data)
+
+
+class _Decoder:
+    def __init__(self, entry_fields: Callable[[int], Any] | None) -> None:
+        self.entry_fields = entry_fields
+        self.objects: list[Any] = []          # shared containers by pre-order number
+
+    def reserve(self) -> int:
+        self.objects.append(None)
+        return len(self.objects) - 1
+
+    def run(self, data: Any) -> Any:
+        t = type(data)
+        run = self.run
+        if t is list:
+            out: list[Any] = []
+            self.objects.append(out)
+            out.extend(run(v) for v in data)
+            return out
+        if t is not dict:
+            return data
+        if len(data) == 1:
+            (k, v), = data.items()
+            if k.startswith(_TAG):
+                if k == "\x00t":
+                    return tuple(run(x) for x in v)
+                if k == "\x00r":
+                    return self.objects[v]
+                if k == "\x00e":
+                    if self.entry_fields is None:
+                        raise ValueError("a reference to entry fields outside a compiled book")
+                    return self.entry_fields(v)
+                if k == "\x00d":
+                    slot = self.reserve()
+                    made = self.objects[slot] = {}
+                    for a, b in v:
+                        made[run(a)] = run(b)
+                    return made
+                if k == "\x00m":
+                    slot = self.reserve()
+                    made = self.objects[slot] = FrozenMap(self.body(v))
+                    return made
+                if k == "\x00s":
+                    return frozenset(run(x) for x in v)
+                if k == "\x00b":
+                    return base64.b64decode(v)
+                if k == "\x00o":
+                    from .formats._mapping import Origin
+                    return Origin(**{name: run(x) for name, x in v.items()})
+                if k == "\x00x":
+                    decode = _VALUE_TAGS.get(v[0])
+                    if decode is None:
+                        raise ValueError(f"unknown stored type {v[0]!r}")
+                    return decode(run(v[1]))
+                raise ValueError(f"unknown tag {k!r}")
+        made_dict: dict[Any, Any] = {}
+        self.objects.append(made_dict)
+        for key, value in data.items():
+            made_dict[key] = run(value)
+        return made_dict
+
+    def body(self, data: dict[str, Any]) -> dict[Any, Any]:
+        # A FrozenMap's body: numbered with the FrozenMap, not on its own.
+        if len(data) == 1 and next(iter(data)) == "\x00d":
+            return {self.run(a): self.run(b) for a, b in data["\x00d"]}
+        return {key: self.run(value) for key, value in data.items()}
 
 
 def _dumps(value: Any) -> bytes:
@@ -216,8 +282,8 @@ class _Writer:
     def blob(self, name: str, data: bytes) -> None:
         self._add(name, "blob", "", (), bytes(data))
 
-    def value(self, name: str, value: Any) -> None:
-        self._add(name, "value", "", (), _dumps(encode_value(value)))
+    def value(self, name: str, value: Any, *, known: dict[int, int] | None = None) -> None:
+        self._add(name, "value", "", (), _dumps(encode_value(value, known=known)))
 
     def finish(self, kind: str, meta: Any) -> bytes:
         payload = b"".join(self.parts)
@@ -292,8 +358,8 @@ class _Reader:
     def blob(self, name: str) -> memoryview:
         return self._raw(name)
 
-    def value(self, name: str) -> Any:
-        return decode_value(_loads(self._raw(name)))
+    def value(self, name: str, *, entry_fields: Callable[[int], Any] | None = None) -> Any:
+        return decode_value(_loads(self._raw(name)), entry_fields=entry_fields)
 
 
 # -- lazy sequences ----------------------------------------------------------------------------
@@ -384,6 +450,8 @@ def _entry_from_record(record: list[Any], source: str) -> Entry:
     if record[0] == "a":                  # every attribute stored as is
         return Entry(**decode_value(record[1]))
     _, uid, fields, filled = record
+    # Field names are shared by every entry; each json.loads call would make its own copies.
+    fields = {sys.intern(k): v for k, v in fields.items()}
     entry = entry_from_fields(fields, source=source, fill_defaults=False, uid=uid)
     object.__setattr__(entry, "filled", shared_names(filled))
     return entry
@@ -576,9 +644,10 @@ def encode_compiled(cb: Any) -> bytes:
             np.cumsum([len(r) for r in records], out=offsets[1:])
         w.blob("entries", b"".join(records))
         w.array("entry_offsets", offsets)
+        known = {id(e.fields): i for i, e in enumerate(cb.entries)}
         try:
             w.value("book", {"fields": book.fields, "entry_keys": book.entry_keys, "format": book.format,
-                             "origin": book.origin})
+                             "origin": book.origin}, known=known)
         except TypeError as exc:
             raise CompiledFormError(f"cannot store the book's format data in a compiled form: {exc}",
                                     source=source, field="origin") from None
@@ -629,7 +698,7 @@ def _decode_compiled(r: _Reader) -> Any:
     entries = _Lazy(n, make_entry)
 
     def load_book() -> Lorebook:
-        b = r.value("book")
+        b = r.value("book", entry_fields=lambda i: entries[i].fields)
         return Lorebook(name=meta["name"], entries=tuple(entries), fields=b["fields"],
                         entry_keys=tuple(b["entry_keys"]), source=source, format=b["format"],
                         origin=b["origin"])
