@@ -137,7 +137,7 @@ def _slot_results(engine: SlotEngine, chats) -> list:
     return out
 
 
-@pytest.mark.parametrize("path", BOOKS[::3] + [None], ids=[p.name for p in BOOKS[::3]] + ["synthetic"])
+@pytest.mark.parametrize("path", BOOKS + [None], ids=[p.name for p in BOOKS] + ["synthetic"])
 def test_a_pickled_slot_engine_and_a_book_from_lsc_run_as_the_fresh_one(path, tmp_path):
     book = SYNTHETIC if path is None else load(path)
     chats = _chats(book, n=4)
