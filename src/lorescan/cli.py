@@ -28,7 +28,11 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     from .model import Compat
     options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,
                                                    match_whole_words=args.whole_words)
-    save_compiled(compile_book(load(args.book), options), args.output)
+    compiled = compile_book(load(args.book), options)
+    try:
+        save_compiled(compiled, args.output)
+    except OSError as exc:
+        raise LorebookError(f"cannot write: {exc.strerror or exc}", source=args.output) from exc
     return 0
 
 

@@ -763,9 +763,14 @@ def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:
     """Write ``compiled`` (a CompiledBook) to ``path`` in the ``.lsc`` format."""
     data = encode_compiled(compiled)
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)          # readers never see a half-written file
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def load_compiled(path: str | os.PathLike[str]) -> Any:
