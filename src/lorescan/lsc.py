@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gc
 import json
 import math
 import mmap
@@ -750,13 +751,20 @@ def _lazy_uids(r: _Reader, n: int) -> _Lazy:
 
 def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> Any:
     """A CompiledBook from :func:`encode_compiled` bytes (what unpickling calls)."""
-    r = _Reader(data, source)
+    # Loading makes a few hundred objects and no cycles: a collection of the caller's heap
+    # falling due here would cost more than the load (a second at 100k entries).
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
+        r = _Reader(data, source)
         return _decode_compiled(r)
     except LorebookError:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise CompiledFormError(f"unreadable compiled form ({type(exc).__name__}: {exc})", source=source) from None
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:
