@@ -301,3 +301,12 @@ def test_pickling_a_loaded_book_copies_its_entries_without_building_them(tmp_pat
     _assert_same_entries(fresh, again)
     _assert_same_tables(fresh, again)
     assert again.book.entries == tuple(again.entries)
+
+
+def test_compile_caps_entry_depths_as_the_scan_does():
+    from lorescan.compile import MAX_SCAN_DEPTH as compile_cap
+    from lorescan.matching import MAX_SCAN_DEPTH as scan_cap
+    assert compile_cap == scan_cap
+    book = book_from_entries("b", [{"uid": 0, "key": ["a"], "scanDepth": 5000}, {"uid": 1, "key": ["b"],
+                                                                                  "scanDepth": 2.5}])
+    assert compile_book(book).max_entry_depth == scan_cap
