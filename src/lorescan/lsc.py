@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import gc
 import json
 import math
@@ -72,6 +73,7 @@ class CompiledFormError(LorebookError):
     """A compiled form (``.lsc`` file or pickled book) that cannot be read."""
 
 
+@functools.lru_cache(maxsize=1)
 def lorescan_version() -> str:
     """The running lorescan's version (written into every compiled form)."""
     try:
