@@ -8,6 +8,7 @@ from .compile import CompiledBook, compile_book
 from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
 from .formats import convert, load
 from .hitcache import ChatScan
+from .lsc import load_compiled, save_compiled
 from .model import Compat, Entry, Lorebook, MatchOptions, STSettings
 from .scan import BookSource, Character, ChatMessage, Diagnostic, EntryId, STEngine, STResult
 from .slot import BookSettings, SlotBook, SlotEngine, SlotResult
@@ -20,7 +21,7 @@ __all__ = [
     "EntryId", "TimedEffects", "Compat",
     "SlotEngine", "SlotResult", "SlotBook", "BookSettings",
     "load", "convert", "Entry", "Lorebook",
-    "compile_book", "CompiledBook", "MatchOptions", "ChatScan",
+    "compile_book", "CompiledBook", "MatchOptions", "ChatScan", "load_compiled", "save_compiled",
     "TiktokenCounter", "IncrementalCount", "count_words",
     "LorebookError", "FormatError", "SettingsError", "RegexKeyError",
 ]
