@@ -310,3 +310,52 @@ def test_compile_caps_entry_depths_as_the_scan_does():
     book = book_from_entries("b", [{"uid": 0, "key": ["a"], "scanDepth": 5000}, {"uid": 1, "key": ["b"],
                                                                                   "scanDepth": 2.5}])
     assert compile_book(book).max_entry_depth == scan_cap
+
+
+def _regex_book() -> Lorebook:
+    return book_from_entries("regexes", [
+        {"uid": 0, "key": ["/(a+)+$/", "/\\bcat\\b/i"], "content": "zero"},
+        {"uid": 1, "key": ["/^dragon/m", "/\\bcat\\b/i"], "content": "one"},
+        {"uid": 2, "key": ["/fire.*ice/s", "plain"], "keysecondary": ["/(x|xx)+y/"], "content": "two"},
+    ])
+
+
+@pytest.mark.parametrize("how", ["pickle", "lsc"])
+def test_compiled_regexes_survive_the_compact_form(how, tmp_path):
+    fresh = compile_book(_regex_book())
+    if how == "pickle":
+        loaded = pickle.loads(pickle.dumps(fresh))
+    else:
+        save_compiled(fresh, tmp_path / "r.lsc")
+        loaded = load_compiled(tmp_path / "r.lsc")
+    assert [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in loaded.regexes] == \
+        [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in fresh.regexes]
+    assert len(fresh.regexes) == 5 and fresh.regex_hazards and fresh.regex_line_local
+    assert loaded.regex_hazards == fresh.regex_hazards
+    assert loaded.regex_line_local == fresh.regex_line_local
+    assert loaded.regex_lits == fresh.regex_lits
+    # every regex special key of a loaded plan holds the book's own JSRegex for its rid
+    refs = [r for p in loaded.plans for r in [r for _, r in p.primary] + list(p.secondary)
+            if type(r) is tuple and r[0] == "re"]
+    assert refs and all(loaded.regexes[r[2]] is r[1] for r in refs)
+    assert pickle.loads(pickle.dumps(loaded)).regex_hazards == fresh.regex_hazards
+
+
+def test_a_loaded_book_translates_each_regex_once(tmp_path, monkeypatch):
+    from lorescan import jsregex
+    save_compiled(compile_book(_regex_book()), tmp_path / "r.lsc")
+    calls = []
+    real = jsregex._compile_translated
+    monkeypatch.setattr(jsregex, "_compile_translated", lambda p, f: calls.append((p, f)) or real(p, f))
+    loaded = load_compiled(tmp_path / "r.lsc")
+    assert calls == []                       # loading does no regex work
+    engine = STEngine([BookSource(loaded, ("global",))], STSettings(scan_depth=4), random=_half)
+    chats = [[ChatMessage("User", text, is_user=True)] for text in
+             ("a cat and fire then ice", "dragon here", "xxy plain", "CAT", "aaaa")]
+    first = [engine.scan(chat, max_context=10_000).to_json() for chat in chats]
+    translated = sorted(calls)
+    assert translated and len(translated) == len(set(translated)) <= 5
+    again = [engine.scan(chat, max_context=10_000).to_json() for chat in chats]
+    assert sorted(calls) == translated and again == first
+    fresh = STEngine([BookSource(_regex_book(), ("global",))], STSettings(scan_depth=4), random=_half)
+    assert [fresh.scan(chat, max_context=10_000).to_json() for chat in chats] == first

@@ -63,7 +63,7 @@ __all__ = ["CompiledFormError", "FORMAT_VERSION", "MAGIC", "encode_compiled", "r
            "save_compiled", "load_compiled", "encode_value", "decode_value", "register_value_type"]
 
 MAGIC = b"LORESCN\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2          # 2: regex special keys hold a rid into meta["regexes"]
 _PRE = struct.Struct("<8sIII")        # magic, format version, header length, header CRC-32
 _ALIGN = 64
 _DTYPES = frozenset({"|u1", "<i4", "<i8", "<f8"})      # what the arrays of a compiled form may hold
@@ -672,6 +672,10 @@ def encode_compiled(cb: Any) -> bytes:
         w.array(f"col:{name}", column)
     w.array("entry_order", np.asarray(cb.entry_order, dtype=np.float64))
     w.array("entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
+    # A regex special key holds its JSRegex; the file holds its rid instead and the regexes
+    # once each, so a loaded book shares one JSRegex per rid like a compiled one.
+    specials = [("re", None) + s[2:] if s[0] == "re" else s for s in specials]
+    regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard] for rx in cb.regexes]
     o = cb.options
     meta = {"name": cb.name, "source": source, "n_entries": n_entries,
             "options": [o.case_sensitive, o.match_whole_words, o.word_chars, o.nospace_scripts, o.multiword,
@@ -680,12 +684,14 @@ def encode_compiled(cb: Any) -> bytes:
             "n_tables": len(m._table_bytes), "automaton": automaton_args,
             "always": cb.always, "always_sub": cb.always_sub, "chunk_union_exact": cb.chunk_union_exact,
             "macro_keys": cb.macro_keys, "specials": specials, "levels": cb.levels,
-            "max_entry_depth": cb.max_entry_depth}
+            "max_entry_depth": cb.max_entry_depth, "regexes": regexes, "regex_lits": cb.regex_lits,
+            "regex_hazards": cb.regex_hazards, "regex_line_local": cb.regex_line_local}
     return w.finish("CompiledBook", meta)
 
 
 def _decode_compiled(r: _Reader) -> Any:
     from .compile import CompiledBook, KeyMatcher
+    from .jsregex import JSRegex
     if r.kind != "CompiledBook":
         r.fail(f"holds a {r.kind!r}, not a compiled book")
     meta = r.meta
@@ -724,7 +730,11 @@ def _decode_compiled(r: _Reader) -> Any:
     tables = tuple(bytes(r.blob(f"table{i}")) for i in range(meta["n_tables"]))
     matcher = KeyMatcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
                          meta["has_newline"])
-    specials = meta["specials"]
+    # The regexes are translated on their first search (JSRegex compiles itself once and
+    # keeps the result): a load does no regex work, a scan never translates again.
+    regexes = tuple(JSRegex(source, flags, None, line_local, hazard)
+                    for source, flags, line_local, hazard in meta["regexes"])
+    specials = [s[:1] + (regexes[s[2]],) + s[2:] if s[0] == "re" else s for s in meta["specials"]]
     cols = {name[4:]: r.array(name) for name in r.sections if name.startswith("col:")}
     missing = [name for name in TABLE_COLUMNS if name not in cols]
     if missing:
@@ -738,6 +748,8 @@ def _decode_compiled(r: _Reader) -> Any:
         chunk_union_exact=meta["chunk_union_exact"], macro_keys=tuple(meta["macro_keys"]),
         entry_order=r.array("entry_order"), entry_flags=r.array("entry_flags"),
         levels=tuple(meta["levels"]), max_entry_depth=meta["max_entry_depth"],
+        regexes=regexes, regex_lits=tuple(meta["regex_lits"]), regex_hazards=tuple(meta["regex_hazards"]),
+        regex_line_local=tuple(meta["regex_line_local"]),
         uids=_lazy_uids(r, n), columns=(cols, specials))
 
 
