@@ -286,9 +286,10 @@ class _KeyIndex:
         return self._slots[self._index[key]]
 
 
-def _restore_engine(sources, settings, compat, count_tokens, substitute, random, post_process, regex_timeout):
+def _restore_engine(sources, settings, compat, count_tokens, substitute, random, post_process, regex_timeout,
+                    limits=DEFAULT_LIMITS):
     return STEngine(sources, settings, compat=compat, count_tokens=count_tokens, substitute=substitute,
-                    random=random, post_process=post_process, regex_timeout=regex_timeout)
+                    random=random, post_process=post_process, regex_timeout=regex_timeout, limits=limits)
 
 
 class STEngine:
@@ -414,7 +415,7 @@ class STEngine:
         # Rebuilt by the constructor from the compiled books (which pickle in their compact
         # form); per-engine caches start empty.
         return (_restore_engine, (self._sources, self.settings, self.compat, self.count_tokens, self.substitute,
-                                  self.random, self.post_process, self.regex_timeout))
+                                  self.random, self.post_process, self.regex_timeout, self.limits))
 
     # -- set-up ------------------------------------------------------------------------
     @staticmethod
