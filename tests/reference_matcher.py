@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from lorescan.matching import EntryMatch, MAX_SCAN_DEPTH, Window
+from lorescan.matching import EntryMatch, MAX_SCAN_DEPTH, Window, WindowTexts
 from lorescan.model import Entry, MatchOptions
 import unicodedata
 
@@ -117,6 +117,10 @@ class ReferenceScanView:
         if window.recursion:
             out.extend(self.chunks[:window.recursion])
         return out
+
+    def snapshot(self) -> WindowTexts:
+        """The texts as plain data, for explanations (what the engine asks at the end of a turn)."""
+        return WindowTexts(tuple(self.segments), self.sources, self.injects, tuple(self.chunks))
 
     def haystack(self, window: Window) -> str:
         """SPEC 4.2, step by step, as one string."""
