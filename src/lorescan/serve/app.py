@@ -310,8 +310,7 @@ class Runtime:
             self._after_chat(cache, h0, m0)
         out = result.to_json()
         out["budget"] = result.budget
-        notes = getattr(getattr(result._explain, "__self__", None), "notes", None) or {}
-        timeouts = sum(1 for d in notes.values() if "timed out" in d.detail)
+        timeouts = len(result.regex_cutoffs)       # regex keys cut off by the scan's regex time budget
         if req.explain:
             out["diagnostics"] = [{"world": d.entry.world, "uid": d.entry.uid, "outcome": d.outcome,
                                    "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key,
@@ -360,7 +359,7 @@ class Runtime:
             raise _input_error(exc) from None
         finally:
             self._after_chat(cache, h0, m0)
-        timeouts = sum(1 for r in result.log if "timed out" in r.reason)
+        timeouts = len(result.regex_cutoffs)
         if timeouts:
             self.metrics.inc("lorescan_regex_timeouts_total", timeouts)
         return msgspec.json.encode({
