@@ -209,7 +209,7 @@ class KeyMatcher:
         self.scan_raw = has[1] or has[2]
         self.scan_lower = has[3] or has[4]
         self._hits = _kernels.hits
-        self._shared = None
+        self._shared: _SharedAutomaton | None = None
 
     def __reduce__(self):
         return (KeyMatcher, (self.token, self.automaton, self._table_bytes, self.model, self.n_variants,
@@ -339,6 +339,32 @@ class CompiledBook:
                  "plans_sub", "vid_entries", "always", "always_sub", "content_hits", "chunk_union_exact",
                  "macro_keys", "regexes", "regex_lits", "regex_hazards", "regex_line_local", "entry_order",
                  "entry_flags", "levels", "max_entry_depth", "uids", "_columns")
+    # attribute types (each set once, in __init__, through object.__setattr__)
+    _book: Lorebook | None
+    _load_book: Any
+    name: str
+    entries: Sequence[Entry]
+    options: MatchOptions
+    matcher: KeyMatcher
+    specs: Sequence[VariantSpec]
+    plans: Sequence[EntryPlan]
+    plans_sub: Sequence[EntryPlan]
+    vid_entries: Sequence[tuple[int, ...]]
+    always: tuple[int, ...]
+    always_sub: tuple[int, ...]
+    content_hits: Sequence[frozenset[int]]
+    chunk_union_exact: bool
+    macro_keys: tuple[tuple[str, bool, bool], ...]
+    regexes: tuple[JSRegex, ...]
+    regex_lits: tuple[int, ...]
+    regex_hazards: tuple[tuple[int, str, str], ...]
+    regex_line_local: tuple[int, ...]
+    entry_order: Any
+    entry_flags: Any
+    levels: tuple[float, ...]
+    max_entry_depth: int
+    uids: Sequence[int | str]
+    _columns: Any
 
     def __init__(self, *, book: Lorebook | None, entries: Sequence[Entry], options: MatchOptions,
                  matcher: KeyMatcher, specs: Sequence[VariantSpec], plans: Sequence[EntryPlan],
@@ -351,7 +377,10 @@ class CompiledBook:
                  levels: tuple[float, ...], max_entry_depth: int, name: str | None = None,
                  uids: Sequence[int | str] | None = None, load_book: Any = None,
                  columns: Any = None) -> None:
-        values = dict(_book=book, _load_book=load_book, name=book.name if name is None else name,
+        if name is None:
+            assert book is not None, "a CompiledBook without its book needs a name"
+            name = book.name
+        values = dict(_book=book, _load_book=load_book, name=name,
                       entries=entries, options=options, matcher=matcher, specs=specs, plans=plans,
                       plans_sub=plans_sub, vid_entries=vid_entries, always=always, always_sub=always_sub,
                       content_hits=content_hits, chunk_union_exact=chunk_union_exact, macro_keys=macro_keys,
@@ -366,9 +395,11 @@ class CompiledBook:
     @property
     def book(self) -> Lorebook:
         """The source book (built on first use for a loaded book)."""
-        if self._book is None:
-            object.__setattr__(self, "_book", self._load_book())
-        return self._book
+        book = self._book
+        if book is None:
+            book = self._load_book()
+            object.__setattr__(self, "_book", book)
+        return book
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")

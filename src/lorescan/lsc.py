@@ -711,7 +711,7 @@ def _decode_compiled(r: _Reader) -> Any:
         return Lorebook(name=meta["name"], entries=tuple(entries), fields=b["fields"],
                         entry_keys=tuple(b["entry_keys"]), source=source, format=b["format"],
                         origin=b["origin"])
-    load_book.reader = r          # type: ignore[attr-defined]  (encode_compiled copies from it)
+    load_book.reader = r          # type: ignore[attr-defined]  # encode_compiled copies from it
 
     automaton = None
     if meta["automaton"] is not None:
