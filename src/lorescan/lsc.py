@@ -31,8 +31,11 @@ Adding data to the compiled form:
   slot and pass ``cols[name]`` to it in ``_compile`` and in :func:`_decode_compiled`.
 - a small value (a flag, a short tuple): add it to ``meta`` in :func:`encode_compiled`
   and read ``meta[name]`` in :func:`_decode_compiled`.
-- a Python object inside a special key (a compiled regex, say): teach the encoder its
-  type once with :func:`register_value_type`.
+- a Python object inside a special key: teach the encoder its type once with
+  :func:`register_value_type`. (Compiled regexes do not go this way: a regex special key
+  is stored with its rid, and ``meta["regexes"]`` holds each regex once as (source, flags,
+  line_local, hazard), so a loaded book shares one JSRegex per rid and translates it on
+  its first search.)
 
 A reader must accept files written before the addition (``meta.get``, a missing column),
 or ``FORMAT_VERSION`` goes up.
@@ -173,9 +176,9 @@ _VALUE_TAGS: dict[str, Callable[[Any], Any]] = {}
 def register_value_type(cls: type, tag: str, encode: Callable[[Any], Any], decode: Callable[[Any], Any]) -> None:
     """Let :func:`encode_value` store instances of ``cls``: ``encode(obj)`` gives a value it
     can already store, ``decode(that)`` the object again; ``tag`` names the type in files
-    (never reuse a tag for another meaning). For example, a compiled regex kept in a
-    special key: ``register_value_type(JsRegex, "jsregex", lambda r: (r.source, r.flags),
-    lambda t: compile_js_regex(*t))``."""
+    (never reuse a tag for another meaning). For example, a point type kept in a
+    special key: ``register_value_type(Point, "point", lambda p: (p.x, p.y),
+    lambda t: Point(*t))``."""
     _VALUE_TYPES[cls] = (tag, encode, decode)
     _VALUE_TAGS[tag] = decode
 
