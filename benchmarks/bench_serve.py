@@ -38,7 +38,6 @@ from lorescan.compile import compile_book  # noqa: E402
 from lorescan.hitcache import ChatScan  # noqa: E402
 from lorescan.model import Compat, STSettings  # noqa: E402
 from lorescan.scan import BookSource, ChatMessage, STEngine  # noqa: E402
-from lorescan.serve import store as store_mod  # noqa: E402
 from lorescan.serve.app import TOKEN_CACHE_TEXTS  # noqa: E402
 from lorescan.serve.store import BookStore  # noqa: E402
 from lorescan.tokens import TiktokenCounter  # noqa: E402
@@ -272,9 +271,6 @@ def bench_serve_load_warm_turns(benchmark, world, server):
 
 
 @pytest.mark.benchmark(group="serve-restart")
-@pytest.mark.xfail(store_mod.FORMAT == "pickle", strict=True,
-                   reason="a pickled compiled book loads in about the time of a compile; the .lsc form "
-                          "(issue: heavy turns) is what makes a restart's first turn cheap")
 def bench_restart_first_turn_vs_compile(benchmark, world):
     book, chat_msgs = world
     options = Compat.sillytavern().match_options(match_whole_words=True)

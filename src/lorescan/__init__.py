@@ -25,6 +25,7 @@ _LAZY = {
     "load": ".formats", "convert": ".formats",
     "compile_book": ".compile", "CompiledBook": ".compile",
     "ChatScan": ".hitcache",
+    "load_compiled": ".lsc", "save_compiled": ".lsc",
     "TiktokenCounter": ".tokens", "IncrementalCount": ".tokens", "count_words": ".tokens",
     "LorebookError": ".errors", "FormatError": ".errors", "SettingsError": ".errors",
     "RegexKeyError": ".errors",
@@ -41,6 +42,7 @@ if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, impor
     from .formats import convert, load
     from .hitcache import ChatScan
     from .limits import DEFAULT_LIMITS, Limits
+    from .lsc import load_compiled, save_compiled
     from .model import Compat, Entry, Lorebook, MatchOptions, STSettings
     from .scan import BookSource, Character, ChatMessage, Diagnostic, EntryId, STEngine, STResult
     from .slot import BookSettings, SlotBook, SlotEngine, SlotResult

@@ -32,6 +32,21 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
     return summarize_command(args, out=sys.stdout)
 
 
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from .compile import compile_book
+    from .formats import load
+    from .lsc import save_compiled
+    from .model import Compat
+    options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,
+                                                   match_whole_words=args.whole_words)
+    compiled = compile_book(load(args.book), options)
+    try:
+        save_compiled(compiled, args.output)
+    except OSError as exc:
+        raise LorebookError(f"cannot write: {exc.strerror or exc}", source=args.output) from exc
+    return 0
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lorescan", description="Exact, fast lorebook (World Info) engine.")
     p.add_argument("--version", action="version", version=_version_line())
@@ -42,6 +57,14 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--loops", action="store_true", help="show differences in the informative 'loops' field")
     c.set_defaults(func=_cmd_conformance)
     sub.add_parser("convert", help="convert a lorebook between formats (lorescan convert -h)", add_help=False)
+    k = sub.add_parser("compile", help="compile a lorebook to the compact .lsc form (lorescan.load_compiled)")
+    k.add_argument("book", help="lorebook file (any supported format)")
+    k.add_argument("-o", "--output", required=True, help="the .lsc file to write")
+    k.add_argument("--compat", choices=("sillytavern", "improved"), default="sillytavern",
+                   help="matching rules the engine will use (must match STEngine's compat)")
+    k.add_argument("--case-sensitive", action="store_true", help="the engine's case_sensitive setting")
+    k.add_argument("--whole-words", action="store_true", help="the engine's match_whole_words setting")
+    k.set_defaults(func=_cmd_compile)
     s = sub.add_parser("scan", help="scan a chat with a lorebook and print what fires and why")
     s.add_argument("book", help="lorebook file (any supported format)")
     s.add_argument("chat", help="chat file: SillyTavern .jsonl or a JSON list of {name, mes}")

@@ -18,19 +18,25 @@ from contents costs a union, not a rescan (see ``CompiledBook.chunk_union_exact`
 from __future__ import annotations
 
 import gc
+import hashlib
+import math
 import uuid
+import weakref
 from array import array
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError, dataclass
 from typing import Any, Callable, Sequence, Union
 
 import ahocorasick
+import numpy as np
 
 from . import _kernels
 from ._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
+from .decorators import parse_st_decorators
 from .errors import RegexKeyError
 from .jsregex import JSRegex, RegexTooComplex, regex_key
 from .limits import DEFAULT_LIMITS, Limits, check_book
-from .model import Entry, Lorebook, MatchOptions
+from .lsc import TableBuilder, lazy_tables
+from .model import Entry, Lorebook, MatchOptions, js_truthy
 from .textrules import has_js_whitespace, js_lower, js_trim
 
 __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
@@ -38,6 +44,7 @@ __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_mode
 
 EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
+MAX_SCAN_DEPTH = 1000   # SillyTavern's cap on any scan depth; the same as matching.MAX_SCAN_DEPTH (a test checks)
 
 # A special key, evaluated on the haystack/texts by ScanView:
 #   ("re", rx, rid, lit, raw)     regex key: rx the compiled JSRegex, rid its index in
@@ -187,7 +194,7 @@ class KeyMatcher:
     """
 
     __slots__ = ("token", "automaton", "tables", "model", "scan_raw", "scan_lower", "n_variants",
-                 "has_newline", "_table_bytes", "_hits")
+                 "has_newline", "_table_bytes", "_hits", "_shared")
 
     def __init__(self, token: str, automaton: Any, table_bytes: tuple[bytes, ...], model: int,
                  n_variants: int, has_newline: bool) -> None:
@@ -198,9 +205,11 @@ class KeyMatcher:
         self.model = model
         self.n_variants = n_variants
         self.has_newline = has_newline
-        self.scan_raw = any(v >= 0 for t in self.tables[1:3] for v in t)
-        self.scan_lower = any(v >= 0 for t in self.tables[3:5] for v in t)
+        has = [bool(len(b)) and int(np.frombuffer(b, dtype=np.intc).max()) >= 0 for b in table_bytes]
+        self.scan_raw = has[1] or has[2]
+        self.scan_lower = has[3] or has[4]
         self._hits = _kernels.hits
+        self._shared: _SharedAutomaton | None = None
 
     def __reduce__(self):
         return (KeyMatcher, (self.token, self.automaton, self._table_bytes, self.model, self.n_variants,
@@ -215,10 +224,20 @@ class KeyMatcher:
 
 def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = None) -> KeyMatcher:
     """A KeyMatcher whose vid i is ``specs[i]`` (specs must be distinct)."""
+    first_vids, table_bytes, has_newline = _matcher_tables(specs)
+    words = [specs[v][0] for v in first_vids]
+    return _matcher(lambda: iter(words), len(words), table_bytes, model, len(specs), has_newline, token)
+
+
+def _matcher_tables(specs: Sequence[VariantSpec]) -> tuple[list[int], tuple[bytes, ...], bool]:
+    # Pattern ids number the distinct matched texts in first-seen order; per pattern id, the
+    # first vid with that text (to get the word back), its length and four vid columns.
     pids: dict[str, int] = {}
-    for mt, _cs, _b in specs:
+    first_vids: list[int] = []
+    for vid, (mt, _cs, _b) in enumerate(specs):
         if mt not in pids:
             pids[mt] = len(pids)
+            first_vids.append(vid)
     n = len(pids)
     lengths = [0] * n
     cols = [[SKIP] * n for _ in range(4)]      # raw_free, raw_bound, low_free, low_bound
@@ -226,15 +245,52 @@ def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = 
         pid = pids[mt]
         lengths[pid] = len(mt)
         cols[(0 if cs else 2) + (1 if bounded else 0)][pid] = vid
-    automaton = None
-    if n:
-        automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
-        for mt, pid in pids.items():
-            automaton.add_word(mt, pid)
-        automaton.make_automaton()
     table_bytes = tuple(array("i", c).tobytes() for c in [lengths] + cols)
-    return KeyMatcher(token or uuid.uuid4().hex, automaton, table_bytes, model, len(specs),
-                      any("\n" in mt for mt in pids))
+    return first_vids, table_bytes, any("\n" in mt for mt in pids)
+
+
+def _matcher(words: Any, n_words: int, table_bytes: tuple[bytes, ...], model: int, n_variants: int,
+             has_newline: bool, token: str | None) -> KeyMatcher:
+    shared = _shared_automaton(words) if n_words else None
+    matcher = KeyMatcher(token or uuid.uuid4().hex, shared.automaton if shared else None, table_bytes, model,
+                         n_variants, has_newline)
+    matcher._shared = shared
+    return matcher
+
+
+class _SharedAutomaton:
+    # Keeps an automaton in _AUTOMATA while a matcher uses it (automata take no weak references).
+    __slots__ = ("automaton", "__weakref__")
+
+    def __init__(self, automaton: Any) -> None:
+        self.automaton = automaton
+
+
+_AUTOMATA: "weakref.WeakValueDictionary[bytes, _SharedAutomaton]" = weakref.WeakValueDictionary()
+
+
+def _shared_automaton(words: Any) -> _SharedAutomaton:
+    """The automaton mapping the i-th word of ``words()`` to ``i``, shared by every live
+    matcher over the same word list (an STEngine's and a SlotEngine's book usually have the
+    same key texts, and the automaton is most of a compiled book's memory). It is never
+    changed after ``make_automaton``, so sharing it across threads is safe."""
+    digest = hashlib.blake2b(digest_size=20)
+    count = 0
+    for word in words():
+        digest.update(word.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+        count += 1
+    digest.update(count.to_bytes(8, "little"))
+    key = digest.digest()
+    found = _AUTOMATA.get(key)
+    if found is not None:
+        return found
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
+    for pid, word in enumerate(words()):
+        automaton.add_word(word, pid)
+    automaton.make_automaton()
+    shared = _AUTOMATA[key] = _SharedAutomaton(automaton)
+    return shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +310,6 @@ class EntryPlan:
     score_simple: bool
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class CompiledBook:
     """All a scan needs for one book. Immutable: share it across threads and processes.
 
@@ -269,25 +324,131 @@ class CompiledBook:
     regexes (tested text by text on a joined haystack, see regexscope); ``regex_hazards``: (entry index, key, shape) for
     regex keys with a catastrophic-backtracking shape (advisory: they still run, under the
     scan's regex time budget).
+
+    What an engine precomputes per entry is here too, as columns (numpy arrays indexed by
+    entry): ``entry_order`` (``order``, NaN when not a number), ``entry_flags`` (``FLAG_*``
+    bits), and the book-wide ``levels`` (delayUntilRecursion levels) and
+    ``max_entry_depth``. ``name`` is the book's name (``book.name``).
+
+    A book built by :func:`compile_book` holds tuples; one loaded from the compact form
+    (pickle, :func:`lorescan.load_compiled`) holds lazy sequences over numpy columns that
+    build an entry, plan or hit set the first time it is asked for (``lorescan.lsc``).
     """
 
-    book: Lorebook
-    entries: tuple[Entry, ...]
+    __slots__ = ("_book", "_load_book", "name", "entries", "options", "matcher", "specs", "plans",
+                 "plans_sub", "vid_entries", "always", "always_sub", "content_hits", "chunk_union_exact",
+                 "macro_keys", "regexes", "regex_lits", "regex_hazards", "regex_line_local", "entry_order",
+                 "entry_flags", "levels", "max_entry_depth", "uids", "_columns")
+    # attribute types (each set once, in __init__, through object.__setattr__)
+    _book: Lorebook | None
+    _load_book: Any
+    name: str
+    entries: Sequence[Entry]
     options: MatchOptions
     matcher: KeyMatcher
-    specs: tuple[VariantSpec, ...]
-    plans: tuple[EntryPlan, ...]
-    plans_sub: tuple[EntryPlan, ...]
-    vid_entries: tuple[tuple[int, ...], ...]
+    specs: Sequence[VariantSpec]
+    plans: Sequence[EntryPlan]
+    plans_sub: Sequence[EntryPlan]
+    vid_entries: Sequence[tuple[int, ...]]
     always: tuple[int, ...]
     always_sub: tuple[int, ...]
-    content_hits: tuple[frozenset[int], ...]
+    content_hits: Sequence[frozenset[int]]
     chunk_union_exact: bool
     macro_keys: tuple[tuple[str, bool, bool], ...]
-    regexes: tuple[JSRegex, ...] = ()
-    regex_lits: tuple[int, ...] = ()
-    regex_hazards: tuple[tuple[int, str, str], ...] = ()
-    regex_line_local: tuple[int, ...] = ()
+    regexes: tuple[JSRegex, ...]
+    regex_lits: tuple[int, ...]
+    regex_hazards: tuple[tuple[int, str, str], ...]
+    regex_line_local: tuple[int, ...]
+    entry_order: Any
+    entry_flags: Any
+    levels: tuple[float, ...]
+    max_entry_depth: int
+    uids: Sequence[int | str]
+    _columns: Any
+
+    def __init__(self, *, book: Lorebook | None, entries: Sequence[Entry], options: MatchOptions,
+                 matcher: KeyMatcher, specs: Sequence[VariantSpec], plans: Sequence[EntryPlan],
+                 plans_sub: Sequence[EntryPlan], vid_entries: Sequence[tuple[int, ...]],
+                 always: tuple[int, ...], always_sub: tuple[int, ...],
+                 content_hits: Sequence[frozenset[int]], chunk_union_exact: bool,
+                 macro_keys: tuple[tuple[str, bool, bool], ...], entry_order: Any, entry_flags: Any,
+                 regexes: tuple[JSRegex, ...] = (), regex_lits: tuple[int, ...] = (),
+                 regex_hazards: tuple[tuple[int, str, str], ...] = (), regex_line_local: tuple[int, ...] = (),
+                 levels: tuple[float, ...], max_entry_depth: int, name: str | None = None,
+                 uids: Sequence[int | str] | None = None, load_book: Any = None,
+                 columns: Any = None) -> None:
+        if name is None:
+            assert book is not None, "a CompiledBook without its book needs a name"
+            name = book.name
+        values = dict(_book=book, _load_book=load_book, name=name,
+                      entries=entries, options=options, matcher=matcher, specs=specs, plans=plans,
+                      plans_sub=plans_sub, vid_entries=vid_entries, always=always, always_sub=always_sub,
+                      content_hits=content_hits, chunk_union_exact=chunk_union_exact, macro_keys=macro_keys,
+                      regexes=regexes, regex_lits=regex_lits, regex_hazards=regex_hazards,
+                      regex_line_local=regex_line_local,
+                      entry_order=entry_order, entry_flags=entry_flags, levels=levels,
+                      max_entry_depth=max_entry_depth,
+                      uids=tuple(e.uid for e in entries) if uids is None else uids, _columns=columns)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    @property
+    def book(self) -> Lorebook:
+        """The source book (built on first use for a loaded book)."""
+        book = self._book
+        if book is None:
+            book = self._load_book()
+            object.__setattr__(self, "_book", book)
+        return book
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self):
+        from .lsc import encode_compiled, restore_compiled
+        return (restore_compiled, (encode_compiled(self),))
+
+
+# Bits of CompiledBook.entry_flags: what an engine must know about every entry up front.
+FLAG_CONSTANT = 1
+FLAG_ACTIVATE = 2             # @@activate, SillyTavern's decorator lines
+FLAG_DONT_ACTIVATE = 4        # @@dont_activate
+FLAG_ACTIVATE_STRICT = 8      # the same under strict_lines (SPEC 16.6)
+FLAG_DONT_ACTIVATE_STRICT = 16
+FLAG_TIMED = 32               # sticky or cooldown is set
+
+
+def _entry_flags(entry: Entry) -> int:
+    flags = FLAG_CONSTANT if entry.constant else 0
+    if entry.content.startswith("@@"):
+        for strict, act, dont in ((False, FLAG_ACTIVATE, FLAG_DONT_ACTIVATE),
+                                  (True, FLAG_ACTIVATE_STRICT, FLAG_DONT_ACTIVATE_STRICT)):
+            decorators = parse_st_decorators(entry.content, strict_lines=strict)[0]
+            flags |= (act if "@@activate" in decorators else 0) | (dont if "@@dont_activate" in decorators else 0)
+    if js_truthy(entry.sticky) or js_truthy(entry.cooldown):
+        flags |= FLAG_TIMED
+    return flags
+
+
+def _entry_order(entry: Entry) -> float:
+    o = entry.order
+    return math.nan if math.isnan(o) else float(o)
+
+
+def _max_entry_depth(entries: Sequence[Entry]) -> int:
+    # STEngine's widest per-entry scan depth (SPEC 4.2; capped like _effective_depth in scan.py)
+    best = 0
+    for e in entries:
+        d = e.scan_depth
+        if d is None:
+            continue
+        if isinstance(d, float) and not math.isfinite(d):
+            d = MAX_SCAN_DEPTH if d > 0 else 0
+        best = max(best, math.ceil(min(d, MAX_SCAN_DEPTH)))
+    return best
 
 
 class _Builder:
@@ -379,33 +540,35 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     entries = tuple(book.entries)
     builder = _Builder(options, limits)
     source = getattr(book, "source", "<memory>")
-    plans: list[EntryPlan] = []
-    plans_sub: list[EntryPlan] = []
+    # The tables go straight into numpy columns (lorescan.lsc) as each entry is planned: a
+    # plan or hit set is built again when a scan first asks for it, and pickling writes the
+    # columns as they are.
+    tables = TableBuilder()
     macro: dict[tuple[str, bool, bool], None] = {}
-    for entry in entries:
+    vid_sets: dict[int, list[int]] = {}
+    always: list[int] = []
+    always_sub: list[int] = []
+    hazards: list[tuple[int, str, str]] = []
+    for i, entry in enumerate(entries):
         plan = _plan(builder, entry, False, source)
-        plans.append(plan)
+        sub = plan
+        for ref in [r for _, r in plan.primary] + list(plan.secondary):
+            if type(ref) is tuple and ref[0] == "re" and ref[1].hazard is not None:
+                hazards.append((i, ref[-1], ref[1].hazard))
         if any("{{" in k for k in entry.key + entry.keysecondary):
             sub = _plan(builder, entry, True, source)
             for ref in [r for _, r in sub.primary] + list(sub.secondary):
                 if type(ref) is tuple and ref[0] == "macro":
                     macro[ref[1:]] = None
-            plans_sub.append(sub)
-        else:
-            plans_sub.append(plan)
-    specs = tuple(builder.vids)
-    matcher = build_matcher(specs, word_model(options))
-    vid_sets: list[list[int]] = [[] for _ in specs]
-    always: list[int] = []
-    always_sub: list[int] = []
-    for i, (plan, sub) in enumerate(zip(plans, plans_sub)):
+        tables.add_plans(plan, sub)
         special = False
         for _, ref in plan.primary:
             if type(ref) is tuple and ref[0] == "re" and ref[3] != SKIP:
                 ref = ref[3]              # the regex can only match where its literal occurs
             if type(ref) is int:
-                if not vid_sets[ref] or vid_sets[ref][-1] != i:
-                    vid_sets[ref].append(i)
+                listed = vid_sets.setdefault(ref, [])
+                if not listed or listed[-1] != i:
+                    listed.append(i)
             else:
                 special = True
         if special:
@@ -413,17 +576,35 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
         if special or any(type(ref) is tuple and not (ref[0] == "re" and ref[3] != SKIP)
                           for _, ref in sub.primary):
             always_sub.append(i)
+    specs = tuple(builder.vids)
+    regexes = tuple(builder.rids)
+    regex_lits = tuple(builder.regex_lits)
+    del builder
+    n_specs = len(specs)
+    first_vids, table_bytes, has_newline = _matcher_tables(specs)
+    spec_text, spec_offsets = tables.add_specs(specs)
+    # The planning left many small objects behind; free them before the automaton allocates
+    # its nodes, so the nodes fill their place instead of new memory.
+    del specs
+
+    def words() -> Any:
+        for v in first_vids:
+            yield spec_text[spec_offsets[v]:spec_offsets[v + 1]].tobytes().decode("utf-8", "surrogatepass")
+    matcher = _matcher(words, len(first_vids), table_bytes, word_model(options), n_specs, has_newline, None)
     scan = matcher.scan
-    content_hits = tuple(scan(e.content) for e in entries)
-    hazards = []
-    for i, plan in enumerate(plans):
-        for ref in [r for _, r in plan.primary] + list(plan.secondary):
-            if type(ref) is tuple and ref[0] == "re" and ref[1].hazard is not None:
-                hazards.append((i, ref[-1], ref[1].hazard))
+    for entry in entries:
+        tables.add_hits(scan(entry.content))
+    cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
+    del vid_sets
+    lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials)
     return CompiledBook(
-        book=book, entries=entries, options=options, matcher=matcher, specs=specs,
-        plans=tuple(plans), plans_sub=tuple(plans_sub),
-        vid_entries=tuple(tuple(v) for v in vid_sets), always=tuple(always), always_sub=tuple(always_sub),
-        content_hits=content_hits, chunk_union_exact=not matcher.has_newline, macro_keys=tuple(macro),
-        regexes=tuple(builder.rids), regex_lits=tuple(builder.regex_lits), regex_hazards=tuple(hazards),
-        regex_line_local=tuple(rid for rid, rx in enumerate(builder.rids) if rx.line_local))
+        book=book, entries=entries, options=options, matcher=matcher, specs=lazy_specs,
+        plans=lazy_plans, plans_sub=lazy_sub, vid_entries=lazy_vids, always=tuple(always),
+        always_sub=tuple(always_sub), content_hits=lazy_hits, chunk_union_exact=not matcher.has_newline,
+        macro_keys=tuple(macro), columns=(cols, specials),
+        regexes=regexes, regex_lits=regex_lits, regex_hazards=tuple(hazards),
+        regex_line_local=tuple(rid for rid, rx in enumerate(regexes) if rx.line_local),
+        entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
+        entry_flags=np.array([_entry_flags(e) for e in entries], dtype=np.uint8),
+        levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),
+        max_entry_depth=_max_entry_depth(entries))

@@ -15,13 +15,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .compile import CompiledBook, compile_book
-from .limits import DEFAULT_LIMITS, Limits, check_book
+import numpy as np
+
+from .compile import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE,
+                      FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book)
+from .limits import DEFAULT_LIMITS, Limits
 from .decorators import parse_st_decorators
 from .errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
 from .jsregex import RegexTimeout, compile_js_regex, parse_regex_key
-from .limits import DEFAULT_LIMITS, Limits
 from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window, WindowTexts, match_plain_key
 from .model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, STSettings, js_truthy
 from .place import Placement, place_entries
@@ -233,11 +235,6 @@ def _budget(settings: STSettings, max_context: int) -> int:
     return budget
 
 
-def _by_order(slots: Iterable[tuple[Entry, Any]]) -> list[tuple[Entry, Any]]:
-    # Stable sort by order descending; a non-numeric order compares as "equal" (SPEC 2.3).
-    return sorted(slots, key=lambda p: -p[0].order if not math.isnan(p[0].order) else 0.0)
-
-
 def _effective_depth(entry: Entry, global_depth: int) -> float:
     """SPEC 4.2 steps 1-3. A fractional depth is kept: SillyTavern tests ``depth <= 0``
     (empty haystack) before slicing, so 0.5 scans no message but still the sources,
@@ -246,6 +243,64 @@ def _effective_depth(entry: Entry, global_depth: int) -> float:
     if isinstance(d, float) and not math.isfinite(d):
         return MAX_SCAN_DEPTH if d > 0 else 0
     return min(d, MAX_SCAN_DEPTH)
+
+
+class _LazySlots(Sequence):
+    """An engine's slots in global order, each built on first use."""
+
+    __slots__ = ("_e", "_items")
+
+    def __init__(self, engine: "STEngine") -> None:
+        self._e = engine
+        self._items: list[_Slot | None] = [None] * len(engine._order_book)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, gpos):  # type: ignore[override]
+        if type(gpos) is slice:
+            return [self[g] for g in range(*gpos.indices(len(self._items)))]
+        slot = self._items[gpos]
+        if slot is None:
+            e = self._e
+            gpos = range(len(self._items))[gpos]
+            bi, ei = e._order_book[gpos], e._order_index[gpos]
+            slot = self._items[gpos] = _Slot(gpos, bi, ei, e.compiled[bi].entries[ei], e.world_names[bi], e._strict)
+        return slot
+
+
+class _SlotOf:
+    """(book, entry index) -> slot, without building every slot."""
+
+    __slots__ = ("_e",)
+
+    def __init__(self, engine: "STEngine") -> None:
+        self._e = engine
+
+    def __getitem__(self, where: tuple[int, int]) -> _Slot:
+        bi, ei = where
+        return self._e.slots[self._e._gpos_of[bi][ei]]
+
+
+class _KeyIndex:
+    """Entry key (``"<book>.<uid>"``) -> slot."""
+
+    __slots__ = ("_slots", "_index")
+
+    def __init__(self, slots: Sequence[_Slot], index: dict[str, int]) -> None:
+        self._slots, self._index = slots, index
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __getitem__(self, key: str) -> _Slot:
+        return self._slots[self._index[key]]
+
+
+def _restore_engine(sources, settings, compat, count_tokens, substitute, random, post_process, regex_timeout,
+                    limits=DEFAULT_LIMITS):
+    return STEngine(sources, settings, compat=compat, count_tokens=count_tokens, substitute=substitute,
+                    random=random, post_process=post_process, regex_timeout=regex_timeout, limits=limits)
 
 
 class STEngine:
@@ -302,8 +357,12 @@ class STEngine:
             name = self._name(src)
             if name not in book_index:
                 if isinstance(src.book, CompiledBook):
+                    # compile_book checked keys and contents against the limits it was given;
+                    # a loaded book is not materialised here just to look again (it stays lazy)
                     cb = src.book
-                    check_book(cb.book, limits)
+                    if len(cb.entries) > limits.max_entries:
+                        raise LorebookError(f"the book has {len(cb.entries)} entries, above the limit "
+                                            f"max_entries={limits.max_entries}", source=name, field="entries")
                 else:
                     cb = compile_book(src.book, self.match_options, limits=limits)
                 if cb.options != self.match_options:
@@ -315,46 +374,75 @@ class STEngine:
                 self.world_names.append(name)
             return book_index[name]
 
-        def entries_of(srcs: list[BookSource]) -> list[tuple[Entry, tuple[int, int]]]:
-            out: list[tuple[Entry, tuple[int, int]]] = []
-            for s in srcs:
-                bi = add(s)
-                out.extend((e, (bi, ei)) for ei, e in enumerate(self.compiled[bi].entries))
-            return out
+        def ordered(srcs: list[BookSource]) -> tuple[np.ndarray, np.ndarray]:
+            # (book, entry index) sorted as _by_order did: stable, order descending, a
+            # non-numeric order compares as 0 (SPEC 2.3); from the books' entry_order columns.
+            bis = [add(s) for s in srcs]
+            if not bis:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            orders = np.concatenate([self.compiled[bi].entry_order for bi in bis])
+            books = np.concatenate([np.full(len(self.compiled[bi].entry_order), bi, np.int64) for bi in bis])
+            index = np.concatenate([np.arange(len(self.compiled[bi].entry_order)) for bi in bis])
+            perm = np.argsort(np.where(np.isnan(orders), 0.0, -orders), kind="stable")
+            return books[perm], index[perm]
 
-        chat_e, persona_e = entries_of(chat), entries_of(persona)
-        g_e, c_e = entries_of(glob), entries_of(char)
+        groups = [ordered(chat), ordered(persona)]
+        g_e, c_e = ordered(glob), ordered(char)
         strategy = _STRATEGIES[settings.insertion_strategy]
-        if strategy == 1:
-            mixed = _by_order(c_e) + _by_order(g_e)
-        elif strategy == 2:
-            mixed = _by_order(g_e) + _by_order(c_e)
-        else:
-            mixed = _by_order(g_e + c_e)
-        order = _by_order(chat_e) + _by_order(persona_e) + mixed
-        strict = self.compat.decorators == "strict_lines"
-        self.slots: list[_Slot] = [
-            _Slot(gpos, bi, ei, e, self.world_names[bi], strict) for gpos, (e, (bi, ei)) in enumerate(order)]
-        self._slot_of: dict[tuple[int, int], _Slot] = {(s.book, s.index): s for s in self.slots}
-        self._by_key: dict[str, _Slot] = {s.key: s for s in self.slots}
+        groups += [c_e, g_e] if strategy == 1 else [g_e, c_e] if strategy == 2 else [ordered(glob + char)]
+        order_book = np.concatenate([g[0] for g in groups])
+        order_index = np.concatenate([g[1] for g in groups])
+        self._order_book: list[int] = order_book.tolist()
+        self._order_index: list[int] = order_index.tolist()
+        self._sources = [BookSource(self.compiled[book_index[self._name(s)]], s.roles) for s in sources
+                         if self._name(s) in book_index]
+        self._strict = self.compat.decorators == "strict_lines"
+        # Slots are built when a scan first needs them (a loaded book has no Entry objects yet).
+        self.slots: Sequence[_Slot] = _LazySlots(self)
+        gpos = np.arange(len(order_book))
+        self._gpos_of = []
+        for bi, cb in enumerate(self.compiled):
+            where = np.zeros(len(cb.entry_order), np.int64)
+            mask = order_book == bi
+            where[order_index[mask]] = gpos[mask]
+            self._gpos_of.append(where.tolist())
+        self._slot_of = _SlotOf(self)
+        self._key_index: dict[str, int] | None = None
         # Entries that can activate without a key hit must always be walked (SPEC 6, gates 10-14).
-        self._always = [s for s in self.slots if s.activate or s.dont_activate or s.entry.constant]
-        self._timed_slots = [s for s in self.slots if js_truthy(s.entry.sticky) or js_truthy(s.entry.cooldown)]
-        levels = sorted({s.entry.delay_until_recursion for s in self.slots if s.entry.delay_until_recursion})
-        self._levels = levels
-        self._max_entry_depth = max((math.ceil(_effective_depth(s.entry, 0)) for s in self.slots
-                                     if s.entry.scan_depth is not None), default=0)
+        always_bits = FLAG_CONSTANT | ((FLAG_ACTIVATE_STRICT | FLAG_DONT_ACTIVATE_STRICT) if self._strict
+                                       else (FLAG_ACTIVATE | FLAG_DONT_ACTIVATE))
+        self._always = self._flagged(always_bits)
+        self._timed_slots = self._flagged(FLAG_TIMED)
+        self._levels = sorted({lv for cb in self.compiled for lv in cb.levels})
+        self._max_entry_depth = max((cb.max_entry_depth for cb in self.compiled), default=0)
         self._hash_index: dict[int, _Slot] | None = None
         # Per-entry token counts of "content\n" (the unit every budget text is made of),
         # filled on first use and kept for the engine's life: (counter, {gpos: (content,
         # unit, TextCount)}). Each value is written whole, so threads may share it.
         self._unit_counts: tuple[Any, dict[int, tuple[str, str, TextCount]]] = (None, {})
 
+    def _flagged(self, bits: int) -> list[_Slot]:
+        found = sorted(self._gpos_of[bi][ei] for bi, cb in enumerate(self.compiled)
+                       for ei in np.flatnonzero(np.asarray(cb.entry_flags) & bits).tolist())
+        return [self.slots[g] for g in found]
+
+    @property
+    def _by_key(self) -> "_KeyIndex":
+        if self._key_index is None:
+            self._key_index = {EntryId(self.world_names[bi], self.compiled[bi].uids[ei]).key: gpos
+                               for gpos, (bi, ei) in enumerate(zip(self._order_book, self._order_index))}
+        return _KeyIndex(self.slots, self._key_index)
+
+    def __reduce__(self):
+        # Rebuilt by the constructor from the compiled books (which pickle in their compact
+        # form); per-engine caches start empty.
+        return (_restore_engine, (self._sources, self.settings, self.compat, self.count_tokens, self.substitute,
+                                  self.random, self.post_process, self.regex_timeout, self.limits))
+
     # -- set-up ------------------------------------------------------------------------
     @staticmethod
     def _name(src: BookSource) -> str:
-        book = src.book.book if isinstance(src.book, CompiledBook) else src.book
-        return book.name
+        return src.book.name
 
     def _collect(self, sources: list[BookSource]):
         """SPEC 3.1: which books take part in which role, de-duplicated by name."""

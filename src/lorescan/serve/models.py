@@ -259,7 +259,7 @@ class LogRecordOut(Struct, forbid_unknown_fields=True):
     role: str
     ignore_on_max_context: bool
     position: list[int]
-    detail: Union[str, None] = None
+    detail: Union[str, None] = None      # one of lorescan.slot.LOG_DETAILS, or None
 
 
 class SlotRunResponse(Struct, forbid_unknown_fields=True):

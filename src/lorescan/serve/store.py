@@ -12,18 +12,16 @@ other rules are compiled on first use and stored beside it. Files are written to
 name and renamed, so workers sharing the directory never read half a file.
 
 The compiled-file format is two functions, :func:`write_compiled` and :func:`read_compiled`,
-and :data:`SUFFIX`. Today they use :mod:`pickle` (the directory is the server's own, never
-user-supplied); the compact ``.lsc`` form replaces their bodies with ``lorescan``'s
-save/load of a compiled book.
+and :data:`SUFFIX`: the compact ``.lsc`` form (:func:`lorescan.save_compiled` /
+:func:`lorescan.load_compiled`), which loads in milliseconds and never runs code from the
+file.
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import logging
 import os
-import pickle
 import tempfile
 import threading
 import time
@@ -33,6 +31,7 @@ from typing import Any, Callable
 
 from .. import compile_book
 from ..compile import CompiledBook
+from ..lsc import load_compiled, save_compiled
 from ..errors import FormatError, LorebookError
 from ..formats import load
 from ..formats._safety import parse_json
@@ -46,31 +45,21 @@ __all__ = ["BookStore", "StoredBook", "BookNotFound", "SUFFIX", "FORMAT", "DEFAU
 
 log = logging.getLogger("lorescan.serve")
 
-FORMAT = "pickle"
-SUFFIX = ".pkl"
+FORMAT = "lsc"
+SUFFIX = ".lsc"
 DEFAULT_RULES: MatchOptions = Compat.sillytavern().match_options()
 
 
 def write_compiled(compiled: CompiledBook, path: str) -> None:
     """Write ``compiled`` to ``path`` (the caller renames it into place)."""
-    with open(path, "wb") as fh:
-        pickle.dump(compiled, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    save_compiled(compiled, path)
 
 
 def read_compiled(path: str) -> CompiledBook:
-    """The CompiledBook stored at ``path``."""
-    with open(path, "rb") as fh:
-        data = fh.read()
-    gc_was_on = gc.isenabled()
-    gc.disable()           # a compiled book is ~10^5 acyclic objects: collections only slow the load
-    try:
-        compiled = pickle.loads(data)
-    finally:
-        if gc_was_on:
-            gc.enable()
-    if not isinstance(compiled, CompiledBook):
-        raise TypeError(f"{path} does not hold a compiled book")
-    return compiled
+    """The CompiledBook stored at ``path`` (its arrays memory-mapped; entries, plans and
+    regexes are built when a scan first needs them). Raises CompiledFormError (a
+    LorebookError naming the file) for a damaged or foreign file."""
+    return load_compiled(path)
 
 
 def _version() -> str:

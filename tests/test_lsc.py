@@ -1,0 +1,361 @@
+"""The compact compiled form: pickled and .lsc books give what freshly compiled ones give;
+bad files fail with a CompiledFormError naming the file (issue 8 part 3)."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import pickle
+import random
+import struct
+from pathlib import Path
+
+import pytest
+
+from lorescan import (BookSource, ChatMessage, CompiledBook, LorebookError, MatchOptions, SlotEngine, STEngine,
+                      STSettings, compile_book, load, load_compiled, save_compiled)
+from lorescan.cli import main as cli_main
+from lorescan.formats import convert
+from lorescan.lsc import (FORMAT_VERSION, MAGIC, CompiledFormError, decode_value, encode_compiled, encode_value,
+                          restore_compiled)
+from lorescan.model import Entry, FrozenMap, Lorebook, book_from_entries, entry_from_fields
+
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+BOOKS = sorted((CORPUS / "books").glob("*.json"))
+FILES = sorted(p for d in ("books", "cards", "other") for p in (CORPUS / d).glob("*") if p.is_file())
+_BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "conftest.py"
+
+
+def _make_book(n: int) -> Lorebook:
+    spec = importlib.util.spec_from_file_location("_bench_books", _BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)                # type: ignore[union-attr]
+    return mod.make_book(n)
+
+
+SYNTHETIC = _make_book(400)
+
+
+def test_the_corpus_books_are_present():
+    assert len(BOOKS) >= 30 and len(FILES) >= 40     # a missing corpus fails, it does not skip
+
+
+def _chats(book: Lorebook, n: int = 6, seed: int = 3) -> list[list[ChatMessage]]:
+    """Chats that mention keys and quote contents of the book's entries (deterministic)."""
+    rng = random.Random(seed)
+    entries = [e for e in book.entries if e.key or e.content]
+    chats = []
+    for _ in range(n):
+        msgs = []
+        for i in range(rng.randint(3, 8)):
+            e = rng.choice(entries) if entries else None
+            words = []
+            if e is not None and e.key:
+                words.append(rng.choice(e.key))
+            if e is not None and e.content and rng.random() < 0.3:
+                words.append(e.content[:200])
+            words.append(rng.choice(["what now?", "Tell me more.", "они ушли", "他来了", ""]))
+            msgs.append(ChatMessage("User" if i % 2 else "Bot", " ".join(words), is_user=bool(i % 2)))
+        chats.append(msgs)
+    return chats
+
+
+def _st_results(engine: STEngine, chats) -> list:
+    out = []
+    for chat in chats:
+        r = engine.scan(chat, max_context=200_000)
+        out.append((r.to_json(), sorted((k.key, d.outcome, d.reason, d.detail, d.key, d.where)
+                                       for k, d in r.diagnostics.items())))
+    return out
+
+
+def _half() -> float:
+    return 0.5
+
+
+def _engines(compiled: CompiledBook, compat: str) -> STEngine:
+    return STEngine([BookSource(compiled, ("global",))], STSettings(scan_depth=6, recursive=True),
+                    compat=compat, random=_half)
+
+
+def _assert_same_entries(a: CompiledBook, b: CompiledBook) -> None:
+    assert len(a.entries) == len(b.entries)
+    for x, y in zip(a.entries, b.entries):
+        for f in dataclasses.fields(Entry):
+            vx, vy = getattr(x, f.name), getattr(y, f.name)
+            assert type(vx) is type(vy) and (vx == vy or vx != vx), (x.uid, f.name)
+        assert list(x.fields) == list(y.fields)
+
+
+def _assert_same_tables(a: CompiledBook, b: CompiledBook) -> None:
+    assert b.specs == a.specs and b.plans == a.plans and b.plans_sub == a.plans_sub
+    assert b.vid_entries == a.vid_entries and b.content_hits == a.content_hits
+    assert (b.always, b.always_sub, b.macro_keys, b.chunk_union_exact) == (
+        a.always, a.always_sub, a.macro_keys, a.chunk_union_exact)
+    assert b.options == a.options and b.name == a.name and tuple(b.uids) == tuple(a.uids)
+    assert b.levels == a.levels and b.max_entry_depth == a.max_entry_depth
+    assert list(b.entry_flags) == list(a.entry_flags)
+    assert [x if x == x else None for x in b.entry_order] == [x if x == x else None for x in a.entry_order]
+
+
+@pytest.mark.parametrize("path", BOOKS, ids=[p.name for p in BOOKS])
+@pytest.mark.parametrize("compat", ["sillytavern", "improved"])
+def test_a_loaded_corpus_book_scans_as_the_fresh_one(path, compat, tmp_path):
+    book = load(path)
+    fresh = compile_book(book, _engines_options(compat))
+    save_compiled(fresh, tmp_path / "b.lsc")
+    loaded = load_compiled(tmp_path / "b.lsc")
+    chats = _chats(book)
+    want = _st_results(_engines(fresh, compat), chats)
+    assert _st_results(_engines(loaded, compat), chats) == want
+    engine = _engines(fresh, compat)
+    assert _st_results(pickle.loads(pickle.dumps(engine)), chats) == want
+    _assert_same_tables(fresh, loaded)
+    _assert_same_entries(fresh, loaded)
+
+
+def _engines_options(compat: str) -> MatchOptions:
+    from lorescan.model import Compat
+    return Compat.of(compat).match_options()
+
+
+@pytest.mark.parametrize("compat", ["sillytavern", "improved"])
+def test_a_loaded_synthetic_book_scans_as_the_fresh_one(compat, tmp_path):
+    fresh = compile_book(SYNTHETIC, _engines_options(compat))
+    save_compiled(fresh, tmp_path / "s.lsc")
+    chats = _chats(SYNTHETIC, n=10)
+    want = _st_results(_engines(fresh, compat), chats)
+    assert _st_results(_engines(load_compiled(tmp_path / "s.lsc"), compat), chats) == want
+    assert _st_results(pickle.loads(pickle.dumps(_engines(fresh, compat))), chats) == want
+
+
+def _slot_results(engine: SlotEngine, chats) -> list:
+    out = []
+    for i, chat in enumerate(chats):
+        r = engine.run([(("user" if m.is_user else "assistant"), m.text) for m in chat], turn_id=f"t{i}")
+        out.append((r.messages, [x.to_dict() for x in r.log], r.state))
+    return out
+
+
+@pytest.mark.parametrize("path", BOOKS + [None], ids=[p.name for p in BOOKS] + ["synthetic"])
+def test_a_pickled_slot_engine_and_a_book_from_lsc_run_as_the_fresh_one(path, tmp_path):
+    book = SYNTHETIC if path is None else load(path)
+    chats = _chats(book, n=4)
+    want = _slot_results(SlotEngine([book], count_tokens=len), chats)
+    assert _slot_results(pickle.loads(pickle.dumps(SlotEngine([book], count_tokens=len))), chats) == want
+    save_compiled(compile_book(book), tmp_path / "b.lsc")
+    assert _slot_results(SlotEngine([load_compiled(tmp_path / "b.lsc").book], count_tokens=len), chats) == want
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_a_book_from_lsc_writes_back_what_the_original_writes(path, tmp_path):
+    book = load(path)
+    save_compiled(compile_book(book), tmp_path / "b.lsc")
+    back = load_compiled(tmp_path / "b.lsc").book
+    assert (back.name, back.source, back.format, back.entry_keys) == (book.name, book.source, book.format,
+                                                                     book.entry_keys)
+    assert back.fields == book.fields and type(back.origin) is type(book.origin)
+    if dataclasses.is_dataclass(book.origin):            # Origin compares by identity
+        assert dataclasses.asdict(back.origin) == dataclasses.asdict(book.origin)
+    else:
+        assert back.origin == book.origin
+    assert convert(back)[0] == convert(book)[0]
+
+
+def test_unknown_fields_and_filled_defaults_survive():
+    entry = entry_from_fields({"uid": 7, "key": ["a"], "content": "x", "myTool": {"n": [1, 2.5, None]},
+                               "order": 3.0}, uid=7)
+    book = Lorebook("b", (entry,), fields={"extensions": {"k": 1}})
+    back = pickle.loads(pickle.dumps(compile_book(book))).book
+    (got,) = back.entries
+    assert got.fields == entry.fields and list(got.fields) == list(entry.fields)
+    assert got.filled == entry.filled and "myTool" not in got.filled
+    assert type(got.order) is float and got.to_dict() == entry.to_dict()
+    assert back.fields == {"extensions": {"k": 1}}
+
+
+def test_an_entry_not_built_from_its_fields_keeps_every_attribute():
+    base = entry_from_fields({"uid": 1, "key": ["a"], "content": "c"}, uid=1)
+    odd = dataclasses.replace(base, key=("b", "c"), order=float("nan"), constant=True)
+    back = pickle.loads(pickle.dumps(compile_book(Lorebook("b", (odd,)))))
+    (got,) = back.entries
+    assert got.key == ("b", "c") and got.constant is True and got.order != got.order
+    assert back.plans == compile_book(Lorebook("b", (odd,))).plans
+
+
+def test_loaded_entries_are_built_lazily(tmp_path):
+    save_compiled(compile_book(SYNTHETIC), tmp_path / "s.lsc")
+    loaded = load_compiled(tmp_path / "s.lsc")
+    assert all(item is None for item in loaded.entries._items)       # nothing built by loading
+    engine = STEngine([BookSource(loaded, ("global",))])          # no recursion: few candidates
+    result = engine.scan([ChatMessage("U", SYNTHETIC.entries[3].key[0])], max_context=100_000)
+    built = sum(item is not None for item in loaded.entries._items)
+    assert 0 < built < len(SYNTHETIC.entries) // 4
+    assert result.explain("synthetic-400", 3).outcome == "activated"     # explaining builds them all
+
+
+def test_the_small_value_encoder_keeps_types():
+    value = {"t": (1, (2.5, "x")), "s": frozenset({1, 2}), "b": b"\x00\xff", 3: [None, True],
+             "m": FrozenMap({"a": [1]}), "n": float("inf")}
+    assert decode_value(json.loads(json.dumps(encode_value(value)))) == value
+    tricky = {"\x00t": [1, 2]}                 # a real dict whose only key looks like a tag
+    assert decode_value(json.loads(json.dumps(encode_value(tricky)))) == tricky
+    with pytest.raises(TypeError):
+        encode_value(object())
+
+
+# -- bad files ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def good_bytes() -> bytes:
+    book = book_from_entries("b", [{"uid": i, "key": [f"k{i}", f"/x{i}+/i"], "content": f"c{i} k{i + 1}"}
+                                   for i in range(30)])
+    return encode_compiled(compile_book(book))
+
+
+def _load_bytes(tmp_path: Path, data: bytes) -> CompiledBook:
+    path = tmp_path / "bad.lsc"
+    path.write_bytes(data)
+    return load_compiled(path)
+
+
+def test_every_truncation_fails_with_an_error_naming_the_file(tmp_path, good_bytes):
+    for n in sorted({0, 1, 7, 8, 19, 20, 40, 100, len(good_bytes) // 2, len(good_bytes) - 1}):
+        with pytest.raises(CompiledFormError, match="bad.lsc: .*truncated"):
+            _load_bytes(tmp_path, good_bytes[:n])
+
+
+def test_a_foreign_file_fails_on_its_magic(tmp_path):
+    with pytest.raises(CompiledFormError, match="bad magic"):
+        _load_bytes(tmp_path, json.dumps({"entries": {}}).encode() * 3)
+
+
+def test_another_format_version_fails_and_says_to_recompile(tmp_path, good_bytes):
+    data = bytearray(good_bytes)
+    struct.pack_into("<I", data, len(MAGIC), FORMAT_VERSION + 1)
+    with pytest.raises(CompiledFormError, match="compile the book again"):
+        _load_bytes(tmp_path, bytes(data))
+
+
+def test_another_lorescan_version_fails_and_says_to_recompile(tmp_path, good_bytes, monkeypatch):
+    import lorescan.lsc as lsc
+    monkeypatch.setattr(lsc, "lorescan_version", lambda: "0.0.0-other")
+    with pytest.raises(CompiledFormError, match="lorescan 0.0.0-other: compile the book again"):
+        _load_bytes(tmp_path, good_bytes)
+
+
+def test_a_flipped_byte_anywhere_is_caught(tmp_path, good_bytes):
+    rng = random.Random(5)
+    positions = sorted(set(range(0, 64)) | {rng.randrange(len(good_bytes)) for _ in range(150)})
+    for pos in positions:
+        data = bytearray(good_bytes)
+        data[pos] ^= 1 << rng.randrange(8)
+        with pytest.raises(LorebookError, match="bad.lsc"):
+            _load_bytes(tmp_path, bytes(data))
+
+
+def test_a_pickled_book_with_bad_bytes_fails_cleanly(good_bytes):
+    with pytest.raises(CompiledFormError, match="pickled compiled book"):
+        restore_compiled(good_bytes[:-3])
+
+
+def test_the_compile_command_writes_a_file_the_engine_loads(tmp_path, capsys):
+    src = Path(__file__).resolve().parent.parent / "examples" / "saltmere.json"
+    out = tmp_path / "saltmere.lsc"
+    assert cli_main(["compile", str(src), "-o", str(out), "--compat", "improved", "--whole-words"]) == 0
+    loaded = load_compiled(out)
+    assert loaded.options == MatchOptions.improved(match_whole_words=True)
+    assert cli_main(["compile", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
+    assert "missing.json" in capsys.readouterr().err
+    assert cli_main(["compile", str(src), "-o", str(tmp_path / "no" / "dir.lsc")]) == 2
+    assert "dir.lsc: cannot write" in capsys.readouterr().err
+
+
+def test_a_registered_type_inside_a_special_key_round_trips():
+    import re as _re
+    from lorescan.lsc import register_value_type
+    register_value_type(_re.Pattern, "test-re", lambda p: (p.pattern, p.flags), lambda t: _re.compile(*t))
+    value = ("re", _re.compile("a+b", _re.I), 3)
+    back = decode_value(json.loads(json.dumps(encode_value(value))))
+    assert back == value
+
+
+def test_an_array_of_an_unsupported_type_is_refused(tmp_path, good_bytes):
+    header_len = struct.unpack_from("<I", good_bytes, len(MAGIC) + 4)[0]
+    start = struct.calcsize("<8sIII")
+    header = good_bytes[start:start + header_len].replace(b'"<i8"', b'"|O8"', 1)
+    import zlib
+    data = bytearray(good_bytes)
+    data[start:start + header_len] = header
+    struct.pack_into("<I", data, len(MAGIC) + 8, zlib.crc32(header))
+    with pytest.raises(CompiledFormError, match="unsupported type"):
+        _load_bytes(tmp_path, bytes(data))
+
+
+def test_pickling_a_loaded_book_copies_its_entries_without_building_them(tmp_path):
+    fresh = compile_book(SYNTHETIC)
+    save_compiled(fresh, tmp_path / "s.lsc")
+    loaded = load_compiled(tmp_path / "s.lsc")
+    again = pickle.loads(pickle.dumps(loaded))
+    assert all(item is None for item in loaded.entries._items)
+    _assert_same_entries(fresh, again)
+    _assert_same_tables(fresh, again)
+    assert again.book.entries == tuple(again.entries)
+
+
+def test_compile_caps_entry_depths_as_the_scan_does():
+    from lorescan.compile import MAX_SCAN_DEPTH as compile_cap
+    from lorescan.matching import MAX_SCAN_DEPTH as scan_cap
+    assert compile_cap == scan_cap
+    book = book_from_entries("b", [{"uid": 0, "key": ["a"], "scanDepth": 5000}, {"uid": 1, "key": ["b"],
+                                                                                  "scanDepth": 2.5}])
+    assert compile_book(book).max_entry_depth == scan_cap
+
+
+def _regex_book() -> Lorebook:
+    return book_from_entries("regexes", [
+        {"uid": 0, "key": ["/(a+)+$/", "/\\bcat\\b/i"], "content": "zero"},
+        {"uid": 1, "key": ["/^dragon/m", "/\\bcat\\b/i"], "content": "one"},
+        {"uid": 2, "key": ["/fire.*ice/s", "plain"], "keysecondary": ["/(x|xx)+y/"], "content": "two"},
+    ])
+
+
+@pytest.mark.parametrize("how", ["pickle", "lsc"])
+def test_compiled_regexes_survive_the_compact_form(how, tmp_path):
+    fresh = compile_book(_regex_book())
+    if how == "pickle":
+        loaded = pickle.loads(pickle.dumps(fresh))
+    else:
+        save_compiled(fresh, tmp_path / "r.lsc")
+        loaded = load_compiled(tmp_path / "r.lsc")
+    assert [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in loaded.regexes] == \
+        [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in fresh.regexes]
+    assert len(fresh.regexes) == 5 and fresh.regex_hazards and fresh.regex_line_local
+    assert loaded.regex_hazards == fresh.regex_hazards
+    assert loaded.regex_line_local == fresh.regex_line_local
+    assert loaded.regex_lits == fresh.regex_lits
+    # every regex special key of a loaded plan holds the book's own JSRegex for its rid
+    refs = [r for p in loaded.plans for r in [r for _, r in p.primary] + list(p.secondary)
+            if type(r) is tuple and r[0] == "re"]
+    assert refs and all(loaded.regexes[r[2]] is r[1] for r in refs)
+    assert pickle.loads(pickle.dumps(loaded)).regex_hazards == fresh.regex_hazards
+
+
+def test_a_loaded_book_translates_each_regex_once(tmp_path, monkeypatch):
+    from lorescan import jsregex
+    save_compiled(compile_book(_regex_book()), tmp_path / "r.lsc")
+    calls = []
+    real = jsregex._compile_translated
+    monkeypatch.setattr(jsregex, "_compile_translated", lambda p, f: calls.append((p, f)) or real(p, f))
+    loaded = load_compiled(tmp_path / "r.lsc")
+    assert calls == []                       # loading does no regex work
+    engine = STEngine([BookSource(loaded, ("global",))], STSettings(scan_depth=4), random=_half)
+    chats = [[ChatMessage("User", text, is_user=True)] for text in
+             ("a cat and fire then ice", "dragon here", "xxy plain", "CAT", "aaaa")]
+    first = [engine.scan(chat, max_context=10_000).to_json() for chat in chats]
+    translated = sorted(calls)
+    assert translated and len(translated) == len(set(translated)) <= 5
+    again = [engine.scan(chat, max_context=10_000).to_json() for chat in chats]
+    assert sorted(calls) == translated and again == first
+    fresh = STEngine([BookSource(_regex_book(), ("global",))], STSettings(scan_depth=4), random=_half)
+    assert [fresh.scan(chat, max_context=10_000).to_json() for chat in chats] == first
