@@ -49,8 +49,8 @@ FEATURE_PACKAGES = {"serve", "replay"}
 # with python-multipart).
 EXTRA_USED_WITHOUT_IMPORT = {
     "python-multipart": "request.form(",
-    "httptools": '"http": "httptools"',
-    "uvloop": '"loop": "uvloop"',
+    "httptools": 'http="httptools"',
+    "uvloop": 'loop = "uvloop"',
 }
 
 

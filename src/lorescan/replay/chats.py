@@ -169,10 +169,11 @@ def _message(m: Any, where: str) -> Message:
         is_user = m.get("is_user", False)
         role = "user" if is_user else "assistant"
     elif "content" in m or "role" in m:                 # chat-completion shape
-        role, text = m.get("role"), m.get("content")
-        name = m.get("name", role if isinstance(role, str) else "")
-        if role not in ("user", "assistant", "system"):
-            raise ValueError(f"{where}, field 'role': must be user, assistant or system, got {role!r}")
+        given, text = m.get("role"), m.get("content")
+        if given not in ("user", "assistant", "system"):
+            raise ValueError(f"{where}, field 'role': must be user, assistant or system, got {given!r}")
+        role = str(given)
+        name = m.get("name", role)
         is_user = role == "user"
     else:
         raise ValueError(f"{where}: a message needs 'mes' (SillyTavern) or 'role' and 'content'")

@@ -48,6 +48,19 @@ class Columns:
     """Rows gathered column by column (cheap to append, cheap to turn into a table)."""
 
     __slots__ = COLUMNS
+    chat_id: list[str]
+    source: list[str]
+    turn: list[int]
+    variant: list[str]
+    book: list[str]
+    entry: list[str]
+    outcome: list[str]
+    reason: list[str]
+    loop: list[int | None]
+    tokens: list[int | None]
+    position: list[str]
+    changed: list[bool | None]
+    detail: list[str]
 
     def __init__(self) -> None:
         for c in COLUMNS:

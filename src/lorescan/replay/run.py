@@ -69,9 +69,9 @@ class _Progress:
 
 def _counts(cols: Columns, variants: int) -> tuple[int, int, int]:
     """(chats, turns, problems) in a batch of rows (chats: good and bad ones)."""
-    turns = sum(1 for o in cols.outcome if o == "turn") // variants
+    turns = sum(o == "turn" for o in cols.outcome) // variants
     chats = len(set(cols.chat_id))
-    problems = sum(1 for o in cols.outcome if o == "problem")
+    problems = sum(o == "problem" for o in cols.outcome)
     return chats, turns, problems
 
 

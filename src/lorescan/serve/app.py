@@ -717,7 +717,7 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     os.environ[CONFIG_ENV] = config.to_env()
     # uvloop and httptools are the serve extra's fast event loop and HTTP parser (named here so
     # a missing one fails loudly instead of uvicorn falling back to the slow pure-Python ones).
-    fast = {"loop": "uvloop", "http": "httptools"} if sys.platform != "win32" else {"http": "httptools"}
+    loop = "uvloop" if sys.platform != "win32" else "asyncio"
     uvicorn.run("lorescan.serve.app:create_app", factory=True, host=host, port=port,
                 workers=workers if workers > 1 else None, log_level=log_level, access_log=access_log,
-                **fast)
+                loop=loop, http="httptools")

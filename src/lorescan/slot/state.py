@@ -102,6 +102,7 @@ def copy_json(value: Mapping[str, Any], *, max_depth: int = DEFAULT_LIMITS.max_j
         for k, v in items:
             if isinstance(src, Mapping) and not isinstance(k, str):
                 raise _bad(f"object keys must be strings, got {k!r:.40}", path or None)
+            item: Any
             if v is None or isinstance(v, (str, bool, int)):
                 item = v
             elif isinstance(v, float) and math.isfinite(v):
