@@ -5,9 +5,9 @@ needs word boundaries?), with the entry's overrides resolved against the MatchOp
 variants of a book live in ONE pyahocorasick automaton whose words are the distinct matched
 texts (pattern ids); per pattern id, four tables give the variant id (vid) for each pass and
 class: case-sensitive variants are matched on the raw text, case-insensitive ones on its
-JS lowercase (SPEC 5.2.1, 13.2); whole-word variants are filtered by the word kernel.
+JS lowercase (docs/sillytavern-mode.md#st-plain-keys, 13.2); whole-word variants are filtered by the word kernel.
 
-Keys that cannot be decided per text (SPEC 14.3) are *special* and are evaluated on the
+Keys that cannot be decided per text are *special* and are evaluated on the
 assembled haystack by ScanView: regex keys, keys holding U+0001, empty keys (a
 whitespace-only key after trimming), raw keys ending in "\\n" (score path only: they can
 span the "\\n" of the joiner), and macro keys (``{{``) when a substitution hook is given.
@@ -59,7 +59,7 @@ VariantSpec = tuple[str, bool, bool]     # (matched text, case-sensitive, bounde
 
 
 def word_model(options: MatchOptions) -> int:
-    """The word-model code of the kernels for these options (SPEC 5.2, 16.1, 16.2)."""
+    """The word-model code of the kernels for these options (docs/sillytavern-mode.md#st-plain-keys, 16.1, 16.2)."""
     if options.word_chars == "ascii":
         return MODEL_ASCII
     return MODEL_NOSPACE if options.nospace_scripts else MODEL_UNICODE
@@ -298,7 +298,7 @@ class EntryPlan:
     """How to decide one entry's keys: per key an int (vid, or SKIP) or a special tuple.
 
     ``primary``: (key index, ref) for the activation path (substituted, trimmed keys);
-    ``secondary``: one ref per secondary key; ``score_*``: raw keys (SPEC 8.3). ``simple`` /
+    ``secondary``: one ref per secondary key; ``score_*``: raw keys (docs/sillytavern-mode.md#st-groups). ``simple`` /
     ``score_simple``: every ref is an int, so the window's hit set alone decides.
     """
 
@@ -416,7 +416,7 @@ class CompiledBook:
 FLAG_CONSTANT = 1
 FLAG_ACTIVATE = 2             # @@activate, SillyTavern's decorator lines
 FLAG_DONT_ACTIVATE = 4        # @@dont_activate
-FLAG_ACTIVATE_STRICT = 8      # the same under strict_lines (SPEC 16.6)
+FLAG_ACTIVATE_STRICT = 8      # the same under strict_lines (docs/improved-profile.md#decorators)
 FLAG_DONT_ACTIVATE_STRICT = 16
 FLAG_TIMED = 32               # sticky or cooldown is set
 
@@ -439,7 +439,7 @@ def _entry_order(entry: Entry) -> float:
 
 
 def _max_entry_depth(entries: Sequence[Entry]) -> int:
-    # STEngine's widest per-entry scan depth (SPEC 4.2; capped like _effective_depth in scan.py)
+    # STEngine's widest per-entry scan depth (docs/sillytavern-mode.md#st-scan-text; capped like _effective_depth in scan.py)
     best = 0
     for e in entries:
         d = e.scan_depth
@@ -483,7 +483,7 @@ class _Builder:
         return ("re", rx, rid, self.regex_lits[rid], raw)
 
     def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool) -> KeyRef:
-        # SPEC 5: substitute (if {{), skip if empty, trim; blank -> "" (match_all) or skipped.
+        # docs/sillytavern-mode.md#st-plain-keys: substitute (if {{), skip if empty, trim; blank -> "" (match_all) or skipped.
         if substitute and "{{" in raw:
             return ("macro", raw, cs, ww)
         if not raw:

@@ -133,7 +133,7 @@ class ChatScan:
                     self._bytes -= self._sizes.pop(old)
 
     def side_matcher(self, key: object, build: Callable[[], object]) -> object:
-        """A small per-expansion matcher (macro keys, SPEC 14.1), built once per ``key``."""
+        """A small per-expansion matcher (macro keys: their text is known only after substitution), built once per ``key``."""
         with self._lock:
             found = self._side.get(key)
             if found is not None:

@@ -1,4 +1,4 @@
-"""SillyTavern regex keys as ECMAScript regexes, evaluated by the ``regex`` module (SPEC 5.1, 13.1).
+"""SillyTavern regex keys as ECMAScript regexes, evaluated by the ``regex`` module (docs/sillytavern-mode.md#st-regex-keys, 13.1).
 
 A JS pattern is parsed by a small recursive-descent parser that follows the ECMAScript 2024
 grammar (without the ``v`` flag) including Annex B for non-``u`` patterns, and re-emitted as a
@@ -1114,7 +1114,7 @@ def _split_key(key: str) -> tuple[str, str] | None:
 
 
 def regex_key(key: str, *, max_length: int | None = None, max_nesting: int | None = None) -> JSRegex | None:
-    """The compiled regex of a SillyTavern regex key, or None for a plain key (SPEC 5.1; see
+    """The compiled regex of a SillyTavern regex key, or None for a plain key (docs/sillytavern-mode.md#st-regex-keys; see
     :func:`parse_regex_key`). Uncached. Raises RegexTooComplex past ``max_length`` (of the
     pattern) or ``max_nesting`` (see :func:`compile_regex_key`): such a key is a regex to
     SillyTavern, so it is refused rather than read as text."""
@@ -1128,7 +1128,7 @@ def regex_key(key: str, *, max_length: int | None = None, max_nesting: int | Non
 
 
 def parse_regex_key(key: str) -> tuple[str, str] | None:
-    """Split a SillyTavern regex key into (pattern, flags), or None for a plain key (SPEC 5.1).
+    """Split a SillyTavern regex key into (pattern, flags), or None for a plain key (docs/sillytavern-mode.md#st-regex-keys).
 
     The body is the shortest non-empty ``P`` with ``key == '/' + P + '/' + F`` and ``F`` drawn
     from ``gimsuy``; ``P`` must have no ``/`` that is at its start or not preceded by ``\\``;

@@ -2,11 +2,12 @@
 
 A :class:`ScanView` holds the texts of one scan (messages newest first, the six match
 sources, injected prompts, and the recursion chunks added pass by pass) and answers, for
-one entry and one :class:`Window`, which of its keys occur in the haystack SPEC 4.2
-defines. Both SillyTavern mode and the lorebook-slot mode go through it.
+one entry and one :class:`Window`, which of its keys occur in the haystack defined in
+docs/sillytavern-mode.md#st-scan-text. Both SillyTavern mode and the lorebook-slot mode go through it.
 
 This module is the interface between the engines and the matcher. Key hits come from
-the book's automaton, per text, through the caller's ChatScan cache (SPEC 14); only
+the book's automaton, per text, through the caller's ChatScan cache (every occurrence of a key is examined, so a text's
+hits do not depend on what else the window holds); only
 special keys (regex, U+0001, blank, macro) look at the assembled haystack. The plain
 implementation it replaced lives on as the test oracle, tests/reference_matcher.py.
 Regex keys that cannot see past their own text are tested text by text and cached
@@ -40,7 +41,7 @@ JOINER = "\n\x01"
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """Which texts one entry sees in one pass (SPEC 4.2).
+    """Which texts one entry sees in one pass (docs/sillytavern-mode.md#st-scan-text).
 
     ``depth``: newest messages scanned (<= 0: the haystack is empty, nothing else is seen
     either); ``sources``: bit i set = SOURCE_NAMES[i] is appended; ``recursion``: how many
@@ -118,7 +119,7 @@ def _empty_key_matches(text: str, options: MatchOptions) -> bool:
 
 def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_words: bool,
                     options: MatchOptions) -> bool:
-    """SPEC 5.2 (and 16.1-16.3 under improved options) for one plain key on one string."""
+    """docs/sillytavern-mode.md#st-plain-keys (and docs/improved-profile.md under improved options) for one plain key on one string."""
     if not case_sensitive:
         haystack, key = js_lower(haystack), js_lower(key)
     if not whole_words:
@@ -204,7 +205,7 @@ class ScanView:
     # -- texts -------------------------------------------------------------------------
     @property
     def segments(self) -> list[str]:
-        """Message segments as scanned (SPEC 4.1): trimmed, holes kept, trailing empties dropped."""
+        """Message segments as scanned (docs/sillytavern-mode.md#st-scan-text): trimmed, holes kept, trailing empties dropped."""
         if self._segments is None:
             msgs = list(self._messages[:MAX_SCAN_DEPTH])
             last = max((i for i, m in enumerate(msgs) if m), default=-1)
@@ -246,7 +247,7 @@ class ScanView:
         return WindowTexts(tuple(self.segments), tuple(self.sources), tuple(self.injects), tuple(self.chunks))
 
     def haystack(self, window: Window) -> str:
-        """The exact SillyTavern haystack of SPEC 4.2 for this window."""
+        """The exact SillyTavern haystack of docs/sillytavern-mode.md#st-scan-text for this window."""
         hs = self._haystacks.get(window)
         if hs is None:
             texts = self.texts(window)
@@ -587,7 +588,7 @@ class ScanView:
         return tuple(primary), tuple(hit(ref) for ref in plan.secondary)
 
     def score_entry(self, index: int, window: Window) -> tuple[int, int]:
-        """Group-scoring counts (SPEC 8.3): matching primary and secondary keys, raw keys
+        """Group-scoring counts (docs/sillytavern-mode.md#st-groups): matching primary and secondary keys, raw keys
         (no substitution, no trimming, empty keys counted as matching text)."""
         plan = self._plans[index]
         hits = self.window_hits(window)

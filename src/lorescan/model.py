@@ -1,8 +1,8 @@
-"""The data model: entries, books and settings (SPEC section 2).
+"""The data model: entries, books and settings (docs/sillytavern-mode.md#st-entries).
 
 An :class:`Entry` keeps every field exactly as read (``fields``, in file order, unknown
 fields included) and exposes the values the engine needs as typed attributes computed
-once, with SillyTavern's JavaScript truthiness rules (SPEC 2.3). Writers use ``fields``
+once, with SillyTavern's JavaScript truthiness rules (docs/sillytavern-mode.md#st-entries). Writers use ``fields``
 (minus ``filled``, the defaults a reader added), so nothing is lost on a round trip.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = [
     "entry_from_fields", "POSITION_NAMES", "SELECTIVE_LOGIC_NAMES",
 ]
 
-# SillyTavern's new-entry template, in the order its editor writes the fields (SPEC 2.2).
+# SillyTavern's new-entry template, in the order its editor writes the fields (docs/sillytavern-mode.md#st-entries).
 # `uid` and `displayIndex` are filled from the entry's uid.
 ST_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("key", []), ("keysecondary", []), ("comment", ""), ("content", ""), ("constant", False),
@@ -169,7 +169,7 @@ class Entry:
     ``fields`` holds the entry exactly as read, in file order (including fields lorescan
     does not model), followed by any defaults the reader filled in; ``filled`` names those
     defaults so a writer can leave them out. Typed attributes follow SillyTavern's
-    scan-time reading of the fields (JS truthiness, SPEC 2.3).
+    scan-time reading of the fields (JS truthiness, docs/sillytavern-mode.md#st-entries).
     """
 
     uid: int | str
@@ -182,7 +182,7 @@ class Entry:
     constant: bool
     disable: bool
     selective: bool
-    selective_logic: int | None          # None when the field is missing (SPEC 2.3)
+    selective_logic: int | None          # None when the field is missing (docs/sillytavern-mode.md#st-entries)
     order: float
     position: Any
     depth: Any
@@ -371,7 +371,7 @@ _STRATEGIES = ("evenly", "character_first", "global_first")
 
 @dataclass(frozen=True, slots=True)
 class STSettings:
-    """Global World Info settings of SillyTavern mode (SPEC 2.5), with the code defaults.
+    """Global World Info settings of SillyTavern mode (docs/sillytavern-mode.md#st-settings), with the code defaults.
 
     Names follow the conformance vectors. Values outside the ranges SillyTavern's UI
     allows raise :class:`SettingsError` (``scan_depth`` above 1000 is accepted and capped
@@ -424,7 +424,7 @@ class STSettings:
 
 @dataclass(frozen=True, slots=True)
 class MatchOptions:
-    """How plain keys match (SPEC 5.2 and 16.1-16.4); part of what a CompiledBook is built for.
+    """How plain keys match (docs/sillytavern-mode.md#st-plain-keys and 16.1-16.4); part of what a CompiledBook is built for.
 
     ``case_sensitive`` / ``match_whole_words`` are the defaults for entries whose own
     override is null. ``word_chars``: ``"ascii"`` (SillyTavern) or ``"unicode"``;
@@ -452,7 +452,7 @@ class MatchOptions:
 
     @classmethod
     def improved(cls, *, case_sensitive: bool = False, match_whole_words: bool = False) -> "MatchOptions":
-        """lorescan's improved rules (SPEC 16.1-16.4)."""
+        """lorescan's improved rules (docs/improved-profile.md#word-chars-16.4)."""
         return cls(case_sensitive, match_whole_words, "unicode", True, "bounded", "ignore")
 
 
@@ -467,7 +467,7 @@ def book_from_entries(name: str, entries: Sequence[Mapping[str, Any]] | Mapping[
 
 @dataclass(frozen=True, slots=True)
 class Compat:
-    """The improvements of SPEC 16, each an independent switch (SPEC 16.0).
+    """The improvements of docs/improved-profile.md, each an independent switch (docs/improved-profile.md#profiles).
 
     :meth:`sillytavern` sets every switch to SillyTavern's behaviour (the conformance
     profile); :meth:`improved` to lorescan's. ``word_chars``, ``nospace_scripts``,

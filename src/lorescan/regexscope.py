@@ -1,6 +1,6 @@
 """What a regex key can see, and what it may spend: per-text evaluation and the scan's budget.
 
-**Scope.** A SillyTavern haystack (SPEC 4.2) is ``"\\x01" + t0 + "\\n\\x01" + t1 + ...``.
+**Scope.** A SillyTavern haystack (docs/sillytavern-mode.md#st-scan-text) is ``"\\x01" + t0 + "\\n\\x01" + t1 + ...``.
 Cut it at the ``"\\n"`` of every joiner and each piece is ``"\\x01" + t_i``. A regex that is
 *line-local* (:attr:`lorescan.jsregex.JSRegex.line_local`, decided once by the translator on
 the parsed pattern) has no atom that can consume U+000A, lookarounds included, no ``^``/``$``

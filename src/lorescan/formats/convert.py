@@ -37,7 +37,7 @@ def _to_sillytavern(book: Lorebook) -> tuple[dict[str, Any], list[Loss]]:
     origin = book.origin if isinstance(book.origin, Origin) else None
     if book.format in CC_FORMATS:
         cc_book, _ = write_character_book(book, fmt=book.format)
-        out["originalData"] = cc_book          # as SillyTavern keeps it on import (SPEC 2.7)
+        out["originalData"] = cc_book          # as SillyTavern keeps it on import (docs/sillytavern-mode.md#st-import)
         for e in book.entries:
             raw = origin.raw_entries.get(e.uid) if origin else None
             for name, why in (cc_entry_unmapped(raw) if raw is not None else ()):

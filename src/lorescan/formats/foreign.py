@@ -1,6 +1,6 @@
 """Small foreign formats: RisuAI lorebook exports, Agnai memory books, KoboldAI world info
 (KoboldAI's ``{"folders", "entries"}`` file) and bare JSON arrays of entries (KoboldAI Lite
-style ``[{"key": "a, b", "content": ...}]`` and tool exports). Field mappings: SPEC 2.7.
+style ``[{"key": "a, b", "content": ...}]`` and tool exports). Field mappings: docs/sillytavern-mode.md#st-import.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _risu_percent(st: str, default: Any) -> Rule:
     def read(raw: Mapping[str, Any], ctx: Ctx) -> Any:
         value = raw.get("activationPercent")
         return default if value is None else value
-    # ST quirk (SPEC 2.7): useProbability = activationPercent itself, so only probability writes
+    # ST quirk (docs/sillytavern-mode.md#st-import): useProbability = activationPercent itself, so only probability writes
     write = (lambda out, value: out.__setitem__("activationPercent", value)) if st == "probability" else None
     return Rule(st, read, write, ("activationPercent",))
 
@@ -35,7 +35,7 @@ RISU_RULES: tuple[Rule, ...] = (
     _risu_percent("probability", 100), _risu_percent("useProbability", True),
 )
 _RISU_WHY = {"position": "RisuAI has no insertion position (always 0)",
-             "useProbability": "RisuAI derives it from activationPercent (SPEC 2.7)"}
+             "useProbability": "RisuAI derives it from activationPercent (docs/sillytavern-mode.md#st-import)"}
 
 
 def read_risu(doc: Any, *, source: str) -> Lorebook:

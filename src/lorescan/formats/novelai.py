@@ -1,7 +1,7 @@
 """NovelAI lorebooks: a ``.lorebook`` (``{"lorebookVersion": n, "entries": [...]}``) and the
 lorebook inside a ``.story`` container (``content.lorebook``).
 
-Mapping (SPEC 2.7, plus ``forceActivation``): ``keys``->``key``, ``text``->``content``,
+Mapping (docs/sillytavern-mode.md#st-import, plus ``forceActivation``): ``keys``->``key``, ``text``->``content``,
 ``displayName``->``comment``, ``enabled``->``disable`` (negated),
 ``contextConfig.budgetPriority``->``order`` (missing: 0), ``forceActivation``->``constant``;
 ``selective`` is false and ``position`` 0 for every entry. Everything else is kept raw.

@@ -1,4 +1,4 @@
-"""SillyTavern world JSON: ``{"entries": {"<uid>": {...}}, ...}`` (SPEC 2.1)."""
+"""SillyTavern world JSON: ``{"entries": {"<uid>": {...}}, ...}`` (docs/sillytavern-mode.md#st-entries)."""
 from __future__ import annotations
 
 import json

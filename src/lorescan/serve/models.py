@@ -3,7 +3,7 @@
 msgspec decodes and validates a request body in one pass (C code, no intermediate dict)
 and reports the failing field as a JSON path (``$.messages[3].mes``); the same structs
 give the JSON Schema that ``/openapi.json`` serves. Field names follow the conformance
-vectors (SillyTavern mode) and SPEC 15 (lorebook-slot mode); ``docs/service.md`` shows
+vectors (SillyTavern mode) and docs/slot-mode.md (lorebook-slot mode); ``docs/service.md`` shows
 every shape with an example.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ class BookInfo(Struct):
 # -- SillyTavern mode -----------------------------------------------------------------------
 
 class BookRef(_Strict):
-    """A stored book and the roles it plays in this scan (SPEC 3.1)."""
+    """A stored book and the roles it plays in this scan (docs/sillytavern-mode.md#st-order)."""
 
     id: BookId
     roles: Annotated[list[Literal["global", "character", "character_extra", "chat", "persona"]],
@@ -66,7 +66,7 @@ class BookRef(_Strict):
 
 
 class STSettingsIn(_Strict):
-    """Global World Info settings (SPEC 2.5); the names of the conformance vectors."""
+    """Global World Info settings (docs/sillytavern-mode.md#st-settings); the names of the conformance vectors."""
 
     scan_depth: int = 2
     budget_percent: float = 25
@@ -100,7 +100,7 @@ class CharacterIn(_Strict):
 
 
 class ForcedEntry(_Strict):
-    """An entry activated for this scan only (SPEC 6, gate 12)."""
+    """An entry activated for this scan only (docs/sillytavern-mode.md#st-gates, gate 12)."""
 
     world: str
     uid: Union[int, str]
@@ -133,7 +133,7 @@ class STScanRequest(_Strict):
 # -- lorebook-slot mode -----------------------------------------------------------------------
 
 class SlotSettingsIn(_Strict):
-    """A book's slot settings (SPEC 15.2); absent ones are read from the book."""
+    """A book's slot settings (docs/slot-mode.md#slot-pool); absent ones are read from the book."""
 
     scan_depth: Union[int, None] = None
     token_budget: Union[int, None] = None

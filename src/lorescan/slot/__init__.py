@@ -1,4 +1,4 @@
-"""Lorebook-slot mode (SPEC Part B): the platform model of one pooled slot of role-tagged
+"""Lorebook-slot mode (docs/slot-mode.md): the platform model of one pooled slot of role-tagged
 messages, with book settings, decorators, priority vs order and a per-chat state."""
 from .decorators import DecoratorLine, Decorators, parse_decorators
 from .engine import (LOG_DETAILS, NOTE_CODES, OUTCOMES, ChatMessage, LogDetail, LogRecord, NoteCode, RegexKeys,

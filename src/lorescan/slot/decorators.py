@@ -1,4 +1,4 @@
-"""Decorator header of an entry's content, lorebook-slot mode (SPEC 15.8; CCv3/RisuAI rules).
+"""Decorator header of an entry's content, lorebook-slot mode (docs/slot-mode.md#slot-gates; CCv3/RisuAI rules).
 
 A content may start with lines such as ``@@probability 50`` or ``@@role assistant``.
 :func:`parse_decorators` reads that header into a :class:`Decorators` value and returns
@@ -51,7 +51,7 @@ class DecoratorLine:
 
 @dataclass(frozen=True, slots=True)
 class Decorators:
-    """The decorators of one entry (None / empty = absent). See SPEC 15.8 for meanings."""
+    """The decorators of one entry (None / empty = absent). See docs/slot-mode.md#slot-gates for meanings."""
 
     probability: float | None = None
     scan_depth: int | None = None

@@ -1,14 +1,14 @@
-"""Lorebook-slot mode (SPEC Part B, section 15): one pool, priority for the budget, order for
+"""Lorebook-slot mode (docs/slot-mode.md, section 15): one pool, priority for the budget, order for
 placement, one role-tagged message per surviving entry.
 
 :class:`SlotEngine` compiles the attached books once (through the same
 ``compile_book``/``ScanView`` machinery as SillyTavern mode, with each text matched on
 its own) and answers one request per :meth:`SlotEngine.run`: which entries go into the
-lorebook slot, in which order and with which role, plus the request log of SPEC 15.11
+lorebook slot, in which order and with which role, plus the request log of docs/slot-mode.md#slot-log
 and the updated per-chat state.
 
-The rules in the project's words, with every choice made where SPEC 15 is silent, are in
-``docs/slot-mode.md``. In short (see also the [decision] marks in SPEC 15):
+The rules in the project's words, with every choice the engine makes where the platform's own
+description is silent, are in ``docs/slot-mode.md``. In short:
 
 * Messages are given oldest first, with roles. System messages are neither scanned nor
   counted, in ``M`` (the turn index) or toward any scan depth [decision, revised]. An entry
@@ -24,7 +24,7 @@ The rules in the project's words, with every choice made where SPEC 15 is silent
   ``regex_keys="auto"`` is SillyTavern's per-key detection (an invalid ``/…/`` key is
   literal text). Decorator key lists (``@@additional_keys`` …) follow the entry's rule.
 * Only ``@@probability`` rolls; SillyTavern's ``probability``/``useProbability`` fields and
-  per-entry ``scanDepth`` are not platform fields (SPEC 15.3) and are ignored.
+  per-entry ``scanDepth`` are not platform fields (docs/slot-mode.md#slot-entries) and are ignored.
 * A re-inserted entry keeps the earliest ``first_matched_turn`` (a record from a later turn,
   left by a rolled-back branch, is lowered to this turn).
 """
@@ -53,9 +53,9 @@ from .state import read_first_matched, with_first_matched
 __all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "ChatMessage", "OUTCOMES",
            "MAX_PASSES", "LogDetail", "LOG_DETAILS", "NoteCode", "NOTE_CODES", "RegexKeys"]
 
-MAX_PASSES = 3          # SPEC 15.6 [decision]: 3 passes in total
+MAX_PASSES = 3          # docs/slot-mode.md#slot-texts [decision]: 3 passes in total
 # A window deeper than 0 that covers no message: ScanView then sees only the recursion
-# chunks (Window depth <= 0 means "nothing at all", SillyTavern's reading, SPEC 18.1).
+# chunks (Window depth <= 0 means "nothing at all", SillyTavern's reading: its code, not its documentation, is followed).
 _RECURSION_ONLY = 0.5
 OUTCOMES = ("inserted", "dropped_budget", "probability_failed", "not_matched", "disabled",
             "blocked:dont_activate", "blocked:dont_activate_after_match", "blocked:is_greeting",
@@ -89,7 +89,7 @@ class SlotMessage(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class LogRecord:
-    """What happened to one entry of the pool in one request (SPEC 15.11).
+    """What happened to one entry of the pool in one request (docs/slot-mode.md#slot-log).
 
     ``outcome``: one of :data:`OUTCOMES`; ``reason``: why, in words. ``pass_number``: the
     pass (1..3) in which the entry activated (None if it did not). ``matched_by``:
@@ -188,7 +188,7 @@ class _Plan:
     exclude_all: tuple[tuple[_KeyRef, ...], ...]
     uses_matcher: bool
     has_literal: bool
-    logic: int          # selectiveLogic for ``secondary`` (SPEC 5.5; 0 = AND ANY)
+    logic: int          # selectiveLogic for ``secondary`` (docs/sillytavern-mode.md#st-key-logic; 0 = AND ANY)
     never_note: str     # names the primary keys that can never match, for the log
 
 
@@ -197,7 +197,7 @@ _REGEX_FORM = re.compile(r"/([\s\S]+?)/([gimsuy]*)")
 
 def _regex_kind(key: str) -> str:
     """How ``key`` reads: ``"regex"`` (a usable ``/pattern/flags`` key), ``"invalid"`` (in
-    that form, SPEC 5.1 conditions 1 and 2, but not a usable ECMAScript regex) or
+    that form, docs/sillytavern-mode.md#st-regex-keys conditions 1 and 2, but not a usable ECMAScript regex) or
     ``"plain"`` (not in that form: ``/usr/bin``, ``a/b/``)."""
     k = js_trim(key)
     try:
@@ -229,7 +229,7 @@ def _plan_keys(e: SlotEntry, mode: RegexKeys) -> tuple[_Plan, list[str], list[st
     def ref(text: str, target: list[str]) -> _KeyRef:
         if mode == "auto" or "{{" in text:
             how = "matcher"                 # SillyTavern auto-detection (macros: decided after substitution)
-        elif not strict:                    # SPEC 15.4 [decision, revised]: the key's form decides
+        elif not strict:                    # docs/slot-mode.md#slot-keys [decision, revised]: the key's form decides
             how = "never" if _regex_kind(text) == "invalid" else "matcher"
         else:
             kind = _regex_kind(text)
@@ -287,8 +287,8 @@ class SlotEngine:
     ``cl100k_base`` loaded offline); each entry's count is cached with the engine.
     ``substitute``: macro hook applied to keys containing ``{{`` and to the content of
     every entry that passes its roll (may be overridden per request). ``match_options``:
-    plain-key rules (default: the improved rules of SPEC 16). ``regex_keys``: ``"form"``
-    (SPEC 15.4 [decision, revised]): a ``/pattern/flags`` key is a regex whatever
+    plain-key rules (default: the improved rules of docs/improved-profile.md). ``regex_keys``: ``"form"``
+    (docs/slot-mode.md#slot-keys [decision, revised]): a ``/pattern/flags`` key is a regex whatever
     ``use_regex`` says, an invalid one never matches, any other key is plain text;
     ``"strict"`` (``"ccv3"`` is accepted as its older name): the CCv3 reading of each
     entry's ``use_regex`` (true: every key must be ``/pattern/flags`` and secondary keys
@@ -300,7 +300,7 @@ class SlotEngine:
     listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons); a regex key
     past ``max_regex_length`` / ``max_regex_nesting`` raises :class:`RegexKeyError`.
 
-    ``budget`` is the pool's token budget (SPEC 15.2 [decision, revised]: the largest budget
+    ``budget`` is the pool's token budget (docs/slot-mode.md#slot-pool [decision, revised]: the largest budget
     an attached book stores, the default 800 only when none stores one); ``budget_book``
     names the book it comes from (None for the default) and ``budget_reason`` says so in
     words. The engine is immutable once built apart from its token-count cache; one engine
@@ -341,7 +341,7 @@ class SlotEngine:
         self.match_options = match_options if match_options is not None else MatchOptions.improved()
         self.user_icon_decorator = user_icon_decorator
         self.regex_timeout = regex_timeout
-        # SPEC 15.2 [seed]: when the attached books disagree, the largest budget wins; only
+        # docs/slot-mode.md#slot-pool [seed]: when the attached books disagree, the largest budget wins; only
         # budgets a book stores take part [decision, revised].
         self.budget, self.budget_book, self.budget_reason = pool_budget(slot_books)
 
@@ -412,7 +412,7 @@ class SlotEngine:
         ``{"role": ..., "content": ...}`` mappings (role ``system``, ``user`` or
         ``assistant``; the greeting is the character's first message), not including the
         reply being generated. System messages are not scanned and not counted; the number
-        of the others is the turn index ``M`` of SPEC 15.5.
+        of the others is the turn index ``M`` of docs/slot-mode.md#slot-gates.
         ``turn_id``: identifies this turn for the probability roll (recommended:
         conversation id plus ``M``); the same id gives the same rolls in every pass, dry
         run, swipe and regeneration. ``state``: the value returned by the previous
@@ -428,7 +428,7 @@ class SlotEngine:
         """
         chat = _read_messages(messages)
         first_matched = read_first_matched(state)
-        # SPEC 15.4/15.5 [decision, revised]: system messages are neither scanned nor counted.
+        # docs/slot-mode.md#slot-revised: system messages are neither scanned nor counted.
         scanned = [i for i, (role, _) in enumerate(chat) if role != "system"]
         turn = len(scanned)
         if at_greeting is None:
@@ -439,7 +439,7 @@ class SlotEngine:
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout))
         runs = [_Run(e) for e in self.pool]
 
-        # Gates 1-9 (SPEC 15.5): decided once for the turn.
+        # Gates 1-9 (docs/slot-mode.md#slot-gates): decided once for the turn.
         prematched: list[_Run] = []
         pending: list[_Run] = []
         for r in runs:
@@ -584,7 +584,7 @@ class SlotEngine:
     def _gates(e: SlotEntry, turn: int, first_matched: int | None, at_greeting: bool,
                greeting_index: int | None, user_icon: str | None
                ) -> _GateVerdict | None:
-        """SPEC 15.5 gates 1-9: ("<outcome>", reason), ("matched", by, reason), or None
+        """docs/slot-mode.md#slot-gates gates 1-9: ("<outcome>", reason), ("matched", by, reason), or None
         when key matching (gate 10) decides."""
         d = e.decorators
         earlier = first_matched is not None and first_matched < turn
@@ -618,7 +618,7 @@ class SlotEngine:
         return None
 
     def _match_keys(self, r: _Run, view: ScanView, window: Window, allowed: set[int] | None) -> bool:
-        """SPEC 15.4 and gate 10 for one entry in one window; records the reason."""
+        """docs/slot-mode.md#slot-keys and gate 10 for one entry in one window; records the reason."""
         e, plan = r.e, self._plans[r.e.pool_index]
         if not plan.primary:
             r.reason = "no keys"
@@ -691,7 +691,7 @@ class SlotEngine:
                                    options=self.match_options) for t in texts)
 
     def _roll(self, r: _Run, turn_id: str | int) -> bool:
-        """SPEC 15.7: the stable roll; records the outcome when the entry fails it."""
+        """docs/slot-mode.md#slot-gates: the stable roll; records the outcome when the entry fails it."""
         p = r.e.decorators.probability
         if p is None:
             return True
@@ -704,7 +704,7 @@ class SlotEngine:
         return False
 
     def _fit_budget(self, activated: Sequence[_Run]) -> int:
-        """SPEC 15.9: rank by (no @@ignore_on_max_context first, priority desc, order desc,
+        """docs/slot-mode.md#slot-budget: rank by (no @@ignore_on_max_context first, priority desc, order desc,
         pool position) and keep the longest prefix that fits the budget."""
         floors = set()
         for r in activated:
@@ -757,7 +757,7 @@ def _read_messages(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
 
 
 def _at_greeting(chat: Sequence[tuple[str, str]]) -> bool:
-    """SPEC 15.8 [decision]: no character message other than the greeting exists yet.
+    """docs/slot-mode.md#slot-gates [decision]: no character message other than the greeting exists yet.
 
     The greeting is the first assistant message when no user message precedes it.
     """
@@ -781,7 +781,7 @@ def _entry_window(e: SlotEntry, pass_number: int, chunks: int,
     shares one Window per shape (ScanView answers a repeated Window object fastest)."""
     own = 0 if e.decorators.no_recursive_search else chunks
     if e.scan_depth <= 0:
-        # SPEC 15.4 [decision, revised]: depth 0 scans no message, but recursion text still
+        # docs/slot-mode.md#slot-keys [decision, revised]: depth 0 scans no message, but recursion text still
         # reaches the entry ("only lore can trigger this").
         if not own:
             return None
@@ -797,7 +797,7 @@ def _entry_window(e: SlotEntry, pass_number: int, chunks: int,
 
 
 def _secondary_logic_failure(plan: _Plan, hit: Callable[[_KeyRef], bool]) -> str | None:
-    """SPEC 5.5 / 15.4 [decision, revised]: None when the secondary keys pass the entry's
+    """docs/sillytavern-mode.md#st-key-logic / 15.4 [decision, revised]: None when the secondary keys pass the entry's
     selective logic, else why not, in words (a key that can never match counts as absent)."""
     refs, logic = plan.secondary, plan.logic
     name = SELECTIVE_LOGICS[logic]

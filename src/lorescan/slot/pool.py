@@ -3,8 +3,8 @@
 Books arrive as :class:`~lorescan.model.Lorebook` values read from SillyTavern files
 (ST field names) or from Character Card books (CC names; the CCv3 reader maps them to
 ST names and keeps the originals). :func:`slot_entry_from` reads an entry's stored
-``fields`` under both spellings and derives what SPEC 15.3 uses; :class:`BookSettings`
-reads and clamps the book-level settings of SPEC 15.2.
+``fields`` under both spellings and derives what docs/slot-mode.md#slot-entries uses; :class:`BookSettings`
+reads and clamps the book-level settings of docs/slot-mode.md#slot-pool.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ __all__ = ["BookSettings", "SlotBook", "SlotEntry", "slot_entry_from", "raw_entr
 
 ROLE_NUMBERS = {0: "system", 1: "user", 2: "assistant"}
 
-# SPEC 15.2: ranges from the seed, defaults [decision].
+# docs/slot-mode.md#slot-pool: ranges from the seed, defaults [decision].
 SCAN_DEPTH_RANGE = (0, 100)
 TOKEN_BUDGET_RANGE = (100, 32000)
 DEFAULT_TOKEN_BUDGET = 800      # only when no attached book stores a budget [decision, revised]
 
-# SillyTavern's selectiveLogic values (SPEC 5.5), honoured in this mode [decision, revised].
+# SillyTavern's selectiveLogic values (docs/sillytavern-mode.md#st-key-logic), honoured in this mode [decision, revised].
 SELECTIVE_LOGICS = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 
 
@@ -37,7 +37,7 @@ def _clamp(value: float, lo: int, hi: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class BookSettings:
-    """A book's scan settings (SPEC 15.2). Out-of-range numbers are clamped into range.
+    """A book's scan settings (docs/slot-mode.md#slot-pool). Out-of-range numbers are clamped into range.
 
     ``scan_depth``: newest user and assistant messages scanned, 0..100 (default 5);
     ``token_budget``: 100..32000, or None when the book stores none (the largest stored
@@ -106,14 +106,14 @@ class SlotBook:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class SlotEntry:
-    """One entry of the pool as lorebook-slot mode sees it (SPEC 15.3 + decorators).
+    """One entry of the pool as lorebook-slot mode sees it (docs/slot-mode.md#slot-entries + decorators).
 
     Values are *effective*: decorators applied (``order``, ``priority``, ``role``,
-    ``scan_depth``, ``whole_words``), defaults of SPEC 15.3 filled in. ``content`` is the
+    ``scan_depth``, ``whole_words``), defaults of docs/slot-mode.md#slot-entries filled in. ``content`` is the
     text after the decorator header, trimmed. ``stored_priority`` is the entry's own
     ``priority`` field (None when absent: priority then defaults to the stored order).
     ``use_regex``: the stored CCv3 flag (None when absent); only ``regex_keys="strict"``
-    reads it (SPEC 15.4 [decision, revised]). ``selective_logic``: the stored
+    reads it (docs/slot-mode.md#slot-keys [decision, revised]). ``selective_logic``: the stored
     ``selectiveLogic`` (0..3, :data:`SELECTIVE_LOGICS`), None when absent (AND ANY).
     """
 
@@ -257,7 +257,7 @@ def _selective_logic(r: _Reader, used: bool) -> int | None:
 
 
 def pool_budget(books: "Sequence[SlotBook]") -> tuple[int, str | None, str]:
-    """SPEC 15.2 [decision, revised]: (budget, id of the book it comes from or None for the
+    """docs/slot-mode.md#slot-pool [decision, revised]: (budget, id of the book it comes from or None for the
     default, the reason in words). The largest budget a book stores wins; books that store
     none take no part; :data:`DEFAULT_TOKEN_BUDGET` applies only when no book stores one."""
     stored = [(b.settings.token_budget, str(b.id)) for b in books
@@ -302,15 +302,15 @@ def slot_entry_from(entry: Entry, *, pool_index: int, book_index: int, index: in
     order = r.number("order", "insertion_order")
     order = 100 if order is None else order
     stored_priority = r.number("priority")
-    # [decision] SPEC 15.3: without a priority the entry's order is its priority. @@order
-    # changes placement only (SPEC 15.8), so the default uses the stored order.
+    # [decision] docs/slot-mode.md#slot-entries: without a priority the entry's order is its priority. @@order
+    # changes placement only (docs/slot-mode.md#slot-gates), so the default uses the stored order.
     priority = stored_priority if stored_priority is not None else order
     case_sensitive = r.flag("case_sensitive", "caseSensitive", ext=("case_sensitive",))
     whole_words = r.flag("matchWholeWords", ext=("match_whole_words",))
     use_regex_value = r.first("use_regex")[1]
     use_regex = use_regex_value if isinstance(use_regex_value, bool) else None
     d = decorators
-    selective = bool(r.flag("selective"))             # missing = off (CC import rule, SPEC 2.3)
+    selective = bool(r.flag("selective"))             # missing = off (CC import rule, docs/sillytavern-mode.md#st-entries)
     secondary_keys = r.keys("keysecondary", "secondary_keys")
     return SlotEntry(
         pool_index=pool_index, book_index=book_index, index=index, book_id=str(book.id),

@@ -1,4 +1,4 @@
-"""The probability roll that is stable within a turn (SPEC 15.7).
+"""The probability roll that is stable within a turn (docs/slot-mode.md#slot-gates).
 
 ``u = 100 * H(turn_id, book id, entry id) / 2**64`` where ``H`` is the first 8 bytes
 (big-endian) of the BLAKE2b-512 digest of the UTF-8 of the three values, as text,

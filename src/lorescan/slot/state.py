@@ -5,8 +5,8 @@ Shape (version 1)::
     {"version": 1, "first_matched_turn": {"<book id>": {"<entry id>": <turn index>}}}
 
 ``first_matched_turn`` records, for each entry that was ever inserted, the turn index
-(SPEC 15.5 ``M``) of the first turn it was inserted in; ``@@keep`` and
-``@@dont_activate_after_match`` read it (SPEC 15.10). Entry ids are written as text
+(docs/slot-mode.md#slot-gates ``M``) of the first turn it was inserted in; ``@@keep`` and
+``@@dont_activate_after_match`` read it (docs/slot-mode.md#slot-order). Entry ids are written as text
 (JSON object keys are strings). Top-level keys lorescan does not know are kept.
 The engine never changes the value it is given: it reads it and returns a new one.
 
