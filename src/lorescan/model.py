@@ -452,7 +452,7 @@ class MatchOptions:
 
     @classmethod
     def improved(cls, *, case_sensitive: bool = False, match_whole_words: bool = False) -> "MatchOptions":
-        """lorescan's improved rules (docs/improved-profile.md#word-chars-16.4)."""
+        """lorescan's improved rules (docs/improved-profile.md#word-chars to #blank-keys)."""
         return cls(case_sensitive, match_whole_words, "unicode", True, "bounded", "ignore")
 
 
