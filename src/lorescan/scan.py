@@ -629,7 +629,7 @@ class STEngine:
 
 
 class _Run:
-    """The state of one scan (docs/sillytavern-mode.md#st-loop-7.4)."""
+    """The state of one scan (docs/sillytavern-mode.md#st-loop)."""
 
     def __init__(self, engine: STEngine, newest_first: list[tuple[str, str]], sources: tuple[str, ...],
                  injects: list[str], trigger: str, character: Character | None, chat_length: int, budget: int,
