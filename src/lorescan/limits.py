@@ -95,7 +95,7 @@ def check_book(book: "Lorebook", limits: Limits = DEFAULT_LIMITS, *, source: str
     ``load`` calls it on every book it reads; ``compile_book`` and both engines call it on
     every book they are given, so a book built in memory is held to the same bounds.
     """
-    from .jsregex import RegexTooComplex, parse_regex_key, split_regex_key
+    from .jsregex import split_regex_key
     src = source or book.source
     n = len(book.entries)
     if n > limits.max_entries:
@@ -111,10 +111,8 @@ def check_book(book: "Lorebook", limits: Limits = DEFAULT_LIMITS, *, source: str
                 # Cheap test first: only a key longer than a limit is parsed as a regex.
                 if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
                     continue
-                try:
-                    parsed = parse_regex_key(k) if k.startswith("/") else None
-                except RegexTooComplex:        # a regex all the same: compile_book refuses it, located
-                    parsed = split_regex_key(k)
+                # The key's shape is enough here (compiling a huge pattern is what the limit prevents)
+                parsed = split_regex_key(k) if k.startswith("/") else None
                 if parsed is None:
                     if len(k) > max_key:
                         raise LorebookError(f"the key has {len(k)} characters, above the limit "
