@@ -40,7 +40,7 @@ def make_book(name: str = "Replay", *, variant: int = 0) -> Lorebook:
         if uid % 5 == 1:
             fields.update(useProbability=True, probability=50)
         if uid % 7 == 2:
-            fields["sticky"] = 2
+            fields["sticky"] = 3          # outlives the two messages between turns
         if uid % 7 == 3:
             fields["cooldown"] = 3
         if uid % 9 == 4:

@@ -21,7 +21,9 @@ import pytest
 from lorescan import DEFAULT_LIMITS
 
 LONG = os.environ.get("LORESCAN_ADVERSARIAL_LONG") == "1"
-long_only = pytest.mark.skipif(not LONG, reason="set LORESCAN_ADVERSARIAL_LONG=1 for the full-size cases")
+# Full-size-only cases: deselected by default (-m 'not long' in pyproject), run by CI's
+# adversarial step: LORESCAN_ADVERSARIAL_LONG=1 python -m pytest tests/test_adversarial.py -m long
+long_only = pytest.mark.long
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 MiB = 1024 * 1024
 

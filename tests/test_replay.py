@@ -16,6 +16,7 @@ from lorescan.replay.chats import ChatItem, iter_items, parse_item
 from lorescan.replay.output import read_rows
 from lorescan.replay.turns import turn_points
 
+from conftest import need_shared
 from replay_data import (CORPUS_CHATS, SETTINGS, by_hand, corpus_chats, make_book, row_list, row_set,
                          synthetic_chats, write_folder, write_lines)
 
@@ -46,8 +47,7 @@ def in_process(tmp_path_factory, book, folder):
 
 
 def test_corpus_chats_are_part_of_the_replay(chats):
-    if not CORPUS_CHATS.is_dir():
-        pytest.skip(f"no shared corpus chats at {CORPUS_CHATS} (set LORESCAN_SHARED)")
+    need_shared("corpus/chats")
     assert sum(1 for name in chats if not name.startswith("syn-")) >= 40
 
 
