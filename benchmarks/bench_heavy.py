@@ -180,6 +180,10 @@ COLD_LOADERS: dict[str, Callable[[STEngine], Callable[[], STEngine]]] = {"pickle
 
 @pytest.mark.benchmark(group="heavy-cold")
 @pytest.mark.parametrize("form", sorted(COLD_LOADERS))
+@pytest.mark.xfail(strict=True, reason=(
+    "target not met yet (issue 8 stays open): a cold heavy turn is about 80x the naive engine, target 300x; "
+    "the first per-message searches of the \\b...\\b/i alternation keys (no literal prefilter for an "
+    "alternation) and the tokenizer's first load dominate. strict: this fails once the target is met"))
 def bench_heavy_cold_turn_vs_naive_engine(benchmark, heavy, engine50, naive_depth50, form):
     """The first turn of an engine just loaded, with an empty ChatScan and no compiled regex."""
     chat = heavy[1]
