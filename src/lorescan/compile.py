@@ -175,7 +175,8 @@ def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str,
     """A prepared key: its variant spec if it can be matched per text, else its special form
     (``("re", rx, -1, SKIP, raw)`` for a regex key). Raises RegexTooComplex for a regex key past
     ``limits.max_regex_length`` / ``limits.max_regex_nesting``."""
-    rx = regex_key(text, max_length=limits.max_regex_length, max_nesting=limits.max_regex_nesting)
+    rx = (regex_key(text, max_length=limits.max_regex_length, max_nesting=limits.max_regex_nesting)
+          if text.startswith("/") else None)       # a regex key has the shape /pattern/flags
     if rx is not None:
         return ("re", rx, -1, SKIP, raw)
     if text == "" or "\x01" in text or text.endswith("\n"):
@@ -459,6 +460,7 @@ class _Builder:
         self.rids: dict[JSRegex, int] = {}
         self.regex_lits: list[int] = []
         self.parsed: dict[str, JSRegex] = {}      # regex key text -> regex (books repeat them)
+        self.plain: dict[tuple[str, bool, bool], int] = {}   # (key text, cs, ww) -> vid of a plain key
 
     def vid(self, spec: VariantSpec) -> int:
         vid = self.vids.get(spec)
@@ -467,11 +469,15 @@ class _Builder:
         return vid
 
     def ref(self, text: str, cs: bool, ww: bool, raw: str) -> KeyRef:
+        known = self.plain.get((text, cs, ww))
+        if known is not None:                    # a plain key seen before (each key is planned twice)
+            return known
         rx = self.parsed.get(text) if text.startswith("/") else None
         if rx is None:
             spec = classify_key(text, cs, ww, self.options, raw, self.limits)
             if len(spec) == 3:
-                return self.vid(spec)            # type: ignore[arg-type]
+                vid = self.plain[(text, cs, ww)] = self.vid(spec)     # type: ignore[arg-type]
+                return vid
             if spec[0] != "re":
                 return spec
             rx = self.parsed[text] = spec[1]
@@ -499,20 +505,21 @@ def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str) -> Ent
     cs = entry.case_sensitive if entry.case_sensitive is not None else o.case_sensitive
     ww = entry.match_whole_words if entry.match_whole_words is not None else o.match_whole_words
 
-    def located(field: str, i: int, make: Callable[[], KeyRef]) -> KeyRef:
+    def refs(field: str, keys: Sequence[str], activation: bool) -> list[KeyRef]:
+        out: list[KeyRef] = []
+        i = 0
         try:
-            return make()
+            for i, k in enumerate(keys):
+                out.append(builder.activation_ref(k, cs, ww, substitute) if activation
+                           else builder.ref(k, cs, ww, k))
         except RegexTooComplex as exc:
             raise RegexKeyError(f"regex key refused: {exc}", source=source, entry=entry.uid,
                                 field=f"{field}[{i}]") from None
-    primary = tuple((i, located("key", i, lambda: builder.activation_ref(k, cs, ww, substitute)))
-                    for i, k in enumerate(entry.key))
-    primary = tuple(p for p in primary if p[1] != SKIP)
-    secondary = tuple(located("keysecondary", i, lambda: builder.activation_ref(k, cs, ww, substitute))
-                      for i, k in enumerate(entry.keysecondary))
-    score_p = tuple(located("key", i, lambda: builder.ref(k, cs, ww, k)) for i, k in enumerate(entry.key))
-    score_s = tuple(located("keysecondary", i, lambda: builder.ref(k, cs, ww, k))
-                    for i, k in enumerate(entry.keysecondary))
+        return out
+    primary = tuple((i, r) for i, r in enumerate(refs("key", entry.key, True)) if r != SKIP)
+    secondary = tuple(refs("keysecondary", entry.keysecondary, True))
+    score_p = tuple(refs("key", entry.key, False))
+    score_s = tuple(refs("keysecondary", entry.keysecondary, False))
     simple = all(type(r) is int for _, r in primary) and all(type(r) is int for r in secondary)
     score_simple = all(type(r) is int for r in score_p + score_s)
     return EntryPlan(primary, secondary, simple, score_p, score_s, score_simple)
