@@ -275,6 +275,10 @@ def _slot_messages(chat: list[ChatMessage]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.benchmark(group="heavy-slot")
+@pytest.mark.xfail(strict=True, reason=(
+    "target not met yet (issue 8 stays open): a steady slot run costs about 5x an ST turn over the same "
+    "window, target 2x; SlotEngine.run still walks and logs every pool entry in each of its passes. "
+    "strict: this fails once the target is met"))
 def bench_heavy_slot_run_vs_st_turn(benchmark, heavy, engine50):
     """A steady-state ``SlotEngine.run`` (the book at scan depth 50, the largest budget,
     recursion on) against the ST-mode turn over the same 50 messages, measured alternately.
@@ -296,9 +300,9 @@ def bench_heavy_slot_run_vs_st_turn(benchmark, heavy, engine50):
         state["t"] += 1
         messages = chat[:state["t"]]
         start = time.perf_counter()
-        check_heavy_result(st.scan(messages, max_context=MAX_CONTEXT, cache=st_cache),
-                           min_activated=MIN_ACTIVATED)
-        st_times.append(time.perf_counter() - start)
+        st_result = st.scan(messages, max_context=MAX_CONTEXT, cache=st_cache)
+        st_times.append(time.perf_counter() - start)         # the scan alone, not the check below
+        check_heavy_result(st_result, min_activated=MIN_ACTIVATED)
         return (_slot_messages(messages),), {"turn_id": f"heavy:{state['t']}", "cache": slot_cache}
 
     def run(messages, **kw):
