@@ -52,7 +52,7 @@ def _steady_turn_vs_naive(benchmark, chat, book_name: str, count_tokens=None) ->
     benchmark.pedantic(engine.scan, setup=setup, rounds=ROUNDS, iterations=1)
     if benchmark.disabled:
         return float("inf")
-    with mock.patch("lorescan.scan.ScanView", ReferenceScanView):
+    with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
         naive = median_seconds(lambda: engine.scan(chat[:START], max_context=16000), 3)
     ratio = naive / benchmark.stats.stats.median
     benchmark.extra_info["speedup_vs_naive"] = round(ratio, 1)
@@ -70,6 +70,6 @@ def bench_real_book_steady_turn_vs_naive(benchmark, chat, book_name):
 def bench_regex_heavy_book_matching_vs_naive(benchmark, chat):
     """weyland (128 regex keys) with a word counter, so the matcher and the loop are what is
     measured (token counting has its own benchmarks): at least 300x the naive matcher."""
-    from lorescan.textrules import js_count_words
+    from lorescan.js.text import js_count_words
     ratio = _steady_turn_vs_naive(benchmark, chat, "en-weyland-251.json", js_count_words)
     assert ratio >= 300, f"weyland's matching is only {ratio:.1f}x the naive matcher"

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from conftest import make_book, make_chat, median_seconds
-from lorescan.hitcache import ChatScan
+from lorescan.match.cache import ChatScan
 from lorescan.model import STSettings
-from lorescan.scan import BookSource, ChatMessage, STEngine
+from lorescan.st.engine import BookSource, ChatMessage, STEngine
 
 SHORT = os.environ.get("LORESCAN_BENCH_SHORT") == "1"
 N_ENTRIES = 10_000
@@ -125,7 +125,7 @@ def bench_cold_call_from_pickle(benchmark, world, fast_tavern_depth50):
     window = chat[:CHAT]
 
     def setup():
-        from lorescan import jsregex
+        from lorescan.js import regex as jsregex
         jsregex.compile_js_regex.cache_clear()     # a fresh worker has compiled no regex yet
         return (window,), {"max_context": MAX_CONTEXT, "cache": ChatScan(), "_engine": pickle.loads(blob)}
 

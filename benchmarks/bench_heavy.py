@@ -33,7 +33,7 @@ import pytest
 from conftest import SHORT
 from heavy import CAST, heavy_book, heavy_chat
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings
-from lorescan.jsregex import parse_regex_key
+from lorescan.js.regex import parse_regex_key
 from lorescan.slot.engine import SlotEngine
 from lorescan.slot.pool import BookSettings, SlotBook
 from lorescan.tokens import TiktokenCounter
@@ -89,7 +89,7 @@ def check_heavy_result(result, *, min_activated: int = 0) -> None:
 
 def clear_regex_caches() -> None:
     """Forget the compiled regexes the process keeps (a fresh worker has compiled none)."""
-    from lorescan import jsregex
+    from lorescan.js import regex as jsregex
     for value in vars(jsregex).values():
         clear = getattr(value, "cache_clear", None)
         if callable(clear):
@@ -133,7 +133,7 @@ def naive_depth50(heavy, engine50):
     its result (every run starts from nothing: the reference matcher keeps no cache)."""
     book, chat = heavy
     times, result = [], None
-    with mock.patch("lorescan.scan.ScanView", ReferenceScanView):
+    with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
         for _ in range(NAIVE_RUNS):
             # a new engine and counter each run: no count an engine keeps from an earlier turn
             engine = st_engine(book, DEPTH, count_tokens=TiktokenCounter(cache_size=0))

@@ -34,7 +34,7 @@ import pytest
 
 from conftest import SHORT, need_shared
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
-from lorescan.jsregex import parse_regex_key
+from lorescan.js.regex import parse_regex_key
 from lorescan.tokens import TiktokenCounter
 from tests.support.reference_matcher import ReferenceScanView
 
@@ -105,7 +105,7 @@ def bench_regex_book_steady_turn_vs_naive(benchmark, name):
     results = steady(benchmark, engine_for(book), chat, start, ROUNDS)
     assert all(no_budget_cut(r) for r in results)
     times, naive = [], None
-    with mock.patch("lorescan.scan.ScanView", ReferenceScanView):
+    with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
         for _ in range(NAIVE_RUNS):
             # a new engine and counter each run: no count an engine keeps from an earlier turn
             naive_engine = engine_for(book, count_tokens=TiktokenCounter(cache_size=0))

@@ -17,9 +17,9 @@ import pytest
 
 from conftest import SHORT, make_chat, median_seconds
 from lorescan import BACKEND
-from lorescan.compile import compile_book
-from lorescan.hitcache import ChatScan
-from lorescan.matching import ScanView, Window
+from lorescan.match.compile import compile_book
+from lorescan.match.cache import ChatScan
+from lorescan.match.view import ScanView, Window
 from tests.support.reference_matcher import ReferenceScanView
 
 GIB = 1 << 30

@@ -34,10 +34,10 @@ from conftest import make_book, make_chat, median_seconds
 pytest.importorskip("msgspec", reason="the serve extra is not installed (pip install '.[serve]')")
 pytest.importorskip("uvicorn", reason="the serve extra is not installed (pip install '.[serve]')")
 
-from lorescan.compile import compile_book  # noqa: E402
-from lorescan.hitcache import ChatScan  # noqa: E402
+from lorescan.match.compile import compile_book  # noqa: E402
+from lorescan.match.cache import ChatScan  # noqa: E402
 from lorescan.model import Compat, STSettings  # noqa: E402
-from lorescan.scan import BookSource, ChatMessage, STEngine  # noqa: E402
+from lorescan.st.engine import BookSource, ChatMessage, STEngine  # noqa: E402
 from lorescan.serve.app import TOKEN_CACHE_TEXTS  # noqa: E402
 from lorescan.serve.store import BookStore  # noqa: E402
 from lorescan.tokens import TiktokenCounter  # noqa: E402

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lorescan.model import Lorebook, book_from_entries
-from lorescan.scan import ChatMessage
+from lorescan.st.engine import ChatMessage
 
 __all__ = ["CLUSTER", "CAST", "REGEX_SHARE", "HeavyBook", "heavy_book", "heavy_chat"]
 

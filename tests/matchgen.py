@@ -5,9 +5,9 @@ from typing import Callable, Sequence
 
 from hypothesis import strategies as st
 
-from lorescan.compile import compile_book
-from lorescan.hitcache import ChatScan
-from lorescan.matching import ScanView, Window
+from lorescan.match.compile import compile_book
+from lorescan.match.cache import ChatScan
+from lorescan.match.view import ScanView, Window
 from lorescan.model import Lorebook, MatchOptions, entry_from_fields
 from tests.support.reference_matcher import ReferenceScanView
 

@@ -405,7 +405,7 @@ def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:
         resource.setrlimit(resource.RLIMIT_AS, (1536 * MiB, 1536 * MiB))
         resource.setrlimit(resource.RLIMIT_CPU, (20, 21))
     try:
-        return subprocess.run([sys.executable, "-m", "lorescan.cli", *argv], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "lorescan.app.cli", *argv], capture_output=True, text=True,
                               timeout=200, env=env, preexec_fn=limit)
     except subprocess.TimeoutExpired:
         pytest.fail("the command ran past its 200 s wall-clock guard")

@@ -11,7 +11,7 @@ EXAMPLES = ROOT / "examples"
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "lorescan.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "lorescan.app.cli", *args], capture_output=True, text=True)
 
 
 def test_scan_of_the_bundled_example_lists_what_fires_and_why():

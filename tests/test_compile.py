@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from lorescan.compile import compile_book
-from lorescan.hitcache import ChatScan
-from lorescan.matching import ScanView, Window
+from lorescan.match.compile import compile_book
+from lorescan.match.cache import ChatScan
+from lorescan.match.view import ScanView, Window
 from lorescan.model import Lorebook, MatchOptions, entry_from_fields
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CONFORMANCE_ST, need_shared, shared_files
-from lorescan.conformance import iter_cases, run_case, run_files
+from lorescan.app.conformance import iter_cases, run_case, run_files
 
 ST_FILES = sorted(CONFORMANCE_ST.glob("*.json"))
 REAL = "conformance/st-real"
@@ -77,14 +77,14 @@ def test_the_command_prints_the_summary_line_and_exits_nonzero_on_failure(tmp_pa
     data["cases"] = data["cases"][:3]
     good = tmp_path / "good.json"
     good.write_text(json.dumps(data))
-    ok = subprocess.run([sys.executable, "-m", "lorescan.cli", "conformance", str(good)],
+    ok = subprocess.run([sys.executable, "-m", "lorescan.app.cli", "conformance", str(good)],
                         capture_output=True, text=True)
     turns = sum(len(c["turns"]) for c in data["cases"])
     assert ok.returncode == 0
     assert ok.stdout.strip().splitlines()[-1] == f"{turns} passed, 0 failed"
     data["cases"][0]["turns"][0]["expected"]["activated"] = [{"world": "x", "uid": 1}]
     good.write_text(json.dumps(data))
-    bad = subprocess.run([sys.executable, "-m", "lorescan.cli", "conformance", str(good)],
+    bad = subprocess.run([sys.executable, "-m", "lorescan.app.cli", "conformance", str(good)],
                          capture_output=True, text=True)
     assert bad.returncode == 1
     assert bad.stdout.strip().splitlines()[-1] == f"{turns - 1} passed, 1 failed"

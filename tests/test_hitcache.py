@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-import lorescan.hitcache as hitcache
-from lorescan.compile import compile_book
-from lorescan.hitcache import ChatScan
-from lorescan.matching import ScanView, Window
+import lorescan.match.cache as hitcache
+from lorescan.match.compile import compile_book
+from lorescan.match.cache import ChatScan
+from lorescan.match.view import ScanView, Window
 from lorescan.model import Lorebook, entry_from_fields
 
 BOOK = Lorebook(name="t", entries=tuple(entry_from_fields({"uid": i, "key": [k]}, uid=i)

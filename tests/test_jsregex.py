@@ -1,4 +1,4 @@
-"""lorescan.jsregex against V8 (tests/data/jsregex/v8_cases.json, made by generate.mjs)."""
+"""lorescan.js.regex against V8 (tests/data/jsregex/v8_cases.json, made by generate.mjs)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lorescan.jsregex import JSRegex, JSRegexError, RegexTimeout, compile_js_regex, parse_regex_key
+from lorescan.js.regex import JSRegex, JSRegexError, RegexTimeout, compile_js_regex, parse_regex_key
 
 DATA = json.loads((Path(__file__).parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
 COMMON = DATA["common_texts"]

@@ -13,12 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import SHARED, need_shared, or_absent
 
-from lorescan import (BookSource, ChatMessage, CompiledBook, LorebookError, MatchOptions, SlotEngine, STEngine,
-                      STSettings, compile_book, load, load_compiled, save_compiled)
-from lorescan.cli import main as cli_main
+from lorescan import BookSource, ChatMessage, CompiledBook, LorebookError, MatchOptions, SlotEngine, STEngine, STSettings, compile_book, load, load_compiled, save_compiled
+from lorescan.app.cli import main as cli_main
 from lorescan.formats import convert
-from lorescan.lsc import (FORMAT_VERSION, MAGIC, CompiledFormError, decode_value, encode_compiled, encode_value,
-                          restore_compiled)
+from lorescan.match.lsc import FORMAT_VERSION, MAGIC, CompiledFormError, decode_value, encode_compiled, encode_value, restore_compiled
 from lorescan.model import Entry, FrozenMap, Lorebook, book_from_entries, entry_from_fields
 
 CORPUS = SHARED / "corpus"
@@ -245,7 +243,7 @@ def test_another_format_version_fails_and_says_to_recompile(tmp_path, good_bytes
 
 
 def test_another_lorescan_version_fails_and_says_to_recompile(tmp_path, good_bytes, monkeypatch):
-    import lorescan.lsc as lsc
+    import lorescan.match.lsc as lsc
     monkeypatch.setattr(lsc, "lorescan_version", lambda: "0.0.0-other")
     with pytest.raises(CompiledFormError, match="lorescan 0.0.0-other: compile the book again"):
         _load_bytes(tmp_path, good_bytes)
@@ -280,7 +278,7 @@ def test_the_compile_command_writes_a_file_the_engine_loads(tmp_path, capsys):
 
 def test_a_registered_type_inside_a_special_key_round_trips():
     import re as _re
-    from lorescan.lsc import register_value_type
+    from lorescan.match.lsc import register_value_type
     register_value_type(_re.Pattern, "test-re", lambda p: (p.pattern, p.flags), lambda t: _re.compile(*t))
     value = ("re", _re.compile("a+b", _re.I), 3)
     back = decode_value(json.loads(json.dumps(encode_value(value))))
@@ -311,8 +309,8 @@ def test_pickling_a_loaded_book_copies_its_entries_without_building_them(tmp_pat
 
 
 def test_compile_caps_entry_depths_as_the_scan_does():
-    from lorescan.compile import MAX_SCAN_DEPTH as compile_cap
-    from lorescan.matching import MAX_SCAN_DEPTH as scan_cap
+    from lorescan.match.compile import MAX_SCAN_DEPTH as compile_cap
+    from lorescan.match.view import MAX_SCAN_DEPTH as scan_cap
     assert compile_cap == scan_cap
     book = book_from_entries("b", [{"uid": 0, "key": ["a"], "scanDepth": 5000}, {"uid": 1, "key": ["b"],
                                                                                   "scanDepth": 2.5}])
@@ -349,7 +347,7 @@ def test_compiled_regexes_survive_the_compact_form(how, tmp_path):
 
 
 def test_a_loaded_book_translates_each_regex_once(tmp_path, monkeypatch):
-    from lorescan import jsregex
+    from lorescan.js import regex as jsregex
     save_compiled(compile_book(_regex_book()), tmp_path / "r.lsc")
     calls = []
     real = jsregex._compile_translated

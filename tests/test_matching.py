@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from conftest import SHARED, need_shared, or_absent
 from lorescan import BACKEND
-from lorescan.compile import compile_book
+from lorescan.match.compile import compile_book
 from lorescan.formats import load
-from lorescan.hitcache import ChatScan
-from lorescan.matching import ScanView, Window, match_plain_key
+from lorescan.match.cache import ChatScan
+from lorescan.match.view import ScanView, Window, match_plain_key
 from lorescan.model import Lorebook, MatchOptions, entry_from_fields
 from matchgen import books, check_agreement, options, substitute_char, texts, windows
 from tests.support.reference_matcher import ReferenceScanView
@@ -151,7 +151,7 @@ def test_candidates_skip_entries_that_cannot_match():
 
 
 def test_required_literal_of_a_regex_key_is_conservative():
-    from lorescan.compile import required_literal
+    from lorescan.match.compile import required_literal
     assert required_literal("Kalor.?s (room|house)", "i") == "kalor"
     assert required_literal("a|b", "") is None
     assert required_literal("ab?cd", "") == "cd"

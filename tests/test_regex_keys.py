@@ -17,14 +17,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings
-from lorescan.compile import compile_book
+from lorescan.match.compile import compile_book
 from lorescan.errors import RegexKeyError
-from lorescan.jsregex import JSRegex, JSRegexError, RegexTimeout, compile_regex_key
+from lorescan.js.regex import JSRegex, JSRegexError, RegexTimeout, compile_regex_key
 from lorescan.limits import DEFAULT_LIMITS
-from lorescan.matching import JOINER, MARKER, ScanView, Window
+from lorescan.match.view import JOINER, MARKER, ScanView, Window
 from lorescan.model import Lorebook, entry_from_fields
-from lorescan.regexscope import RegexBudget, regex_hazard
-from lorescan.textrules import js_count_words
+from lorescan.match.regexscope import RegexBudget, regex_hazard
+from lorescan.js.text import js_count_words
 
 from slot_helpers import chat as slot_chat
 from slot_helpers import engine as slot_engine
@@ -122,8 +122,8 @@ def test_compiled_books_hold_their_regexes_and_scans_never_translate():
     engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5))
     assert all(isinstance(rx, JSRegex) for rx in engine.compiled[0].regexes)
     assert len(engine.compiled[0].regexes) == 3
-    with mock.patch("lorescan.jsregex._translate", side_effect=AssertionError("translated on the hot path")), \
-            mock.patch("lorescan.jsregex.compile_js_regex", side_effect=AssertionError("global cache used")):
+    with mock.patch("lorescan.js.regex._translate", side_effect=AssertionError("translated on the hot path")), \
+            mock.patch("lorescan.js.regex.compile_js_regex", side_effect=AssertionError("global cache used")):
         result = engine.scan([ChatMessage("u", "the Cat and the dooog"), ChatMessage("u", "a b")], max_context=9000)
     assert sorted(e.uid for e in result.activated) == [0, 1, 2]
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("pyarrow", reason="replay needs pyarrow (pip install 'lorescan[replay]')")
 
-from lorescan.cli import main
+from lorescan.app.cli import main
 from lorescan.errors import LorebookError, SettingsError
 from lorescan.replay import replay_batch, summarize
 from lorescan.replay.chats import ChatItem, iter_items, parse_item

@@ -6,8 +6,8 @@ import functools
 import pytest
 
 from lorescan.model import STSettings, book_from_entries
-from lorescan.scan import BookSource, Character, ChatMessage, STEngine
-from lorescan.textrules import js_count_words
+from lorescan.st.engine import BookSource, Character, ChatMessage, STEngine
+from lorescan.js.text import js_count_words
 
 
 def make_engine(entries, *, rng=0.5, **settings):
@@ -126,7 +126,7 @@ def test_constant_sticky_and_decorator_activations_are_named():
 
 def test_diagnostics_agree_with_the_activated_list_on_every_public_vector():
     from pathlib import Path
-    from lorescan.conformance import _engine_for, iter_cases
+    from lorescan.app.conformance import _engine_for, iter_cases
     root = Path(__file__).resolve().parent / "conformance" / "st"
     checked = 0
     for path in sorted(root.glob("*.json")):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from lorescan import ChatScan
 from lorescan.model import STSettings, book_from_entries
-from lorescan.scan import BookSource, ChatMessage, STEngine
-from lorescan.textrules import js_count_words
+from lorescan.st.engine import BookSource, ChatMessage, STEngine
+from lorescan.js.text import js_count_words
 from tests.support.reference_matcher import ReferenceScanView
 
 WORDS = ["wolf", "Wolf", "moon", "river", "tower", "red", "red fox", "fox", "ash", "wolves", "  ", "огонь", "東京"]
@@ -89,7 +89,7 @@ def test_compiled_and_reference_engines_agree_turn_by_turn(ents, cfg, chat, rng,
         msgs = [ChatMessage("User" if i % 2 else "Moon", t) for i, t in enumerate(chat[:n])]
         kw = dict(max_context=200, global_scan_data={"scenario": "a red tower"}, injects=["river ash"])
         got = fast.scan(msgs, timed_effects=state_f, cache=cache, **kw)
-        with mock.patch("lorescan.scan.ScanView", ReferenceScanView):
+        with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
             want = slow.scan(msgs, timed_effects=state_s, **kw)
         assert got.to_json() == want.to_json()
         state_f, state_s = got.timed_effects, want.timed_effects
@@ -119,7 +119,7 @@ def test_compiled_and_reference_engines_agree_on_real_books_and_chats():
             state_f = state_s = None
             for n in range(20, 60, 4):
                 got = fast.scan(chat[:n], max_context=16000, timed_effects=state_f, cache=cache)
-                with mock.patch("lorescan.scan.ScanView", ReferenceScanView):
+                with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
                     want = slow.scan(chat[:n], max_context=16000, timed_effects=state_s)
                 assert got.to_json() == want.to_json(), (name, compat, n)
                 state_f, state_s = got.timed_effects, want.timed_effects

@@ -11,7 +11,7 @@ import pytest
 
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
 from lorescan.errors import LorebookError
-from lorescan.textrules import js_count_words
+from lorescan.js.text import js_count_words
 
 DATA = Path(__file__).resolve().parent / "data" / "synthetic"     # written for these tests: generate.py
 CHAT = DATA / "harbor-watch-chat.jsonl"

@@ -6,8 +6,8 @@ import functools
 import pytest
 
 from lorescan.model import Compat, STSettings, book_from_entries
-from lorescan.scan import BookSource, ChatMessage, STEngine
-from lorescan.textrules import js_count_words
+from lorescan.st.engine import BookSource, ChatMessage, STEngine
+from lorescan.js.text import js_count_words
 
 
 def engine(entries, *, compat="sillytavern", rng=0.5, count=js_count_words, **settings):

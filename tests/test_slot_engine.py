@@ -697,7 +697,7 @@ def test_one_engine_serves_many_chats_from_threads():
 
 
 def test_a_chat_scan_cache_can_be_passed_every_turn():
-    from lorescan.hitcache import ChatScan
+    from lorescan.match.cache import ChatScan
     book = cc_book("b", [{"id": 1, "keys": ["moon"], "content": "c"}])
     eng, cache = engine(book), ChatScan()
     msgs = chat("hello", "the moon")

@@ -8,7 +8,7 @@ import pytest
 from slot_helpers import cc_book, chat, contents, engine, outcomes, st_book
 
 from lorescan import BookSource, ChatMessage, STEngine, STSettings, load
-from lorescan.cli import main as cli_main
+from lorescan.app.cli import main as cli_main
 from lorescan.errors import LorebookError
 from lorescan.slot import SlotBook
 

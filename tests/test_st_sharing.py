@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from lorescan import BookSource, ChatMessage, STEngine, STSettings
 from lorescan.model import Lorebook, entry_from_fields
-from lorescan.textrules import js_count_words
+from lorescan.js.text import js_count_words
 
 NAMES = ["Mira", "Oswin", "Tallow", "Brisk", "Quell", "Ardent", "Vesper", "Cinder", "Hollis", "Wren",
          "Juniper", "Castor"]

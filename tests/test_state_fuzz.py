@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from lorescan import ChatMessage, ChatScan, LorebookError, STEngine, STSettings, SlotEngine
 from lorescan.formats.load import load_data
-from lorescan.scan import BookSource
+from lorescan.st.engine import BookSource
 
 # Values storage may hold where a number or a flag belongs: every JSON type, the non-finite
 # floats Python's json accepts by default, integers past any float, and the strings that

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lorescan.sthash import cyrb53, entry_fingerprint, js_json_stringify, js_number_to_string
+from lorescan.js.sthash import cyrb53, entry_fingerprint, js_json_stringify, js_number_to_string
 
 CASES = json.loads((Path(__file__).parent / "data" / "sthash" / "v8_cases.json").read_text())["cases"]
 

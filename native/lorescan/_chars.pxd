@@ -1,6 +1,6 @@
 # Shared inline helpers: one definition of "word character" and "boundary" for every kernel.
 # Class bits come from lorescan._wordscan_py.CHAR_TABLE (BMP) or its char_class() (astral),
-# which derive them from lorescan.textrules: the twin is the single source of truth.
+# which derive them from lorescan.js.text: the twin is the single source of truth.
 
 cdef enum:
     ASCII_WORD = 1

@@ -16,16 +16,16 @@ from ._version import __version__
 # public name -> the module (relative to this package) that defines it
 _LAZY = {
     "BACKEND": "._kernels",
-    "STEngine": ".scan", "STResult": ".scan", "BookSource": ".scan", "Character": ".scan",
-    "ChatMessage": ".scan", "Diagnostic": ".scan", "EntryId": ".scan",
+    "STEngine": ".st.engine", "STResult": ".st.engine", "BookSource": ".st.engine", "Character": ".st.engine",
+    "ChatMessage": ".st.engine", "Diagnostic": ".st.engine", "EntryId": ".st.engine",
     "STSettings": ".model", "Compat": ".model", "Entry": ".model", "Lorebook": ".model",
     "MatchOptions": ".model",
-    "TimedEffects": ".timed",
+    "TimedEffects": ".st.timed",
     "SlotEngine": ".slot", "SlotResult": ".slot", "SlotBook": ".slot", "BookSettings": ".slot",
     "load": ".formats", "convert": ".formats",
-    "compile_book": ".compile", "CompiledBook": ".compile",
-    "ChatScan": ".hitcache",
-    "load_compiled": ".lsc", "save_compiled": ".lsc",
+    "compile_book": ".match.compile", "CompiledBook": ".match.compile",
+    "ChatScan": ".match.cache",
+    "load_compiled": ".match.lsc", "save_compiled": ".match.lsc",
     "TiktokenCounter": ".tokens", "IncrementalCount": ".tokens", "count_words": ".tokens",
     "LorebookError": ".errors", "FormatError": ".errors", "SettingsError": ".errors",
     "RegexKeyError": ".errors",
@@ -37,16 +37,16 @@ __all__ = ["__version__", *_LAZY]
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing alone costs more than the rest
 if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, imported eagerly
     from ._kernels import BACKEND
-    from .compile import CompiledBook, compile_book
+    from .match.compile import CompiledBook, compile_book
     from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
     from .formats import convert, load
-    from .hitcache import ChatScan
+    from .match.cache import ChatScan
     from .limits import DEFAULT_LIMITS, Limits
-    from .lsc import load_compiled, save_compiled
+    from .match.lsc import load_compiled, save_compiled
     from .model import Compat, Entry, Lorebook, MatchOptions, STSettings
-    from .scan import BookSource, Character, ChatMessage, Diagnostic, EntryId, STEngine, STResult
+    from .st.engine import BookSource, Character, ChatMessage, Diagnostic, EntryId, STEngine, STResult
     from .slot import BookSettings, SlotBook, SlotEngine, SlotResult
-    from .timed import TimedEffects
+    from .st.timed import TimedEffects
     from .tokens import IncrementalCount, TiktokenCounter, count_words
 
 

@@ -1,6 +1,6 @@
 """``python -m lorescan``: the ``lorescan`` command."""
 import sys
 
-from .cli import main
+from .app.cli import main
 
 sys.exit(main())

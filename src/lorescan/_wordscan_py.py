@@ -15,7 +15,7 @@ import itertools
 import unicodedata
 from typing import Sequence
 
-from .textrules import NOSPACE_RANGES, is_ascii_word_char, is_nospace_char, is_unicode_word_char
+from .js.text import NOSPACE_RANGES, is_ascii_word_char, is_nospace_char, is_unicode_word_char
 
 __all__ = ["MODEL_ASCII", "MODEL_UNICODE", "MODEL_NOSPACE", "CHAR_TABLE", "char_class",
            "boundary_ok", "whole_word_hits", "case_filter"]
@@ -32,7 +32,7 @@ def _classify(ch: str) -> int:
 
 def _build_table() -> bytes:
     # One byte of class bits per BMP code point, astral characters are classified on demand
-    # by char_class(). The bits are those of _classify(), which reads textrules (the single
+    # by char_class(). The bits are those of _classify(), which reads js.text (the single
     # source of truth); tests/test_kernels_table.py checks every code point against it. Built
     # in bulk: one C-level pass over unicodedata.category instead of 65,536 calls of
     # _classify (about 8 ms against 90 ms, paid at import by the native kernels too).
@@ -40,7 +40,7 @@ def _build_table() -> bytes:
                                     UNICODE_WORD)
     table = bytearray(map(word_categories.get, map(unicodedata.category, map(chr, range(0x10000))),
                           itertools.repeat(0)))
-    for cp in range(0x80):                       # ASCII: textrules' own rule, both models
+    for cp in range(0x80):                       # ASCII: js.text's own rule, both models
         table[cp] = _classify(chr(cp))
     for cp in (0x200C, 0x200D):                  # ZWNJ, ZWJ: word characters in the unicode model
         table[cp] |= UNICODE_WORD

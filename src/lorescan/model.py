@@ -88,7 +88,7 @@ def _js_loose_true(value: Any) -> bool:
     if isinstance(value, (int, float)):
         return value == 1
     if isinstance(value, str):
-        from .textrules import js_trim
+        from .js.text import js_trim
         try:
             return float(js_trim(value)) == 1.0
         except ValueError:

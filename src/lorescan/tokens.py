@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import regex
 
-from .textrules import JS_WHITESPACE, js_count_words
+from .js.text import JS_WHITESPACE, js_count_words
 
 if TYPE_CHECKING:
     import tiktoken
@@ -204,7 +204,7 @@ class IncrementalCount:
     plus one more piece, :meth:`append` commits it; both return the count of the whole
     concatenation, exactly as ``counter("".join(parts))`` would. Cost per call:
 
-    * :func:`count_words` (or ``textrules.js_count_words``): O(len(text)). Word counts
+    * :func:`count_words` (or ``lorescan.js.text.js_count_words``): O(len(text)). Word counts
       add up except where the buffer ends and ``text`` starts with a non-whitespace
       character: those two words join into one, and the sum is one less.
     * :class:`TiktokenCounter`: O(len(last piece) + len(text)). tiktoken splits text into

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from conftest import need_shared
 from lorescan import _hits_py
-from lorescan.compile import compile_book
+from lorescan.match.compile import compile_book
 from lorescan.formats.sillytavern import load_world_file
 from lorescan.model import MatchOptions
 from matchgen import books, options, texts

@@ -1,6 +1,6 @@
 """The naive reference matcher: SPEC 4 and 5 applied literally (test oracle and benchmark baseline).
 
-This is the plain implementation ``lorescan.matching`` started with: it builds each
+This is the plain implementation ``lorescan.match.view`` started with: it builds each
 haystack string and tests every key of every entry with ``in``, explicit boundary checks
 or a compiled regex. The compiled ScanView must agree with it exactly.
 """
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from lorescan.matching import EntryMatch, MAX_SCAN_DEPTH, SOURCE_NAMES, Window
+from lorescan.match.view import EntryMatch, MAX_SCAN_DEPTH, SOURCE_NAMES, Window
 from lorescan.model import Entry, MatchOptions
 import unicodedata
 
 import regex
 
-from lorescan.textrules import NOSPACE_RANGES, has_js_whitespace, js_lower, js_trim
+from lorescan.js.text import NOSPACE_RANGES, has_js_whitespace, js_lower, js_trim
 
 MARKER = "\x01"
 JOINER = "\n\x01"
@@ -22,7 +22,7 @@ JOINER = "\n\x01"
 __all__ = ["ReferenceScanView", "match_plain_key"]
 
 
-# Written independently of lorescan.matching on purpose. ASCII words (SillyTavern): its own
+# Written independently of lorescan.match.view on purpose. ASCII words (SillyTavern): its own
 # formulation, the pattern (?:^|\W)key(?:$|\W) searched over the whole string. Unicode
 # words (SPEC 16.1-16.2): every occurrence (overlapping ones too) checked against the
 # general categories read straight from unicodedata.
@@ -178,7 +178,7 @@ class ReferenceScanView:
 
     def _key_hits(self, key: str, entry: Entry, window: Window) -> tuple[bool, bool]:
         """(matched, timed_out) for one already-prepared key."""
-        from lorescan.jsregex import RegexTimeout, compile_js_regex, parse_regex_key
+        from lorescan.js.regex import RegexTimeout, compile_js_regex, parse_regex_key
         parsed = parse_regex_key(key)
         texts: Sequence[str]
         if parsed is not None:

@@ -50,7 +50,7 @@ before(async () => {
   const port = await freePort();
   const python = process.env.LORESCAN_PYTHON || "python";
   const log = [];
-  server = spawn(python, ["-m", "lorescan.cli", "serve", "--host", HOST, "--port", String(port),
+  server = spawn(python, ["-m", "lorescan.app.cli", "serve", "--host", HOST, "--port", String(port),
     "--books-dir", join(dir, "books"), "--token-file", tokenFile], { stdio: ["ignore", "pipe", "pipe"] });
   server.stdout.on("data", (d) => log.push(String(d)));
   server.stderr.on("data", (d) => log.push(String(d)));

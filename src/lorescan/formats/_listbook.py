@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
 from ..model import Entry, Lorebook, _js_loose_true, entry_from_fields
-from ..textrules import js_trim
+from ..js.text import js_trim
 from ._mapping import MISSING, Ctx, Loss, Origin, Rule, apply_rules, entry_changes, raise_type, read_rules
 
 __all__ = ["read_list_book", "write_list_entries", "rename", "fixed", "split_keys", "unmapped_fields"]

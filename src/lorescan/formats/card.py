@@ -13,8 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
 from ..model import Entry, Lorebook, _js_loose_true, entry_from_fields
-from ._mapping import (MISSING, Ctx, Loss, Origin, Rule, apply_rules, entry_changes, json_equal,
-                       raise_type, read_rules)
+from ._mapping import MISSING, Ctx, Loss, Origin, Rule, apply_rules, entry_changes, json_equal, raise_type, read_rules
 
 __all__ = ["CC_RULES", "CC_EXT_NAMES", "read_character_book", "write_character_book",
            "read_card", "write_card", "read_lorebook_v3", "write_lorebook_v3", "new_card",

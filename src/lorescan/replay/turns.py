@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..errors import SettingsError
-from ..hitcache import ChatScan
+from ..match.cache import ChatScan
 from ..model import POSITION_NAMES, Lorebook, STSettings
-from ..scan import BookSource, ChatMessage, STEngine
+from ..st.engine import BookSource, ChatMessage, STEngine
 from .chats import Chat, ChatItem, Message, Problem, parse_item
 from .output import Columns
 

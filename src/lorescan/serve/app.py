@@ -33,10 +33,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..errors import LorebookError
-from ..hitcache import ChatScan
+from ..match.cache import ChatScan
 from ..limits import DEFAULT_LIMITS
 from ..model import Compat, MatchOptions, STSettings
-from ..scan import BookSource, Character, ChatMessage, STEngine
+from ..st.engine import BookSource, Character, ChatMessage, STEngine
 from ..slot import BookSettings, SlotBook, SlotEngine
 from ..tokens import TiktokenCounter, count_words
 from . import models as m

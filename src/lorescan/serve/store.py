@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .. import compile_book
-from ..compile import CompiledBook
-from ..lsc import load_compiled, save_compiled
+from ..match.compile import CompiledBook
+from ..match.lsc import load_compiled, save_compiled
 from ..errors import FormatError, LorebookError
 from ..formats import load
 from ..formats._safety import parse_json

@@ -82,7 +82,7 @@ class ServerProcess:
         self.url = f"http://{HOST}:{self.port}"
         self.log_path = log_path or os.path.join(books_dir, f"server-{self.port}.log")
         os.makedirs(books_dir, exist_ok=True)
-        cmd = [sys.executable, "-m", "lorescan.cli", "serve", "--host", HOST, "--port", str(self.port),
+        cmd = [sys.executable, "-m", "lorescan.app.cli", "serve", "--host", HOST, "--port", str(self.port),
                "--workers", str(workers), "--books-dir", books_dir, *args]
         full_env = {**os.environ, **(env or {})}
         self._log = open(self.log_path, "ab")

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ..textrules import JS_WHITESPACE, js_trim
+from ..js.text import JS_WHITESPACE, js_trim
 
 __all__ = ["Decorators", "DecoratorLine", "parse_decorators", "ROLES", "UI_PROMPTS",
            "NOT_APPLICABLE"]

@@ -36,15 +36,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
-from ..compile import CompiledBook, compile_book
+from ..match.compile import CompiledBook, compile_book
 from ..limits import DEFAULT_LIMITS, Limits, check_book
-from ..hitcache import ChatScan
+from ..match.cache import ChatScan
 from ..errors import RegexKeyError, SettingsError
-from ..jsregex import RegexTooComplex, regex_key
-from ..regexscope import RegexBudget
-from ..matching import EntryMatch, ScanView, Window, match_plain_key
+from ..js.regex import RegexTooComplex, regex_key
+from ..match.regexscope import RegexBudget
+from ..match.view import EntryMatch, ScanView, Window, match_plain_key
 from ..model import Lorebook, MatchOptions, entry_from_fields
-from ..textrules import js_trim
+from ..js.text import js_trim
 from ..tokens import TiktokenCounter, count_upto
 from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry_from
 from .roll import passes_roll, roll_percent
@@ -422,7 +422,7 @@ class SlotEngine:
         ``greeting_index``: the active greeting (0 = first message, k = k-th alternate),
         None if unknown. ``user_icon``: the active user icon (with
         ``user_icon_decorator``). ``substitute``: overrides the engine's macro hook for
-        this request. ``cache``: the chat's :class:`~lorescan.hitcache.ChatScan` (pass the same
+        this request. ``cache``: the chat's :class:`~lorescan.match.cache.ChatScan` (pass the same
         one every turn so messages already scanned are not scanned again).
         Raises :class:`SettingsError` for malformed messages or state.
         """

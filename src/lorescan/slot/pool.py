@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import LorebookError, SettingsError
 from ..model import Entry, Lorebook, js_truthy
-from ..textrules import js_trim
+from ..js.text import js_trim
 from .decorators import ROLES, Decorators, parse_decorators
 
 __all__ = ["BookSettings", "SlotBook", "SlotEntry", "slot_entry_from", "raw_entry_of", "ROLE_NUMBERS",

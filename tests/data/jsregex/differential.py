@@ -1,4 +1,4 @@
-"""Live differential run of lorescan.jsregex against node (by hand, not part of the suite).
+"""Live differential run of lorescan.js.regex against node (by hand, not part of the suite).
 
     PYTHONPATH=src python tests/data/jsregex/differential.py [N_PATTERNS] [SEED]
 
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lorescan.jsregex import JSRegexError, RegexTimeout, compile_js_regex
+from lorescan.js.regex import JSRegexError, RegexTimeout, compile_js_regex
 
 HERE = Path(__file__).parent
 LITERALS = list("abAB_-1 .\n") + ["\x01", "ſ", "K", "\u212a", "é", "😀", "日", "ж", "Ж", "ß", "\\x01", "\\n", "\\u0041",

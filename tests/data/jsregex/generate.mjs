@@ -1,4 +1,4 @@
-// Ground truth for lorescan.jsregex: records what V8 does for each case.
+// Ground truth for lorescan.js.regex: records what V8 does for each case.
 //   node generate.mjs                  -> writes v8_cases.json next to this script
 //   node generate.mjs --eval IN OUT    -> evaluates [[pattern, flags, [texts]], ...] from IN
 // Every expected value in v8_cases.json comes from running this script; none is hand-written.

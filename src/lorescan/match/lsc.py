@@ -1,6 +1,6 @@
 """The compact compiled form: a CompiledBook as columns, loaded in milliseconds.
 
-Pickling a :class:`~lorescan.compile.CompiledBook` (and so an ``STEngine``) and the
+Pickling a :class:`~lorescan.match.compile.CompiledBook` (and so an ``STEngine``) and the
 ``.lsc`` file (``lorescan compile BOOK -o BOOK.lsc``, :func:`load_compiled`) share one
 encoding: a few numpy columns and byte blobs instead of a graph of Python objects.
 
@@ -59,8 +59,8 @@ from typing import Any, Callable, Iterator, Sequence
 import ahocorasick
 import numpy as np
 
-from .errors import LorebookError
-from .model import Entry, FrozenMap, Lorebook, MatchOptions, entry_from_fields, shared_names
+from ..errors import LorebookError
+from ..model import Entry, FrozenMap, Lorebook, MatchOptions, entry_from_fields, shared_names
 
 __all__ = ["CompiledFormError", "FORMAT_VERSION", "MAGIC", "encode_compiled", "restore_compiled",
            "save_compiled", "load_compiled", "encode_value", "decode_value", "register_value_type"]
@@ -160,7 +160,7 @@ class _Encoder:
             return {"\x00s": [run(v) for v in value]}
         if t is bytes:
             return {"\x00b": base64.b64encode(value).decode("ascii")}
-        from .formats._mapping import Origin
+        from ..formats._mapping import Origin
         if t is Origin:
             return {"\x00o": {f.name: run(getattr(value, f.name)) for f in dataclasses.fields(value)}}
         extra = _VALUE_TYPES.get(t)
@@ -233,7 +233,7 @@ class _Decoder:
                 if k == "\x00b":
                     return base64.b64decode(v)
                 if k == "\x00o":
-                    from .formats._mapping import Origin
+                    from ..formats._mapping import Origin
                     return Origin(**{name: run(x) for name, x in v.items()})
                 if k == "\x00x":
                     decode = _VALUE_TAGS.get(v[0])
@@ -694,7 +694,7 @@ def encode_compiled(cb: Any) -> bytes:
 
 def _decode_compiled(r: _Reader) -> Any:
     from .compile import CompiledBook, KeyMatcher
-    from .jsregex import JSRegex
+    from ..js.regex import JSRegex
     if r.kind != "CompiledBook":
         r.fail(f"holds a {r.kind!r}, not a compiled book")
     meta = r.meta

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Sequence
 
-from .textrules import JS_WHITESPACE
+from ..js.text import JS_WHITESPACE
 
 __all__ = ["split_group_names", "js_key_order", "PendingList"]
 

@@ -29,15 +29,15 @@ from typing import Any, Callable, Sequence, Union
 import ahocorasick
 import numpy as np
 
-from . import _kernels
-from ._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
-from .decorators import parse_st_decorators
-from .errors import RegexKeyError
-from .jsregex import JSRegex, RegexTooComplex, regex_key
-from .limits import DEFAULT_LIMITS, Limits, check_book
+from .. import _kernels
+from .._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
+from ..st.decorators import parse_st_decorators
+from ..errors import RegexKeyError
+from ..js.regex import JSRegex, RegexTooComplex, regex_key
+from ..limits import DEFAULT_LIMITS, Limits, check_book
 from .lsc import TableBuilder, lazy_tables
-from .model import Entry, Lorebook, MatchOptions, js_truthy
-from .textrules import has_js_whitespace, js_lower, js_trim
+from ..model import Entry, Lorebook, MatchOptions, js_truthy
+from ..js.text import has_js_whitespace, js_lower, js_trim
 
 __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
            "build_matcher"]
@@ -333,7 +333,7 @@ class CompiledBook:
 
     A book built by :func:`compile_book` holds tuples; one loaded from the compact form
     (pickle, :func:`lorescan.load_compiled`) holds lazy sequences over numpy columns that
-    build an entry, plan or hit set the first time it is asked for (``lorescan.lsc``).
+    build an entry, plan or hit set the first time it is asked for (``lorescan.match.lsc``).
     """
 
     __slots__ = ("_book", "_load_book", "name", "entries", "options", "matcher", "specs", "plans",
@@ -440,7 +440,7 @@ def _entry_order(entry: Entry) -> float:
 
 
 def _max_entry_depth(entries: Sequence[Entry]) -> int:
-    # STEngine's widest per-entry scan depth (docs/sillytavern-mode.md#st-scan-text; capped like _effective_depth in scan.py)
+    # STEngine's widest per-entry scan depth (docs/sillytavern-mode.md#st-scan-text; capped like _effective_depth in st/engine.py)
     best = 0
     for e in entries:
         d = e.scan_depth
@@ -547,7 +547,7 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     entries = tuple(book.entries)
     builder = _Builder(options, limits)
     source = getattr(book, "source", "<memory>")
-    # The tables go straight into numpy columns (lorescan.lsc) as each entry is planned: a
+    # The tables go straight into numpy columns (lorescan.match.lsc) as each entry is planned: a
     # plan or hit set is built again when a scan first asks for it, and pickling writes the
     # columns as they are.
     tables = TableBuilder()

@@ -17,20 +17,19 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .compile import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE,
-                      FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book)
-from .limits import DEFAULT_LIMITS, Limits
+from ..match.compile import FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE, FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book
+from ..limits import DEFAULT_LIMITS, Limits
 from .decorators import parse_st_decorators
-from .errors import LorebookError, SettingsError
+from ..errors import LorebookError, SettingsError
 from .groups import PendingList, js_key_order, split_group_names
-from .jsregex import RegexTimeout, compile_js_regex, parse_regex_key
-from .matching import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window, WindowTexts, match_plain_key
-from .model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, STSettings, js_truthy
+from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
+from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView, Window, WindowTexts, match_plain_key
+from ..model import GENERATION_TRIGGERS, Compat, Entry, Lorebook, STSettings, js_truthy
 from .place import Placement, place_entries
-from .regexscope import RegexBudget
-from .sthash import entry_fingerprint
-from .textrules import js_trim
-from .tokens import ConcatCount, PrependCount, TextCount, count_text
+from ..match.regexscope import RegexBudget
+from ..js.sthash import entry_fingerprint
+from ..js.text import js_trim
+from ..tokens import ConcatCount, PrependCount, TextCount, count_text
 from .timed import EffectRecord, TimedEffects, evaluate
 
 __all__ = ["STEngine", "STResult", "Character", "ChatMessage", "BookSource", "Diagnostic",
@@ -496,7 +495,7 @@ class STEngine:
 
     def _counter(self) -> Callable[[str], int]:
         if self.count_tokens is None:
-            from .tokens import TiktokenCounter
+            from ..tokens import TiktokenCounter
             self.count_tokens = TiktokenCounter()
         return self.count_tokens
 
@@ -533,7 +532,7 @@ class STEngine:
 
         ``messages``: the whole chat, oldest first (``ChatMessage`` or mappings with
         ``name`` and ``mes``/``text``). ``global_scan_data``: texts entries may opt in to
-        (keys of ``lorescan.matching.SOURCE_NAMES``). ``injects``: scanned extension
+        (keys of ``lorescan.match.view.SOURCE_NAMES``). ``injects``: scanned extension
         prompts in order (Author's Note first when it is scanned); empty ones are skipped, as
         SillyTavern does. ``authors_note``: the
         note's text when it is inserted this turn (None: AN entries are dropped).

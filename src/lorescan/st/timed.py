@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .errors import LorebookError
-from .model import js_truthy
+from ..errors import LorebookError
+from ..model import js_truthy
 
 __all__ = ["TimedEffects", "EffectRecord"]
 

@@ -11,21 +11,21 @@ hits do not depend on what else the window holds); only
 special keys (regex, U+0001, blank, macro) look at the assembled haystack. The plain
 implementation it replaced lives on as the test oracle, tests/reference_matcher.py.
 Regex keys that cannot see past their own text are tested text by text and cached
-the same way (see lorescan.regexscope); the others search the assembled haystack.
+the same way (see lorescan.match.regexscope); the others search the assembled haystack.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from . import _kernels
+from .. import _kernels
 from .compile import EMPTY, SKIP, Special, VariantSpec, build_matcher, classify_key
-from .hitcache import ChatScan
-from .jsregex import JSRegex, JSText, RegexTooComplex
-from .limits import DEFAULT_LIMITS
-from .model import MatchOptions
+from .cache import ChatScan
+from ..js.regex import JSRegex, JSText, RegexTooComplex
+from ..limits import DEFAULT_LIMITS
+from ..model import MatchOptions
 from .regexscope import RegexBudget
-from .textrules import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
+from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
     from .compile import CompiledBook, KeyRef
@@ -147,7 +147,7 @@ class ScanView:
 
     ``compiled``: the book (entry index = position in ``compiled.entries``; its
     ``options`` are the plain-key rules); ``cache``: the caller-owned per-chat hit cache
-    (:class:`lorescan.hitcache.ChatScan`; without one, hits are cached for this view only);
+    (:class:`lorescan.match.cache.ChatScan`; without one, hits are cached for this view only);
     ``messages``: message strings newest first, as scanned (``"Name: text"`` when names are
     included), untrimmed; ``sources``: six strings in SOURCE_NAMES order ("" = absent);
     ``injects``: scanned prompts in order; ``substitute``:
@@ -157,7 +157,7 @@ class ScanView:
     (shared by the views of one scan; default: ``DEFAULT_LIMITS.regex_time_per_scan``);
     ``regex_timeout``: CPU seconds one regex evaluation may take (None: the budget's rest).
 
-    Regex keys: a line-local one (see :mod:`lorescan.regexscope`) is tested once per text
+    Regex keys: a line-local one (see :mod:`lorescan.match.regexscope`) is tested once per text
     (cached in the ChatScan beside the literal hits) and a window's answer is a union; any
     other is tested on the window's joined haystack.
     """

@@ -6,11 +6,11 @@ import json
 from dataclasses import replace
 from typing import Any, TextIO
 
-from .errors import FormatError
-from .formats._safety import parse_json
-from .limits import DEFAULT_LIMITS
-from .model import STSettings
-from .scan import BookSource, ChatMessage, STEngine
+from ..errors import FormatError
+from ..formats._safety import parse_json
+from ..limits import DEFAULT_LIMITS
+from ..model import STSettings
+from ..st.engine import BookSource, ChatMessage, STEngine
 
 __all__ = ["load_chat", "scan_files"]
 
@@ -66,7 +66,7 @@ def load_chat(path: str) -> list[ChatMessage]:
 
 def scan_files(args: argparse.Namespace, *, out: TextIO) -> int:
     """Run the ``scan`` subcommand."""
-    from .formats import load
+    from ..formats import load
     book = load(args.book)
     messages = load_chat(args.chat)
     settings = STSettings(scan_depth=2 if args.depth is None else args.depth, recursive=args.recursive,

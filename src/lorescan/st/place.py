@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .model import Entry
+from ..model import Entry
 
 __all__ = ["Placement", "DepthGroup", "place_entries", "assemble_authors_note"]
 

@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Callable, TypeAlias
 
-from .errors import SettingsError
+from ..errors import SettingsError
 
 if TYPE_CHECKING:
     from .compile import KeyMatcher

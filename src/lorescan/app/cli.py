@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Sequence
 
-from .errors import LorebookError
+from ..errors import LorebookError
 
 __all__ = ["main"]
 
@@ -18,25 +18,25 @@ def _cmd_conformance(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(argv: Sequence[str]) -> int:
-    from .formats.convert import main_convert
+    from ..formats.convert import main_convert
     return main_convert(list(argv))
 
 
 def _cmd_replay_batch(args: argparse.Namespace) -> int:
-    from .replay.cli import replay_batch_command
+    from ..replay.cli import replay_batch_command
     return replay_batch_command(args, out=sys.stdout)
 
 
 def _cmd_summarize(args: argparse.Namespace) -> int:
-    from .replay.cli import summarize_command
+    from ..replay.cli import summarize_command
     return summarize_command(args, out=sys.stdout)
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from .compile import compile_book
-    from .formats import load
-    from .lsc import save_compiled
-    from .model import Compat
+    from ..match.compile import compile_book
+    from ..formats import load
+    from ..match.lsc import save_compiled
+    from ..model import Compat
     options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,
                                                    match_whole_words=args.whole_words)
     compiled = compile_book(load(args.book), options)
@@ -78,7 +78,7 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--why", action="store_true", help="explain every entry, not only activated ones")
     s.set_defaults(func=_cmd_scan)
     _add_serve_parser(sub)
-    from .replay.cli import add_parsers      # no pyarrow / Ray import: they load when the command runs
+    from ..replay.cli import add_parsers  # no pyarrow / Ray import: they load when the command runs
     add_parsers(sub, _cmd_replay_batch, _cmd_summarize)
     return p
 
@@ -103,7 +103,7 @@ def _add_serve_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from .serve.app import ServeConfig, serve
+        from ..serve.app import ServeConfig, serve
     except ImportError as exc:
         print(f"lorescan serve: {exc.name or exc} is missing; install lorescan[serve]", file=sys.stderr)
         return 2
@@ -117,7 +117,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _version_line() -> str:
-    from . import BACKEND, __version__
+    from .. import BACKEND, __version__
     return f"lorescan {__version__} ({BACKEND} kernels)"
 
 

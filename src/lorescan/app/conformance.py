@@ -1,6 +1,6 @@
 """Run SillyTavern conformance vectors (``shared/conformance/README.md`` format).
 
-Each case builds an :class:`~lorescan.scan.STEngine` in the ``sillytavern`` profile with
+Each case builds an :class:`~lorescan.st.engine.STEngine` in the ``sillytavern`` profile with
 the suite's fixed rules (word-count tokens, a constant random number, identity macros),
 replays its turns in order carrying the timed-effects record, and compares every
 contract field of ``expected``. ``loops`` is informative and reported separately.
@@ -12,13 +12,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, TextIO
 
-from .errors import FormatError, LorebookError
-from .formats._safety import parse_json
-from .limits import DEFAULT_LIMITS
-from .formats.sillytavern import read_world
-from .model import STSettings
-from .scan import BookSource, Character, ChatMessage, STEngine
-from .textrules import js_count_words
+from ..errors import FormatError, LorebookError
+from ..formats._safety import parse_json
+from ..limits import DEFAULT_LIMITS
+from ..formats.sillytavern import read_world
+from ..model import STSettings
+from ..st.engine import BookSource, Character, ChatMessage, STEngine
+from ..js.text import js_count_words
 
 __all__ = ["CaseOutcome", "run_case", "run_file", "run_files", "CONTRACT_FIELDS"]
 

@@ -940,7 +940,7 @@ def _compile_translated(pattern: str, flags: str) -> tuple[_Compiled, bool, str 
         compiled = regex.compile(text, regex.V0)
         fast = regex.compile(fast_text, regex.V0) if fast_text is not None and fast_text != text else None
     except regex.error as exc:  # a translator bug, not a user error: say so loudly
-        raise RuntimeError(f"lorescan.jsregex produced an invalid regex for /{pattern}/{flags}: {exc}") from exc
+        raise RuntimeError(f"lorescan.js.regex produced an invalid regex for /{pattern}/{flags}: {exc}") from exc
     line_local = not (tr.newline or tr.text_anchor or "y" in flags)
     return (compiled, table, fast), line_local, tr.hazard
 
@@ -953,7 +953,7 @@ class JSRegex:
     literal that accepts it, lookarounds included), the pattern has no whole-input anchor
     (``^``/``$`` without ``m``) and no ``y``. Then a match in a text never reaches past the
     text's lines, and its assertions see a line break and the input edge alike, so on a
-    SillyTavern haystack the regex can be tested text by text (see ``lorescan.regexscope``).
+    SillyTavern haystack the regex can be tested text by text (see ``lorescan.match.regexscope``).
     ``hazard``: a classic catastrophic-backtracking shape found in the pattern, or None.
     """
 

@@ -2,7 +2,7 @@
 
 **Scope.** A SillyTavern haystack (docs/sillytavern-mode.md#st-scan-text) is ``"\\x01" + t0 + "\\n\\x01" + t1 + ...``.
 Cut it at the ``"\\n"`` of every joiner and each piece is ``"\\x01" + t_i``. A regex that is
-*line-local* (:attr:`lorescan.jsregex.JSRegex.line_local`, decided once by the translator on
+*line-local* (:attr:`lorescan.js.regex.JSRegex.line_local`, decided once by the translator on
 the parsed pattern) has no atom that can consume U+000A, lookarounds included, no ``^``/``$``
 without ``m`` (whole-input anchors) and no ``y``. Then:
 
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import time
 
-from .jsregex import JSRegex, JSRegexError, JSText, RegexTimeout, RegexTooComplex, compile_regex_key
-from .limits import DEFAULT_LIMITS, Limits
+from ..js.regex import JSRegex, JSRegexError, JSText, RegexTimeout, RegexTooComplex, compile_regex_key
+from ..limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["RegexBudget", "regex_hazard"]
 
