@@ -79,6 +79,9 @@ def test_most_corpus_books_are_sillytavern_worlds():
     assert len(ST_WORLDS) >= len(ST_BOOKS) - 2
 
 
+_NULL_MEANS_DEFAULT = {"role": 0}
+
+
 @pytest.mark.parametrize("path", or_absent(ST_WORLDS), ids=lambda p: p.name)
 def test_st_to_ccv3_to_st_keeps_every_field_ccv3_can_express_and_reports_the_rest(path):
     need_shared("corpus")
@@ -91,6 +94,10 @@ def test_st_to_ccv3_to_st_keeps_every_field_ccv3_can_express_and_reports_the_res
         got = back.entry(e.uid)
         for name, value in e.fields.items():
             if name in e.filled or name in lost:
+                continue
+            if value is None and name in _NULL_MEANS_DEFAULT:
+                # not a loss: the engines read a null here as the default (st/place.py: role)
+                assert json_equal(got.fields.get(name), _NULL_MEANS_DEFAULT[name]), (e.uid, name)
                 continue
             assert json_equal(_without_mapped_ext(name, value), _without_mapped_ext(name, got.fields.get(name))), \
                 (e.uid, name)

@@ -185,8 +185,42 @@ def test_edited_foreign_entry_rewrites_only_the_changed_field():
 def test_novelai_to_sillytavern_reports_every_unmapped_field():
     doc = FOREIGN[0][1]
     _, report = convert(load_data(doc), "sillytavern")
-    assert {(x.entry, x.field) for x in report} >= {(0, "searchRange"), (0, "contextConfig.prefix"),
-                                                    (None, "lorebookVersion")}
+    lost = {(x.entry, x.field) for x in report}
+    assert lost >= {(0, "searchRange"), (None, "lorebookVersion")}
+    # an empty prefix is what NovelAI assumes when there is none: not a loss
+    assert (0, "contextConfig.prefix") not in lost
+
+
+def test_loss_reports_leave_out_default_values_and_values_that_come_back():
+    book = load_data({"entries": {
+        "0": {"uid": 0, "key": ["a"], "disable": False, "triggers": [], "sticky": 0, "delayUntilRecursion": False,
+              "order": 100, "group": "", "characterFilter": {"isExclude": False, "names": [], "tags": []}},
+        "1": {"uid": 1, "key": ["b"], "disable": True, "sticky": 2, "group": "g"}}})
+    _, report = convert(book, "risu")
+    assert report.fields_of(0) == set()
+    assert report.fields_of(1) >= {"disable", "sticky", "group"}
+
+
+def test_card_fields_sillytavern_keeps_elsewhere_are_not_losses():
+    card = {"spec": "chara_card_v3", "spec_version": "3.0", "data": {"name": "C", "character_book": {"entries": [
+        {"id": 1, "keys": ["a"], "content": "x", "comment": "Alpha", "name": "Alpha", "use_regex": True,
+         "enabled": True, "insertion_order": 10, "extensions": {}},
+        {"id": 2, "keys": ["b"], "content": "y", "comment": "Beta", "name": "Other name", "use_regex": True,
+         "enabled": True, "insertion_order": 10, "priority": 3, "extensions": {}}]}}}
+    _, report = convert(load_data(card), "sillytavern")
+    assert report.fields_of(1) == set()
+    assert report.fields_of(2) == {"name", "priority"}
+
+
+def test_loss_report_render_groups_by_field_with_a_summary_first():
+    book = load_data({"entries": {str(i): {"uid": i, "key": ["k"], "addMemo": True, "group": "g" if i == 0 else ""}
+                                  for i in range(12)}})
+    _, report = convert(book, "agnai")
+    lines = report.render().splitlines()
+    assert lines[0] == "sillytavern -> agnai: 13 values in 2 fields not carried over (12 entries)"
+    assert lines[1].startswith("  addMemo: ") and lines[1].endswith("[12 entries: 0, 1, 2, 3, 4, 5, 6, 7, and 4 more]")
+    assert lines[2].startswith("  group: ") and lines[2].endswith("[1 entry: 0]")
+    assert len(report.render(verbose=True).splitlines()) == 1 + 13
 
 
 def test_st_to_ccv3_reports_character_filter_and_add_memo():
@@ -231,7 +265,7 @@ def test_main_convert_writes_output_and_prints_the_report(tmp_path, capsys):
     assert load(out).entries[0].key == ("a",)
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    assert main_convert([str(bad), str(out)]) == 2
+    assert main_convert([str(bad), str(tmp_path / "other.json"), "--to", "st"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.json" in err
 

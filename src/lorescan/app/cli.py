@@ -126,6 +126,17 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     return scan_files(args, out=sys.stdout)
 
 
+def _closed_pipe() -> int:
+    """Output piped into ``head`` and the like was closed early: not an error. Point stdout at
+    /dev/null so the interpreter's final flush does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):    # stdout has no file descriptor (captured): nothing to redirect
+        pass
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lorescan`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -135,15 +146,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         except LorebookError as exc:
             print(f"lorescan: {exc}", file=sys.stderr)
             return 2
+        except BrokenPipeError:
+            return _closed_pipe()
     args = _build_parser().parse_args(argv)
     try:
         return args.func(args)
     except LorebookError as exc:
         print(f"lorescan: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:       # output piped into `head` and the like
-        sys.stderr.close()
-        return 0
+    except BrokenPipeError:
+        return _closed_pipe()
     except (RecursionError, MemoryError, OverflowError, ValueError, TypeError) as exc:
         # A bug, or an input no check caught: still one located line, never a traceback
         # (LORESCAN_DEBUG=1 shows it).

@@ -82,7 +82,11 @@ class Loss:
 
 @dataclass(frozen=True, slots=True)
 class LossReport:
-    """Everything a conversion did not carry over, in entry order."""
+    """Everything a conversion did not carry over, in entry order.
+
+    Only real losses are listed: a value that differs from what the target's default would
+    give and that does not come back from the written data (see :func:`lorescan.convert`).
+    """
     source_format: str
     target_format: str
     losses: tuple[Loss, ...] = ()
@@ -100,13 +104,58 @@ class LossReport:
         """Names of the fields reported lost for one entry (None: the book)."""
         return {x.field for x in self.losses if x.entry == entry}
 
-    def render(self) -> str:
-        """The report as text, one loss per line."""
+    def by_field(self) -> list[tuple[str, str, list[object]]]:
+        """``(field, why, entries)`` groups, the most frequent first (ties in first-seen order).
+
+        ``entries`` lists the uids (None for a book-level field) that lost this field for
+        this reason.
+        """
+        groups: dict[tuple[str, str], list[object]] = {}
+        for x in self.losses:
+            groups.setdefault((x.field, x.why), []).append(x.entry)
+        ranked = sorted(enumerate(groups.items()), key=lambda item: (-len(item[1][1]), item[0]))
+        return [(name, why, entries) for _, ((name, why), entries) in ranked]
+
+    def summary(self) -> str:
+        """One line: how many values in how many fields of how many entries were not carried over."""
         head = f"{self.source_format} -> {self.target_format}: "
         if not self.losses:
             return head + "nothing lost"
-        return head + f"{len(self.losses)} field(s) not carried over\n" + "\n".join(
-            f"  {x}" for x in self.losses)
+        fields = {x.field for x in self.losses}
+        entries = {x.entry for x in self.losses if x.entry is not None}
+        book = any(x.entry is None for x in self.losses)
+        where = [_count(len(entries), "entry", "entries")] if entries else []
+        if book:
+            where.append("the book")
+        return (head + f"{_count(len(self.losses), 'value')} in {_count(len(fields), 'field')} "
+                f"not carried over ({' and '.join(where)})")
+
+    def render(self, verbose: bool = False) -> str:
+        """The report as text: the summary line, then one line per lost field with the entries
+        it affects (``verbose``: one line per entry and field instead)."""
+        lines = [self.summary()]
+        if verbose:
+            lines += [f"  {x}" for x in self.losses]
+            return "\n".join(lines)
+        for name, why, entries in self.by_field():
+            uids = [e for e in entries if e is not None]
+            where = []
+            if len(uids) < len(entries):
+                where.append("book")
+            if uids:
+                shown = ", ".join(_one_line(repr(u)) for u in uids[:8])
+                more = f", and {len(uids) - 8} more" if len(uids) > 8 else ""
+                where.append(f"{_count(len(uids), 'entry', 'entries')}: {shown}{more}")
+            lines.append(f"  {name}: {_one_line(why)} [{'; '.join(where)}]")
+        return "\n".join(lines)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def json_equal(a: Any, b: Any) -> bool:

@@ -10,10 +10,10 @@ import argparse
 import copy
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
-from ..model import Lorebook
+from ..model import ST_ENTRY_DEFAULTS, Entry, Lorebook
 from ._mapping import Loss, LossReport, Origin, json_equal
 from ._safety import dump_json_bytes
 
@@ -137,8 +137,10 @@ def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None)
     positional = to in ("risu", "agnai", "novelai", "novelai_story", "png_novelai") or (
         to == "entry_list" and any(not isinstance(e.uid, int) for e in book.entries))
     from .card import CC_EXT_NAMES
+    returned: dict[object, Entry | None] = {}
     for i, e in enumerate(book.entries):
         got = back.entries[i] if positional and i < len(back.entries) else back_by_uid.get(e.uid)
+        returned[e.uid] = got
         if got is None:
             if (e.uid, "uid") not in seen:
                 losses.append(Loss(e.uid, "uid", f"entry did not come back from {to} under this uid"))
@@ -153,7 +155,104 @@ def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None)
                 losses.append(Loss(e.uid, name, f"{to} has no field for it"))
             elif not json_equal(value, new):
                 losses.append(Loss(e.uid, name, f"{to} cannot hold {value!r:.40}; it reads back as {new!r:.40}"))
-    return data, LossReport(book.format, to, tuple(losses))
+    by_uid = {e.uid: e for e in book.entries}
+    real = tuple(x for x in losses if x.entry is None or x.field == "uid"
+                 or _really_lost(x, by_uid.get(x.entry), returned.get(x.entry), book, back))
+    return data, LossReport(book.format, to, real)
+
+
+# The values a target reads for a field it cannot hold: SillyTavern's new-entry defaults
+# (the model every format maps onto), and "not set".
+_ST_DEFAULTS = dict(ST_ENTRY_DEFAULTS)
+_UNSET_VALUES: tuple[Any, ...] = (None, "", [], {})
+# Fields SillyTavern reads by truthiness, so that 0, false and null all mean "off".
+_OFF_WHEN_FALSY = frozenset({"sticky", "cooldown", "delay", "delayUntilRecursion"})
+
+
+def _really_lost(loss: Loss, entry: Entry | None, got: Entry | None, book: Lorebook, back: Lorebook) -> bool:
+    """Whether an entry-level loss a writer reported changes anything.
+
+    Not a loss: a value equal to what the target assumes when the field is absent (the
+    SillyTavern default for a SillyTavern field; unset, empty or false for a raw field of
+    another format; a field nobody knows always counts), a value that reads back unchanged
+    from the written data, and a Character Card field whose content SillyTavern keeps elsewhere (``name`` equal to the
+    comment, ``use_regex`` as SillyTavern's own export writes it, a top-level
+    ``case_sensitive`` equal to the one SillyTavern reads).
+    """
+    if entry is None:
+        return True
+    value = _source_value(loss.field, entry, book)
+    if value is _ABSENT:
+        return True                         # nothing to judge by: keep the writer's word
+    if loss.field in _ST_DEFAULTS:
+        default = _ST_DEFAULTS[loss.field]
+        if value is None or json_equal(value, default):
+            return False
+        if loss.field in _OFF_WHEN_FALSY and value in (0, False, None):
+            return False
+    elif loss.field not in entry.fields and (value is False or any(json_equal(value, unset)
+                                                                   for unset in _UNSET_VALUES)):
+        return False        # a raw field of the source format left unset (a field lorescan does
+        #                     not know, kept in the entry's fields, is always reported)
+    if got is not None and json_equal(value, _readback_value(loss.field, got)):
+        return False
+    if book.format in CC_FORMATS and loss.field in _CC_KEPT_ELSEWHERE:
+        return not _CC_KEPT_ELSEWHERE[loss.field](value, entry)
+    return True
+
+
+def _cc_name_kept(value: Any, entry: Entry) -> bool:
+    return json_equal(value, entry.fields.get("comment", ""))
+
+
+def _cc_use_regex_kept(value: Any, entry: Entry) -> bool:
+    # SillyTavern detects a regex key by its /.../ form; its own card export always writes true.
+    return value is True or not any(_looks_like_regex(k) for k in entry.key + entry.keysecondary)
+
+
+def _cc_case_kept(value: Any, entry: Entry) -> bool:
+    return json_equal(value, entry.fields.get("caseSensitive"))
+
+
+_CC_KEPT_ELSEWHERE: dict[str, Callable[[Any, Entry], bool]] = {
+    "name": _cc_name_kept, "use_regex": _cc_use_regex_kept, "case_sensitive": _cc_case_kept}
+
+
+def _looks_like_regex(key: object) -> bool:
+    return isinstance(key, str) and len(key) > 2 and key.startswith("/") and key.rfind("/") > 0
+
+
+def _path_get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(obj, Mapping) or part not in obj:
+            return _ABSENT
+        obj = obj[part]
+    return obj
+
+
+def _source_value(name: str, entry: Entry, book: Lorebook) -> Any:
+    """The source's value of a reported field: a SillyTavern field, a card-only field, or a
+    raw field of the source format (dotted names reach into nested objects)."""
+    value = _path_get(entry.fields, name)
+    if value is _ABSENT and name in entry.card_fields:
+        value = entry.card_fields[name]
+    if value is _ABSENT and isinstance(book.origin, Origin):
+        raw = book.origin.raw_entries.get(entry.uid)
+        if raw is not None:
+            value = _path_get(raw, name)
+    return value
+
+
+def _readback_value(name: str, got: Entry) -> Any:
+    value = _path_get(got.fields, name)
+    if value is _ABSENT and name in got.card_fields:
+        value = got.card_fields[name]
+    if value is _ABSENT and name.startswith("extensions."):
+        from .card import CC_RULES
+        for rule in CC_RULES:          # a CC extension that a mapped SillyTavern field now fills
+            if name in rule.raw_keys:
+                return got.fields.get(rule.st, _ABSENT)
+    return value
 
 
 _ABSENT = object()
@@ -170,31 +269,69 @@ def write_bytes(data: Any) -> bytes:
 
 
 def main_convert(argv: Sequence[str]) -> int:
-    """``lorescan convert IN OUT [--to FORMAT]``: exit 0 on success, 2 on a LorebookError."""
-    parser = argparse.ArgumentParser(prog="lorescan convert",
-                                     description="Convert a lorebook between formats and report what is lost.")
+    """``lorescan convert IN OUT [--to FORMAT] [--force] [--verbose]``.
+
+    Returns:
+        0 on success, 2 on bad input or a refused write (the reason goes to stderr).
+    """
+    parser = argparse.ArgumentParser(
+        prog="lorescan convert",
+        description="Convert a lorebook between formats and report what the target cannot hold.")
     parser.add_argument("input", help="lorebook file (any supported format, detected from the content)")
-    parser.add_argument("output", help="file to write")
-    parser.add_argument("--to", default=None, choices=sorted(set(TARGETS) | set(_ALIASES)),
-                        help="target format (default: from the output extension, else the input's format)")
+    parser.add_argument("output", help="file to write (never the input; an existing file only with --force)")
+    parser.add_argument("--to", default=None, choices=sorted(set(TARGETS) | set(_ALIASES)), metavar="FORMAT",
+                        help="target format: " + ", ".join(TARGETS) + " (default: from the output's "
+                             "extension, " + ", ".join(f"{k} -> {v}" for k, v in _BY_EXTENSION.items()) + ")")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="list every lost field of every entry, not one line per field")
     args = parser.parse_args(list(argv))
     from .load import load
     try:
+        to = _ALIASES.get(args.to, args.to) if args.to else _target_from_extension(args.output)
+        _check_output(args.input, args.output, force=args.force)
         book = load(args.input)
-        to = args.to or _guess_target(args.output, book)
         data, report = convert(book, to)
-        with open(args.output, "wb") as fh:
-            fh.write(write_bytes(data))
+        content = write_bytes(data)
+        with open(args.output, "wb" if args.force else "xb") as fh:
+            fh.write(content)
     except LorebookError as exc:
         print(f"lorescan convert: {exc}", file=sys.stderr)
+        return 2
+    except FileExistsError:
+        print(f"lorescan convert: {args.output}: exists; pass --force to overwrite it", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"lorescan convert: {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(report.render())
+    print(report.render(verbose=args.verbose))
     return 0
 
 
-def _guess_target(path: str, book: Lorebook) -> str:
+# Output extensions that name one format. ``.json`` names none: SillyTavern worlds, cards,
+# lorebook_v3, Risu, Agnai and entry lists are all JSON, so a .json output needs --to.
+_BY_EXTENSION = {".png": "png", ".charx": "charx", ".lorebook": "novelai"}
+
+
+def _target_from_extension(path: str) -> str:
     ext = os.path.splitext(path)[1].lower()
-    return {".png": "png", ".charx": "charx", ".lorebook": "novelai"}.get(ext, book.format)
+    to = _BY_EXTENSION.get(ext)
+    if to is None:
+        json_targets = [t for t in TARGETS if t not in ("png", "charx", "png_novelai")]
+        what = f"the extension {ext!r}" if ext else "no extension"
+        raise LorebookError(f"{what} does not name one format; choose one with --to "
+                            f"({', '.join(json_targets)}, ...)", source=path)
+    return to
+
+
+def _check_output(src: str, out: str, *, force: bool) -> None:
+    """Refuse to write over the input (whatever the path spelling), and over an existing
+    output unless ``force``."""
+    try:
+        same = os.path.samefile(src, out)
+    except OSError:                 # one of them does not exist: not the same file
+        same = os.path.abspath(src) == os.path.abspath(out)
+    if same:
+        raise LorebookError("the output is the input file; write to another file", source=out)
+    if os.path.exists(out) and not force:
+        raise LorebookError("exists; pass --force to overwrite it", source=out)
