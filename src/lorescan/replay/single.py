@@ -121,7 +121,7 @@ def load_chat(path: str) -> list[Message]:
         try:
             messages.append(_message(m, f"message {i}"))
         except ValueError as exc:
-            raise FormatError(str(exc), source=path, entry=i) from exc
+            raise FormatError(str(exc), source=path) from exc
     if not any(not m.is_system for m in messages):
         raise FormatError("the chat has no messages to replay", source=path)
     return messages
