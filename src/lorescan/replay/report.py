@@ -262,7 +262,9 @@ _SCRIPT = """
       turn.tokens + " of " + turn.budget + " tokens; " + turn.messages + " messages scanned, the last by " +
       (turn.speaker || "(no name)") + ":";
     document.getElementById("turn-message").textContent = turn.last;
-    var rows = turn.rows.slice().sort(function (a, b) {
+    var rows = data.defaults.map(function (d, e) { return [e, d[0], d[1], d[2]]; });
+    turn.rows.forEach(function (r) { rows[r[0]] = r; });
+    rows.sort(function (a, b) {
       return order[data.outcomes[a[1]]] - order[data.outcomes[b[1]]] || a[0] - b[0];
     });
     var frag = document.createDocumentFragment();
@@ -312,15 +314,27 @@ def _page_data(replay: ChatReplay) -> tuple[dict, int]:
 
     outcomes = ["fired", "cut", "not"]
     code = {o: i for i, o in enumerate(outcomes)}
-    turns = []
+    # Most entries say the same thing on most turns ("no primary key occurs ..."): each
+    # entry's most frequent row is its default, and a turn lists only the rows that differ.
+    seen: list[Counter[tuple[int, int, int]]] = [Counter() for _ in replay.entries]
+    rows_of = []
     for t in replay.turns:
+        rows = [(x.entry, (code[x.outcome], s(x.reason), s(x.detail))) for x in t.explained]
+        for e, row in rows:
+            seen[e][row] += 1
+        rows_of.append(rows)
+    none = (code["not"], s(""), s(""))
+    defaults = [min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] if c else none for c in seen]
+    turns = []
+    for t, rows in zip(replay.turns, rows_of):
         turns.append({"n": t.number, "messages": t.messages, "speaker": _clean(t.speaker), "last": _clean(t.last_text),
                       "fired": len(t.fired), "cut": len(t.cut), "tokens": t.tokens, "budget": t.budget,
-                      "rows": [[x.entry, code[x.outcome], s(x.reason), s(x.detail)] for x in t.explained]})
+                      "rows": [[e, *row] for e, row in rows if row != defaults[e]]})
     # the turn shown first: the one where the most entries fired (the earliest of those)
     initial = max(replay.turns, key=lambda t: (len(t.fired), -t.number)).number if replay.turns else 0
     data = {"entries": [[_clean(e.book), _clean(e.id), _clean(e.name)] for e in replay.entries],
-            "outcomes": outcomes, "strings": list(strings), "turns": turns, "initial": initial}
+            "outcomes": outcomes, "strings": list(strings), "defaults": [list(d) for d in defaults],
+            "turns": turns, "initial": initial}
     return data, initial
 
 
