@@ -23,10 +23,11 @@ from typing import Any, Iterator
 
 import pytest
 
+from conftest import need_shared
 from report_data import XSS_NAME, write_inputs
 
 from lorescan import load
-from lorescan.replay.report import _label, timeline_rows
+from lorescan.replay.report import _label, render_report, timeline_rows
 from lorescan.replay.single import load_chat, replay_chat
 
 REQUIRE = os.environ.get("LORESCAN_REQUIRE_BROWSER") == "1"
@@ -273,3 +274,34 @@ def test_csp_blocks_a_script_added_to_the_report(browser: Browser, made: dict[st
     browser.open(tampered)
     assert "pwned" not in browser.js("document.title")
     assert any("Content Security Policy" in e for e in browser.errors())
+
+
+def test_report_of_real_books_with_hundreds_of_entries(browser: Browser, tmp_path: Path) -> None:
+    """Two corpus books (638 entries) and a 734-message corpus chat: the page stays usable
+    (the charts scroll inside their boxes) and every turn's table is the engine's."""
+    books = [need_shared("corpus/books/en-monster-hunter-387.json"), need_shared("corpus/books/en-weyland-251.json")]
+    chat = need_shared("corpus/chats/en-dmc-group-branch734.jsonl")
+    replay = replay_chat([load(str(b)) for b in books], load_chat(str(chat)), chat=chat.name)
+    page = tmp_path / "big.html"
+    page.write_text(render_report(replay), encoding="utf-8")
+    rows, hidden = timeline_rows(replay)
+    browser.open(page)
+    dom = browser.js("""(() => {
+        const box = document.getElementById('timeline-box'), tl = document.getElementById('timeline');
+        return {cols: tl.querySelectorAll('rect.col').length, labels: tl.querySelectorAll('text.row-label').length,
+                bars: document.querySelectorAll('#budget rect.bar').length,
+                boxHeight: box.getBoundingClientRect().height, chartHeight: tl.getBoundingClientRect().height,
+                never: document.querySelectorAll('#never-fired tbody tr').length};
+    })()""")
+    assert dom["cols"] == dom["bars"] == len(replay.turns) > 400
+    assert dom["labels"] == len(rows) and hidden == 0
+    assert dom["chartHeight"] > 700 and dom["boxHeight"] <= 640      # taller than its box: the box scrolls
+    assert dom["never"] == sum(1 for i in range(len(replay.entries)) if not any(i in t.fired for t in replay.turns))
+    names = [e.name for e in replay.entries]
+    for turn in (replay.turns[0], replay.turns[len(replay.turns) // 2], replay.turns[-1]):
+        browser.js(f"(() => {{ const s = document.getElementById('turn-select'); s.value = '{turn.number}';"
+                   "s.dispatchEvent(new Event('change')); })()")
+        got = _table(browser)
+        assert got["rows"] == len(replay.entries) and got["cut"] == len(turn.cut)
+        assert sorted(got["fired"]) == sorted(names[i] for i in turn.fired)
+    assert browser.errors() == []
