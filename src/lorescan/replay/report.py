@@ -230,7 +230,7 @@ table{border-collapse:collapse;width:100%;margin:6px 0}th,td{text-align:left;pad
 th{background:#f7fafc;position:sticky;top:0}td.num,th.num{text-align:right}
 .cols{display:flex;gap:24px;flex-wrap:wrap}.cols>div{flex:1 1 420px;min-width:0}
 tr.fired td:first-child{border-left:4px solid #2b6cb0}tr.cut td:first-child{border-left:4px solid #dd6b20}
-tr.not td{color:#4a5568}.detail{white-space:pre-wrap;word-break:break-word}
+tr.not td{color:#4a5568}#explain td:nth-child(4){white-space:nowrap}.detail{white-space:pre-wrap;word-break:break-word}
 #turn-message{white-space:pre-wrap;word-break:break-word;background:#f7fafc;border-left:3px solid #a0aec0;padding:6px 10px;margin:8px 0}
 #turn-summary{font-weight:600}select{font:inherit;padding:2px 4px}
 """
