@@ -4,8 +4,8 @@ the DevTools protocol, the rendered DOM read back.
 Console messages, uncaught exceptions and browser log entries (CSP violations, failed
 loads) are collected from the protocol's events, so an error the page raises is seen
 even when the page's own script is dead. Two control tests show that this capture does
-catch errors. Skipped when chromium or ``websockets`` is missing, unless
-``LORESCAN_REQUIRE_BROWSER=1`` (CI) makes that a failure.
+catch errors. ``LORESCAN_CHROMIUM`` names another browser binary. Skipped when chromium or
+``websockets`` is missing, unless ``LORESCAN_REQUIRE_BROWSER=1`` (CI) makes that a failure.
 """
 from __future__ import annotations
 
@@ -43,8 +43,13 @@ def _need(ok: bool, why: str) -> None:
 
 
 def _chromium() -> str:
-    path = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-    _need(path is not None, "chromium is not installed (apt-get install -y chromium)")
+    """The browser: ``$LORESCAN_CHROMIUM`` if set, else ``chromium`` on the PATH or /usr/bin/chromium."""
+    given = os.environ.get("LORESCAN_CHROMIUM")
+    if given:
+        path = given if os.access(given, os.X_OK) else None
+    else:
+        path = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+    _need(path is not None, f"chromium is not installed ({given or 'apt-get install -y chromium'})")
     try:
         import websockets.sync.client  # noqa: F401
     except ImportError:
