@@ -27,6 +27,11 @@ def _cmd_replay_batch(args: argparse.Namespace) -> int:
     return replay_batch_command(args, out=sys.stdout)
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from ..replay.cli import replay_command
+    return replay_command(args, out=sys.stdout, err=sys.stderr)
+
+
 def _cmd_summarize(args: argparse.Namespace) -> int:
     from ..replay.cli import summarize_command
     return summarize_command(args, out=sys.stdout)
@@ -78,8 +83,9 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--why", action="store_true", help="explain every entry, not only activated ones")
     s.set_defaults(func=_cmd_scan)
     _add_serve_parser(sub)
-    from ..replay.cli import add_parsers  # no pyarrow / Ray import: they load when the command runs
+    from ..replay.cli import add_parsers, add_replay_parser  # no pyarrow / Ray import: they load when used
     add_parsers(sub, _cmd_replay_batch, _cmd_summarize)
+    add_replay_parser(sub, _cmd_replay)
     return p
 
 

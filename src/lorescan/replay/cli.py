@@ -1,4 +1,5 @@
-"""``lorescan replay-batch`` and ``lorescan summarize``: arguments in, text out."""
+"""``lorescan replay``, ``lorescan replay-batch`` and ``lorescan summarize``: arguments in,
+text out."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,7 @@ from typing import Any, Callable, TextIO
 
 from ..errors import LorebookError, SettingsError
 
-__all__ = ["add_parsers", "replay_batch_command", "summarize_command"]
+__all__ = ["add_parsers", "add_replay_parser", "replay_batch_command", "replay_command", "summarize_command"]
 
 
 def add_parsers(sub: Any, replay_fn: Callable[..., int], summarize_fn: Callable[..., int]) -> None:
@@ -35,6 +36,64 @@ def add_parsers(sub: Any, replay_fn: Callable[..., int], summarize_fn: Callable[
     s.add_argument("--json", metavar="FILE", help="write the summary as JSON here (default RESULTS/summary.json)")
     s.add_argument("--top", type=int, default=20, help="entries shown in the table")
     s.set_defaults(func=summarize_fn)
+
+
+def add_replay_parser(sub: Any, replay_fn: Callable[..., int]) -> None:
+    """``lorescan replay BOOK... --chat CHAT [--report FILE]``: every argument of the
+    command is declared here."""
+    r = sub.add_parser("replay", help="replay one chat turn by turn; a per-turn summary and an HTML report",
+                       description="Replay every turn of one chat against lorebooks (timed effects or slot "
+                                   "state carried over), print a summary per turn and optionally write a "
+                                   "self-contained HTML report.")
+    r.add_argument("books", nargs="+", metavar="BOOK", help="lorebook files (any supported format)")
+    r.add_argument("--chat", required=True, help="chat file: SillyTavern .jsonl, a JSON list of {name, mes} or "
+                                                 "{role, content}, or {\"messages\": [...]}")
+    r.add_argument("--report", metavar="FILE", help="write the HTML report here")
+    r.add_argument("--mode", choices=("sillytavern", "slot"), default="sillytavern",
+                   help="engine profile (default: %(default)s)")
+    r.add_argument("--seed", type=int, default=0, help="seed for every probability roll (default: %(default)s)")
+    r.add_argument("--depth", type=int, default=None, help="SillyTavern scan depth (default 2)")
+    r.add_argument("--max-context", type=int, default=None, help="context size for the budget (default 8192)")
+    r.add_argument("--settings", help="JSON file: SillyTavern settings (conformance names) plus max_context "
+                                      "and compat; --depth and --max-context override it")
+    r.set_defaults(func=replay_fn)
+
+
+def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
+    """Run ``lorescan replay``: replay, write the report (before printing, so a closed pipe
+    cannot cost it), then print one line per turn."""
+    from ..formats import load
+    from .progress import ProgressBar
+    from .single import load_chat, replay_chat, text_summary
+    settings = _settings(args.settings)
+    if args.depth is not None:
+        settings["scan_depth"] = args.depth
+    if args.max_context is not None:
+        settings["max_context"] = args.max_context
+    if args.mode == "slot" and settings:
+        raise SettingsError("slot mode takes no --depth, --max-context or --settings (books carry their own)",
+                            source="replay", field=sorted(settings)[0])
+    books = [load(path) for path in args.books]
+    messages = load_chat(args.chat)
+    bar = ProgressBar(err)
+    try:
+        replay = replay_chat(books, messages, mode=args.mode, settings=settings, seed=args.seed,
+                             chat=Path(args.chat).name, on_turn=bar.update)
+    finally:
+        bar.close()
+    if args.report:
+        from .. import __version__
+        from .report import render_report
+        page = render_report(replay, version=__version__).encode("utf-8")
+        try:
+            Path(args.report).write_bytes(page)
+        except OSError as exc:
+            raise LorebookError(f"cannot write the report: {exc.strerror or exc}", source=args.report) from exc
+    for line in text_summary(replay):
+        print(line, file=out)
+    if args.report:
+        print(f"report: {args.report}", file=out)
+    return 0
 
 
 def _settings(path: str | None) -> dict[str, Any]:

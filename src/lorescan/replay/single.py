@@ -1,0 +1,280 @@
+"""Replaying one chat turn by turn for ``lorescan replay``: every turn in order, timed
+effects (SillyTavern mode) or slot state (slot mode) carried over, and for every turn what
+each entry did and why.
+
+The turns are the generations of :func:`lorescan.replay.turns.turn_points` (the same as
+``replay-batch``). Rolls are seeded from ``(seed, turn)``: the same books, chat and seed
+give the same :class:`ChatReplay` on every run and on both kernel back-ends.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import FormatError, LorebookError
+from ..match.cache import ChatScan
+from ..model import Lorebook, STSettings
+from ..st.engine import BookSource, ChatMessage, STEngine
+from .chats import MAX_CHAT_BYTES, Message, _message
+from .turns import EXTRA_SETTINGS, check_settings, turn_points, turn_seed
+
+__all__ = ["EntryInfo", "TurnRecord", "ChatReplay", "load_chat", "replay_chat", "text_summary"]
+
+
+@dataclass(frozen=True, slots=True)
+class EntryInfo:
+    """One entry of the books as the report shows it: book, id (as text) and a display
+    name (the entry's comment or name, else its first key, else ``#id``)."""
+
+    book: str
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """What one entry did on one turn: ``outcome`` is ``fired``, ``cut`` (by the budget)
+    or ``not``; ``reason`` the engine's short code; ``detail`` its words."""
+
+    entry: int
+    outcome: str
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """One generation: ``messages`` scanned (the last one written by ``speaker``),
+    ``fired`` and ``cut`` as indexes into :attr:`ChatReplay.entries`, the tokens of the
+    fired entries against ``budget``, and an :class:`Explained` for every entry."""
+
+    number: int
+    messages: int
+    speaker: str
+    last_text: str
+    fired: tuple[int, ...]
+    cut: tuple[int, ...]
+    tokens: int
+    budget: int
+    explained: tuple[Explained, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReplay:
+    mode: str
+    seed: int
+    chat: str
+    books: tuple[str, ...]
+    entries: tuple[EntryInfo, ...]
+    turns: tuple[TurnRecord, ...]
+
+
+# -- reading the chat ----------------------------------------------------------------------
+def load_chat(path: str) -> list[Message]:
+    """The messages of a chat file, oldest first: SillyTavern ``.jsonl`` (with or without
+    the metadata line), a JSON list of ``{name, mes}`` or ``{role, content}`` messages, or
+    ``{"messages": [...]}``. Anything else raises :class:`FormatError` naming the file and
+    the message."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_CHAT_BYTES + 1)
+    except OSError as exc:
+        raise FormatError(f"cannot read chat: {exc.strerror or exc}", source=path) from exc
+    if len(raw) > MAX_CHAT_BYTES:
+        raise FormatError(f"chat file is larger than {MAX_CHAT_BYTES} bytes", source=path)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"chat is not UTF-8: {exc}", source=path) from exc
+    items: Any = None
+    stripped = text.strip()
+    if stripped.startswith(("[", "{")):
+        try:
+            items = json.loads(stripped)
+        except (json.JSONDecodeError, RecursionError):
+            items = None                  # not one JSON document: read it as JSON lines
+    if isinstance(items, dict) and "messages" in items:
+        items = items["messages"]
+        if not isinstance(items, list):
+            raise FormatError("'messages' must be a list", source=path, field="messages")
+    elif isinstance(items, dict):
+        items = None                      # a one-line .jsonl, or its metadata line alone
+    if items is None:
+        items = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise FormatError(f"line {n} is not JSON: {exc}", source=path) from exc
+            if not items and isinstance(obj, dict) and not {"mes", "content", "role", "name"} & obj.keys():
+                continue                  # the SillyTavern metadata line
+            items.append(obj)
+    if not isinstance(items, list):
+        raise FormatError("a chat must be a list of messages, {\"messages\": [...]} or SillyTavern JSON lines",
+                          source=path)
+    messages: list[Message] = []
+    for i, m in enumerate(items):
+        try:
+            messages.append(_message(m, f"message {i}"))
+        except ValueError as exc:
+            raise FormatError(str(exc), source=path) from exc
+    if not any(not m.is_system for m in messages):
+        raise FormatError("the chat has no messages to replay", source=path)
+    return messages
+
+
+# -- one engine per mode -------------------------------------------------------------------
+def _entry_name(entry: Any) -> str:
+    name = (getattr(entry, "comment", "") or getattr(entry, "name", "") or "").strip()
+    if not name and entry.key:
+        name = str(entry.key[0])
+    return name or f"#{entry.uid}"
+
+
+class _ST:
+    def __init__(self, books: Sequence[Lorebook], settings: Mapping[str, Any]) -> None:
+        self.rng = random.Random(0)
+        st = STSettings.from_mapping({k: v for k, v in settings.items() if k not in EXTRA_SETTINGS})
+        self.max_context = settings.get("max_context", 8192)
+        self.engine = STEngine([BookSource(b, ("global",)) for b in books], st,
+                               compat=settings.get("compat", "sillytavern"), random=self.rng.random)
+        self.cache = ChatScan()
+        self.state: Any = None
+        self.index = {s.eid: i for i, s in enumerate(self.engine.slots)}
+        self.entries = tuple(EntryInfo(s.eid.world, str(s.eid.uid), _entry_name(s.entry)) for s in self.engine.slots)
+        self._tokens = [-1] * len(self.entries)
+
+    def _count(self, i: int) -> int:
+        if self._tokens[i] < 0:
+            self._tokens[i] = self.engine.tokens(self.engine.slots[i].entry.content)
+        return self._tokens[i]
+
+    def turn(self, messages: Sequence[Message], seed: int, t: int) -> tuple:
+        self.rng.seed(turn_seed(f"seed:{seed}", t))
+        chat = [ChatMessage(m.name, m.text, m.is_user) for m in messages]
+        res = self.engine.scan(chat, max_context=self.max_context, timed_effects=self.state, cache=self.cache)
+        self.state = res.timed_effects
+        fired = tuple(self.index[e] for e in res.activated)
+        explained = []
+        cut = []
+        for eid, d in res.diagnostics.items():
+            i = self.index[eid]
+            if d.outcome == "activated":
+                outcome = "fired"
+            elif d.reason == "budget":
+                outcome = "cut"
+                cut.append(i)
+            else:
+                outcome = "not"
+            explained.append(Explained(i, outcome, d.reason, str(d) if _has_own_str(d) else _describe(d)))
+        explained.sort(key=lambda x: x.entry)
+        return fired, tuple(sorted(cut)), sum(self._count(i) for i in fired), res.budget, tuple(explained)
+
+
+def _has_own_str(d: Any) -> bool:
+    # Diagnostic may gain a __str__ that is a sentence (issue 11, part 2); use it when present.
+    return "__str__" in type(d).__dict__
+
+
+def _describe(d: Any) -> str:
+    """A diagnostic in words from its fields, for engines whose Diagnostic has no sentence."""
+    parts = [d.detail] if d.detail else []
+    if d.key is not None and "key" not in (d.detail or ""):
+        parts.append(f"key {d.key}")
+    if d.where:
+        parts.append(f"in {d.where}")
+    if d.loop is not None:
+        parts.append(f"loop {d.loop}")
+    return "; ".join(parts)
+
+
+class _Slot:
+    def __init__(self, books: Sequence[Lorebook]) -> None:
+        from ..slot import SlotEngine
+        self.engine = SlotEngine(list(books))
+        self.cache = ChatScan()
+        self.state: Any = None
+        self.index: dict[tuple[str, str], int] = {}
+        self.entries: tuple[EntryInfo, ...] = ()
+
+    def turn(self, messages: Sequence[Message], seed: int, t: int) -> tuple:
+        chat = [("user" if m.is_user else "assistant", m.text) for m in messages]
+        res = self.engine.run(chat, turn_id=f"seed:{seed}:{t}", state=self.state, cache=self.cache)
+        self.state = res.state
+        if not self.entries:              # the pool's entries, in pool order, from the first log
+            self.entries = tuple(EntryInfo(str(r.book), str(r.id), (r.name or "").strip() or f"#{r.id}")
+                                 for r in res.log)
+            self.index = {(e.book, e.id): i for i, e in enumerate(self.entries)}
+        fired, cut, explained = [], [], []
+        for r in res.log:
+            i = self.index[(str(r.book), str(r.id))]
+            if r.outcome == "inserted":
+                outcome = "fired"
+                fired.append(i)
+            elif r.outcome == "dropped_budget":
+                outcome = "cut"
+                cut.append(i)
+            else:
+                outcome = "not"
+            detail = r.reason + (f" ({r.detail})" if r.detail else "")
+            if r.matched_key is not None and repr(r.matched_key) not in detail:
+                detail += f"; key {r.matched_key!r}"
+            explained.append(Explained(i, outcome, r.outcome, detail))
+        explained.sort(key=lambda x: x.entry)
+        return tuple(fired), tuple(sorted(cut)), res.tokens_used, res.budget, tuple(explained)
+
+
+def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode: str = "sillytavern",
+                settings: Mapping[str, Any] | None = None, seed: int = 0, chat: str = "chat",
+                on_turn: Callable[[int, int], None] | None = None) -> ChatReplay:
+    """Replay every turn of ``messages`` against ``books``. ``settings``: as
+    ``replay-batch`` takes them (SillyTavern mode only). ``on_turn(done, total)`` is called
+    after every turn (progress)."""
+    settings = dict(settings or {})
+    if mode not in ("sillytavern", "slot"):
+        raise LorebookError(f"must be sillytavern or slot, got {mode!r}", source="replay", field="mode")
+    check_settings(mode, settings)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise LorebookError(f"must be an integer, got {seed!r}", source="replay", field="seed")
+    scanned = [m for m in messages if not m.is_system]
+    engine: Any = _ST(books, settings) if mode == "sillytavern" else _Slot(books)
+    points = turn_points(scanned)
+    turns = []
+    for n, t in enumerate(points, 1):
+        fired, cut, tokens, budget, explained = engine.turn(scanned[:t], seed, t)
+        last = scanned[t - 1]
+        turns.append(TurnRecord(n, t, last.name, last.text, fired, cut, tokens, budget, explained))
+        if on_turn is not None:
+            on_turn(n, len(points))
+    entries = engine.entries
+    if mode == "slot" and not entries:    # no turn ran: list the pool without scanning
+        entries = tuple(EntryInfo(b.name, str(e.uid), _entry_name(e)) for b in books for e in b.entries)
+    return ChatReplay(mode, seed, chat, tuple(b.name for b in books), entries, tuple(turns))
+
+
+def _plain(text: str) -> str:
+    """One line of printable text (names may hold newlines and control characters)."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
+def text_summary(replay: ChatReplay) -> list[str]:
+    """The plain-text summary ``lorescan replay`` prints: one line per turn, then totals."""
+    lines = []
+    names = [_plain(e.name) for e in replay.entries]
+    for t in replay.turns:
+        line = (f"turn {t.number} ({t.messages} message{'s' if t.messages != 1 else ''}, last by "
+                f"{_plain(t.speaker) or '(no name)'}): {len(t.fired)} fired, {t.tokens}/{t.budget} tokens")
+        if t.fired:
+            line += ": " + ", ".join(names[i] for i in t.fired)
+        if t.cut:
+            line += "; cut by the budget: " + ", ".join(names[i] for i in t.cut)
+        lines.append(line)
+    ever = {i for t in replay.turns for i in t.fired}
+    n = len(replay.turns)
+    lines.append(f"{n} turn{'s' if n != 1 else ''}; {len(ever)} of {len(replay.entries)} entries fired at least "
+                 f"once (mode {replay.mode}, seed {replay.seed})")
+    return lines

@@ -1,0 +1,312 @@
+"""The replay report in a real browser: headless Chromium (Debian's ``chromium``) driven over
+the DevTools protocol, the rendered DOM read back.
+
+Console messages, uncaught exceptions and browser log entries (CSP violations, failed
+loads) are collected from the protocol's events, so an error the page raises is seen
+even when the page's own script is dead. Two control tests show that this capture does
+catch errors. ``LORESCAN_CHROMIUM`` names another browser binary. Skipped when chromium or
+``websockets`` is missing, unless ``LORESCAN_REQUIRE_BROWSER=1`` (CI) makes that a failure.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from conftest import need_shared
+from report_data import XSS_NAME, write_inputs
+
+from lorescan import load
+from lorescan.replay.report import _label, render_report, timeline_rows
+from lorescan.replay.single import load_chat, replay_chat
+
+REQUIRE = os.environ.get("LORESCAN_REQUIRE_BROWSER") == "1"
+TURNS = 12
+
+
+def _need(ok: bool, why: str) -> None:
+    if ok:
+        return
+    if REQUIRE:
+        pytest.fail(f"{why}, and LORESCAN_REQUIRE_BROWSER=1 makes the browser tests required", pytrace=False)
+    pytest.skip(f"{why} (LORESCAN_REQUIRE_BROWSER=1 makes this a failure)")
+
+
+def _chromium() -> str:
+    """The browser: ``$LORESCAN_CHROMIUM`` if set, else ``chromium`` on the PATH or /usr/bin/chromium."""
+    given = os.environ.get("LORESCAN_CHROMIUM")
+    if given:
+        path = given if os.access(given, os.X_OK) else None
+    else:
+        path = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+    _need(path is not None, f"chromium is not installed ({given or 'apt-get install -y chromium'})")
+    try:
+        import websockets.sync.client  # noqa: F401
+    except ImportError:
+        _need(False, "the websockets package is missing (pip install 'lorescan[test]')")
+    return str(path)
+
+
+class Browser:
+    """One headless Chromium and one page, over the DevTools protocol."""
+
+    def __init__(self, exe: str, profile: str) -> None:
+        from websockets.sync.client import connect
+        self.proc = subprocess.Popen(
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--remote-debugging-port=0", "--window-size=1280,1600", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = Path(profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.close()
+                raise RuntimeError("chromium did not start its DevTools endpoint")
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as fh:
+            targets = json.load(fh)
+        page = next(t for t in targets if t.get("type") == "page")
+        self.stack = contextlib.ExitStack()
+        self.ws = self.stack.enter_context(connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30))
+        self.next_id = 0
+        self.events: list[dict[str, Any]] = []
+        for domain in ("Page", "Runtime", "Log"):
+            self.call(f"{domain}.enable")
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        my_id = self.next_id
+        self.ws.send(json.dumps({"id": my_id, "method": method, "params": params}))
+        deadline = time.monotonic() + 60
+        while True:
+            msg = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if msg.get("id") == my_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            if "method" in msg:
+                self.events.append(msg)
+
+    def wait_event(self, method: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(e["method"] == method for e in self.events):
+            msg = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if "method" in msg:
+                self.events.append(msg)
+
+    def open(self, path: Path) -> None:
+        self.events.clear()
+        self.call("Page.navigate", url=path.resolve().as_uri())
+        self.wait_event("Page.loadEventFired")
+
+    def js(self, expression: str) -> Any:
+        res = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in res:
+            raise AssertionError(f"test expression failed: {res['exceptionDetails']}")
+        return res["result"].get("value")
+
+    def click(self, selector: str) -> None:
+        """A real mouse click (press and release) at the middle of the element."""
+        box = self.js(f"(() => {{ const el = document.querySelector({json.dumps(selector)});"
+                      "el.scrollIntoView({block: 'center', inline: 'center'});"
+                      "const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    def errors(self) -> list[str]:
+        """Console errors and warnings, uncaught exceptions and browser log errors since the
+        last :meth:`open`, as text."""
+        self.call("Runtime.evaluate", expression="0")      # drain events that arrived meanwhile
+        out = []
+        for e in self.events:
+            p = e.get("params", {})
+            if e["method"] == "Runtime.exceptionThrown":
+                d = p["exceptionDetails"]
+                out.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")
+            elif e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "warning", "assert"):
+                out.append(f"console.{p['type']}: " + " ".join(str(a.get("value", a.get("description")))
+                                                                 for a in p.get("args", [])))
+            elif e["method"] == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning"):
+                out.append(f"log {p['entry']['level']}: {p['entry']['text']}")
+        return out
+
+    def close(self) -> None:
+        stack = getattr(self, "stack", None)
+        if stack is not None:
+            stack.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    exe = _chromium()
+    with tempfile.TemporaryDirectory(prefix="lorescan-chromium-") as profile:
+        b = Browser(exe, profile)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The report written by the real command line, and the replay it shows (by the API)."""
+    folder = tmp_path_factory.mktemp("report")
+    book, chat = write_inputs(folder, TURNS)
+    out = folder / "report.html"
+    proc = subprocess.run([sys.executable, "-m", "lorescan", "replay", str(book), "--chat", str(chat),
+                           "--report", str(out), "--seed", "3"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    replay = replay_chat([load(str(book))], load_chat(str(chat)), seed=3, chat=chat.name)
+    return {"path": out, "replay": replay, "folder": folder}
+
+
+def test_report_renders_charts_with_every_turn_and_entry(browser: Browser, made: dict[str, Any]) -> None:
+    replay = made["replay"]
+    rows, hidden = timeline_rows(replay)
+    assert len(replay.turns) == TURNS and hidden == 0
+    browser.open(made["path"])
+    dom = browser.js("""(() => {
+        const tl = document.getElementById('timeline'), bd = document.getElementById('budget');
+        return {tlTurns: tl.getAttribute('data-turns'), cols: tl.querySelectorAll('rect.col').length,
+                labels: Array.from(tl.querySelectorAll('text.row-label')).map(t => t.lastChild.textContent),
+                on: tl.querySelectorAll('rect.on').length, cut: tl.querySelectorAll('rect.cut').length,
+                tlWidth: tl.getBoundingClientRect().width, tlHeight: tl.getBoundingClientRect().height,
+                bars: bd.querySelectorAll('rect.bar').length, line: bd.querySelectorAll('polyline.budget-line').length,
+                ticks: Array.from(bd.querySelectorAll('text.tick-label')).map(t => t.textContent),
+                options: document.querySelectorAll('#turn-select option').length,
+                imgs: document.images.length, title: document.title,
+                scripts: document.scripts.length};
+    })()""")
+    assert dom["tlTurns"] == str(TURNS) and dom["cols"] == TURNS
+    assert dom["labels"] == [_label(replay.entries[e].name) for e in rows]
+    assert dom["on"] == sum(len(t.fired) for t in replay.turns)
+    assert dom["cut"] == sum(len(t.cut) for t in replay.turns) > 0
+    assert dom["tlWidth"] > 300 and dom["tlHeight"] > 16 * len(rows)        # laid out, not collapsed
+    assert dom["bars"] == TURNS and dom["line"] == 1
+    assert "1" in dom["ticks"] and str(TURNS) in dom["ticks"]
+    assert dom["options"] == TURNS
+    assert dom["imgs"] == 0 and "pwned" not in dom["title"] and dom["scripts"] == 2
+    assert browser.errors() == []
+
+
+def _table(browser: Browser) -> dict[str, Any]:
+    return browser.js("""(() => {
+        const t = document.getElementById('explain');
+        const rows = Array.from(t.querySelectorAll('tbody tr'));
+        return {turn: t.getAttribute('data-turn'), rows: rows.length,
+                fired: rows.filter(r => r.className === 'fired').map(r => r.cells[0].textContent),
+                cut: rows.filter(r => r.className === 'cut').length,
+                summary: document.getElementById('turn-summary').textContent,
+                select: document.getElementById('turn-select').value};
+    })()""")
+
+
+def test_selecting_a_turn_shows_its_explain_table(browser: Browser, made: dict[str, Any]) -> None:
+    replay = made["replay"]
+    names = [e.name for e in replay.entries]
+    browser.open(made["path"])
+    first = _table(browser)
+    busiest = max(replay.turns, key=lambda t: (len(t.fired), -t.number))
+    assert first["turn"] == str(busiest.number) and first["rows"] == len(replay.entries)
+    for turn in (replay.turns[0], replay.turns[-1], next(t for t in replay.turns if t.cut)):
+        browser.js(f"(() => {{ const s = document.getElementById('turn-select'); s.value = '{turn.number}';"
+                   "s.dispatchEvent(new Event('change')); })()")
+        got = _table(browser)
+        assert got["turn"] == str(turn.number) and got["select"] == str(turn.number)
+        assert got["rows"] == len(replay.entries)
+        assert sorted(got["fired"]) == sorted(names[i] for i in turn.fired)
+        assert got["cut"] == len(turn.cut)
+        assert got["summary"].startswith(f"Turn {turn.number}: {len(turn.fired)} fired")
+    # a mouse click on a budget bar and on a timeline column selects that turn
+    browser.click('#budget rect.bar[data-turn="2"]')
+    assert _table(browser)["turn"] == "2"
+    browser.click('#timeline rect.col[data-turn="5"]')
+    got = _table(browser)
+    assert got["turn"] == "5" and sorted(got["fired"]) == sorted(names[i] for i in replay.turns[4].fired)
+    assert browser.js("document.querySelectorAll('.sel').length") == 2              # its column and its bar
+    assert browser.errors() == []
+
+
+def test_untrusted_names_render_as_text(browser: Browser, made: dict[str, Any]) -> None:
+    replay = made["replay"]
+    lantern = next(t for t in replay.turns if 1 in [int(replay.entries[i].id) for i in t.fired])
+    browser.open(made["path"])
+    browser.js(f"(() => {{ const s = document.getElementById('turn-select'); s.value = '{lantern.number}';"
+               "s.dispatchEvent(new Event('change')); })()")
+    cells = browser.js("Array.from(document.querySelectorAll('td')).map(td => td.textContent)")
+    assert XSS_NAME in cells                                   # shown as the text it is
+    assert browser.js("[document.images.length, document.querySelectorAll('b').length, document.scripts.length]") \
+        == [0, 0, 2]
+    assert browser.js("document.title").startswith("lorescan replay")
+    assert browser.errors() == []
+
+
+def test_capture_sees_errors_in_a_page(browser: Browser, tmp_path: Path) -> None:
+    """Control: the error capture is not blind (an exception and a console.error)."""
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><title>x</title><script>console.error('boom'); nosuch();</script>",
+                    encoding="utf-8")
+    browser.open(page)
+    errors = browser.errors()
+    assert any("boom" in e for e in errors) and any("nosuch" in e for e in errors)
+
+
+def test_csp_blocks_a_script_added_to_the_report(browser: Browser, made: dict[str, Any], tmp_path: Path) -> None:
+    """Control: a script that is not the report's own is refused by its Content-Security-Policy,
+    and the refusal is captured as an error."""
+    tampered = tmp_path / "tampered.html"
+    html = made["path"].read_text(encoding="utf-8")
+    tampered.write_text(html.replace("</body>", "<script>document.title = 'pwned';</script></body>"),
+                        encoding="utf-8")
+    browser.open(tampered)
+    assert "pwned" not in browser.js("document.title")
+    assert any("Content Security Policy" in e for e in browser.errors())
+
+
+def test_report_of_real_books_with_hundreds_of_entries(browser: Browser, tmp_path: Path) -> None:
+    """Two corpus books (638 entries) and a 734-message corpus chat: the page stays usable
+    (the charts scroll inside their boxes) and every turn's table is the engine's."""
+    books = [need_shared("corpus/books/en-monster-hunter-387.json"), need_shared("corpus/books/en-weyland-251.json")]
+    chat = need_shared("corpus/chats/en-dmc-group-branch734.jsonl")
+    replay = replay_chat([load(str(b)) for b in books], load_chat(str(chat)), chat=chat.name)
+    page = tmp_path / "big.html"
+    page.write_text(render_report(replay), encoding="utf-8")
+    rows, hidden = timeline_rows(replay)
+    browser.open(page)
+    dom = browser.js("""(() => {
+        const box = document.getElementById('timeline-box'), tl = document.getElementById('timeline');
+        return {cols: tl.querySelectorAll('rect.col').length, labels: tl.querySelectorAll('text.row-label').length,
+                bars: document.querySelectorAll('#budget rect.bar').length,
+                boxHeight: box.getBoundingClientRect().height, chartHeight: tl.getBoundingClientRect().height,
+                never: document.querySelectorAll('#never-fired tbody tr').length};
+    })()""")
+    assert dom["cols"] == dom["bars"] == len(replay.turns) > 400
+    assert dom["labels"] == len(rows) and hidden == 0
+    assert dom["chartHeight"] > 700 and dom["boxHeight"] <= 640      # taller than its box: the box scrolls
+    assert dom["never"] == sum(1 for i in range(len(replay.entries)) if not any(i in t.fired for t in replay.turns))
+    names = [e.name for e in replay.entries]
+    for turn in (replay.turns[0], replay.turns[len(replay.turns) // 2], replay.turns[-1]):
+        browser.js(f"(() => {{ const s = document.getElementById('turn-select'); s.value = '{turn.number}';"
+                   "s.dispatchEvent(new Event('change')); })()")
+        got = _table(browser)
+        assert got["rows"] == len(replay.entries) and got["cut"] == len(turn.cut)
+        assert sorted(got["fired"]) == sorted(names[i] for i in turn.fired)
+    assert browser.errors() == []
