@@ -121,3 +121,13 @@ def test_every_corpus_book() -> None:
     doc = json.loads(proc.stdout)
     assert proc.returncode == doc["exit_status"] and proc.returncode in (0, 1, 3)
     assert [b["source"] for b in doc["books"]] == books
+
+
+def test_the_readme_example_is_the_real_output() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### lorescan lint"):]
+    command = section.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    shown = section.split("```text\n", 1)[1].split("```", 1)[0]
+    assert command.startswith("lorescan lint ")
+    proc = run(*command.split()[2:])
+    assert proc.stdout == shown and proc.returncode == 1
