@@ -38,6 +38,7 @@ EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
     "ls202": [("LS202", 1, "key[0]")],
     "ls203": [("LS202", 1, "key[0]"), ("LS203", 1, "key[0]")],
     "ls204-kobold": [("LS204", 1, "key[0]")],
+    "ls204-card": [("LS204", 1, "key[0]")],
     "ls205": [("LS205", 1, "key[0]")],
     "ls301": [("LS301", 1, "content")],
     "ls302": [("LS302", 0, "content")],

@@ -26,7 +26,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
         "lint", help="check lorebooks for keys that cannot match, broken regexes, cycles, contradictions",
         description="Static checks of lorebooks under SillyTavern's rules. Exit status: 0 clean (or only "
                     "info findings), 1 warnings, 3 errors, 2 bad arguments or an unreadable book.",
-        epilog="codes: " + "; ".join(f"{c} {t}" for c, (_s, t) in CODES.items()))
+        epilog="codes:\n" + "\n".join(f"  {c}  {str(s):<8} {t}" for c, (s, t) in CODES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("books", nargs="+", metavar="BOOK", help="lorebook files (any supported format)")
     p.add_argument("--format", choices=("text", "json", "github"), default="text",
                    help="output: readable text (default), JSON, or GitHub Actions annotation lines")

@@ -58,6 +58,7 @@ class KeyContext:
         self.case_sensitive = case_sensitive
         self.whole_words = whole_words
         self.regex_probe_ms = regex_probe_ms
+        self.regex_as_text: str | None = None     # who reads this entry's regex keys as text (LS204)
         self._probed: dict[tuple[str, str], tuple[float, int] | None] = {}
 
     def probe(self, rx: JSRegex) -> tuple[float, int] | None:
@@ -74,6 +75,9 @@ Raw = tuple[str, str, str, str]
 def check_keys(entry: Entry, ctx: KeyContext) -> Iterator[Raw]:
     """The LS1xx/LS2xx findings of one entry's primary and secondary keys."""
     ww = entry.match_whole_words if entry.match_whole_words is not None else ctx.whole_words
+    ctx.regex_as_text = NO_REGEX_FORMATS.get(ctx.format)
+    if ctx.regex_as_text is None and entry.card_fields.get("use_regex") is False:
+        ctx.regex_as_text = "this card entry says use_regex: false, so a strict Character Card reader"
     usable = 0
     for name, keys in (("key", entry.key), ("keysecondary", entry.keysecondary)):
         for i, raw in enumerate(keys):
@@ -155,10 +159,12 @@ def _check_regex(key: str, field: str, ctx: KeyContext) -> Generator[Raw, None, 
     except RegexTooComplex as exc:
         yield ("LS205", field, f"{_s(key)} is refused by lorescan: {exc}", "simplify the pattern")
         return True
-    platform = NO_REGEX_FORMATS.get(ctx.format)
-    if platform is not None:
-        yield ("LS204", field, f"{_s(key)} is a regex to SillyTavern and lorescan, but {platform} has no regex keys "
-               "and matches it as plain text", "write plain keys if the book is used there")
+    if ctx.regex_as_text is not None:
+        reader = ctx.regex_as_text
+        if reader in NO_REGEX_FORMATS.values():
+            reader = f"{reader} has no regex keys and"
+        yield ("LS204", field, f"{_s(key)} is a regex to SillyTavern (and to lorescan by default), but {reader} matches it as "
+               "plain text", "write plain keys if the book is used there, or set use_regex where it applies")
     if rx.hazard is not None:
         yield ("LS202", field, f"{_s(key)} can backtrack catastrophically: {rx.hazard}",
                "remove the nested or overlapping repetition (e.g. (a+)+ -> a+)")
