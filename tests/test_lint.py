@@ -214,3 +214,10 @@ def test_corpus_books_lint_without_internal_errors(path) -> None:
         assert f.code in CODES and f.source == str(path)
         assert f.entry is None or f.entry in uids
         assert f.message and f.suggestion
+
+
+def test_a_blank_secondary_key_is_described_as_such() -> None:
+    book = book_from_entries("b", [{"uid": 0, "key": ["Velmora"], "keysecondary": [" "], "content": ""}])
+    (finding,) = lint_book(book)
+    assert (finding.code, finding.field) == ("LS101", "keysecondary[0]")
+    assert "secondary condition" in finding.message and "every message" not in finding.message

@@ -103,8 +103,11 @@ def _check_key(raw: str, field: str, ww: bool, ctx: KeyContext) -> Iterator[Raw]
         return
     key = js_trim(raw)
     if key == "":
+        effect = ("so the entry fires on every message" if field.startswith("key[")
+                  else "so the secondary condition is decided by this key alone (AND_ANY always holds, "
+                       "NOT_ANY never does)")
         yield ("LS101", field, f"the key {_s(raw)} is only whitespace: SillyTavern trims it to an empty key, "
-               "which matches every text, so the entry fires on every message",
+               f"which matches every text, {effect}",
                "remove the key (or make the entry constant if that is the intent)")
         return
     if key != raw:
