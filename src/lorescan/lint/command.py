@@ -118,7 +118,8 @@ def lint_command(args: argparse.Namespace, out: TextIO | None = None, err: TextI
 def _where(f: Finding) -> str:
     if f.entry is None:
         return "book"
-    name = f" ({f.name})" if f.name else ""
+    short = f.name if len(f.name) <= 60 else f.name[:59] + "…"
+    name = f" ({short})" if short else ""
     return f"entry {f.entry}{name}" + (f" {f.field}" if f.field else "")
 
 
