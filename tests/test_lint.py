@@ -221,3 +221,15 @@ def test_a_blank_secondary_key_is_described_as_such() -> None:
     (finding,) = lint_book(book)
     assert (finding.code, finding.field) == ("LS101", "keysecondary[0]")
     assert "secondary condition" in finding.message and "every message" not in finding.message
+
+
+def test_entries_that_can_fire_without_a_key() -> None:
+    book = book_from_entries("b", [
+        {"uid": 0, "key": [], "content": "@@activate\nAlways."},
+        {"uid": 1, "key": [], "content": "Vectors find it.", "vectorized": True},
+        {"uid": 2, "key": [], "content": "Switched off.", "disable": True},
+        {"uid": 3, "key": ["  "], "content": "A blank key matches everything."},
+        {"uid": 4, "key": [""], "content": "Only an empty key."},
+    ])
+    assert [(f.code, f.entry) for f in lint_book(book, LintOptions(select=("LS1",)))] == [
+        ("LS101", 3), ("LS102", 4), ("LS107", 4)]

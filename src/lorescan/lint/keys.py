@@ -18,6 +18,7 @@ from ..js.text import has_js_whitespace, is_ascii_word_char, js_trim
 from ..limits import DEFAULT_LIMITS
 from ..match.regexscope import RegexBudget
 from ..model import Entry
+from ..st.decorators import parse_st_decorators
 
 __all__ = ["KeyContext", "check_keys", "probe_regex", "ST_MACROS", "NO_REGEX_FORMATS", "NO_MACRO_FORMATS"]
 
@@ -82,9 +83,8 @@ def check_keys(entry: Entry, ctx: KeyContext) -> Iterator[Raw]:
     for name, keys in (("key", entry.key), ("keysecondary", entry.keysecondary)):
         for i, raw in enumerate(keys):
             field = f"{name}[{i}]"
-            found = list(_check_key(raw, field, ww, ctx))
-            yield from found
-            if name == "key" and raw and js_trim(raw):
+            yield from _check_key(raw, field, ww, ctx)
+            if name == "key" and raw:        # a blank key is usable: it matches everything (LS101)
                 usable += 1
     if not usable and not entry.constant and not entry.disable and not _activates_itself(entry) \
             and not entry.fields.get("vectorized"):
@@ -94,7 +94,7 @@ def check_keys(entry: Entry, ctx: KeyContext) -> Iterator[Raw]:
 
 
 def _activates_itself(entry: Entry) -> bool:
-    return entry.content.startswith("@@activate") or "\n@@activate" in entry.content.split("\n\n")[0]
+    return entry.content.startswith("@@") and "@@activate" in parse_st_decorators(entry.content)[0]
 
 
 def _check_key(raw: str, field: str, ww: bool, ctx: KeyContext) -> Iterator[Raw]:
