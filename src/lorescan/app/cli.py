@@ -83,6 +83,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--why", action="store_true", help="explain every entry, not only activated ones")
     s.set_defaults(func=_cmd_scan)
     _add_serve_parser(sub)
+    from ..lint.command import add_parser as add_lint_parser  # lorescan lint: its own module
+    add_lint_parser(sub)
     from ..replay.cli import add_parsers, add_replay_parser  # no pyarrow / Ray import: they load when used
     add_parsers(sub, _cmd_replay_batch, _cmd_summarize)
     add_replay_parser(sub, _cmd_replay)

@@ -1,0 +1,113 @@
+"""Static checks of a lorebook (``lorescan lint``): keys that cannot match as meant, broken or
+dangerous regex keys, recursion cycles, contradictory flags, constant entries over the
+budget, duplicate keys, keys hidden in common words.
+
+:func:`lint_book` returns :class:`Finding` objects, each with a stable code (table:
+:data:`CODES`), a severity, the entry (uid and name), the field, a message and a suggestion.
+Every check reads the book the way SillyTavern does (docs/sillytavern-mode.md), under the
+global settings given in :class:`LintOptions` (SillyTavern's defaults unless told).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import RegexKeyError
+from ..model import Lorebook, MatchOptions
+from .findings import CODES, Finding, Severity, code_matches
+
+__all__ = ["LintOptions", "lint_book", "Finding", "Severity", "CODES", "worst_severity"]
+
+
+@dataclass(frozen=True, slots=True)
+class LintOptions:
+    """The global settings the book will run under, and which checks to run.
+
+    ``case_sensitive`` / ``match_whole_words`` / ``recursive``: SillyTavern's global World Info
+    settings (entries' own overrides win). The budget is ``budget_percent`` of ``max_context``
+    tokens, capped at ``budget_cap`` when that is positive, counted with ``count_tokens``
+    (default: tiktoken cl100k, offline). ``select`` / ``ignore``: codes or code prefixes.
+    ``regex_probe_ms``: CPU time each regex key may spend on the probe texts (LS203).
+    """
+
+    case_sensitive: bool = False
+    match_whole_words: bool = False
+    recursive: bool = True
+    max_context: int = 8192
+    budget_percent: float = 25
+    budget_cap: int = 0
+    count_tokens: Callable[[str], int] | None = None
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    regex_probe_ms: float = 100.0
+
+    def wants(self, code: str) -> bool:
+        if self.select and not code_matches(code, self.select):
+            return False
+        return not code_matches(code, self.ignore)
+
+    def wants_any(self, prefix: str) -> bool:
+        return any(self.wants(c) for c in CODES if c.startswith(prefix))
+
+    def budget(self) -> tuple[int, str]:
+        budget = int(self.max_context * self.budget_percent / 100)
+        note = f"{self.budget_percent:g}% of {self.max_context:,} tokens"
+        if 0 < self.budget_cap < budget:
+            budget, note = self.budget_cap, f"the budget cap of {self.budget_cap:,}"
+        return budget, note
+
+
+def worst_severity(findings: list[Finding]) -> Severity | None:
+    """The highest severity among ``findings``, or None for none."""
+    return max((f.severity for f in findings), default=None)
+
+
+def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Finding]:
+    """Every finding for ``book``, in entry order (book-wide findings last)."""
+    from ..match.compile import compile_book
+    from .book import (check_budget, check_common_words, check_duplicates, check_flags, check_recursion,
+                       entry_name, recursion_graph)
+    from .keys import KeyContext, check_keys
+    from .words import detect_language
+
+    source = book.source
+    entries = book.entries
+    out: list[tuple[int | None, str, str | None, str, str]] = []
+    ctx = KeyContext(source, book.format, options.case_sensitive, options.match_whole_words,
+                     options.regex_probe_ms)
+    for i, e in enumerate(entries):
+        if options.wants_any("LS1") or options.wants_any("LS2"):
+            out.extend((i, *raw) for raw in check_keys(e, ctx))
+        if options.wants_any("LS4"):
+            out.extend((i, *raw) for raw in check_flags(e))
+    if options.wants_any("LS3") and options.recursive:
+        try:
+            compiled = compile_book(book, MatchOptions.sillytavern(case_sensitive=options.case_sensitive,
+                                                                    match_whole_words=options.match_whole_words))
+        except RegexKeyError:
+            compiled = None          # reported as LS205 by the key checks; no recursion graph then
+        if compiled is not None:
+            out.extend(check_recursion(compiled, recursion_graph(compiled)))
+    if options.wants_any("LS5"):
+        budget, note = options.budget()
+        count = options.count_tokens
+        if count is None:
+            from ..tokens import TiktokenCounter
+            count = TiktokenCounter()
+        out.extend(check_budget(entries, count, budget, note))
+    if options.wants_any("LS6"):
+        out.extend(check_duplicates(entries, options.case_sensitive))
+    if options.wants_any("LS7"):
+        language = detect_language(e.content for e in entries if not e.disable)
+        if language is not None:
+            out.extend(check_common_words(entries, language, options.match_whole_words))
+    findings = []
+    for at, code, field, message, suggestion in out:
+        if not options.wants(code):
+            continue
+        owner = entries[at] if at is not None else None
+        findings.append(Finding(code, message, suggestion, source, owner.uid if owner is not None else None,
+                                entry_name(owner) if owner is not None else "", field))
+    position = {e.uid: n for n, e in enumerate(entries)}
+    findings.sort(key=lambda f: (f.entry is None, position.get(f.entry, 0) if f.entry is not None else 0, f.code))
+    return findings

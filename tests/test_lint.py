@@ -1,0 +1,235 @@
+"""lorescan.lint: every check fires on its purpose-built book (tests/data/lint/lsNNN*.json) with
+the exact code, entry and field, and nothing fires on the clean book."""
+from __future__ import annotations
+
+import io
+import json
+import re
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+from lorescan import load
+from lorescan.js.regex import compile_regex_key
+from lorescan.lint import CODES, Finding, LintOptions, Severity, lint_book, worst_severity
+from lorescan.lint.command import github_line, lint_command, summary
+from lorescan.lint.keys import probe_regex
+from lorescan.lint.words import common_words, detect_language, hidden_in_words
+from lorescan.model import book_from_entries
+
+from conftest import need_shared, shared_files
+
+DATA = Path(__file__).resolve().parent / "data" / "lint"
+
+# book -> the exact (code, entry uid, field) findings it must give, in order
+EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
+    "clean": [],
+    "ls101": [("LS101", 1, "key[1]")],
+    "ls102": [("LS102", 1, "key[1]")],
+    "ls103": [("LS103", 1, "key[0]")],
+    "ls104": [("LS104", 1, "key[0]")],
+    "ls105": [("LS105", 1, "key[0]")],
+    "ls106": [("LS106", 1, "key[0]")],
+    "ls106-kobold": [("LS106", 1, "key[0]")],
+    "ls107": [("LS107", 1, "key")],
+    "ls108": [("LS108", 1, "key[0]")],
+    "ls201": [("LS201", 1, "key[0]")],
+    "ls202": [("LS202", 1, "key[0]")],
+    "ls203": [("LS202", 1, "key[0]"), ("LS203", 1, "key[0]")],
+    "ls204-kobold": [("LS204", 1, "key[0]")],
+    "ls204-card": [("LS204", 1, "key[0]")],
+    "ls205": [("LS205", 1, "key[0]")],
+    "ls301": [("LS301", 1, "content")],
+    "ls302": [("LS302", 0, "content")],
+    "ls401": [("LS401", 1, "disable")],
+    "ls402": [("LS402", 1, "excludeRecursion")],
+    "ls403": [("LS403", 1, "selective")],
+    "ls404": [("LS404", 1, "selectiveLogic")],
+    "ls405": [("LS405", 1, "probability")],
+    "ls406": [("LS406", 1, "groupOverride")],
+    "ls501": [("LS501", 1, "content")],
+    "ls502": [("LS502", None, None)],
+    "ls601": [("LS601", 2, "key[0]")],
+    "ls602": [("LS602", 2, "key[0]")],
+    "ls701": [("LS701", 0, "key[0]")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_book_gives_exactly_its_findings(name: str) -> None:
+    book = load(DATA / f"{name}.json")
+    findings = lint_book(book)
+    assert [(f.code, f.entry, f.field) for f in findings] == EXPECTED[name]
+    for f in findings:
+        assert f.source == str(DATA / f"{name}.json")
+        assert f.message and f.suggestion and f.severity == CODES[f.code][0]
+        if f.entry is not None:
+            assert f.name == f"Entry {f.entry}"
+
+
+def test_every_code_has_a_book_that_triggers_it() -> None:
+    covered = {code for found in EXPECTED.values() for code, _, _ in found}
+    assert covered == set(CODES)
+    assert set(EXPECTED) == {p.stem for p in DATA.glob("*.json")}
+
+
+def test_messages_say_what_sillytavern_does() -> None:
+    by_code = {f.code: f for name in ("ls101", "ls104", "ls105", "ls203", "ls301", "ls501", "ls701")
+               for f in lint_book(load(DATA / f"{name}.json"))}
+    assert "matches every text" in by_code["LS101"].message
+    assert "'x-sama'" in by_code["LS104"].message            # where a suffix key fails under whole words
+    assert "'東京京'" in by_code["LS105"].message              # matches inside a longer word
+    assert "3,001-character probe" in by_code["LS203"].message
+    assert "1 (Entry 1), 2 (Entry 2)" in by_code["LS301"].message
+    assert "2,401 tokens" in by_code["LS501"].message and "2,048" in by_code["LS501"].message
+    assert "'self'" in by_code["LS701"].message
+
+
+def test_settings_change_the_findings() -> None:
+    # whole words on globally: the LS701 key no longer hides inside other words
+    book = load(DATA / "ls701.json")
+    assert lint_book(book, LintOptions(match_whole_words=True)) == []
+    # recursion off: no cycle check
+    assert lint_book(load(DATA / "ls301.json"), LintOptions(recursive=False)) == []
+    # a larger context: the constant fits
+    assert lint_book(load(DATA / "ls501.json"), LintOptions(max_context=20_000)) == []
+    # a budget cap below the entry: it no longer fits even in a large context
+    capped = lint_book(load(DATA / "ls501.json"), LintOptions(max_context=20_000, budget_cap=1000))
+    assert [f.code for f in capped] == ["LS501"] and "budget cap of 1,000" in capped[0].message
+    # case-sensitive: 'Velmora' and 'velmora' are different keys, only nearly the same
+    assert [f.code for f in lint_book(load(DATA / "ls601.json"), LintOptions(case_sensitive=True))] == ["LS602"]
+
+
+def test_select_and_ignore() -> None:
+    book = load(DATA / "ls203.json")
+    assert [f.code for f in lint_book(book, LintOptions(select=("LS203",)))] == ["LS203"]
+    assert [f.code for f in lint_book(book, LintOptions(ignore=("LS20",)))] == []
+    assert [f.code for f in lint_book(book, LintOptions(select=("LS2",), ignore=("LS203",)))] == ["LS202"]
+
+
+def test_whole_word_rules_follow_sillytavern() -> None:
+    book = book_from_entries("b", [
+        {"uid": 0, "key": ["Mr.", "café", "_x_", "東京 Tower", "R2-D2"], "content": "", "matchWholeWords": True},
+    ])
+    got = [(f.code, f.field) for f in lint_book(book, LintOptions(select=("LS1",)))]
+    # 'Mr.' ends with punctuation; 'café' ends with a non-ASCII letter (a boundary to SillyTavern);
+    # '_x_' is all word characters; a key with a space is a substring test; 'R2-D2' has word ends
+    assert got == [("LS104", "key[0]"), ("LS105", "key[1]"), ("LS108", "key[3]")]
+
+
+def test_macros() -> None:
+    book = book_from_entries("b", [
+        {"uid": 0, "key": ["{{char}}", "{{ User }}", "{{random::a::b}}", "{{nope}} and {{char}}"], "content": ""},
+    ])
+    got = [(f.code, f.field) for f in lint_book(book, LintOptions(select=("LS106",)))]
+    assert got == [("LS106", "key[3]")]
+
+
+def test_regex_shapes() -> None:
+    book = book_from_entries("b", [
+        {"uid": 0, "key": ["/dragon/x", "/a/b/", "/role, /stop", "/ok/i", "/[/"], "content": ""},
+    ])
+    got = [(f.code, f.field) for f in lint_book(book, LintOptions(select=("LS2",)))]
+    # bad flag; unescaped '/'; a list of commands is not a regex; a good regex; '/[/' is regex-shaped
+    # but does not compile, so SillyTavern matches it as the text '/[/'
+    assert got == [("LS201", "key[0]"), ("LS201", "key[1]"), ("LS201", "key[4]")]
+
+
+def test_probe_finds_backtracking_and_spares_safe_patterns() -> None:
+    assert probe_regex(compile_regex_key("(a+)+b", ""), 100) is not None
+    assert probe_regex(compile_regex_key("(?:dragon|drake)s?", "i"), 100) is None
+    # ^ without m only matches at the haystack's start, which is U+0001: the probe cannot make it backtrack
+    assert probe_regex(compile_regex_key("^(\\d+)+$", ""), 100) is None
+
+
+def test_prevent_and_exclude_recursion_break_cycles() -> None:
+    entries = [{"uid": 0, "key": ["Velmora"], "content": "Quillon"}, {"uid": 1, "key": ["Quillon"], "content": "Velmora"}]
+    assert [f.code for f in lint_book(book_from_entries("b", entries), LintOptions(select=("LS3",)))] == ["LS301"]
+    for flag in ("preventRecursion", "excludeRecursion", "disable"):
+        changed = [dict(entries[0], **{flag: True}), entries[1]]
+        assert lint_book(book_from_entries("b", changed), LintOptions(select=("LS3",))) == [], flag
+    # a regex key counts too
+    with_regex = [entries[0], dict(entries[1], key=["/quill?on/i"])]
+    assert [f.code for f in lint_book(book_from_entries("b", with_regex), LintOptions(select=("LS3",)))] == ["LS301"]
+
+
+def test_language_detection_and_word_list() -> None:
+    words = common_words("en")
+    assert len(words) == 4000 and words[0] == "the"
+    assert all(re.fullmatch(r"[a-z]{3,14}", w) for w in words)
+    assert len(set(words)) == len(words)
+    first = (DATA.parent.parent.parent / "src" / "lorescan" / "lint" / "words_en.txt").read_text().split("\n")[0]
+    assert "make_words_en.py" in first
+    assert detect_language(["The keeper of the light lives in a house by the sea and he has a dog. " * 5]) == "en"
+    assert detect_language(["東京は日本の首都です。" * 40]) is None
+    assert detect_language(["Der Hund und die Katze sind in dem Haus, aber nicht mit mir. " * 5]) is None
+    assert detect_language(["too short"]) is None
+    assert hidden_in_words("art", "en")[:2] == ["part", "start"]
+    assert hidden_in_words("dragon", "en") == []          # 'dragons' is a form of the key, not another word
+
+
+def test_worst_severity_and_summary() -> None:
+    f = [Finding("LS102", "m", "s", "x"), Finding("LS103", "m", "s", "x")]
+    assert worst_severity(f) == Severity.WARNING and worst_severity([]) is None
+    assert summary(f) == "2 findings (0 errors, 1 warning, 1 info)"
+    assert summary([]) == "no findings"
+
+
+def test_github_line_escapes() -> None:
+    f = Finding("LS405", "50% of\nrolls", "fix: it, now", "dir/a,b:c.json", 7, "Name", "probability")
+    line = github_line(f)
+    assert line.startswith("::error file=dir/a%2Cb%3Ac.json,title=LS405 probability 0%3A the entry never fires::")
+    assert "\n" not in line and "50%25 of%0Arolls" in line and "Suggestion: fix: it, now" in line
+    assert github_line(Finding("LS102", "m", "s", "x")).startswith("::notice ")
+
+
+def _args(*books: str, **kw) -> Namespace:
+    base = dict(format="text", select="", ignore="", case_sensitive=False, whole_words=False, no_recursive=False,
+                max_context=8192, budget_percent=25.0, budget_cap=0)
+    base.update(kw)
+    return Namespace(books=list(books), **base)
+
+
+def test_command_json_and_exit_status() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    status = lint_command(_args(str(DATA / "ls203.json"), str(DATA / "clean.json"), format="json"), out, err)
+    assert status == 3 and err.getvalue() == ""
+    doc = json.loads(out.getvalue())
+    assert doc["exit_status"] == 3
+    first, clean = doc["books"]
+    assert [(f["code"], f["severity"], f["entry"], f["field"]) for f in first["findings"]] == [
+        ("LS202", "warning", 1, "key[0]"), ("LS203", "error", 1, "key[0]")]
+    assert first["format"] == "sillytavern" and first["entries"] == 2
+    assert clean["findings"] == []
+
+
+@pytest.mark.parametrize("path", shared_files("corpus/books", "*.json"))
+def test_corpus_books_lint_without_internal_errors(path) -> None:
+    need_shared("corpus/books")
+    book = load(path)
+    findings = lint_book(book)
+    uids = {e.uid for e in book.entries}
+    for f in findings:
+        assert f.code in CODES and f.source == str(path)
+        assert f.entry is None or f.entry in uids
+        assert f.message and f.suggestion
+
+
+def test_a_blank_secondary_key_is_described_as_such() -> None:
+    book = book_from_entries("b", [{"uid": 0, "key": ["Velmora"], "keysecondary": [" "], "content": ""}])
+    (finding,) = lint_book(book)
+    assert (finding.code, finding.field) == ("LS101", "keysecondary[0]")
+    assert "secondary condition" in finding.message and "every message" not in finding.message
+
+
+def test_entries_that_can_fire_without_a_key() -> None:
+    book = book_from_entries("b", [
+        {"uid": 0, "key": [], "content": "@@activate\nAlways."},
+        {"uid": 1, "key": [], "content": "Vectors find it.", "vectorized": True},
+        {"uid": 2, "key": [], "content": "Switched off.", "disable": True},
+        {"uid": 3, "key": ["  "], "content": "A blank key matches everything."},
+        {"uid": 4, "key": [""], "content": "Only an empty key."},
+    ])
+    assert [(f.code, f.entry) for f in lint_book(book, LintOptions(select=("LS1",)))] == [
+        ("LS101", 3), ("LS102", 4), ("LS107", 4)]
