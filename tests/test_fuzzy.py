@@ -317,3 +317,25 @@ def test_index_agrees_with_brute_force():
         index = FuzzyIndex(keys)
         assert set(index.hits(text, frozenset())) == brute_force(keys, text), (keys, text)
         assert set(index.hits(text, frozenset({1003}))) >= ({3} if len(keys) > 3 else set())
+
+
+def test_card_book_default_and_entry_field(tmp_path):
+    import json
+    from lorescan import load
+    book = {"name": "bk", "extensions": {"lorescan_fuzzy": 85}, "entries": [
+        {"id": 0, "keys": ["Hermione"], "content": "HG", "extensions": {}, "enabled": True, "insertion_order": 100,
+         "use_regex": False},
+        {"id": 1, "keys": ["Ronald"], "content": "RW", "extensions": {"lorescan_fuzzy": False}, "enabled": True,
+         "insertion_order": 100, "use_regex": False}]}
+    data = {"name": "X", "description": "", "personality": "", "scenario": "", "first_mes": "", "mes_example": "",
+            "creator_notes": "", "system_prompt": "", "post_history_instructions": "", "alternate_greetings": [],
+            "tags": [], "creator": "", "character_version": "", "extensions": {}, "group_only_greetings": [],
+            "character_book": book}
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps({"spec": "chara_card_v3", "spec_version": "3.0", "data": data}), encoding="utf-8")
+    loaded = load(path)
+    result = SlotEngine([loaded]).run([("user", "Hermoine and Ronlad")], turn_id=1)
+    assert [m.content for m in result.messages] == ["HG"]
+    engine = STEngine([BookSource(loaded, ("global",))], STSettings(include_names=False), compat="improved")
+    assert engine.scan([ChatMessage("u", "Hermoine and Ronlad", is_user=True)],
+                       max_context=8192).world_info_before == "HG"
