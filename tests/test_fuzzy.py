@@ -338,4 +338,4 @@ def test_card_book_default_and_entry_field(tmp_path):
     assert [m.content for m in result.messages] == ["HG"]
     engine = STEngine([BookSource(loaded, ("global",))], STSettings(include_names=False), compat="improved")
     assert engine.scan([ChatMessage("u", "Hermoine and Ronlad", is_user=True)],
-                       max_context=8192).world_info_before == "HG"
+                       max_context=8192).world_info_after == "HG"      # a card entry's default position
