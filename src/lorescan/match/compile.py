@@ -494,7 +494,7 @@ class _Builder:
             return ref                            # regex, macro and other special keys stay exact
         mt, cs, bounded = self.spec_of[ref]
         spec = ("~fuzzy", ref, threshold, cs, bounded)
-        known = self.vids.get(spec)               # type: ignore[call-overload]
+        known = self.vids.get(spec)               # type: ignore[arg-type]
         if known is not None:
             return known
         from .fuzzy import key_words
