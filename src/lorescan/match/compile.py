@@ -195,18 +195,23 @@ class KeyMatcher:
     """
 
     __slots__ = ("token", "automaton", "tables", "model", "scan_raw", "scan_lower", "n_variants",
-                 "has_newline", "_table_bytes", "_hits", "_shared")
+                 "has_newline", "_table_bytes", "_hits", "_shared", "fuzzy")
 
     def __init__(self, token: str, automaton: Any, table_bytes: tuple[bytes, ...], model: int,
                  n_variants: int, has_newline: bool) -> None:
         self.token = token
         self.automaton = automaton
         self._table_bytes = table_bytes
-        self.tables = tuple(memoryview(b).cast("i") for b in table_bytes)
+        self.tables = tuple(memoryview(b).cast("i") for b in table_bytes[:5])
         self.model = model
         self.n_variants = n_variants
         self.has_newline = has_newline
-        has = [bool(len(b)) and int(np.frombuffer(b, dtype=np.intc).max()) >= 0 for b in table_bytes]
+        has = [bool(len(b)) and int(np.frombuffer(b, dtype=np.intc).max()) >= 0 for b in table_bytes[:5]]
+        # A sixth table, when present, is the FuzzyIndex of the book's fuzzy keys (match/fuzzy.py).
+        self.fuzzy: Any = None
+        if len(table_bytes) > 5:
+            from .fuzzy import FuzzyIndex
+            self.fuzzy = FuzzyIndex.from_bytes(table_bytes[5])
         self.scan_raw = has[1] or has[2]
         self.scan_lower = has[3] or has[4]
         self._hits = _kernels.hits
@@ -220,7 +225,12 @@ class KeyMatcher:
         """The set of vids occurring in ``text``."""
         if self.automaton is None or not text:
             return EMPTY
-        return self._hits.text_hits(text, self.automaton, self.tables, self.model, self.scan_raw, self.scan_lower)
+        hits = self._hits.text_hits(text, self.automaton, self.tables, self.model, self.scan_raw, self.scan_lower)
+        if self.fuzzy is not None:
+            found = self.fuzzy.hits(text, hits)
+            if found:
+                return hits.union(found)
+        return hits
 
 
 def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = None) -> KeyMatcher:
@@ -230,12 +240,16 @@ def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = 
     return _matcher(lambda: iter(words), len(words), table_bytes, model, len(specs), has_newline, token)
 
 
-def _matcher_tables(specs: Sequence[VariantSpec]) -> tuple[list[int], tuple[bytes, ...], bool]:
+def _matcher_tables(specs: Sequence[VariantSpec], skip: frozenset[int] = EMPTY
+                    ) -> tuple[list[int], tuple[bytes, ...], bool]:
     # Pattern ids number the distinct matched texts in first-seen order; per pattern id, the
     # first vid with that text (to get the word back), its length and four vid columns.
+    # ``skip``: vids the automaton does not find (fuzzy keys, see match/fuzzy.py).
     pids: dict[str, int] = {}
     first_vids: list[int] = []
     for vid, (mt, _cs, _b) in enumerate(specs):
+        if vid in skip:
+            continue
         if mt not in pids:
             pids[mt] = len(pids)
             first_vids.append(vid)
@@ -243,6 +257,8 @@ def _matcher_tables(specs: Sequence[VariantSpec]) -> tuple[list[int], tuple[byte
     lengths = [0] * n
     cols = [[SKIP] * n for _ in range(4)]      # raw_free, raw_bound, low_free, low_bound
     for vid, (mt, cs, bounded) in enumerate(specs):
+        if vid in skip:
+            continue
         pid = pids[mt]
         lengths[pid] = len(mt)
         cols[(0 if cs else 2) + (1 if bounded else 0)][pid] = vid
@@ -461,12 +477,32 @@ class _Builder:
         self.regex_lits: list[int] = []
         self.parsed: dict[str, JSRegex] = {}      # regex key text -> regex (books repeat them)
         self.plain: dict[tuple[str, bool, bool], int] = {}   # (key text, cs, ww) -> vid of a plain key
+        self.fuzzy: list[tuple[int, int, str, bool, float]] = []   # FuzzyKey rows (match/fuzzy.py)
+        self.spec_of: list[Any] = []             # vid -> its spec (fuzzy vids: a 5-tuple)
 
     def vid(self, spec: VariantSpec) -> int:
         vid = self.vids.get(spec)
         if vid is None:
             vid = self.vids[spec] = len(self.vids)
+            self.spec_of.append(spec)
         return vid
+
+    def fuzzy_ref(self, ref: KeyRef, threshold: float) -> KeyRef:
+        # A plain key of a fuzzy entry gets a vid of its own, keyed apart from every
+        # VariantSpec (a 5-tuple), hit when its exact vid is or a word is similar enough.
+        if type(ref) is not int or ref == SKIP:
+            return ref                            # regex, macro and other special keys stay exact
+        mt, cs, bounded = self.spec_of[ref]
+        spec = ("~fuzzy", ref, threshold, cs, bounded)
+        known = self.vids.get(spec)               # type: ignore[arg-type]
+        if known is not None:
+            return known
+        from .fuzzy import key_words
+        if not key_words(mt):
+            return ref                            # no word to compare
+        fvid = self.vid(spec)                     # type: ignore[arg-type]
+        self.fuzzy.append((fvid, ref, mt, cs, threshold))
+        return fvid
 
     def ref(self, text: str, cs: bool, ww: bool, raw: str) -> KeyRef:
         known = self.plain.get((text, cs, ww))
@@ -500,7 +536,8 @@ class _Builder:
         return self.ref(key, cs, ww, raw)
 
 
-def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str) -> EntryPlan:
+def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str, fuzzy: float | None = None
+          ) -> EntryPlan:
     o = builder.options
     cs = entry.case_sensitive if entry.case_sensitive is not None else o.case_sensitive
     ww = entry.match_whole_words if entry.match_whole_words is not None else o.match_whole_words
@@ -515,6 +552,8 @@ def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str) -> Ent
         except RegexTooComplex as exc:
             raise RegexKeyError(f"regex key refused: {exc}", source=source, entry=entry.uid,
                                 field=f"{field}[{i}]") from None
+        if fuzzy:
+            out = [builder.fuzzy_ref(r, fuzzy) for r in out]
         return out
     primary = tuple((i, r) for i, r in enumerate(refs("key", entry.key, True)) if r != SKIP)
     secondary = tuple(refs("keysecondary", entry.keysecondary, True))
@@ -556,14 +595,20 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     always: list[int] = []
     always_sub: list[int] = []
     hazards: list[tuple[int, str, str]] = []
+    fuzzy_default = fuzzy = None
+    if options.word_chars == "unicode":        # fuzzy keys need the Unicode word rule (match/fuzzy.py)
+        from .fuzzy import book_threshold, entry_threshold
+        fuzzy_default = book_threshold(book)
     for i, entry in enumerate(entries):
-        plan = _plan(builder, entry, False, source)
+        if options.word_chars == "unicode":
+            fuzzy = entry_threshold(entry, fuzzy_default, source)
+        plan = _plan(builder, entry, False, source, fuzzy)
         sub = plan
         for ref in [r for _, r in plan.primary] + list(plan.secondary):
             if type(ref) is tuple and ref[0] == "re" and ref[1].hazard is not None:
                 hazards.append((i, ref[-1], ref[1].hazard))
         if any("{{" in k for k in entry.key + entry.keysecondary):
-            sub = _plan(builder, entry, True, source)
+            sub = _plan(builder, entry, True, source, fuzzy)
             for ref in [r for _, r in sub.primary] + list(sub.secondary):
                 if type(ref) is tuple and ref[0] == "macro":
                     macro[ref[1:]] = None
@@ -583,12 +628,18 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
         if special or any(type(ref) is tuple and not (ref[0] == "re" and ref[3] != SKIP)
                           for _, ref in sub.primary):
             always_sub.append(i)
-    specs = tuple(builder.vids)
+    fuzzy_keys = builder.fuzzy
+    # a fuzzy vid's spec, for the tables only: "~85:hermione" (the automaton skips it)
+    specs = tuple(s if len(s) == 3 else (f"~{s[2]:g}:{builder.spec_of[s[1]][0]}", s[3], s[4])
+                  for s in builder.vids)
     regexes = tuple(builder.rids)
     regex_lits = tuple(builder.regex_lits)
     del builder
     n_specs = len(specs)
-    first_vids, table_bytes, has_newline = _matcher_tables(specs)
+    first_vids, table_bytes, has_newline = _matcher_tables(specs, frozenset(k[0] for k in fuzzy_keys))
+    if fuzzy_keys:
+        from .fuzzy import FuzzyIndex
+        table_bytes += (FuzzyIndex(fuzzy_keys).to_bytes(),)
     spec_text, spec_offsets = tables.add_specs(specs)
     # The planning left many small objects behind; free them before the automaton allocates
     # its nodes, so the nodes fill their place instead of new memory.

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..js.text import JS_WHITESPACE, js_trim
+from ..match.fuzzy import decorator_threshold
 
 __all__ = ["Decorators", "DecoratorLine", "parse_decorators", "ROLES", "UI_PROMPTS",
            "NOT_APPLICABLE"]
@@ -75,6 +76,7 @@ class Decorators:
     recursive: bool | None = None            # @@recursive / @@unrecursive
     no_recursive_search: bool = False
     is_user_icon: str | None = None
+    fuzzy: float | None = None               # @@fuzzy N (0.0: @@fuzzy off), docs/slot-mode.md#slot-fuzzy
     lines: tuple[DecoratorLine, ...] = field(default=(), compare=False)
 
     def names(self) -> tuple[str, ...]:
@@ -148,6 +150,11 @@ def _ui_prompt(args: tuple[str, ...]) -> _Result:
     return "expects system_prompt or post_history_instructions"
 
 
+def _fuzzy(args: tuple[str, ...]) -> _Result:
+    value = decorator_threshold(args)
+    return value if isinstance(value, str) else {"fuzzy": value}
+
+
 def _handlers(user_icon: bool) -> dict[str, Callable[[tuple[str, ...]], _Result]]:
     table: dict[str, Callable[[tuple[str, ...]], _Result]] = {
         "probability": _numeric("probability", lo=0, hi=100),
@@ -173,6 +180,7 @@ def _handlers(user_icon: bool) -> dict[str, Callable[[tuple[str, ...]], _Result]
         "recursive": _flag("recursive", True),
         "unrecursive": _flag("recursive", False),
         "no_recursive_search": _flag("no_recursive_search"),
+        "fuzzy": _fuzzy,
     }
     if user_icon:
         table["is_user_icon"] = lambda args: ({"is_user_icon": args[0]} if len(args) == 1

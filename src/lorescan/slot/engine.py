@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
 from ..match.compile import CompiledBook, compile_book
+from ..match.fuzzy import fuzzy_field
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..match.cache import ChatScan
 from ..errors import RegexKeyError, SettingsError
@@ -360,6 +361,7 @@ class SlotEngine:
                     "uid": e.pool_index, "key": primary, "keysecondary": secondary,
                     "content": e.content, "comment": e.name, "selective": True,
                     "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words,
+                    **fuzzy_field(e.decorators.fuzzy, entry, b.book),
                 }, source=b.book.source, fill_defaults=False))
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)

@@ -1,0 +1,234 @@
+"""Typo-tolerant ("fuzzy") keys (docs/improved-profile.md#fuzzy-keys, docs/slot-mode.md#slot-fuzzy).
+
+An entry opts in with ``extensions.lorescan_fuzzy: 85`` (a book opts all its entries in with
+the same field in the book's ``extensions``; ``@@fuzzy 85`` in the content's decorator header
+does it for one entry and wins over both). A plain key of such an entry then also matches
+a *word* of the scanned text whose similarity to the key is at or above the threshold:
+
+- similarity is ``rapidfuzz.fuzz.ratio`` (the normalised Indel similarity, 0-100) of the
+  key and the word, both lowercased (``str.lower``, as the exact path) unless the key is
+  case-sensitive, in which case they are compared as written;
+- words are maximal runs of word characters of the Unicode whole-word rule (letters,
+  marks, numbers, connector punctuation, ZWNJ/ZWJ); fuzzy matching always compares whole
+  words, whatever the entry's whole-word setting (which still governs the exact match);
+- a key of n words is compared with every run of n consecutive words of one line of the
+  text; both sides are reduced to their words joined by one space, so ``Mr. Smith`` and
+  ``Mr Smith`` are the same two words. A run never spans a line break, so the hits of a
+  "\\n"-joined text are the union of its lines' hits (recursion chunks stay a union);
+- regex keys, macro keys (``{{...}}`` under a substitution hook) and keys without any
+  word character are never fuzzy; they match exactly as before.
+
+Only the improved word rule has words in this sense: under SillyTavern's ASCII word rule
+(``MatchOptions.word_chars == "ascii"``, the ``sillytavern`` profile) the field and the
+decorator are ignored and matching stays exact.
+
+The compiler gives every fuzzy key a vid of its own (so an exact key of another entry with
+the same text is not made fuzzy) and records it in a :class:`FuzzyIndex` that the key
+matcher runs after the automaton: a fuzzy vid is hit when its exact variant is hit, or when
+a word (run of words) of the text is similar enough. The matcher's result is cached per
+text like any hit set (``ChatScan``), so a chat turn compares only the new message's words.
+A book without fuzzy keys has no index, never imports rapidfuzz and pays one ``if`` per
+scanned text.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import regex
+
+from ..errors import LorebookError
+
+__all__ = ["FIELD", "FuzzyIndex", "FuzzyKey", "book_threshold", "entry_threshold", "parse_threshold",
+           "decorator_threshold", "fuzzy_field", "key_words", "text_words"]
+
+FIELD = "lorescan_fuzzy"          # the extension field, on an entry or on the book
+OFF = 0.0                         # an explicit "not fuzzy" (false / @@fuzzy off), wins over a book default
+
+# The Unicode whole-word rule's word characters (lorescan._wordscan_py, MODEL_UNICODE).
+_WORD = regex.compile(r"[\p{L}\p{M}\p{N}\p{Pc}\u200c\u200d]+")
+
+
+def parse_threshold(value: Any, *, source: str, entry: Any = None, field: str = f"extensions.{FIELD}"
+                    ) -> float | None:
+    """A stored fuzzy setting: None (absent or null: inherit), ``OFF`` (false) or a threshold
+    in [1, 100]. Anything else raises :class:`LorebookError` naming the source, entry and field."""
+    if value is None:
+        return None
+    if value is False:
+        return OFF
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 1 <= value <= 100:
+        raise LorebookError(f"a fuzzy threshold is a number from 1 to 100 (or false), got {value!r:.40}",
+                            source=source, entry=entry, field=field)
+    return float(value)
+
+
+def _ext_value(fields: Mapping[str, Any]) -> Any:
+    ext = fields.get("extensions")
+    return ext.get(FIELD) if isinstance(ext, Mapping) else None
+
+
+def book_threshold(book: Any) -> float | None:
+    """The book-level default (``extensions.lorescan_fuzzy`` of the book), validated."""
+    fields = getattr(book, "fields", None)
+    if not isinstance(fields, Mapping):
+        return None
+    return parse_threshold(_ext_value(fields), source=getattr(book, "source", "<memory>"))
+
+
+def decorator_threshold(args: Sequence[str]) -> float | str:
+    """The value of a ``@@fuzzy`` decorator's arguments, or why it is rejected."""
+    if len(args) == 1 and args[0].lower() == "off":
+        return OFF
+    if len(args) == 1:
+        try:
+            value = float(args[0])
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and 1 <= value <= 100:
+            return value
+    return "expects a threshold from 1 to 100, or off"
+
+
+def _st_decorator(content: str) -> float | None:
+    # The leading "@@" lines of a SillyTavern-mode content (st/decorators.py drops the
+    # unknown ones from the prompt); the first @@fuzzy line counts, a rejected one is ignored.
+    for line in content.split("\n"):
+        if not line.startswith("@@"):
+            break
+        body = line[2:].strip()
+        if body == "fuzzy" or body.startswith(("fuzzy ", "fuzzy\t")):
+            value = decorator_threshold([a.strip() for a in body[5:].split(",") if a.strip()])
+            if not isinstance(value, str):
+                return value
+    return None
+
+
+def entry_threshold(entry: Any, book_default: float | None, source: str) -> float | None:
+    """The fuzzy threshold of ``entry`` (None: exact keys only). A ``@@fuzzy`` decorator line
+    wins over the entry's ``extensions.lorescan_fuzzy``, which wins over the book's default."""
+    value = None
+    content = entry.content
+    if content.startswith("@@"):
+        value = _st_decorator(content)
+    if value is None:
+        value = parse_threshold(_ext_value(entry.fields), source=source, entry=entry.uid)
+    if value is None:
+        value = book_default
+    return value or None          # OFF -> None
+
+
+def fuzzy_field(decorator: float | None, entry: Any, book: Any) -> dict[str, Any]:
+    """For an entry handed to the compiler on another book's behalf (the slot pool): its
+    resolved setting as an ``extensions`` field (``{}`` when it has none). ``decorator``:
+    the entry's ``@@fuzzy`` value (slot/decorators.py), which wins over the entry's field,
+    which wins over ``book``'s default."""
+    value = decorator
+    if value is None:
+        value = parse_threshold(_ext_value(entry.fields), source=getattr(book, "source", "<memory>"),
+                                entry=entry.uid)
+    if value is None:
+        value = book_threshold(book)
+    return {} if value is None else {"extensions": {FIELD: value or False}}
+
+
+def key_words(key: str) -> tuple[str, ...]:
+    """The words of a key (or of any text) under the Unicode word rule."""
+    return tuple(_WORD.findall(key))
+
+
+def text_words(text: str) -> list[list[str]]:
+    """The words of ``text``, line by line (a run of words never spans a line break)."""
+    if "\n" not in text:
+        return [_WORD.findall(text)]
+    return [_WORD.findall(line) for line in text.split("\n")]
+
+
+FuzzyKey = tuple[int, int, str, bool, float]     # (fuzzy vid, exact vid, key as matched, case-sensitive, threshold)
+
+
+class FuzzyIndex:
+    """The fuzzy keys of one key matcher, grouped by (word count, case-sensitive).
+
+    ``hits(text, exact)`` returns the fuzzy vids hit in ``text``, given the exact hit set.
+    Immutable after construction; safe to share between threads.
+    """
+
+    __slots__ = ("keys", "aliases", "groups", "_cdist", "_ratio", "_np")
+
+    def __init__(self, keys: Iterable[FuzzyKey]) -> None:
+        import numpy as np
+        from rapidfuzz import fuzz, process
+        self._np, self._cdist, self._ratio = np, process.cdist, fuzz.ratio
+        self.keys: tuple[FuzzyKey, ...] = tuple(keys)
+        aliases: dict[int, list[int]] = {}
+        grouped: dict[tuple[int, bool], list[tuple[int, str, float, int]]] = {}
+        for fvid, evid, text, cs, threshold in self.keys:
+            aliases.setdefault(evid, []).append(fvid)
+            words = key_words(text if cs else text.lower())
+            if words:
+                joined = " ".join(words)
+                grouped.setdefault((len(words), cs), []).append((len(joined), joined, threshold, fvid))
+        self.aliases = {e: tuple(f) for e, f in aliases.items()}
+        # per group: key strings sorted by length, their lengths, thresholds, fuzzy vids, lowest threshold
+        self.groups: list[tuple[int, bool, list[str], Any, Any, Any, float]] = []
+        for (n, cs), rows in sorted(grouped.items()):
+            rows.sort()
+            self.groups.append((n, cs, [r[1] for r in rows], np.array([r[0] for r in rows], dtype=np.int64),
+                                np.array([r[2] for r in rows], dtype=np.float64),
+                                np.array([r[3] for r in rows], dtype=np.int64), min(r[2] for r in rows)))
+
+    def to_bytes(self) -> bytes:
+        """The index as a KeyMatcher table (UTF-8 JSON, padded to whole 32-bit words)."""
+        data = json.dumps([list(k) for k in self.keys], ensure_ascii=False, separators=(",", ":")).encode()
+        return data + b" " * (-len(data) % 4)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "FuzzyIndex":
+        return cls((int(f), int(e), str(t), bool(cs), float(th)) for f, e, t, cs, th in json.loads(data))
+
+    def hits(self, text: str, exact: frozenset[int]) -> list[int]:
+        """The fuzzy vids hit in ``text`` (``exact``: the text's exact hit set)."""
+        out: list[int] = []
+        aliases = self.aliases
+        for v in exact:
+            found = aliases.get(v)
+            if found is not None:
+                out.extend(found)
+        if not self.groups:
+            return out
+        lines = text_words(text)
+        lowered: list[list[str]] | None = None
+        for n, cs, keys, lengths, thresholds, fvids, tmin in self.groups:
+            if cs:
+                source = lines
+            else:
+                if lowered is None:
+                    lowered = [[w.lower() for w in line] for line in lines]
+                source = lowered
+            grams = {" ".join(line[i:i + n]) for line in source for i in range(len(line) - n + 1)}
+            if grams:
+                out.extend(self._match(grams, keys, lengths, thresholds, fvids, tmin))
+        return out
+
+    def _match(self, grams: set[str], keys: list[str], lengths: Any, thresholds: Any, fvids: Any,
+               tmin: float) -> list[int]:
+        # Length prefilter: ratio(a, b) <= 200 * min(la, lb) / (la + lb), so a word of length L
+        # can only reach tmin against keys of length in [L * t / (200 - t), L * (200 - t) / t].
+        np = self._np
+        by_length: dict[int, list[str]] = {}
+        for g in grams:
+            by_length.setdefault(len(g), []).append(g)
+        hit = np.zeros(len(keys), dtype=bool)
+        low_f, high_f = tmin / (200.0 - tmin), (200.0 - tmin) / tmin
+        cutoff = max(0.0, tmin - 0.5)       # a prefilter only: the exact test is the ">=" below
+        for length, words in by_length.items():
+            lo = int(np.searchsorted(lengths, math.floor(length * low_f), side="left"))
+            hi = int(np.searchsorted(lengths, math.ceil(length * high_f), side="right"))
+            if lo >= hi:
+                continue
+            scores = self._cdist(words, keys[lo:hi], scorer=self._ratio, score_cutoff=cutoff, dtype=np.float64)
+            hit[lo:hi] |= (scores >= thresholds[lo:hi]).any(axis=0)
+        return fvids[hit].tolist()
