@@ -15,7 +15,8 @@ from lorescan.match.compile import compile_book
 from lorescan.formats import load
 from lorescan.match.cache import ChatScan
 from lorescan.match.view import ScanView, Window, match_plain_key
-from lorescan.model import Lorebook, MatchOptions, entry_from_fields
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.match import MatchOptions
 from matchgen import books, check_agreement, options, substitute_char, texts, windows
 from tests.support.reference_matcher import ReferenceScanView
 

@@ -95,7 +95,7 @@ def check_book(book: "Lorebook", limits: Limits = DEFAULT_LIMITS, *, source: str
     ``load`` calls it on every book it reads; ``compile_book`` and both engines call it on
     every book they are given, so a book built in memory is held to the same bounds.
     """
-    from .js.regex import split_regex_key
+    from .js.regex import split_regex_key  # import-cost: the `regex` package loads only for a key past a limit
     src = source or book.source
     n = len(book.entries)
     if n > limits.max_entries:

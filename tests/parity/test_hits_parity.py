@@ -11,7 +11,7 @@ from conftest import need_shared
 from lorescan import _hits_py
 from lorescan.match.compile import compile_book
 from lorescan.formats.sillytavern import load_world_file
-from lorescan.model import MatchOptions
+from lorescan.match import MatchOptions
 from matchgen import books, options, texts
 
 MANY = settings(max_examples=1000, deadline=None)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import LorebookError
-from ..model import Entry
+from ..model import Entry, Origin
 
 __all__ = ["MISSING", "Rule", "Origin", "Loss", "LossReport", "json_equal", "entry_changes",
            "apply_rules", "read_rules", "Ctx"]
@@ -55,17 +55,6 @@ class Rule:
     read: Reader
     write: Writer | None
     raw_keys: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Origin:
-    """What a same-format writer needs: the document as read and each raw entry by uid."""
-    document: Any
-    raw_entries: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)
-    read_fields: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)
-    order: tuple[Any, ...] = ()
-    container: bytes | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,14 @@ from typing import Any, Sequence
 from ..errors import FormatError, LorebookError
 from ..model import Lorebook
 from ._mapping import Loss, LossReport, Origin, json_equal
+from . import card, charx, png
 from ._safety import dump_json_bytes
+from .card import CC_EXT_NAMES, cc_entry_unmapped, write_character_book
+from .foreign import foreign_unmapped
+from .load import load, load_data, read_bytes
+from .novelai import novelai_unmapped
+from .registry import JSON_WRITERS
+from .sillytavern import write_world
 
 __all__ = ["convert", "write_bytes", "TARGETS", "main_convert"]
 
@@ -28,8 +35,6 @@ _SAME_ONLY = ("novelai_story", "png_novelai")
 
 
 def _to_sillytavern(book: Lorebook) -> tuple[dict[str, Any], list[Loss]]:
-    from .card import cc_entry_unmapped, write_character_book
-    from .sillytavern import write_world
     if book.format in ("sillytavern", "kobold"):
         return write_world(book), []
     losses: list[Loss] = []
@@ -51,8 +56,6 @@ def _to_sillytavern(book: Lorebook) -> tuple[dict[str, Any], list[Loss]]:
 
 
 def _foreign_losses(book: Lorebook) -> list[Loss]:
-    from .foreign import foreign_unmapped
-    from .novelai import novelai_unmapped
     origin = book.origin if isinstance(book.origin, Origin) else None
     losses = []
     for e in book.entries:
@@ -69,7 +72,6 @@ def _foreign_losses(book: Lorebook) -> list[Loss]:
 
 
 def _write(book: Lorebook, to: str, base: bytes | None) -> tuple[Any, list[Loss]]:
-    from . import card, charx, foreign, novelai, png
     data: Any                   # the written document: a JSON value, or bytes (png, charx)
     src = book.format
     if to == "sillytavern":
@@ -101,9 +103,7 @@ def _write(book: Lorebook, to: str, base: bytes | None) -> tuple[Any, list[Loss]
     if to == "png_novelai":
         data, lost = png.write_png(book, base=base)
         return data, losses + lost
-    writer = {"risu": foreign.write_risu, "agnai": foreign.write_agnai, "novelai": novelai.write_novelai,
-              "novelai_story": novelai.write_story, "kobold": foreign.write_kobold,
-              "entry_list": foreign.write_entry_list}.get(to)
+    writer = JSON_WRITERS.get(to)
     if writer is None:
         raise FormatError(f"unknown target format {to!r} (one of: {', '.join(TARGETS)})", source=book.source)
     data, lost = writer(book)
@@ -111,7 +111,6 @@ def _write(book: Lorebook, to: str, base: bytes | None) -> tuple[Any, list[Loss]
 
 
 def _read_back(data: Any, to: str, source: str) -> Lorebook:
-    from .load import load_data, read_bytes
     if isinstance(data, bytes):
         return read_bytes(data, source=source)
     return load_data(copy.deepcopy(data), source=source)
@@ -136,7 +135,6 @@ def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None)
     back_by_uid = {e.uid: e for e in back.entries}
     positional = to in ("risu", "agnai", "novelai", "novelai_story", "png_novelai") or (
         to == "entry_list" and any(not isinstance(e.uid, int) for e in book.entries))
-    from .card import CC_EXT_NAMES
     for i, e in enumerate(book.entries):
         got = back.entries[i] if positional and i < len(back.entries) else back_by_uid.get(e.uid)
         if got is None:
@@ -178,7 +176,6 @@ def main_convert(argv: Sequence[str]) -> int:
     parser.add_argument("--to", default=None, choices=sorted(set(TARGETS) | set(_ALIASES)),
                         help="target format (default: from the output extension, else the input's format)")
     args = parser.parse_args(list(argv))
-    from .load import load
     try:
         book = load(args.input)
         to = args.to or _guess_target(args.output, book)

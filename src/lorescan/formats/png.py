@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 from ..errors import FormatError
 from ..model import Lorebook
 from ._mapping import Loss, Origin, json_equal
+from .card import new_card, read_card, write_card
+from .novelai import read_novelai, write_novelai
 from ._safety import DEFAULT_LIMITS, Limits, cap_entries, inflate, parse_json
 
 __all__ = ["PNG_SIGNATURE", "is_png", "read_png", "write_png", "png_chunks", "text_chunks",
@@ -136,13 +138,11 @@ def decode_card_text(text: str, *, source: str, keyword: str, limits: Limits = D
 
 def read_png(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Lorebook:
     """The lorebook of a PNG card (``ccv3`` chunk first, else ``chara``)."""
-    from .card import read_card
     texts = text_chunks(data, source=source, limits=limits)
     cards = {kw: decode_card_text(texts[kw], source=source, keyword=kw, limits=limits)
              for kw in CARD_KEYWORDS if kw in texts}
     if not cards:
         if "naidata" in texts:
-            from .novelai import read_novelai
             doc = decode_card_text(texts["naidata"], source=source, keyword="naidata", limits=limits)
             book = read_novelai(doc, source=source)
             return _with_container(book, data, "png_novelai")
@@ -185,8 +185,6 @@ def write_png(book: Lorebook, *, base: bytes | None = None,
     present is updated (a chunk whose card does not change keeps its original bytes); a book
     from elsewhere gets both a ``ccv3`` (V3) and a ``chara`` (V2) chunk.
     """
-    from .card import new_card, write_card
-    from .novelai import write_novelai
     origin = book.origin if isinstance(book.origin, Origin) else None
     if base is None:
         base = origin.container if origin is not None and origin.container and book.format in (

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import math
+import os
 import uuid
 import weakref
 from array import array
@@ -35,12 +36,13 @@ from ..st.decorators import parse_st_decorators
 from ..errors import RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key
 from ..limits import DEFAULT_LIMITS, Limits, check_book
-from .lsc import TableBuilder, lazy_tables
-from ..model import Entry, Lorebook, MatchOptions, js_truthy
+from .lsc import CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_tables, map_compiled_file
+from ..model import Entry, Lorebook, js_truthy
+from .options import MatchOptions
 from ..js.text import has_js_whitespace, js_lower, js_trim
 
 __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
-           "build_matcher"]
+           "build_matcher", "load_compiled", "restore_compiled"]
 
 EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
@@ -409,8 +411,41 @@ class CompiledBook:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __reduce__(self):
-        from .lsc import encode_compiled, restore_compiled
         return (restore_compiled, (encode_compiled(self),))
+
+
+_TYPES = CompiledTypes(CompiledBook, KeyMatcher, EntryPlan)
+
+
+def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> CompiledBook:
+    """A CompiledBook from :func:`~lorescan.match.lsc.encode_compiled` bytes (what unpickling calls).
+
+    Raises:
+        CompiledFormError: the data is truncated, not a compiled form, from another format
+            version, or corrupted.
+    """
+    return decode_compiled(data, _TYPES, source)
+
+
+def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
+    """The CompiledBook in an ``.lsc`` file (``lorescan compile``), its arrays memory-mapped.
+
+    Entries, plans and hit sets are built the first time a scan or an explanation needs them.
+
+    Args:
+        path: the ``.lsc`` file (written by :func:`~lorescan.match.lsc.save_compiled`).
+
+    Returns:
+        The CompiledBook, ready to share between engines and threads.
+
+    Raises:
+        CompiledFormError: (a :class:`~lorescan.errors.LorebookError`) naming the file, for a
+            file that is truncated, not a compiled form, from another format or lorescan
+            version, or corrupted.
+        OSError: the file cannot be opened.
+    """
+    data, source = map_compiled_file(path)
+    return decode_compiled(data, _TYPES, source)
 
 
 # Bits of CompiledBook.entry_flags: what an engine must know about every entry up front.
@@ -603,7 +638,7 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
         tables.add_hits(scan(entry.content))
     cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
     del vid_sets
-    lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials)
+    lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials, EntryPlan)
     return CompiledBook(
         book=book, entries=entries, options=options, matcher=matcher, specs=lazy_specs,
         plans=lazy_plans, plans_sub=lazy_sub, vid_entries=lazy_vids, always=tuple(always),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from ..errors import LorebookError, SettingsError
+from .summary import print_summary, summarize
 
 __all__ = ["add_parsers", "replay_batch_command", "summarize_command"]
 
@@ -58,7 +59,7 @@ def _need(module: str, extra: str) -> None:
 
 
 def replay_batch_command(args: argparse.Namespace, *, out: TextIO) -> int:
-    from .run import replay_batch
+    from .run import replay_batch  # import-cost: the engines load when the command runs, not for --help
     _need("pyarrow", "replay")
     use_ray = args.ray is not None
     if use_ray:
@@ -75,7 +76,6 @@ def replay_batch_command(args: argparse.Namespace, *, out: TextIO) -> int:
 
 
 def _summary(results: str, json_path: str | None, top: int, out: TextIO) -> None:
-    from .summary import print_summary, summarize
     summary = summarize(results)
     target = Path(json_path) if json_path else Path(results) / "summary.json"
     target.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import LorebookError
+
 __all__ = ["Columns", "COLUMNS", "schema", "to_table", "read_rows"]
 
 COLUMNS = ("chat_id", "source", "turn", "variant", "book", "entry", "outcome", "reason", "loop", "tokens",
@@ -104,7 +106,6 @@ def read_rows(results: str) -> Any:
     """All rows of a result folder as one pyarrow table."""
     import pyarrow.dataset as ds
     from pathlib import Path
-    from ..errors import LorebookError
     rows = Path(results) / "rows"
     if not rows.is_dir():
         raise LorebookError("not a replay result (no rows/ folder)", source=str(results))

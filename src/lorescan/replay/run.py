@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
 from ..errors import LorebookError, SettingsError
+from ..formats import load
+from ..model import Lorebook
 from .chats import Shard, iter_shards, read_shard
-from .output import Columns, schema, to_table
+from .output import Columns, read_rows, schema, to_table
 from .turns import ReplayJob, Replayer, _ship
 
 __all__ = ["replay_batch", "RunInfo"]
@@ -155,8 +157,6 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
     progress line (None: quiet). Raises :class:`LorebookError` for unreadable books or
     settings, or an ``out`` that exists and is not an empty folder; bad chats never raise.
     """
-    from ..formats import load
-    from ..model import Lorebook
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise SettingsError(f"must be a positive integer, got {workers!r}", source="replay", field="workers")
     if isinstance(per_shard, bool) or not isinstance(per_shard, int) or per_shard < 1:
@@ -181,7 +181,6 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
         if ray or ray_address:
             info.backend = "ray"
             _run_ray(job, list(shards), rows_dir, workers, ray_address)
-            from .output import read_rows
             table = read_rows(str(out_dir))
             outcome = table.column("outcome").to_pylist()
             info.rows = table.num_rows

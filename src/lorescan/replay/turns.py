@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import SettingsError
 from ..match.cache import ChatScan
 from ..model import POSITION_NAMES, Lorebook, STSettings
+from ..slot import SlotEngine
 from ..st.engine import BookSource, ChatMessage, STEngine
 from .chats import Chat, ChatItem, Message, Problem, parse_item
 from .output import Columns
@@ -175,7 +176,6 @@ class _STVariant:
 
 class _SlotVariant:
     def __init__(self, books: Sequence[Lorebook]) -> None:
-        from ..slot import SlotEngine
         self.engine = SlotEngine(list(books))
         self.cache = ChatScan()
 

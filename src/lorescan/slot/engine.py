@@ -34,7 +34,7 @@ import bisect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from ..match.compile import CompiledBook, compile_book
 from ..limits import DEFAULT_LIMITS, Limits, check_book
@@ -43,26 +43,30 @@ from ..errors import RegexKeyError, SettingsError
 from ..js.regex import RegexTooComplex, regex_key
 from ..match.regexscope import RegexBudget
 from ..match.view import EntryMatch, ScanView, Window, match_plain_key
-from ..model import Lorebook, MatchOptions, entry_from_fields
+from ..model import Lorebook, entry_from_fields
+from ..match.options import MatchOptions
 from ..js.text import js_trim
 from ..tokens import TiktokenCounter, count_upto
 from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry_from
 from .roll import passes_roll, roll_percent
 from .state import read_first_matched, with_first_matched
 
-__all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "ChatMessage", "OUTCOMES",
+__all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "RoleMessage", "Outcome", "OUTCOMES",
            "MAX_PASSES", "LogDetail", "LOG_DETAILS", "NoteCode", "NOTE_CODES", "RegexKeys"]
 
 MAX_PASSES = 3          # docs/slot-mode.md#slot-texts [decision]: 3 passes in total
 # A window deeper than 0 that covers no message: ScanView then sees only the recursion
 # chunks (Window depth <= 0 means "nothing at all", SillyTavern's reading: its code, not its documentation, is followed).
 _RECURSION_ONLY = 0.5
-OUTCOMES = ("inserted", "dropped_budget", "probability_failed", "not_matched", "disabled",
-            "blocked:dont_activate", "blocked:dont_activate_after_match", "blocked:is_greeting",
-            "blocked:is_user_icon", "blocked:activate_only_after", "blocked:activate_only_every")
+# LogRecord.outcome: what happened to the entry (docs/slot-mode.md#slot-log).
+Outcome = Literal["inserted", "dropped_budget", "probability_failed", "not_matched", "disabled",
+                  "blocked:dont_activate", "blocked:dont_activate_after_match", "blocked:is_greeting",
+                  "blocked:is_user_icon", "blocked:activate_only_after", "blocked:activate_only_every"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 ROLES = ("system", "user", "assistant")
 
-ChatMessage = tuple[str, str] | Mapping[str, Any]
+# One message of SlotEngine.run's input: (role, text) or {"role": ..., "content": ...}.
+RoleMessage = tuple[str, str] | Mapping[str, Any]
 RegexKeys = Literal["form", "strict", "auto"]
 
 # LogRecord.detail: a machine-readable refinement of the outcome (docs/slot-mode.md).
@@ -106,7 +110,7 @@ class LogRecord:
     book: str
     id: int | str
     name: str
-    outcome: str
+    outcome: Outcome
     reason: str
     pass_number: int | None
     matched_by: str | None
@@ -267,7 +271,7 @@ class _Run:
     """Mutable bookkeeping of one entry during one request."""
 
     e: SlotEntry
-    outcome: str | None = None
+    outcome: Outcome | None = None
     reason: str = ""
     pass_number: int | None = None
     matched_by: str | None = None
@@ -400,7 +404,7 @@ class SlotEngine:
         return count, exact
 
     # -- one request ----------------------------------------------------------------------
-    def run(self, messages: Sequence[ChatMessage], *, turn_id: str | int,
+    def run(self, messages: Sequence[RoleMessage], *, turn_id: str | int,
             state: Mapping[str, Any] | None = None, dry_run: bool = False,
             at_greeting: bool | None = None, greeting_index: int | None = None,
             user_icon: str | None = None,
@@ -733,7 +737,7 @@ class SlotEngine:
         return used
 
 
-def _read_messages(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
+def _read_messages(messages: Sequence[RoleMessage]) -> list[tuple[str, str]]:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise SettingsError("expected a list of (role, text) messages", source="messages")
     out: list[tuple[str, str]] = []
