@@ -192,7 +192,7 @@ def test_import_lorescan_loads_no_heavy_module_until_a_name_is_used():
     # the interpreter had loaded already (site hooks differ between environments) do not count.
     code = ("import sys\n"
             "heavy = {'regex', 'tiktoken', 'ahocorasick', 'lorescan.formats', 'lorescan.st.engine',\n"
-            "         'lorescan._wordscan_py', 'lorescan._kernels', 'typing', 'json'}\n"
+            "         'lorescan._wordchars', 'lorescan._kernels', 'typing', 'json'}\n"
             "before = heavy & set(sys.modules)\n"
             "import lorescan\n"
             "print(sorted((heavy & set(sys.modules)) - before))\n"

@@ -31,7 +31,7 @@ import ahocorasick
 import numpy as np
 
 from .. import _kernels
-from .._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
+from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..st.decorators import parse_st_decorators
 from ..errors import RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key
