@@ -5,11 +5,14 @@ TYPE_CHECKING:`` blocks are for type checkers and do not run). Importing ``a.b.c
 the ``__init__`` of every package above it that the importer is not itself inside, so those
 are edges too. A function-local import of a lorescan module is allowed only where it keeps
 an import cheap (a heavy or optional dependency behind it), and says so on its line with
-the marker comment ``# import-cost: <why>``.
+the marker comment ``# import-cost: <why>``; so must a function-local import of a
+third-party module (pyarrow, Ray, uvicorn, tiktoken: the extras). The standard library may
+be imported anywhere.
 """
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +59,16 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, m
     return found
 
 
+def _third_party(node: ast.Import | ast.ImportFrom) -> set[str]:
+    """Top-level names of the modules ``node`` imports from outside the package and the standard library."""
+    if isinstance(node, ast.ImportFrom):
+        names = [] if node.level else [node.module or ""]
+    else:
+        names = [a.name for a in node.names]
+    tops = {n.split(".")[0] for n in names}
+    return {t for t in tops if t and t != "lorescan" and t not in sys.stdlib_module_names}
+
+
 def _ancestors(module: str) -> list[str]:
     parts = module.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts))]
@@ -66,8 +79,8 @@ def _is_type_checking(node: ast.If) -> bool:
 
 
 def import_structure(src: Path) -> tuple[dict[str, set[str]], list[tuple[str, int, str, str]]]:
-    """(module -> modules its body imports, [(module, line, imported module, line text)] of
-    function-local imports of package modules) for the package at ``src``."""
+    """(module -> package modules its body imports, [(module, line, imported module, line text)]
+    of function-local imports of package and third-party modules) for the package at ``src``."""
     modules = _module_names(src)
     graph: dict[str, set[str]] = {}
     local: list[tuple[str, int, str, str]] = []
@@ -81,7 +94,10 @@ def import_structure(src: Path) -> tuple[dict[str, set[str]], list[tuple[str, in
         def visit(nodes: list[ast.stmt], in_function: bool) -> None:
             for node in nodes:
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    for target in _targets(node, module, is_package, set(modules)):
+                    targets = _targets(node, module, is_package, set(modules))
+                    if in_function:
+                        targets |= _third_party(node)
+                    for target in targets:
                         if in_function:
                             local.append((module, node.lineno, target, lines[node.lineno - 1]))
                         else:
@@ -141,7 +157,7 @@ def test_the_package_has_no_import_circle():
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
-def test_every_function_local_import_of_a_lorescan_module_says_why():
+def test_every_function_local_import_of_a_lorescan_or_third_party_module_says_why():
     _, local = import_structure(SRC)
     assert not unmarked_local_imports(local), (
         f"function-local imports without a '{MARKER} <why>' comment (hoist them, or say which heavy "
@@ -182,11 +198,12 @@ def test_a_circle_through_a_package_init_is_found(tmp_path):
 def test_type_checking_imports_and_marked_local_imports_pass(tmp_path):
     src = _tree(tmp_path, {"__init__.py": "", "a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                            "    from .b import B\n",
-                           "b.py": "from .a import A\ndef f():\n    from . import c  # import-cost: pyarrow\n",
+                           "b.py": "from .a import A\ndef f():\n    from . import c  # import-cost: pyarrow\n"
+                                   "    import pyarrow as pa  # import-cost: the replay extra\n    import json\n",
                            "c.py": ""})
     graph, local = import_structure(src)
     assert find_cycle(graph) is None
-    assert [t for _, _, t, _ in local] == ["lorescan.c"] and unmarked_local_imports(local) == []
+    assert sorted(t for _, _, t, _ in local) == ["lorescan.c", "pyarrow"] and unmarked_local_imports(local) == []
 
 
 def test_an_unmarked_local_import_is_reported(tmp_path):
@@ -195,6 +212,11 @@ def test_an_unmarked_local_import_is_reported(tmp_path):
     graph, local = import_structure(src)
     assert find_cycle(graph) is None                  # the local import hides the circle ...
     assert unmarked_local_imports(local) == ["lorescan.a:2: lorescan.b"]     # ... and is caught
+
+
+def test_an_unmarked_local_import_of_an_extra_is_reported(tmp_path):
+    src = _tree(tmp_path, {"__init__.py": "", "a.py": "def f():\n    import ray\n    import os\n    return ray, os\n"})
+    assert unmarked_local_imports(import_structure(src)[1]) == ["lorescan.a:2: ray"]
 
 
 @pytest.mark.parametrize("statement, expected", [

@@ -27,7 +27,7 @@ _LAZY = {
     # lorebook-slot mode
     "SlotEngine": ".slot", "SlotResult": ".slot", "SlotMessage": ".slot", "LogRecord": ".slot",
     "RequestNote": ".slot", "RoleMessage": ".slot", "SlotBook": ".slot", "BookSettings": ".slot",
-    "Outcome": ".slot", "OUTCOMES": ".slot", "LogDetail": ".slot", "NoteCode": ".slot",
+    "Outcome": ".slot", "OUTCOMES": ".slot", "LogDetail": ".slot", "NoteCode": ".slot", "MatchedBy": ".slot",
     # books: the model, files in any format
     "Entry": ".model", "Lorebook": ".model", "Origin": ".model", "entry_from_fields": ".model",
     "load": ".formats", "load_data": ".formats", "convert": ".formats", "Loss": ".formats",
@@ -55,8 +55,8 @@ if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, impor
     from .match.compile import CompiledBook, compile_book, load_compiled
     from .match.lsc import CompiledFormError, save_compiled
     from .model import Compat, Entry, Lorebook, Origin, STSettings, entry_from_fields
-    from .slot import (OUTCOMES, BookSettings, LogDetail, LogRecord, NoteCode, Outcome, RequestNote, RoleMessage,
-                       SlotBook, SlotEngine, SlotMessage, SlotResult)
+    from .slot import (OUTCOMES, BookSettings, LogDetail, LogRecord, MatchedBy, NoteCode, Outcome, RequestNote,
+                       RoleMessage, SlotBook, SlotEngine, SlotMessage, SlotResult)
     from .st.engine import BookSource, Character, ChatMessage, Diagnostic, EntryId, LoopRecord, STEngine, STResult
     from .st.place import DepthGroup, Placement
     from .st.timed import EffectRecord, TimedEffects

@@ -38,7 +38,14 @@ TokenCounter = Callable[[str], int]
 
 
 def count_words(text: str) -> int:
-    """Words in ``text``: JS ``text.split(/\\s+/).filter(Boolean).length`` (the conformance vectors' token rule)."""
+    """Words in ``text``: JS ``text.split(/\\s+/).filter(Boolean).length`` (the conformance vectors' token rule).
+
+    Args:
+        text: any text.
+
+    Returns:
+        The number of runs of non-whitespace (JavaScript's whitespace set).
+    """
     return js_count_words(text)
 
 
@@ -50,7 +57,7 @@ def resolve_offline_encoding(name: str) -> "tiktoken.Encoding":
     Raises ``ValueError`` when no offline copy of ``name`` is installed (asking tiktoken for
     the plain name would download it).
     """
-    import tiktoken
+    import tiktoken  # import-cost: tiktoken loads on the first count, not with lorescan
 
     available = set(tiktoken.list_encoding_names())
     for candidate in (name if name.endswith("_offline") else f"{name}_offline",):

@@ -8,6 +8,7 @@ to its own fields (the mapped ones become ST fields); writing puts them back tog
 from __future__ import annotations
 
 import copy
+import os
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
@@ -209,7 +210,6 @@ def read_character_book(book_obj: Any, *, source: str, fmt: str, name: str | Non
 
 
 def _stem(source: str) -> str:
-    import os
     return os.path.splitext(os.path.basename(source))[0] if source != "<memory>" else "book"
 
 

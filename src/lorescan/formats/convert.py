@@ -117,13 +117,23 @@ def _read_back(data: Any, to: str, source: str) -> Lorebook:
 
 
 def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None) -> tuple[Any, LossReport]:
-    """The book written as format ``to`` (default: its own), and what did not carry over.
+    """The book written as format ``to``, and what did not carry over.
 
-    JSON formats give JSON data (dict/list); ``png`` and ``charx`` give bytes (``base`` is the
-    image/archive to write into; default: the one the book was read from, else a new one).
-    Targets: ``TARGETS`` (cross-format writers: SillyTavern, CCv2/CCv3 cards, lorebook_v3,
-    character_book, PNG, CHARX; the rest also accept books of another format where the
-    mapping allows). Raises FormatError for an unknown target.
+    Args:
+        book: the book to write.
+        to: a name in ``TARGETS`` (cross-format writers: SillyTavern, CCv2/CCv3 cards,
+            lorebook_v3, character_book, PNG, CHARX; the rest also accept books of another
+            format where the mapping allows) or an alias; default: the book's own format.
+        base: for ``png`` and ``charx``, the image/archive to write into (default: the one
+            the book was read from, else a new one).
+
+    Returns:
+        ``(data, report)``: JSON data (dict/list), or bytes for ``png`` and ``charx``; the
+        :class:`LossReport` of every field the target could not hold (checked by reading
+        the output back).
+
+    Raises:
+        FormatError: an unknown target, or one that only holds books read from it.
     """
     to = _ALIASES.get(to, to) if to else book.format
     try:

@@ -15,7 +15,12 @@ __all__ = ["load", "load_data", "detect_format", "read_bytes"]
 
 
 def detect_format(doc: Any) -> str:
-    """The format name of parsed JSON ``doc`` (see :func:`load`); FormatError-free: "unknown"."""
+    """The format name of parsed JSON ``doc`` (see :func:`load`).
+
+    Returns:
+        A :data:`~lorescan.formats.registry.FormatName` of a JSON format, or ``"unknown"``
+        (never raises).
+    """
     if isinstance(doc, list):
         return "entry_list"
     if not isinstance(doc, Mapping):
@@ -48,8 +53,20 @@ def detect_format(doc: Any) -> str:
 
 
 def load_data(doc: Any, *, source: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> Lorebook:
-    """A Lorebook from already-parsed JSON data of any supported format, within ``limits``
-    (entries, key and content lengths; the data's depth and numbers are the caller's)."""
+    """A Lorebook from already-parsed JSON data of any supported format.
+
+    Args:
+        doc: the parsed JSON value (its depth and numbers are the caller's to bound).
+        source: names the data in errors.
+        limits: bounds on entries, key and content lengths.
+
+    Returns:
+        The book, its format detected from the content (:func:`detect_format`).
+
+    Raises:
+        FormatError: no format recognised, or a field nested too deeply to read.
+        LorebookError: a malformed entry or field, or a book over ``limits``.
+    """
     try:
         book = _read_data(cap_entries(doc, source=source, limits=limits), source)
     except RecursionError as exc:      # fields nested up to max_json_depth, read from a deep call stack
@@ -88,10 +105,20 @@ def load(path_or_bytes: str | os.PathLike[str] | bytes, *, source: str | None = 
     as a list), CCv2/CCv3 card JSON, ``lorebook_v3``, a bare ``character_book``, PNG cards
     (``ccv3``/``chara`` in tEXt/zTXt/iTXt; NovelAI ``naidata``), CHARX, RisuAI, NovelAI
     ``.lorebook`` and ``.story``, Agnai memory books, KoboldAI world info and bare entry
-    arrays. ``source`` names the input in errors (default: the path). ``limits`` bounds
-    what the file may cost (see :class:`~lorescan.limits.Limits`). Raises
-    :class:`~lorescan.errors.LorebookError` (or a subclass) for anything malformed or over a
-    limit; the message names the limit and the value.
+    arrays.
+
+    Args:
+        path_or_bytes: a file path, or the file's content.
+        source: names the input in errors (default: the path, or ``"<memory>"``).
+        limits: what the file may cost (see :class:`~lorescan.limits.Limits`).
+
+    Returns:
+        The :class:`~lorescan.model.Lorebook`; ``book.format`` names the format read.
+
+    Raises:
+        LorebookError: (or a subclass, :class:`~lorescan.errors.FormatError` for an unreadable
+            or unrecognised file) anything malformed or over a limit, naming the file, entry,
+            field, limit and value.
     """
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return read_bytes(bytes(path_or_bytes), source=source or "<memory>", limits=limits)

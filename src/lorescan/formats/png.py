@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import struct
 import zlib
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ..errors import FormatError
@@ -153,7 +155,6 @@ def read_png(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Lo
 
 
 def _with_container(book: Lorebook, data: bytes, fmt: str) -> Lorebook:
-    from dataclasses import replace
     o = book.origin
     return replace(book, format=fmt, origin=Origin(o.document, o.raw_entries, o.read_fields, o.order,
                                                    bytes(data), dict(o.extra)))
@@ -165,7 +166,6 @@ def make_chunk(ctype: bytes, body: bytes) -> bytes:
 
 
 def _text_chunk(keyword: str, card: Any) -> bytes:
-    import json
     payload = base64.b64encode(json.dumps(card, ensure_ascii=True, allow_nan=False).encode("ascii"))
     return make_chunk(b"tEXt", keyword.encode("latin-1") + b"\0" + payload)
 

@@ -562,10 +562,21 @@ def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str) -> Ent
 
 def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
                  limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
-    """Compile ``book`` for matching under ``options``: one automaton, plans, content hits,
-    compiled regex keys. Raises RegexKeyError (naming the entry and field) for a regex key
-    past ``limits.max_regex_length`` or ``limits.max_regex_nesting``, and LorebookError
-    for a book over another of ``limits``."""
+    """Compile ``book`` for matching: one automaton, plans, content hits, compiled regex keys.
+
+    Args:
+        book: the book.
+        options: the matching rules (:class:`~lorescan.match.MatchOptions`).
+        limits: bounds on the book (see :class:`~lorescan.limits.Limits`).
+
+    Returns:
+        The immutable :class:`CompiledBook`, to share between engines and threads.
+
+    Raises:
+        RegexKeyError: a regex key past ``limits.max_regex_length`` or
+            ``limits.max_regex_nesting`` (naming the entry and field).
+        LorebookError: a book over another of ``limits``.
+    """
     check_book(book, limits)
     # Compiling allocates ~10 small objects per key and none of them form cycles; the cyclic
     # collector would re-walk the growing heap many times (a third of the time at 100k entries).

@@ -809,7 +809,16 @@ def decode_compiled(data: Any, types: CompiledTypes, source: str = "<pickled com
 
 
 def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:
-    """Write ``compiled`` (a CompiledBook) to ``path`` in the ``.lsc`` format."""
+    """Write a compiled book to a file in the ``.lsc`` format (atomically: readers never see half a file).
+
+    Args:
+        compiled: the :class:`~lorescan.match.CompiledBook`.
+        path: the file to write (``lorescan.load_compiled`` reads it back).
+
+    Raises:
+        CompiledFormError: the book's format data cannot be stored in a compiled form.
+        OSError: the file cannot be written.
+    """
     data = encode_compiled(compiled)
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
     try:

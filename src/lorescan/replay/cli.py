@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -53,7 +54,6 @@ def _settings(path: str | None) -> dict[str, Any]:
 
 
 def _need(module: str, extra: str) -> None:
-    import importlib.util
     if importlib.util.find_spec(module) is None:
         raise LorebookError(f"needs {module}: pip install 'lorescan[{extra}]'", source="replay-batch")
 

@@ -93,7 +93,7 @@ def _work(shard: Shard, part: str) -> tuple[int, int, int, int]:
 
 
 def _write_part(cols: Columns, part: str, variants: int) -> tuple[int, int, int, int]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
     pq.write_table(to_table(cols), part)
     chats, turns, problems = _counts(cols, variants)
     return chats, turns, len(cols), problems
@@ -104,7 +104,7 @@ class _RayReplayer:
     """A Ray Data actor: one warm Replayer for its whole life."""
 
     def __init__(self, job: ReplayJob, books_ref: Any) -> None:
-        import ray
+        import ray  # import-cost: Ray (the ray extra) loads only for a Ray run
         data = ray.get(books_ref) if isinstance(books_ref, ray.ObjectRef) else books_ref
         fd, path = tempfile.mkstemp(prefix="lorescan-replay-actor-", suffix=".pickle")
         with os.fdopen(fd, "wb") as fh:
@@ -115,7 +115,7 @@ class _RayReplayer:
             os.unlink(path)
 
     def __call__(self, batch: Any) -> Any:
-        import pyarrow as pa
+        import pyarrow as pa  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
         cols = Columns()
         for text in batch["shard"].to_pylist():
             for item in read_shard(Shard.from_json(text)):
@@ -126,7 +126,7 @@ class _RayReplayer:
 
 
 def _run_ray(job: ReplayJob, shards: list[Shard], rows_dir: Path, workers: int, address: str | None) -> None:
-    import ray
+    import ray  # import-cost: Ray (the ray extra) loads only for a Ray run
     if not ray.is_initialized():
         if address:
             ray.init(address=address, log_to_driver=False)

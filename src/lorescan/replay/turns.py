@@ -185,7 +185,7 @@ class _SlotVariant:
     def turn(self, messages: Sequence[tuple[str, str]], turn_id: str) -> tuple[list[tuple], frozenset, str]:
         res = self.engine.run(messages, turn_id=turn_id, state=self.state, cache=self.cache)
         self.state = res.state
-        rows = []
+        rows: list[tuple] = []
         fired = []
         for r in res.log:
             if r.outcome == "inserted":

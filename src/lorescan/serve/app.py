@@ -712,7 +712,7 @@ def openapi_document() -> dict[str, Any]:
 def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
           log_level: str = "info", access_log: bool = False) -> None:
     """Run the service under uvicorn (blocks)."""
-    import uvicorn
+    import uvicorn  # import-cost: the serve extra loads only when serving
     read_token(config.token_file)                 # a bad token file fails here, not in every worker
     os.makedirs(config.books_dir, exist_ok=True)
     os.environ[CONFIG_ENV] = config.to_env()

@@ -51,7 +51,7 @@ from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry
 from .roll import passes_roll, roll_percent
 from .state import read_first_matched, with_first_matched
 
-__all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "RoleMessage", "Outcome", "OUTCOMES",
+__all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "RoleMessage", "Outcome", "OUTCOMES", "MatchedBy", "MATCHED_BY",
            "MAX_PASSES", "LogDetail", "LOG_DETAILS", "NoteCode", "NOTE_CODES", "RegexKeys"]
 
 MAX_PASSES = 3          # docs/slot-mode.md#slot-texts [decision]: 3 passes in total
@@ -69,6 +69,9 @@ ROLES = ("system", "user", "assistant")
 RoleMessage = tuple[str, str] | Mapping[str, Any]
 RegexKeys = Literal["form", "strict", "auto"]
 
+# LogRecord.matched_by: what activated the entry (a key, constant, @@activate, @@keep).
+MatchedBy = Literal["key", "constant", "activate", "keep"]
+MATCHED_BY: tuple[MatchedBy, ...] = get_args(MatchedBy)
 # LogRecord.detail: a machine-readable refinement of the outcome (docs/slot-mode.md).
 LogDetail = Literal["secondary_logic", "invalid_regex", "system_message_only", "recursion_only"]
 LOG_DETAILS: tuple[LogDetail, ...] = ("secondary_logic", "invalid_regex", "system_message_only",
@@ -81,7 +84,7 @@ NOTE_CODES: tuple[NoteCode, ...] = ("budget_stored", "budget_default", "system_m
 _GateBlocked = Literal["disabled", "blocked:dont_activate", "blocked:dont_activate_after_match",
                        "blocked:is_greeting", "blocked:is_user_icon", "blocked:activate_only_after",
                        "blocked:activate_only_every"]
-_GateVerdict = tuple[Literal["matched"], str, str] | tuple[_GateBlocked, str]
+_GateVerdict = tuple[Literal["matched"], MatchedBy, str] | tuple[_GateBlocked, str]
 
 
 class SlotMessage(NamedTuple):
@@ -113,7 +116,7 @@ class LogRecord:
     outcome: Outcome
     reason: str
     pass_number: int | None
-    matched_by: str | None
+    matched_by: MatchedBy | None
     matched_key: str | None
     roll: float | None
     tokens: int | None
@@ -274,7 +277,7 @@ class _Run:
     outcome: Outcome | None = None
     reason: str = ""
     pass_number: int | None = None
-    matched_by: str | None = None
+    matched_by: MatchedBy | None = None
     matched_key: str | None = None
     roll: float | None = None
     tokens: int | None = None
@@ -412,23 +415,33 @@ class SlotEngine:
             cache: ChatScan | None = None) -> SlotResult:
         """Build the lorebook slot for one request.
 
-        ``messages``: the conversation so far, **oldest first**, as ``(role, text)`` pairs or
-        ``{"role": ..., "content": ...}`` mappings (role ``system``, ``user`` or
-        ``assistant``; the greeting is the character's first message), not including the
-        reply being generated. System messages are not scanned and not counted; the number
-        of the others is the turn index ``M`` of docs/slot-mode.md#slot-gates.
-        ``turn_id``: identifies this turn for the probability roll (recommended:
-        conversation id plus ``M``); the same id gives the same rolls in every pass, dry
-        run, swipe and regeneration. ``state``: the value returned by the previous
-        request of this chat (None for a new chat); it is never modified. ``dry_run``:
-        the returned state equals the input. ``at_greeting``: whether the chat is still
-        at the greeting (default: no assistant message besides the greeting);
-        ``greeting_index``: the active greeting (0 = first message, k = k-th alternate),
-        None if unknown. ``user_icon``: the active user icon (with
-        ``user_icon_decorator``). ``substitute``: overrides the engine's macro hook for
-        this request. ``cache``: the chat's :class:`~lorescan.match.cache.ChatScan` (pass the same
-        one every turn so messages already scanned are not scanned again).
-        Raises :class:`SettingsError` for malformed messages or state.
+        Args:
+            messages: the conversation so far, **oldest first**, as :data:`RoleMessage`
+                values (role ``system``, ``user`` or ``assistant``; the greeting is the
+                character's first message), not including the reply being generated. System
+                messages are not scanned and not counted; the number of the others is the
+                turn index ``M`` of docs/slot-mode.md#slot-gates.
+            turn_id: identifies this turn for the probability roll (recommended:
+                conversation id plus ``M``); the same id gives the same rolls in every pass,
+                dry run, swipe and regeneration.
+            state: the value returned by the previous request of this chat (None for a new
+                chat); it is never modified.
+            dry_run: the returned state equals the input.
+            at_greeting: whether the chat is still at the greeting (default: no assistant
+                message besides the greeting).
+            greeting_index: the active greeting (0 = first message, k = k-th alternate),
+                None if unknown.
+            user_icon: the active user icon (with ``user_icon_decorator``).
+            substitute: overrides the engine's macro hook for this request.
+            cache: the chat's :class:`~lorescan.match.cache.ChatScan` (pass the same one
+                every turn so messages already scanned are not scanned again).
+
+        Returns:
+            The :class:`SlotResult`: the slot's messages, the request log (one
+            :class:`LogRecord` per entry, its ``outcome`` an :data:`Outcome`) and the new state.
+
+        Raises:
+            SettingsError: malformed messages or state.
         """
         chat = _read_messages(messages)
         first_matched = read_first_matched(state)
