@@ -54,6 +54,10 @@ class Limits:
     recursion stops and the result says so), ``regex_time_per_scan`` (seconds of regex
     evaluation one scan or slot run may spend in all; a key cut off is reported, never read
     as "no match").
+
+    Raises:
+        SettingsError: a limit that is not a positive integer (a positive finite number for
+            the time limits).
     """
 
     max_file_bytes: int = 64 * MiB

@@ -71,7 +71,11 @@ class Loss:
 
 @dataclass(frozen=True, slots=True)
 class LossReport:
-    """Everything a conversion did not carry over, in entry order."""
+    """Everything a conversion did not carry over, in entry order (what :func:`~lorescan.formats.convert` returns).
+
+    ``source_format`` and ``target_format`` are :data:`~lorescan.formats.FormatName` values;
+    each :class:`Loss` names the entry (None: the book), the field and why.
+    """
     source_format: str
     target_format: str
     losses: tuple[Loss, ...] = ()

@@ -168,7 +168,17 @@ _ABSENT = object()
 
 
 def write_bytes(data: Any) -> bytes:
-    """File content for :func:`convert`'s output (JSON is written indented, UTF-8)."""
+    """File content for :func:`convert`'s output.
+
+    Args:
+        data: what :func:`convert` returned (JSON data, or bytes for ``png``/``charx``).
+
+    Returns:
+        The bytes to write: JSON indented, UTF-8; bytes as they are.
+
+    Raises:
+        FormatError: a value JSON cannot hold (NaN, Infinity).
+    """
     if isinstance(data, bytes):
         return data
     try:

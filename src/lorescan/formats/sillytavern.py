@@ -39,9 +39,20 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
                fill_defaults: bool = True) -> Lorebook:
     """A :class:`Lorebook` from parsed SillyTavern world JSON.
 
-    ``name`` defaults to the book's own ``name`` field, else ``source``'s file stem.
-    Raises :class:`LorebookError` for a non-object book, non-object entries, duplicate uids
-    and ill-typed fields, naming the file, entry and field.
+    Args:
+        data: the parsed world (``{"entries": {...}, ...}``; entries as a list are accepted).
+        source: names the data in errors, and the book when it has no name.
+        name: the book's name (default: its own ``name`` field, else ``source``'s file stem).
+        fill_defaults: fill the fields an entry lacks with SillyTavern's editor defaults
+            (listed in ``Entry.filled``, left out when written back).
+
+    Returns:
+        The book, with what a lossless write-back needs in ``origin``.
+
+    Raises:
+        FormatError: a book that is not an object, or has no ``entries``.
+        LorebookError: non-object entries, duplicate uids and ill-typed fields, naming the
+            file, entry and field.
     """
     if not isinstance(data, Mapping):
         raise FormatError(f"a SillyTavern world must be a JSON object, got {type(data).__name__}",
@@ -97,10 +108,16 @@ def write_world(book: Lorebook, *, include_filled: bool | None = None) -> dict[s
     """The book as SillyTavern world JSON data.
 
     A book read from a world file is written under its original entry keys, in file order,
-    with its other top-level fields. ``include_filled`` (default: only for books read from
-    another format) also writes the editor defaults the reader filled in, as SillyTavern does
-    on import. Use :func:`lorescan.formats.convert` to also get the report of what a book
-    from another format loses on the way.
+    with its other top-level fields. Use :func:`lorescan.formats.convert` to also get the
+    report of what a book from another format loses on the way.
+
+    Args:
+        book: the book.
+        include_filled: also write the editor defaults the reader filled in, as SillyTavern
+            does on import (default: only for books read from another format).
+
+    Returns:
+        The world as JSON data (a dict), ready for ``json.dump``.
     """
     if include_filled is None:
         include_filled = book.format not in ("sillytavern", "kobold")
@@ -143,7 +160,13 @@ def write_world(book: Lorebook, *, include_filled: bool | None = None) -> dict[s
 
 
 def load_world_file(path: str) -> Lorebook:
-    """Read a SillyTavern world JSON file."""
+    """Read a SillyTavern world JSON file (without :func:`~lorescan.formats.load`'s format detection and limits).
+
+    Raises:
+        FormatError: the file is not UTF-8 JSON.
+        LorebookError: see :func:`read_world`.
+        OSError: the file cannot be read.
+    """
     try:
         with open(path, "rb") as fh:
             data = json.loads(fh.read().decode("utf-8-sig"))

@@ -288,32 +288,36 @@ class _Run:
 class SlotEngine:
     """Lorebook-slot mode over a fixed set of attached books, compiled once.
 
-    ``books``: the attached books in attachment order (a :class:`Lorebook`, or a
-    :class:`SlotBook` to set the book's id or settings); their entries form one pool.
-    ``count_tokens``: the model's tokenizer, any ``str -> int`` (default: tiktoken
-    ``cl100k_base`` loaded offline); each entry's count is cached with the engine.
-    ``substitute``: macro hook applied to keys containing ``{{`` and to the content of
-    every entry that passes its roll (may be overridden per request). ``match_options``:
-    plain-key rules (default: the improved rules of docs/improved-profile.md). ``regex_keys``: ``"form"``
-    (docs/slot-mode.md#slot-keys [decision, revised]): a ``/pattern/flags`` key is a regex whatever
-    ``use_regex`` says, an invalid one never matches, any other key is plain text;
-    ``"strict"`` (``"ccv3"`` is accepted as its older name): the CCv3 reading of each
-    entry's ``use_regex`` (true: every key must be ``/pattern/flags`` and secondary keys
-    are ignored; false: every key is literal); ``"auto"``: SillyTavern's per-key
-    detection (an invalid ``/…/`` key is literal text). ``user_icon_decorator``:
-    accept ``@@is_user_icon`` (the caller then passes ``user_icon`` to :meth:`run`).
-    ``regex_timeout``: CPU seconds allowed to one regex key on one text. ``limits``:
-    ``regex_time_per_scan`` bounds all regex time of one :meth:`run` (cut-off keys are
-    listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons); a regex key
-    past ``max_regex_length`` / ``max_regex_nesting`` raises :class:`RegexKeyError`.
+    ``budget`` is the pool's token budget (docs/slot-mode.md#slot-pool [decision, revised]: the
+    largest budget an attached book stores, the default 800 only when none stores one);
+    ``budget_book`` names the book it comes from (None for the default) and ``budget_reason``
+    says so in words. The engine is immutable once built apart from its token-count cache;
+    one engine may serve many chats and threads at once (per-chat data lives in the ``state``).
 
-    ``budget`` is the pool's token budget (docs/slot-mode.md#slot-pool [decision, revised]: the largest budget
-    an attached book stores, the default 800 only when none stores one); ``budget_book``
-    names the book it comes from (None for the default) and ``budget_reason`` says so in
-    words. The engine is immutable once built apart from its token-count cache; one engine
-    may serve many chats and threads at once (per-chat data lives in the ``state``).
-    Raises :class:`LorebookError` for an entry field of the wrong type and
-    :class:`SettingsError` for bad settings or two books with the same id.
+    Args:
+        books: the attached books in attachment order (a :class:`Lorebook`, or a
+            :class:`SlotBook` to set the book's id or settings); their entries form one pool.
+        count_tokens: the model's tokenizer, any ``str -> int`` (default: tiktoken
+            ``cl100k_base`` loaded offline); each entry's count is cached with the engine.
+        substitute: macro hook applied to keys containing ``{{`` and to the content of every
+            entry that passes its roll (may be overridden per request).
+        match_options: plain-key rules (default: the improved rules of docs/improved-profile.md).
+        regex_keys: ``"form"`` (docs/slot-mode.md#slot-keys [decision, revised]): a
+            ``/pattern/flags`` key is a regex whatever ``use_regex`` says, an invalid one never
+            matches, any other key is plain text; ``"strict"`` (``"ccv3"`` is accepted as its
+            older name): the CCv3 reading of each entry's ``use_regex`` (true: every key must
+            be ``/pattern/flags`` and secondary keys are ignored; false: every key is literal);
+            ``"auto"``: SillyTavern's per-key detection (an invalid ``/…/`` key is literal text).
+        user_icon_decorator: accept ``@@is_user_icon`` (the caller then passes ``user_icon``
+            to :meth:`run`).
+        regex_timeout: CPU seconds allowed to one regex key on one text.
+        limits: ``regex_time_per_scan`` bounds all regex time of one :meth:`run` (cut-off keys
+            are listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons).
+
+    Raises:
+        RegexKeyError: a regex key past ``max_regex_length`` / ``max_regex_nesting``.
+        LorebookError: an entry field of the wrong type.
+        SettingsError: bad settings, or two books with the same id.
     """
 
     def __init__(self, books: Sequence[Lorebook | SlotBook], *,
