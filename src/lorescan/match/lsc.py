@@ -743,7 +743,7 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
             r.fail(f"unreadable automaton ({type(exc).__name__}: {exc})")
     tables = tuple(bytes(r.blob(f"table{i}")) for i in range(meta["n_tables"]))
     matcher = types.matcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
-                         meta["has_newline"])
+                            meta["has_newline"])
     # The regexes are translated on their first search (JSRegex compiles itself once and
     # keeps the result): a load does no regex work, a scan never translates again.
     regexes = tuple(JSRegex(source, flags, None, line_local, hazard)
