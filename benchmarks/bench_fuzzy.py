@@ -31,7 +31,8 @@ from conftest import SHORT, make_book, make_chat
 from lorescan import BACKEND
 from lorescan.match.cache import ChatScan
 from lorescan.match.compile import EMPTY, KeyMatcher, compile_book
-from lorescan.model import Lorebook, MatchOptions, STSettings, entry_from_fields
+from lorescan.match import MatchOptions
+from lorescan.model import Lorebook, STSettings, entry_from_fields
 from lorescan.st.engine import BookSource, ChatMessage, STEngine
 
 N_KEYS = 1_000

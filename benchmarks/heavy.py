@@ -28,7 +28,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from lorescan.model import Lorebook, book_from_entries
+from lorescan.model import Lorebook
+from lorescan.formats.sillytavern import book_from_entries
 from lorescan.st.engine import ChatMessage
 
 __all__ = ["CLUSTER", "CAST", "REGEX_SHARE", "HeavyBook", "heavy_book", "heavy_chat"]

@@ -1,4 +1,4 @@
-"""Shared fixtures: native kernels and their pure-Python twins, the real-data sets.
+"""Shared fixtures: the native kernel (its twin is imported by the parity tests), the real-data sets.
 
 The synthetic SillyTavern vectors live in the repository (``tests/conformance/st``). The
 real-data sets (``corpus/`` and ``conformance/st-real``: other people's books and chats)
@@ -17,8 +17,6 @@ from types import ModuleType
 
 import pytest
 from hypothesis import settings
-
-from lorescan import _hits_py, _wordscan_py
 
 # HYPOTHESIS_PROFILE=ci (CI): 1,000 examples per property that does not set its own count,
 # no deadline (a shared runner is slow); the default "dev" profile is hypothesis's defaults.
@@ -71,23 +69,15 @@ def built(name: str) -> ModuleType:
         pytest.skip(f"lorescan.{name} is not built here")
 
 
-@pytest.fixture(scope="session", params=["twin", "native"])
-def wordscan(request) -> ModuleType:
-    """Every behaviour test that takes ``wordscan`` runs on both the twin and the native kernel."""
-    return _wordscan_py if request.param == "twin" else built("_wordscan_c")
+@pytest.fixture(scope="session")
+def native_hits() -> ModuleType:
+    """The built ``_hits_c`` (the parity tests compare it with ``_hits_py``)."""
+    return built("_hits_c")
 
 
 @pytest.fixture(scope="session", params=["twin", "native"])
 def hits(request) -> ModuleType:
     """Every behaviour test that takes ``hits`` runs on both the twin and the native kernel."""
-    return _hits_py if request.param == "twin" else built("_hits_c")
-
-
-@pytest.fixture(scope="session")
-def native_wordscan() -> ModuleType:
-    return built("_wordscan_c")
-
-
-@pytest.fixture(scope="session")
-def native_hits() -> ModuleType:
+    if request.param == "twin":
+        return importlib.import_module("lorescan._hits_py")
     return built("_hits_c")

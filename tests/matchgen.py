@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from lorescan.match.compile import compile_book
 from lorescan.match.cache import ChatScan
 from lorescan.match.view import ScanView, Window
-from lorescan.model import Lorebook, MatchOptions, entry_from_fields
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.match import MatchOptions
 from tests.support.reference_matcher import ReferenceScanView
 
 # Characters chosen for the traps of SPEC 5.2, 13.2 and 16: case mapping that changes length

@@ -10,7 +10,8 @@ import pytest
 from lorescan.match.compile import compile_book
 from lorescan.match.cache import ChatScan
 from lorescan.match.view import ScanView, Window
-from lorescan.model import Lorebook, MatchOptions, entry_from_fields
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.match import MatchOptions
 
 
 def _book(*entries: dict) -> Lorebook:

@@ -18,7 +18,9 @@ from lorescan.match import fuzzy as fuzzy_mod
 from lorescan.match.cache import ChatScan
 from lorescan.match.compile import compile_book
 from lorescan.match.fuzzy import FuzzyIndex, key_words
-from lorescan.model import Lorebook, MatchOptions, book_from_entries
+from lorescan.formats import book_from_entries
+from lorescan.match import MatchOptions
+from lorescan.model import Lorebook
 from lorescan.slot.decorators import parse_decorators
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -270,7 +272,7 @@ def test_books_without_fuzzy_keys_never_load_rapidfuzz():
     code = textwrap.dedent("""
         import sys
         from lorescan import BookSource, ChatMessage, STEngine, STSettings, SlotEngine
-        from lorescan.model import book_from_entries
+        from lorescan.formats import book_from_entries
         book = book_from_entries("b", [{"uid": 0, "key": ["Hermione"], "content": "HG"}])
         st = STEngine([BookSource(book, ("global",))], STSettings(), compat="improved")
         assert st.scan([ChatMessage("u", "Hermione", is_user=True)], max_context=8192).world_info_before == "HG"

@@ -16,7 +16,7 @@ from lorescan.lint import CODES, Finding, LintOptions, Severity, lint_book, wors
 from lorescan.lint.command import github_line, lint_command, summary
 from lorescan.lint.keys import probe_regex
 from lorescan.lint.words import common_words, detect_language, hidden_in_words
-from lorescan.model import book_from_entries
+from lorescan.formats import book_from_entries
 
 from conftest import need_shared, shared_files
 

@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 from conftest import SHARED, need_shared, or_absent
 
-from lorescan import BookSource, ChatMessage, CompiledBook, LorebookError, MatchOptions, SlotEngine, STEngine, STSettings, compile_book, load, load_compiled, save_compiled
+from lorescan import BookSource, ChatMessage, CompiledBook, LorebookError, SlotEngine, STEngine, STSettings, compile_book, load, load_compiled, save_compiled
 from lorescan.app.cli import main as cli_main
 from lorescan.formats import convert
-from lorescan.match.lsc import FORMAT_VERSION, MAGIC, CompiledFormError, decode_value, encode_compiled, encode_value, restore_compiled
-from lorescan.model import Entry, FrozenMap, Lorebook, book_from_entries, entry_from_fields
+from lorescan.match import MatchOptions
+from lorescan.match.compile import restore_compiled
+from lorescan.match.lsc import FORMAT_VERSION, MAGIC, CompiledFormError, decode_value, encode_compiled, encode_value
+from lorescan.model import Entry, FrozenMap, Lorebook, entry_from_fields
+from lorescan.formats.sillytavern import book_from_entries
 
 CORPUS = SHARED / "corpus"
 REAL_BOOKS = sorted((CORPUS / "books").glob("*.json"))

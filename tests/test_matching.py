@@ -10,25 +10,34 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SHARED, need_shared, or_absent
-from lorescan import BACKEND
 from lorescan.match.compile import compile_book
 from lorescan.formats import load
 from lorescan.match.cache import ChatScan
 from lorescan.match.view import ScanView, Window, match_plain_key
-from lorescan.model import Lorebook, MatchOptions, entry_from_fields
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.match import MatchOptions
 from matchgen import books, check_agreement, options, substitute_char, texts, windows
 from tests.support.reference_matcher import ReferenceScanView
 
 MANY = settings(max_examples=1000, deadline=None)
 
 
-def test_backend_names_the_kernels_in_use():
-    from lorescan import _hits_py, _kernels
-    assert BACKEND == ("python" if _kernels.hits is _hits_py else "native")
-    if os.environ.get("LORESCAN_PURE_PYTHON") == "1":
-        assert BACKEND == "python"
-    elif os.environ.get("LORESCAN_REQUIRE_NATIVE") == "1":
-        assert BACKEND == "native"
+def test_backend_says_native_exactly_when_the_built_hit_kernel_is_in_use():
+    # in fresh interpreters: BACKEND is decided once, at the first import of the kernels
+    import importlib.util
+    import subprocess
+    import sys
+    built = importlib.util.find_spec("lorescan._hits_c") is not None
+    code = "import lorescan, lorescan._kernels as k; print(lorescan.BACKEND, k.hits.__name__)"
+    for forced, want in ((False, "native" if built else "python"), (True, "python")):
+        env = {k: v for k, v in os.environ.items() if k != "LORESCAN_PURE_PYTHON"}
+        if forced:
+            env["LORESCAN_PURE_PYTHON"] = "1"
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == [want, "lorescan._hits_c" if want == "native" else "lorescan._hits_py"]
+    if os.environ.get("LORESCAN_REQUIRE_NATIVE") == "1":
+        assert built
 
 
 @st.composite

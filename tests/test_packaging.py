@@ -192,7 +192,7 @@ def test_import_lorescan_loads_no_heavy_module_until_a_name_is_used():
     # the interpreter had loaded already (site hooks differ between environments) do not count.
     code = ("import sys\n"
             "heavy = {'regex', 'tiktoken', 'ahocorasick', 'lorescan.formats', 'lorescan.st.engine',\n"
-            "         'lorescan._wordscan_py', 'lorescan._kernels', 'typing', 'json'}\n"
+            "         'lorescan._wordchars', 'lorescan._kernels', 'typing', 'json'}\n"
             "before = heavy & set(sys.modules)\n"
             "import lorescan\n"
             "print(sorted((heavy & set(sys.modules)) - before))\n"
@@ -213,6 +213,32 @@ def test_every_public_name_resolves_and_dir_lists_it():
         assert "no_such_name" in str(exc)
     else:
         raise AssertionError("an unknown attribute must raise AttributeError")
+
+
+def test_the_match_package_exports_resolve_lazily():
+    import lorescan.match
+    for name in lorescan.match.__all__:
+        assert getattr(lorescan.match, name) is not None, name
+    assert set(lorescan.match.__all__) <= set(dir(lorescan.match))
+    code = ("import sys\nimport lorescan.model, lorescan.match\n"
+            "print(sorted(m for m in ('lorescan.match.compile', 'lorescan.match.lsc', 'ahocorasick', 'numpy')"
+            " if m in sys.modules))\n"
+            "from lorescan.match import MatchOptions\nprint(MatchOptions.__module__)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["[]", "lorescan.match.options"]
+
+
+def test_one_meaning_per_public_name():
+    # a public name of lorescan is the same object wherever a subpackage exports it too
+    import lorescan.formats
+    import lorescan.match
+    import lorescan.slot
+    for package in (lorescan.match, lorescan.slot, lorescan.formats):
+        for name in set(package.__all__) & set(lorescan.__all__):
+            assert getattr(package, name) is getattr(lorescan, name), f"{package.__name__}.{name}"
+    assert not hasattr(lorescan.slot, "ChatMessage")          # slot mode's input is a RoleMessage
+    assert "MatchOptions" not in lorescan.__all__ and "MatchOptions" not in lorescan.model.__all__
 
 
 def test_extras_used_without_an_import_are_really_used():

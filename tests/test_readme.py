@@ -35,3 +35,12 @@ def test_a_python_example_in_the_readme_runs(code, capsys):
     finally:
         os.chdir(old)
     assert capsys.readouterr().out.strip(), "the example prints something"
+
+
+def test_the_development_section_maps_every_subpackage_to_a_pipeline_step():
+    section = README[README.index("## Development"):]
+    steps = re.findall(r"^\d\. (.*)$", section, re.M)
+    assert len(steps) == 4, steps
+    named = set(re.findall(r"`(\w+)/`", "\n".join(steps)))
+    packages = {p.parent.name for p in (ROOT / "src" / "lorescan").glob("*/__init__.py")}
+    assert named == packages, f"missing: {sorted(packages - named)}, gone: {sorted(named - packages)}"

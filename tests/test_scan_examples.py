@@ -5,7 +5,8 @@ import functools
 
 import pytest
 
-from lorescan.model import Compat, STSettings, book_from_entries
+from lorescan.model import Compat, STSettings
+from lorescan.formats.sillytavern import book_from_entries
 from lorescan.st.engine import BookSource, ChatMessage, STEngine
 from lorescan.js.text import js_count_words
 

@@ -2,9 +2,9 @@
 """Per-text hit sets and window unions. Twin: src/lorescan/_hits_py.py."""
 from lorescan._chars cimport MODEL_ASCII, MODEL_NOSPACE, occurrence_ok
 
-from lorescan import _wordscan_py
+from lorescan import _wordchars
 
-cdef bytes _TABLE_BYTES = _wordscan_py.CHAR_TABLE
+cdef bytes _TABLE_BYTES = _wordchars.CHAR_TABLE
 cdef const unsigned char* TABLE = _TABLE_BYTES
 EMPTY = frozenset()
 

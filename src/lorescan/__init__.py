@@ -13,22 +13,33 @@ import importlib
 
 from ._version import __version__
 
-# public name -> the module (relative to this package) that defines it
+# public name -> the module (relative to this package) that defines it. SillyTavern mode's
+# names are those of the `st` package's modules as they stand (issue 10's stage split may
+# move them inside `st/`; only these module paths change then).
 _LAZY = {
     "BACKEND": "._kernels",
+    # SillyTavern mode: the engine, its inputs and its results
     "STEngine": ".st.engine", "STResult": ".st.engine", "BookSource": ".st.engine", "Character": ".st.engine",
-    "ChatMessage": ".st.engine", "Diagnostic": ".st.engine", "EntryId": ".st.engine",
-    "STSettings": ".model", "Compat": ".model", "Entry": ".model", "Lorebook": ".model",
-    "MatchOptions": ".model",
-    "TimedEffects": ".st.timed",
-    "SlotEngine": ".slot", "SlotResult": ".slot", "SlotBook": ".slot", "BookSettings": ".slot",
-    "load": ".formats", "convert": ".formats",
-    "compile_book": ".match.compile", "CompiledBook": ".match.compile",
-    "ChatScan": ".match.cache",
-    "load_compiled": ".match.lsc", "save_compiled": ".match.lsc",
+    "ChatMessage": ".st.engine", "Diagnostic": ".st.engine", "EntryId": ".st.engine", "LoopRecord": ".st.engine",
+    "Placement": ".st.place", "DepthGroup": ".st.place",
+    "TimedEffects": ".st.timed", "EffectRecord": ".st.timed",
+    "STSettings": ".model", "Compat": ".model",
+    # lorebook-slot mode
+    "SlotEngine": ".slot", "SlotResult": ".slot", "SlotMessage": ".slot", "LogRecord": ".slot",
+    "RequestNote": ".slot", "RoleMessage": ".slot", "SlotBook": ".slot", "BookSettings": ".slot",
+    "Outcome": ".slot", "OUTCOMES": ".slot", "LogDetail": ".slot", "NoteCode": ".slot", "MatchedBy": ".slot",
+    # books: the model, files in any format
+    "Entry": ".model", "Lorebook": ".model", "Origin": ".model", "entry_from_fields": ".model",
+    "load": ".formats", "load_data": ".formats", "convert": ".formats", "Loss": ".formats",
+    "LossReport": ".formats", "FormatName": ".formats", "book_from_entries": ".formats",
+    # compiled books and the hit cache (more compile-level tools: lorescan.match)
+    "compile_book": ".match.compile", "CompiledBook": ".match.compile", "load_compiled": ".match.compile",
+    "save_compiled": ".match.lsc", "ChatScan": ".match.cache",
+    # token counters (more: lorescan.tokens)
     "TiktokenCounter": ".tokens", "IncrementalCount": ".tokens", "count_words": ".tokens",
+    # errors and limits
     "LorebookError": ".errors", "FormatError": ".errors", "SettingsError": ".errors",
-    "RegexKeyError": ".errors",
+    "RegexKeyError": ".errors", "CompiledFormError": ".match.lsc",
     "Limits": ".limits", "DEFAULT_LIMITS": ".limits",
 }
 
@@ -37,16 +48,18 @@ __all__ = ["__version__", *_LAZY]
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing alone costs more than the rest
 if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, imported eagerly
     from ._kernels import BACKEND
-    from .match.compile import CompiledBook, compile_book
     from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
-    from .formats import convert, load
-    from .match.cache import ChatScan
+    from .formats import FormatName, Loss, LossReport, book_from_entries, convert, load, load_data
     from .limits import DEFAULT_LIMITS, Limits
-    from .match.lsc import load_compiled, save_compiled
-    from .model import Compat, Entry, Lorebook, MatchOptions, STSettings
-    from .st.engine import BookSource, Character, ChatMessage, Diagnostic, EntryId, STEngine, STResult
-    from .slot import BookSettings, SlotBook, SlotEngine, SlotResult
-    from .st.timed import TimedEffects
+    from .match.cache import ChatScan
+    from .match.compile import CompiledBook, compile_book, load_compiled
+    from .match.lsc import CompiledFormError, save_compiled
+    from .model import Compat, Entry, Lorebook, Origin, STSettings, entry_from_fields
+    from .slot import (OUTCOMES, BookSettings, LogDetail, LogRecord, MatchedBy, NoteCode, Outcome, RequestNote,
+                       RoleMessage, SlotBook, SlotEngine, SlotMessage, SlotResult)
+    from .st.engine import BookSource, Character, ChatMessage, Diagnostic, EntryId, LoopRecord, STEngine, STResult
+    from .st.place import DepthGroup, Placement
+    from .st.timed import EffectRecord, TimedEffects
     from .tokens import IncrementalCount, TiktokenCounter, count_words
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Sequence
 
-from . import _wordscan_py as _ws
+from . import _wordchars as _ws
 
 __all__ = ["text_hits", "window_union", "entries_hit"]
 

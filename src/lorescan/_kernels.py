@@ -1,9 +1,9 @@
-"""The one place that picks native kernels or their pure-Python twins (once, at first import).
+"""The one place that picks the native kernel or its pure-Python twin (once, at first import).
 
-``LORESCAN_PURE_PYTHON=1`` forces the twins. A kernel that is not built falls back to its
-twin; a kernel that is built but fails to import is an error, not a fallback. A twin is
-imported only when it is used (the native kernels import ``_wordscan_py`` themselves, for
-its character table).
+One kernel serves the hot path: ``hits`` (``native/lorescan/_hits_c.pyx``, twin
+``_hits_py``), the per-text hit sets and window unions every scan runs. ``LORESCAN_PURE_PYTHON=1``
+forces the twin. A kernel that is not built falls back to its twin; a kernel that is built
+but fails to import is an error, not a fallback. ``BACKEND`` says which one is live.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-__all__ = ["wordscan", "hits", "BACKEND"]
+__all__ = ["hits", "BACKEND"]
 
 
 def _native_or_twin(name: str, twin: str) -> tuple[ModuleType, bool]:
@@ -28,9 +28,7 @@ def _native_or_twin(name: str, twin: str) -> tuple[ModuleType, bool]:
 
 if TYPE_CHECKING:
     from . import _hits_py as hits
-    from . import _wordscan_py as wordscan
     BACKEND: str
 else:
-    wordscan, _native_wordscan = _native_or_twin("_wordscan_c", "_wordscan_py")
     hits, _native_hits = _native_or_twin("_hits_c", "_hits_py")
-    BACKEND = "native" if _native_wordscan and _native_hits else "python"
+    BACKEND = "native" if _native_hits else "python"

@@ -7,8 +7,13 @@ __all__ = ["LorebookError", "FormatError", "SettingsError", "RegexKeyError"]
 class LorebookError(ValueError):
     """Bad input, located: which file, which entry, which field, what is wrong.
 
-    ``source`` names the file (or ``"<memory>"``), ``entry`` the entry's uid or index,
-    ``field`` the field (``"key[3]"`` for one item of a list).
+    The message reads ``"<source>, entry <entry>, field <field>: <problem>"``.
+
+    Args:
+        problem: what is wrong, in words.
+        source: the file (or ``"<memory>"``, ``"settings"``, ``"messages"``, ...).
+        entry: the entry's uid or index, if one entry is at fault.
+        field: the field (``"key[3]"`` for one item of a list), if one field is at fault.
     """
 
     def __init__(self, problem: str, *, source: str = "<memory>", entry: object = None,

@@ -54,6 +54,10 @@ class Limits:
     recursion stops and the result says so), ``regex_time_per_scan`` (seconds of regex
     evaluation one scan or slot run may spend in all; a key cut off is reported, never read
     as "no match").
+
+    Raises:
+        SettingsError: a limit that is not a positive integer (a positive finite number for
+            the time limits).
     """
 
     max_file_bytes: int = 64 * MiB
@@ -89,13 +93,22 @@ DEFAULT_LIMITS = Limits()
 
 
 def check_book(book: "Lorebook", limits: Limits = DEFAULT_LIMITS, *, source: str | None = None) -> None:
-    """Raise :class:`LorebookError` naming the limit, the value, the entry and the field if
-    ``book`` exceeds ``limits`` (entries per book, key and regex length, content length).
+    """Check a book against ``limits`` (entries per book, key and regex length, content length).
 
     ``load`` calls it on every book it reads; ``compile_book`` and both engines call it on
     every book they are given, so a book built in memory is held to the same bounds.
+
+    Args:
+        book: the book.
+        limits: the bounds.
+        source: names the book in errors (default: ``book.source``).
+
+    Raises:
+        RegexKeyError: a regex key's pattern over ``max_regex_length``.
+        LorebookError: any other limit exceeded, naming the limit, the value, the entry and
+            the field.
     """
-    from .js.regex import split_regex_key
+    from .js.regex import split_regex_key  # import-cost: the `regex` package loads only for a key past a limit
     src = source or book.source
     n = len(book.entries)
     if n > limits.max_entries:

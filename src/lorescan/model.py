@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 from .errors import LorebookError, SettingsError
+from .js.text import js_trim
+from .match.options import MatchOptions
 
 __all__ = [
-    "Compat", "FrozenMap", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "STSettings", "MatchOptions", "js_truthy",
-    "entry_from_fields", "POSITION_NAMES", "SELECTIVE_LOGIC_NAMES",
+    "Compat", "FrozenMap", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "STSettings", "js_truthy",
+    "entry_from_fields", "Origin", "POSITION_NAMES", "SELECTIVE_LOGIC_NAMES",
 ]
 
 # SillyTavern's new-entry template, in the order its editor writes the fields (docs/sillytavern-mode.md#st-entries).
@@ -88,7 +90,6 @@ def _js_loose_true(value: Any) -> bool:
     if isinstance(value, (int, float)):
         return value == 1
     if isinstance(value, str):
-        from .js.text import js_trim
         try:
             return float(js_trim(value)) == 1.0
         except ValueError:
@@ -331,6 +332,20 @@ def _deep_copy_json(value: Any) -> Any:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Origin:
+    """What a same-format writer needs (``Lorebook.origin``): the document as read and each raw entry by uid.
+
+    Filled by the readers in :mod:`lorescan.formats`; stored as a value in the compact compiled form.
+    """
+    document: Any
+    raw_entries: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)
+    read_fields: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)
+    order: tuple[Any, ...] = ()
+    container: bytes | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Lorebook:
     """A named book: entries in SillyTavern's visiting order, plus its other top-level fields.
 
@@ -420,49 +435,6 @@ class STSettings:
             raise SettingsError(f"unknown setting(s): {', '.join(map(str, unknown))}", source="settings",
                                 field=str(unknown[0]))
         return cls(**dict(data))
-
-
-@dataclass(frozen=True, slots=True)
-class MatchOptions:
-    """How plain keys match (docs/sillytavern-mode.md#st-plain-keys and 16.1-16.4); part of what a CompiledBook is built for.
-
-    ``case_sensitive`` / ``match_whole_words`` are the defaults for entries whose own
-    override is null. ``word_chars``: ``"ascii"`` (SillyTavern) or ``"unicode"``;
-    ``nospace_scripts``: treat CJK/Thai/... characters as boundaries (only with unicode);
-    ``multiword``: ``"substring"`` (SillyTavern) or ``"bounded"``; ``blank_keys``:
-    ``"match_all"`` (SillyTavern) or ``"ignore"``.
-    """
-
-    case_sensitive: bool = False
-    match_whole_words: bool = False
-    word_chars: str = "ascii"
-    nospace_scripts: bool = False
-    multiword: str = "substring"
-    blank_keys: str = "match_all"
-
-    def __post_init__(self) -> None:
-        _require(self.word_chars in ("ascii", "unicode"), f"bad value {self.word_chars!r}", "word_chars")
-        _require(self.multiword in ("substring", "bounded"), f"bad value {self.multiword!r}", "multiword")
-        _require(self.blank_keys in ("match_all", "ignore"), f"bad value {self.blank_keys!r}", "blank_keys")
-
-    @classmethod
-    def sillytavern(cls, *, case_sensitive: bool = False, match_whole_words: bool = False) -> "MatchOptions":
-        """SillyTavern's exact rules (the ``compat="sillytavern"`` profile)."""
-        return cls(case_sensitive, match_whole_words, "ascii", False, "substring", "match_all")
-
-    @classmethod
-    def improved(cls, *, case_sensitive: bool = False, match_whole_words: bool = False) -> "MatchOptions":
-        """lorescan's improved rules (docs/improved-profile.md#word-chars to #blank-keys)."""
-        return cls(case_sensitive, match_whole_words, "unicode", True, "bounded", "ignore")
-
-
-def book_from_entries(name: str, entries: Sequence[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
-                      *, source: str = "<memory>") -> Lorebook:
-    """Convenience: a book from SillyTavern-shaped entry dicts (a list or a uid-keyed map)."""
-    from .formats.sillytavern import read_world
-    if not isinstance(entries, Mapping):
-        entries = {str(e.get("uid", i)) if isinstance(e, Mapping) else str(i): e for i, e in enumerate(entries)}
-    return read_world({"entries": dict(entries)}, source=source, name=name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,14 @@ TokenCounter = Callable[[str], int]
 
 
 def count_words(text: str) -> int:
-    """Words in ``text``: JS ``text.split(/\\s+/).filter(Boolean).length`` (the conformance vectors' token rule)."""
+    """Words in ``text``: JS ``text.split(/\\s+/).filter(Boolean).length`` (the conformance vectors' token rule).
+
+    Args:
+        text: any text.
+
+    Returns:
+        The number of runs of non-whitespace (JavaScript's whitespace set).
+    """
     return js_count_words(text)
 
 
@@ -50,7 +57,7 @@ def resolve_offline_encoding(name: str) -> "tiktoken.Encoding":
     Raises ``ValueError`` when no offline copy of ``name`` is installed (asking tiktoken for
     the plain name would download it).
     """
-    import tiktoken
+    import tiktoken  # import-cost: tiktoken loads on the first count, not with lorescan
 
     available = set(tiktoken.list_encoding_names())
     for candidate in (name if name.endswith("_offline") else f"{name}_offline",):
@@ -117,14 +124,21 @@ class _ByteBoundedCache:
 class TiktokenCounter:
     """Counts BPE tokens with a tiktoken encoding loaded offline; ``str -> int``.
 
-    ``encoding``: an encoding name (resolved by :func:`resolve_offline_encoding`, default
-    ``"cl100k_base"``) or a ready ``tiktoken.Encoding``. ``cache_size``: how many distinct
-    strings keep their count (least recently used are forgotten first); ``cache_bytes``:
-    the most the cached strings may hold (default 8 MiB; a text over an eighth of it is
-    never cached); 0 for either disables the cache. Engines keep their own per-entry
-    counts (:func:`count_text`), so this cache only serves callers that count the same
-    loose strings again. Special-token text such as ``<|endoftext|>`` is counted as
-    ordinary text. Thread-safe: the encoding is immutable and the cache is locked.
+    Engines keep their own per-entry counts (:func:`count_text`), so this cache only serves
+    callers that count the same loose strings again. Special-token text such as
+    ``<|endoftext|>`` is counted as ordinary text. Thread-safe: the encoding is immutable
+    and the cache is locked.
+
+    Args:
+        encoding: an encoding name (resolved by :func:`resolve_offline_encoding`, default
+            ``"cl100k_base"``) or a ready ``tiktoken.Encoding``.
+        cache_size: how many distinct strings keep their count (least recently used are
+            forgotten first); 0 disables the cache.
+        cache_bytes: the most the cached strings may hold (default 8 MiB; a text over an
+            eighth of it is never cached); 0 disables the cache.
+
+    Raises:
+        ValueError: no offline copy of the named encoding is installed (see :func:`resolve_offline_encoding`).
     """
 
     def __init__(self, encoding: "str | tiktoken.Encoding" = "cl100k_base", *,

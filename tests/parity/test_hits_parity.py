@@ -11,7 +11,8 @@ from conftest import need_shared
 from lorescan import _hits_py
 from lorescan.match.compile import compile_book
 from lorescan.formats.sillytavern import load_world_file
-from lorescan.model import MatchOptions
+from lorescan.match import MatchOptions
+from lorescan.model import Lorebook, entry_from_fields
 from matchgen import books, options, texts
 
 MANY = settings(max_examples=1000, deadline=None)
@@ -63,3 +64,22 @@ def test_corpus_chats_give_the_same_hits(native_hits):
                 for text in msgs:
                     args = (text, m.automaton, m.tables, m.model, m.scan_raw, m.scan_lower)
                     assert native_hits.text_hits(*args) == _hits_py.text_hits(*args)
+
+
+def test_every_code_point_gives_the_same_whole_word_boundaries(native_hits):
+    # the key "a" as a whole word between a code point and itself, under each word model:
+    # covers the class table, the astral path and each model's boundary rule
+    m_by_model = {}
+    for opts in (MatchOptions.sillytavern(match_whole_words=True), MatchOptions.improved(match_whole_words=True),
+                 MatchOptions(False, True, "unicode", False, "substring", "match_all")):
+        book = Lorebook(name="b", entries=(entry_from_fields({"uid": 0, "key": ["a"], "content": "x"}),))
+        m = compile_book(book, opts).matcher
+        m_by_model[m.model] = m
+    assert sorted(m_by_model) == [0, 1, 2]
+    for m in m_by_model.values():
+        for cp in list(range(0, 0x3100)) + list(range(0x1F000, 0x1F100)) + list(range(0x20000, 0x20010)):
+            if 0xD800 <= cp <= 0xDFFF:
+                continue
+            text = chr(cp) + "a" + chr(cp)
+            args = (text, m.automaton, m.tables, m.model, m.scan_raw, m.scan_lower)
+            assert native_hits.text_hits(*args) == _hits_py.text_hits(*args), (hex(cp), m.model)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from lorescan.match.view import EntryMatch, MAX_SCAN_DEPTH, SOURCE_NAMES, Window
-from lorescan.model import Entry, MatchOptions
+from lorescan.model import Entry
+from lorescan.match import MatchOptions
 import unicodedata
 
 import regex

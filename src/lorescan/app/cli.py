@@ -7,41 +7,39 @@ import sys
 from typing import Sequence
 
 from ..errors import LorebookError
+from ..model import Compat
+from ..replay.cli import add_parsers, add_replay_parser, replay_batch_command, replay_command, summarize_command  # pyarrow, Ray: when run
 
 __all__ = ["main"]
 
 
 def _cmd_conformance(args: argparse.Namespace) -> int:
-    from .conformance import run_files
+    from .conformance import run_files  # import-cost: a command loads only what it runs
     passed, failed = run_files(args.files, out=sys.stdout, verbose=args.verbose, show_loops=args.loops)
     return 1 if failed or not passed else 0
 
 
 def _cmd_convert(argv: Sequence[str]) -> int:
-    from ..formats.convert import main_convert
+    from ..formats.convert import main_convert  # import-cost: a command loads only what it runs
     return main_convert(list(argv))
 
 
 def _cmd_replay_batch(args: argparse.Namespace) -> int:
-    from ..replay.cli import replay_batch_command
     return replay_batch_command(args, out=sys.stdout)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from ..replay.cli import replay_command
     return replay_command(args, out=sys.stdout, err=sys.stderr)
 
 
 def _cmd_summarize(args: argparse.Namespace) -> int:
-    from ..replay.cli import summarize_command
     return summarize_command(args, out=sys.stdout)
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from ..match.compile import compile_book
-    from ..formats import load
-    from ..match.lsc import save_compiled
-    from ..model import Compat
+    from ..match.compile import compile_book  # import-cost: a command loads only what it runs
+    from ..formats import load  # import-cost: a command loads only what it runs
+    from ..match.lsc import save_compiled  # import-cost: a command loads only what it runs
     options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,
                                                    match_whole_words=args.whole_words)
     compiled = compile_book(load(args.book), options)
@@ -83,9 +81,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--why", action="store_true", help="explain every entry, not only activated ones")
     s.set_defaults(func=_cmd_scan)
     _add_serve_parser(sub)
-    from ..lint.command import add_parser as add_lint_parser  # lorescan lint: its own module
+    from ..lint.command import add_parser as add_lint_parser  # import-cost: lint's checks load only for lint
     add_lint_parser(sub)
-    from ..replay.cli import add_parsers, add_replay_parser  # no pyarrow / Ray import: they load when used
     add_parsers(sub, _cmd_replay_batch, _cmd_summarize)
     add_replay_parser(sub, _cmd_replay)
     return p
@@ -111,7 +108,7 @@ def _add_serve_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from ..serve.app import ServeConfig, serve
+        from ..serve.app import ServeConfig, serve  # import-cost: a command loads only what it runs
     except ImportError as exc:
         print(f"lorescan serve: {exc.name or exc} is missing; install lorescan[serve]", file=sys.stderr)
         return 2
@@ -125,12 +122,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _version_line() -> str:
-    from .. import BACKEND, __version__
+    from .. import BACKEND, __version__  # import-cost: the kernels load for --version only
     return f"lorescan {__version__} ({BACKEND} kernels)"
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
-    from .scanfile import scan_files
+    from .scanfile import scan_files  # import-cost: a command loads only what it runs
     return scan_files(args, out=sys.stdout)
 
 

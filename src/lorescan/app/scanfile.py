@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from ..errors import FormatError
+from ..formats import load
 from ..formats._safety import parse_json
 from ..limits import DEFAULT_LIMITS
 from ..model import STSettings
@@ -66,7 +67,6 @@ def load_chat(path: str) -> list[ChatMessage]:
 
 def scan_files(args: argparse.Namespace, *, out: TextIO) -> int:
     """Run the ``scan`` subcommand."""
-    from ..formats import load
     book = load(args.book)
     messages = load_chat(args.chat)
     settings = STSettings(scan_depth=2 if args.depth is None else args.depth, recursive=args.recursive,

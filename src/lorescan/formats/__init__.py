@@ -7,7 +7,9 @@ from ._mapping import Loss, LossReport
 from ._safety import DEFAULT_LIMITS, Limits
 from .convert import TARGETS, convert, main_convert, write_bytes
 from .load import detect_format, load, load_data
-from .sillytavern import read_world, write_world
+from .registry import FormatName
+from .sillytavern import book_from_entries, read_world, write_world
 
 __all__ = ["load", "load_data", "detect_format", "convert", "write_bytes", "main_convert", "TARGETS",
-           "Loss", "LossReport", "Limits", "DEFAULT_LIMITS", "read_world", "write_world"]
+           "Loss", "LossReport", "Limits", "DEFAULT_LIMITS", "read_world", "write_world",
+           "book_from_entries", "FormatName"]

@@ -3,6 +3,7 @@ bare entry lists): rules map each raw entry to SillyTavern fields; see ``_mappin
 from __future__ import annotations
 
 import copy
+import os
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
@@ -96,7 +97,6 @@ def read_list_book(doc: Any, raw_entries: Any, *, source: str, fmt: str, rules: 
         entries.append(entry)
         raws[uid], reads[uid] = raw, entry.fields
     if not name:
-        import os
         name = os.path.splitext(os.path.basename(source))[0] if source != "<memory>" else "book"
     order = tuple(e.uid for e in entries)
     return Lorebook(name=name, entries=tuple(entries), fields=MappingProxyType(dict(fields)),

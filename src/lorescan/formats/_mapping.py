@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import LorebookError
-from ..model import Entry
+from ..model import Entry, Origin
 
 __all__ = ["MISSING", "Rule", "Origin", "Loss", "LossReport", "json_equal", "entry_changes",
            "apply_rules", "read_rules", "Ctx"]
@@ -57,17 +57,6 @@ class Rule:
     raw_keys: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Origin:
-    """What a same-format writer needs: the document as read and each raw entry by uid."""
-    document: Any
-    raw_entries: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)
-    read_fields: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)
-    order: tuple[Any, ...] = ()
-    container: bytes | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
 @dataclass(frozen=True, slots=True)
 class Loss:
     """One thing a write could not carry over: ``entry`` is a uid, or None for the book."""
@@ -82,10 +71,12 @@ class Loss:
 
 @dataclass(frozen=True, slots=True)
 class LossReport:
-    """Everything a conversion did not carry over, in entry order.
+    """Everything a conversion did not carry over, in entry order (what :func:`~lorescan.formats.convert` returns).
 
-    Only real losses are listed: a value that differs from what the target's default would
-    give and that does not come back from the written data (see :func:`lorescan.convert`).
+    ``source_format`` and ``target_format`` are :data:`~lorescan.formats.FormatName` values;
+    each :class:`Loss` names the entry (None: the book), the field and why. Only real losses
+    are listed: a value that differs from what the target's default would give and that does
+    not come back from the written data.
     """
     source_format: str
     target_format: str

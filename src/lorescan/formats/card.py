@@ -8,11 +8,13 @@ to its own fields (the mapped ones become ST fields); writing puts them back tog
 from __future__ import annotations
 
 import copy
+import os
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
 from ..model import Entry, Lorebook, _js_loose_true, entry_from_fields
+from .sillytavern import st_key_order
 from ._mapping import MISSING, Ctx, Loss, Origin, Rule, apply_rules, entry_changes, json_equal, raise_type, read_rules
 
 __all__ = ["CC_RULES", "CC_EXT_NAMES", "read_character_book", "write_character_book",
@@ -197,7 +199,6 @@ def read_character_book(book_obj: Any, *, source: str, fmt: str, name: str | Non
     if name is None:
         name = own if isinstance(own, str) and own else _stem(source)
     order = tuple(e.uid for e in entries)
-    from .sillytavern import st_key_order
     visiting = st_key_order([str(u) for u in order])
     by_key = {str(e.uid): e for e in entries}
     return Lorebook(name=name, entries=tuple(by_key[k] for k in visiting),
@@ -209,7 +210,6 @@ def read_character_book(book_obj: Any, *, source: str, fmt: str, name: str | Non
 
 
 def _stem(source: str) -> str:
-    import os
     return os.path.splitext(os.path.basename(source))[0] if source != "<memory>" else "book"
 
 

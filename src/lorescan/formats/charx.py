@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import FormatError
 from ..model import Lorebook
+from .card import new_card, read_card, write_card
 from ._mapping import Loss, Origin
 from ._safety import DEFAULT_LIMITS, Limits, cap_entries, dump_json_bytes, parse_json
 
@@ -66,7 +67,6 @@ def _open(data: bytes, *, source: str, limits: Limits) -> tuple[zipfile.ZipFile,
 
 def read_charx(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Lorebook:
     """The lorebook of a CHARX card (``card.json`` at the archive root)."""
-    from .card import read_card
     try:
         zf, infos = _open(data, source=source, limits=limits)
         with zf:
@@ -86,7 +86,6 @@ def read_charx(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> 
 def write_charx(book: Lorebook, *, base: bytes | None = None,
                 limits: Limits = DEFAULT_LIMITS) -> tuple[bytes, list[Loss]]:
     """A CHARX with the book in card.json; other members are copied (names kept as they are)."""
-    from .card import new_card, write_card
     origin = book.origin if isinstance(book.origin, Origin) else None
     if base is None and origin is not None and book.format == "charx":
         base = origin.container

@@ -15,7 +15,14 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import FormatError, LorebookError
 from ..model import ST_ENTRY_DEFAULTS, Entry, Lorebook
 from ._mapping import Loss, LossReport, Origin, json_equal
+from . import card, charx, png
 from ._safety import dump_json_bytes
+from .card import CC_EXT_NAMES, CC_RULES, cc_entry_unmapped, write_character_book
+from .foreign import foreign_unmapped
+from .load import load, load_data, read_bytes
+from .novelai import novelai_unmapped
+from .registry import JSON_WRITERS
+from .sillytavern import write_world
 
 __all__ = ["convert", "write_bytes", "TARGETS", "main_convert"]
 
@@ -28,8 +35,6 @@ _SAME_ONLY = ("novelai_story", "png_novelai")
 
 
 def _to_sillytavern(book: Lorebook) -> tuple[dict[str, Any], list[Loss]]:
-    from .card import cc_entry_unmapped, write_character_book
-    from .sillytavern import write_world
     if book.format in ("sillytavern", "kobold"):
         return write_world(book), []
     losses: list[Loss] = []
@@ -51,8 +56,6 @@ def _to_sillytavern(book: Lorebook) -> tuple[dict[str, Any], list[Loss]]:
 
 
 def _foreign_losses(book: Lorebook) -> list[Loss]:
-    from .foreign import foreign_unmapped
-    from .novelai import novelai_unmapped
     origin = book.origin if isinstance(book.origin, Origin) else None
     losses = []
     for e in book.entries:
@@ -69,7 +72,6 @@ def _foreign_losses(book: Lorebook) -> list[Loss]:
 
 
 def _write(book: Lorebook, to: str, base: bytes | None) -> tuple[Any, list[Loss]]:
-    from . import card, charx, foreign, novelai, png
     data: Any                   # the written document: a JSON value, or bytes (png, charx)
     src = book.format
     if to == "sillytavern":
@@ -101,9 +103,7 @@ def _write(book: Lorebook, to: str, base: bytes | None) -> tuple[Any, list[Loss]
     if to == "png_novelai":
         data, lost = png.write_png(book, base=base)
         return data, losses + lost
-    writer = {"risu": foreign.write_risu, "agnai": foreign.write_agnai, "novelai": novelai.write_novelai,
-              "novelai_story": novelai.write_story, "kobold": foreign.write_kobold,
-              "entry_list": foreign.write_entry_list}.get(to)
+    writer = JSON_WRITERS.get(to)
     if writer is None:
         raise FormatError(f"unknown target format {to!r} (one of: {', '.join(TARGETS)})", source=book.source)
     data, lost = writer(book)
@@ -111,20 +111,29 @@ def _write(book: Lorebook, to: str, base: bytes | None) -> tuple[Any, list[Loss]
 
 
 def _read_back(data: Any, to: str, source: str) -> Lorebook:
-    from .load import load_data, read_bytes
     if isinstance(data, bytes):
         return read_bytes(data, source=source)
     return load_data(copy.deepcopy(data), source=source)
 
 
 def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None) -> tuple[Any, LossReport]:
-    """The book written as format ``to`` (default: its own), and what did not carry over.
+    """The book written as format ``to``, and what did not carry over.
 
-    JSON formats give JSON data (dict/list); ``png`` and ``charx`` give bytes (``base`` is the
-    image/archive to write into; default: the one the book was read from, else a new one).
-    Targets: ``TARGETS`` (cross-format writers: SillyTavern, CCv2/CCv3 cards, lorebook_v3,
-    character_book, PNG, CHARX; the rest also accept books of another format where the
-    mapping allows). Raises FormatError for an unknown target.
+    Args:
+        book: the book to write.
+        to: a name in ``TARGETS`` (cross-format writers: SillyTavern, CCv2/CCv3 cards,
+            lorebook_v3, character_book, PNG, CHARX; the rest also accept books of another
+            format where the mapping allows) or an alias; default: the book's own format.
+        base: for ``png`` and ``charx``, the image/archive to write into (default: the one
+            the book was read from, else a new one).
+
+    Returns:
+        ``(data, report)``: JSON data (dict/list), or bytes for ``png`` and ``charx``; the
+        :class:`LossReport` of every field the target could not hold (checked by reading
+        the output back).
+
+    Raises:
+        FormatError: an unknown target, or one that only holds books read from it.
     """
     to = _ALIASES.get(to, to) if to else book.format
     try:
@@ -136,7 +145,6 @@ def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None)
     back_by_uid = {e.uid: e for e in back.entries}
     positional = to in ("risu", "agnai", "novelai", "novelai_story", "png_novelai") or (
         to == "entry_list" and any(not isinstance(e.uid, int) for e in book.entries))
-    from .card import CC_EXT_NAMES
     returned: dict[object, Entry | None] = {}
     for i, e in enumerate(book.entries):
         got = back.entries[i] if positional and i < len(back.entries) else back_by_uid.get(e.uid)
@@ -155,7 +163,7 @@ def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None)
                 losses.append(Loss(e.uid, name, f"{to} has no field for it"))
             elif not json_equal(value, new):
                 losses.append(Loss(e.uid, name, f"{to} cannot hold {value!r:.40}; it reads back as {new!r:.40}"))
-    by_uid = {e.uid: e for e in book.entries}
+    by_uid: dict[object, Entry] = {e.uid: e for e in book.entries}
     real = tuple(x for x in losses if x.entry is None or x.field == "uid"
                  or _really_lost(x, by_uid.get(x.entry), returned.get(x.entry), book, back))
     return data, LossReport(book.format, to, real)
@@ -248,7 +256,6 @@ def _readback_value(name: str, got: Entry) -> Any:
     if value is _ABSENT and name in got.card_fields:
         value = got.card_fields[name]
     if value is _ABSENT and name.startswith("extensions."):
-        from .card import CC_RULES
         for rule in CC_RULES:          # a CC extension that a mapped SillyTavern field now fills
             if name in rule.raw_keys:
                 return got.fields.get(rule.st, _ABSENT)
@@ -259,7 +266,17 @@ _ABSENT = object()
 
 
 def write_bytes(data: Any) -> bytes:
-    """File content for :func:`convert`'s output (JSON is written indented, UTF-8)."""
+    """File content for :func:`convert`'s output.
+
+    Args:
+        data: what :func:`convert` returned (JSON data, or bytes for ``png``/``charx``).
+
+    Returns:
+        The bytes to write: JSON indented, UTF-8; bytes as they are.
+
+    Raises:
+        FormatError: a value JSON cannot hold (NaN, Infinity).
+    """
     if isinstance(data, bytes):
         return data
     try:
@@ -286,7 +303,6 @@ def main_convert(argv: Sequence[str]) -> int:
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="list every lost field of every entry, not one line per field")
     args = parser.parse_args(list(argv))
-    from .load import load
     try:
         to = _ALIASES.get(args.to, args.to) if args.to else _target_from_extension(args.output)
         _check_output(args.input, args.output, force=args.force)

@@ -5,13 +5,15 @@ style ``[{"key": "a, b", "content": ...}]`` and tool exports). Field mappings: d
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import replace
 from typing import Any, Mapping
 
 from ..errors import FormatError
-from ..model import Lorebook
+from ..model import Lorebook, Origin
 from ._listbook import fixed, read_list_book, rename, split_keys, unmapped_fields, write_list_entries
 from ._mapping import Ctx, Loss, Rule
+from .sillytavern import read_world, write_world
 
 __all__ = ["RISU_RULES", "AGNAI_RULES", "LIST_RULES", "read_risu", "write_risu", "read_agnai", "write_agnai",
            "read_entry_list", "write_entry_list", "read_kobold", "write_kobold", "foreign_unmapped"]
@@ -132,7 +134,6 @@ def _list_rules(raw: Mapping[str, Any]) -> tuple[Rule, ...]:
 
 def read_entry_list(doc: Any, *, source: str) -> Lorebook:
     """A Lorebook from a top-level JSON array of entries (names recognised per entry)."""
-    from ._listbook import read_list_book as _read
     if not isinstance(doc, list):
         raise FormatError("expected a JSON array of entries", source=source)
     books: list[Lorebook] = []
@@ -142,7 +143,7 @@ def read_entry_list(doc: Any, *, source: str) -> Lorebook:
         rules = _list_rules(raw) if isinstance(raw, Mapping) else LIST_RULES
         def uid_of(r: Mapping[str, Any], _i: int, i: int = i) -> Any:
             return _list_uid(r, i)
-        one = _read(doc, [raw], source=source, fmt="entry_list", rules=rules, name="x",
+        one = read_list_book(doc, [raw], source=source, fmt="entry_list", rules=rules, name="x",
                     fields={}, uid_of=uid_of)
         e = one.entries[0]
         if e.uid in raws:
@@ -150,8 +151,6 @@ def read_entry_list(doc: Any, *, source: str) -> Lorebook:
         entries.append(e)
         raws[e.uid], reads[e.uid] = raw, e.fields
     del books
-    from ._mapping import Origin
-    import os
     name = os.path.splitext(os.path.basename(source))[0] if source != "<memory>" else "book"
     order = tuple(e.uid for e in entries)
     return Lorebook(name=name, entries=tuple(entries), entry_keys=tuple(str(u) for u in order), source=source,
@@ -186,13 +185,11 @@ def _ordered(book: Lorebook) -> list:
 
 def read_kobold(doc: Any, *, source: str) -> Lorebook:
     """KoboldAI world info: SillyTavern-named entries plus Kobold fields, all kept as read."""
-    from .sillytavern import read_world
     return replace(read_world(doc, source=source), format="kobold")
 
 
 def write_kobold(book: Lorebook) -> tuple[dict[str, Any], list[Loss]]:
     """The book as KoboldAI world info (the SillyTavern shape with Kobold fields kept)."""
-    from .sillytavern import write_world
     return write_world(book), []
 
 

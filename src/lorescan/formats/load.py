@@ -8,12 +8,19 @@ from ..errors import FormatError
 from ..limits import check_book
 from ..model import Lorebook
 from ._safety import DEFAULT_LIMITS, Limits, cap_entries, parse_json
+from .card import is_cc_entry_list
+from .registry import JSON_READERS, byte_reader
 
 __all__ = ["load", "load_data", "detect_format", "read_bytes"]
 
 
 def detect_format(doc: Any) -> str:
-    """The format name of parsed JSON ``doc`` (see :func:`load`); FormatError-free: "unknown"."""
+    """The format name of parsed JSON ``doc`` (see :func:`load`).
+
+    Returns:
+        A :data:`~lorescan.formats.registry.FormatName` of a JSON format, or ``"unknown"``
+        (never raises).
+    """
     if isinstance(doc, list):
         return "entry_list"
     if not isinstance(doc, Mapping):
@@ -34,7 +41,6 @@ def detect_format(doc: Any) -> str:
         return "risu"
     entries = doc.get("entries")
     if isinstance(entries, list):
-        from .card import is_cc_entry_list
         return "character_book" if is_cc_entry_list(entries) else "sillytavern"
     if isinstance(entries, Mapping):
         if "folders" in doc or any(isinstance(e, Mapping) and ("wpp" in e or "manual_text" in e)
@@ -47,8 +53,20 @@ def detect_format(doc: Any) -> str:
 
 
 def load_data(doc: Any, *, source: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> Lorebook:
-    """A Lorebook from already-parsed JSON data of any supported format, within ``limits``
-    (entries, key and content lengths; the data's depth and numbers are the caller's)."""
+    """A Lorebook from already-parsed JSON data of any supported format.
+
+    Args:
+        doc: the parsed JSON value (its depth and numbers are the caller's to bound).
+        source: names the data in errors.
+        limits: bounds on entries, key and content lengths.
+
+    Returns:
+        The book, its format detected from the content (:func:`detect_format`).
+
+    Raises:
+        FormatError: no format recognised, or a field nested too deeply to read.
+        LorebookError: a malformed entry or field, or a book over ``limits``.
+    """
     try:
         book = _read_data(cap_entries(doc, source=source, limits=limits), source)
     except RecursionError as exc:      # fields nested up to max_json_depth, read from a deep call stack
@@ -58,45 +76,22 @@ def load_data(doc: Any, *, source: str = "<memory>", limits: Limits = DEFAULT_LI
 
 
 def _read_data(doc: Any, source: str) -> Lorebook:
-    from . import card, foreign, novelai, sillytavern
-    fmt = detect_format(doc)
-    if fmt == "sillytavern":
-        return sillytavern.read_world(doc, source=source)
-    if fmt in ("ccv2", "ccv3"):
-        return card.read_card(doc, source=source)
-    if fmt == "lorebook_v3":
-        return card.read_lorebook_v3(doc, source=source)
-    if fmt == "character_book":
-        return card.read_character_book(doc, source=source, fmt="character_book")
-    if fmt == "novelai":
-        return novelai.read_novelai(doc, source=source)
-    if fmt == "novelai_story":
-        return novelai.read_story(doc, source=source)
-    if fmt == "agnai":
-        return foreign.read_agnai(doc, source=source)
-    if fmt == "risu":
-        return foreign.read_risu(doc, source=source)
-    if fmt == "kobold":
-        return foreign.read_kobold(doc, source=source)
-    if fmt == "entry_list":
-        return foreign.read_entry_list(doc, source=source)
-    raise FormatError("not a lorebook: no format recognised (expected SillyTavern world JSON, a character "
-                      "card, lorebook_v3, NovelAI, Agnai, RisuAI or KoboldAI data)", source=source)
+    reader = JSON_READERS.get(detect_format(doc))
+    if reader is None:
+        raise FormatError("not a lorebook: no format recognised (expected SillyTavern world JSON, a character "
+                          "card, lorebook_v3, NovelAI, Agnai, RisuAI or KoboldAI data)", source=source)
+    return reader(doc, source=source)
 
 
 def read_bytes(data: bytes, *, source: str = "<memory>", limits: Limits = DEFAULT_LIMITS) -> Lorebook:
     """A Lorebook from file content: PNG card, CHARX zip, or JSON of any supported format."""
-    from .charx import is_zip, read_charx
-    from .png import is_png, read_png
     if len(data) > limits.max_file_bytes:
         raise FormatError(f"input is {len(data)} bytes, above the {limits.max_file_bytes}-byte limit",
                           source=source)
-    if is_png(data):
-        book = read_png(data, source=source, limits=limits)
-    elif is_zip(data):
-        book = read_charx(data, source=source, limits=limits)
-    else:
+    reader = byte_reader(data)
+    if reader is None:
         return load_data(parse_json(data, source=source, limits=limits), source=source, limits=limits)
+    book = reader(data, source=source, limits=limits)
     check_book(book, limits, source=source)
     return book
 
@@ -110,10 +105,20 @@ def load(path_or_bytes: str | os.PathLike[str] | bytes, *, source: str | None = 
     as a list), CCv2/CCv3 card JSON, ``lorebook_v3``, a bare ``character_book``, PNG cards
     (``ccv3``/``chara`` in tEXt/zTXt/iTXt; NovelAI ``naidata``), CHARX, RisuAI, NovelAI
     ``.lorebook`` and ``.story``, Agnai memory books, KoboldAI world info and bare entry
-    arrays. ``source`` names the input in errors (default: the path). ``limits`` bounds
-    what the file may cost (see :class:`~lorescan.limits.Limits`). Raises
-    :class:`~lorescan.errors.LorebookError` (or a subclass) for anything malformed or over a
-    limit; the message names the limit and the value.
+    arrays.
+
+    Args:
+        path_or_bytes: a file path, or the file's content.
+        source: names the input in errors (default: the path, or ``"<memory>"``).
+        limits: what the file may cost (see :class:`~lorescan.limits.Limits`).
+
+    Returns:
+        The :class:`~lorescan.model.Lorebook`; ``book.format`` names the format read.
+
+    Raises:
+        LorebookError: (or a subclass, :class:`~lorescan.errors.FormatError` for an unreadable
+            or unrecognised file) anything malformed or over a limit, naming the file, entry,
+            field, limit and value.
     """
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return read_bytes(bytes(path_or_bytes), source=source or "<memory>", limits=limits)

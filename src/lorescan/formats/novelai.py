@@ -9,6 +9,7 @@ Mapping (docs/sillytavern-mode.md#st-import, plus ``forceActivation``): ``keys``
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any, Mapping
 
 from ..errors import FormatError
@@ -72,7 +73,6 @@ def read_novelai(doc: Any, *, source: str, fmt: str = "novelai", document: Any =
     book = read_list_book(doc, doc.get("entries", []), source=source, fmt=fmt, rules=NOVELAI_RULES,
                           name=name, fields={k: v for k, v in doc.items() if k != "entries"})
     if document is not None:
-        from dataclasses import replace
         o = book.origin
         book = replace(book, origin=Origin(document, o.raw_entries, o.read_fields, o.order, None, {"lorebook": doc}))
     return book

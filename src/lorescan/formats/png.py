@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import struct
 import zlib
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ..errors import FormatError
 from ..model import Lorebook
 from ._mapping import Loss, Origin, json_equal
+from .card import new_card, read_card, write_card
+from .novelai import read_novelai, write_novelai
 from ._safety import DEFAULT_LIMITS, Limits, cap_entries, inflate, parse_json
 
 __all__ = ["PNG_SIGNATURE", "is_png", "read_png", "write_png", "png_chunks", "text_chunks",
@@ -136,13 +140,11 @@ def decode_card_text(text: str, *, source: str, keyword: str, limits: Limits = D
 
 def read_png(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Lorebook:
     """The lorebook of a PNG card (``ccv3`` chunk first, else ``chara``)."""
-    from .card import read_card
     texts = text_chunks(data, source=source, limits=limits)
     cards = {kw: decode_card_text(texts[kw], source=source, keyword=kw, limits=limits)
              for kw in CARD_KEYWORDS if kw in texts}
     if not cards:
         if "naidata" in texts:
-            from .novelai import read_novelai
             doc = decode_card_text(texts["naidata"], source=source, keyword="naidata", limits=limits)
             book = read_novelai(doc, source=source)
             return _with_container(book, data, "png_novelai")
@@ -153,7 +155,6 @@ def read_png(data: bytes, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Lo
 
 
 def _with_container(book: Lorebook, data: bytes, fmt: str) -> Lorebook:
-    from dataclasses import replace
     o = book.origin
     return replace(book, format=fmt, origin=Origin(o.document, o.raw_entries, o.read_fields, o.order,
                                                    bytes(data), dict(o.extra)))
@@ -165,7 +166,6 @@ def make_chunk(ctype: bytes, body: bytes) -> bytes:
 
 
 def _text_chunk(keyword: str, card: Any) -> bytes:
-    import json
     payload = base64.b64encode(json.dumps(card, ensure_ascii=True, allow_nan=False).encode("ascii"))
     return make_chunk(b"tEXt", keyword.encode("latin-1") + b"\0" + payload)
 
@@ -185,8 +185,6 @@ def write_png(book: Lorebook, *, base: bytes | None = None,
     present is updated (a chunk whose card does not change keeps its original bytes); a book
     from elsewhere gets both a ``ccv3`` (V3) and a ``chara`` (V2) chunk.
     """
-    from .card import new_card, write_card
-    from .novelai import write_novelai
     origin = book.origin if isinstance(book.origin, Origin) else None
     if base is None:
         base = origin.container if origin is not None and origin.container and book.format in (

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import json
+import os
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
-from ..model import Entry, Lorebook, entry_from_fields
+from ..model import Entry, Lorebook, Origin, entry_from_fields
+from ._mapping import json_equal
 
-__all__ = ["read_world", "write_world", "st_key_order"]
+__all__ = ["read_world", "write_world", "st_key_order", "book_from_entries", "load_world_file"]
 
 _MAX_INDEX = 2**32 - 2
 
@@ -24,7 +26,6 @@ def _array_index(key: str) -> int | None:
 
 
 def _same(a: Any, b: Any) -> bool:
-    from ._mapping import json_equal
     return json_equal(a, b)
 
 
@@ -38,9 +39,20 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
                fill_defaults: bool = True) -> Lorebook:
     """A :class:`Lorebook` from parsed SillyTavern world JSON.
 
-    ``name`` defaults to the book's own ``name`` field, else ``source``'s file stem.
-    Raises :class:`LorebookError` for a non-object book, non-object entries, duplicate uids
-    and ill-typed fields, naming the file, entry and field.
+    Args:
+        data: the parsed world (``{"entries": {...}, ...}``; entries as a list are accepted).
+        source: names the data in errors, and the book when it has no name.
+        name: the book's name (default: its own ``name`` field, else ``source``'s file stem).
+        fill_defaults: fill the fields an entry lacks with SillyTavern's editor defaults
+            (listed in ``Entry.filled``, left out when written back).
+
+    Returns:
+        The book, with what a lossless write-back needs in ``origin``.
+
+    Raises:
+        FormatError: a book that is not an object, or has no ``entries``.
+        LorebookError: non-object entries, duplicate uids and ill-typed fields, naming the
+            file, entry and field.
     """
     if not isinstance(data, Mapping):
         raise FormatError(f"a SillyTavern world must be a JSON object, got {type(data).__name__}",
@@ -81,10 +93,8 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
         if isinstance(own, str) and own:
             name = own
         else:
-            import os
             name = os.path.splitext(os.path.basename(source))[0] if source != "<memory>" else "book"
     others = {k: v for k, v in data.items() if k != "entries"}
-    from ._mapping import Origin
     origin = Origin(document=None, order=tuple(k for k, _ in pairs),
                     extra={"key_by_uid": {e.uid: seen[e.uid] for e in entries},
                            "entries_list": isinstance(raw_entries, list), "top_keys": tuple(data),
@@ -98,12 +108,17 @@ def write_world(book: Lorebook, *, include_filled: bool | None = None) -> dict[s
     """The book as SillyTavern world JSON data.
 
     A book read from a world file is written under its original entry keys, in file order,
-    with its other top-level fields. ``include_filled`` (default: only for books read from
-    another format) also writes the editor defaults the reader filled in, as SillyTavern does
-    on import. Use :func:`lorescan.formats.convert` to also get the report of what a book
-    from another format loses on the way.
+    with its other top-level fields. Use :func:`lorescan.formats.convert` to also get the
+    report of what a book from another format loses on the way.
+
+    Args:
+        book: the book.
+        include_filled: also write the editor defaults the reader filled in, as SillyTavern
+            does on import (default: only for books read from another format).
+
+    Returns:
+        The world as JSON data (a dict), ready for ``json.dump``.
     """
-    from ._mapping import Origin
     if include_filled is None:
         include_filled = book.format not in ("sillytavern", "kobold")
     origin = book.origin if isinstance(book.origin, Origin) and book.format in ("sillytavern", "kobold") else None
@@ -145,10 +160,36 @@ def write_world(book: Lorebook, *, include_filled: bool | None = None) -> dict[s
 
 
 def load_world_file(path: str) -> Lorebook:
-    """Read a SillyTavern world JSON file."""
+    """Read a SillyTavern world JSON file (without :func:`~lorescan.formats.load`'s format detection and limits).
+
+    Raises:
+        FormatError: the file is not UTF-8 JSON.
+        LorebookError: see :func:`read_world`.
+        OSError: the file cannot be read.
+    """
     try:
         with open(path, "rb") as fh:
             data = json.loads(fh.read().decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FormatError(f"not valid JSON: {exc}", source=path) from exc
     return read_world(data, source=path)
+
+
+def book_from_entries(name: str, entries: Sequence[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
+                      *, source: str = "<memory>") -> Lorebook:
+    """A book from SillyTavern-shaped entry dicts, as :func:`read_world` reads them.
+
+    Args:
+        name: the book's name.
+        entries: entry dicts as a list (keyed by their ``uid``, else their index) or a uid-keyed map.
+        source: names the book in errors.
+
+    Returns:
+        The :class:`~lorescan.model.Lorebook`, with SillyTavern's defaults filled in.
+
+    Raises:
+        LorebookError: an entry is not an object, a uid repeats, or a field has the wrong type.
+    """
+    if not isinstance(entries, Mapping):
+        entries = {str(e.get("uid", i)) if isinstance(e, Mapping) else str(i): e for i, e in enumerate(entries)}
+    return read_world({"entries": dict(entries)}, source=source, name=name)

@@ -15,6 +15,11 @@ from typing import Callable
 from ..errors import RegexKeyError
 from ..model import Lorebook, MatchOptions
 from .findings import CODES, Finding, Severity, code_matches
+from ..match.compile import compile_book
+from .book import (check_budget, check_common_words, check_duplicates, check_flags, check_recursion,
+                   entry_name, recursion_graph)
+from .keys import KeyContext, check_keys
+from .words import detect_language
 
 __all__ = ["LintOptions", "lint_book", "Finding", "Severity", "CODES", "worst_severity"]
 
@@ -64,12 +69,6 @@ def worst_severity(findings: list[Finding]) -> Severity | None:
 
 def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Finding]:
     """Every finding for ``book``, in entry order (book-wide findings last)."""
-    from ..match.compile import compile_book
-    from .book import (check_budget, check_common_words, check_duplicates, check_flags, check_recursion,
-                       entry_name, recursion_graph)
-    from .keys import KeyContext, check_keys
-    from .words import detect_language
-
     source = book.source
     entries = book.entries
     out: list[tuple[int | None, str, str | None, str, str]] = []
@@ -92,7 +91,7 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
         budget, note = options.budget()
         count = options.count_tokens
         if count is None:
-            from ..tokens import TiktokenCounter
+            from ..tokens import TiktokenCounter  # import-cost: the tokenizer loads only for the budget check
             count = TiktokenCounter()
         out.extend(check_budget(entries, count, budget, note))
     if options.wants_any("LS6"):

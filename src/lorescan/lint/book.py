@@ -212,7 +212,7 @@ def check_duplicates(entries: Sequence[Entry], case_sensitive: bool) -> Iterator
 
 
 def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int, int]]]) -> Iterator[Raw]:
-    from rapidfuzz import fuzz, process
+    from rapidfuzz import fuzz, process  # import-cost: rapidfuzz loads only for the near-duplicate check
     keys = [k for k in owners if len(k) >= NEAR_MIN_LENGTH]
     if len(keys) < 2:
         return

@@ -75,7 +75,7 @@ def _codes(text: str, flag: str) -> tuple[str, ...]:
 
 def lint_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``lorescan lint``; returns the exit status."""
-    from ..formats import load
+    from ..formats import load  # import-cost: the readers load when lint runs, not when the CLI starts
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     options = LintOptions(case_sensitive=args.case_sensitive, match_whole_words=args.whole_words,

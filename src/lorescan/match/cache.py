@@ -33,8 +33,14 @@ _Key: TypeAlias = tuple[str, str | tuple[str, ...]]
 class ChatScan:
     """A bounded LRU of text -> hit set, shared by the turns (and chats) that pass it in.
 
-    ``max_texts``: most cached strings; ``max_bytes``: bytes of the cached strings (message
-    blocks included) and hit sets. Safe to share between threads.
+    Safe to share between threads.
+
+    Args:
+        max_texts: the most cached strings.
+        max_bytes: the most bytes of the cached strings (message blocks included) and hit sets.
+
+    Raises:
+        SettingsError: a bound that is not a positive integer.
     """
 
     def __init__(self, *, max_texts: int = 200_000, max_bytes: int = 256 * 1024 * 1024) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import math
+import os
 import uuid
 import weakref
 from array import array
@@ -30,17 +31,19 @@ import ahocorasick
 import numpy as np
 
 from .. import _kernels
-from .._wordscan_py import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
+from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..st.decorators import parse_st_decorators
 from ..errors import RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key
 from ..limits import DEFAULT_LIMITS, Limits, check_book
-from .lsc import TableBuilder, lazy_tables
-from ..model import Entry, Lorebook, MatchOptions, js_truthy
+from .lsc import CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_tables, map_compiled_file
+from ..model import Entry, Lorebook, js_truthy
+from .options import MatchOptions
+from .fuzzy import FuzzyIndex, book_threshold, entry_threshold, key_words
 from ..js.text import has_js_whitespace, js_lower, js_trim
 
 __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
-           "build_matcher"]
+           "build_matcher", "load_compiled", "restore_compiled"]
 
 EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
@@ -210,7 +213,6 @@ class KeyMatcher:
         # A sixth table, when present, is the FuzzyIndex of the book's fuzzy keys (match/fuzzy.py).
         self.fuzzy: Any = None
         if len(table_bytes) > 5:
-            from .fuzzy import FuzzyIndex
             self.fuzzy = FuzzyIndex.from_bytes(table_bytes[5])
         self.scan_raw = has[1] or has[2]
         self.scan_lower = has[3] or has[4]
@@ -425,8 +427,41 @@ class CompiledBook:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __reduce__(self):
-        from .lsc import encode_compiled, restore_compiled
         return (restore_compiled, (encode_compiled(self),))
+
+
+_TYPES = CompiledTypes(CompiledBook, KeyMatcher, EntryPlan)
+
+
+def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> CompiledBook:
+    """A CompiledBook from :func:`~lorescan.match.lsc.encode_compiled` bytes (what unpickling calls).
+
+    Raises:
+        CompiledFormError: the data is truncated, not a compiled form, from another format
+            version, or corrupted.
+    """
+    return decode_compiled(data, _TYPES, source)
+
+
+def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
+    """The CompiledBook in an ``.lsc`` file (``lorescan compile``), its arrays memory-mapped.
+
+    Entries, plans and hit sets are built the first time a scan or an explanation needs them.
+
+    Args:
+        path: the ``.lsc`` file (written by :func:`~lorescan.match.lsc.save_compiled`).
+
+    Returns:
+        The CompiledBook, ready to share between engines and threads.
+
+    Raises:
+        CompiledFormError: (a :class:`~lorescan.errors.LorebookError`) naming the file, for a
+            file that is truncated, not a compiled form, from another format or lorescan
+            version, or corrupted.
+        OSError: the file cannot be opened.
+    """
+    data, source = map_compiled_file(path)
+    return decode_compiled(data, _TYPES, source)
 
 
 # Bits of CompiledBook.entry_flags: what an engine must know about every entry up front.
@@ -497,7 +532,6 @@ class _Builder:
         known = self.vids.get(spec)               # type: ignore[arg-type]
         if known is not None:
             return known
-        from .fuzzy import key_words
         if not key_words(mt):
             return ref                            # no word to compare
         fvid = self.vid(spec)                     # type: ignore[arg-type]
@@ -566,10 +600,21 @@ def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str, fuzzy:
 
 def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
                  limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
-    """Compile ``book`` for matching under ``options``: one automaton, plans, content hits,
-    compiled regex keys. Raises RegexKeyError (naming the entry and field) for a regex key
-    past ``limits.max_regex_length`` or ``limits.max_regex_nesting``, and LorebookError
-    for a book over another of ``limits``."""
+    """Compile ``book`` for matching: one automaton, plans, content hits, compiled regex keys.
+
+    Args:
+        book: the book.
+        options: the matching rules (:class:`~lorescan.match.MatchOptions`).
+        limits: bounds on the book (see :class:`~lorescan.limits.Limits`).
+
+    Returns:
+        The immutable :class:`CompiledBook`, to share between engines and threads.
+
+    Raises:
+        RegexKeyError: a regex key past ``limits.max_regex_length`` or
+            ``limits.max_regex_nesting`` (naming the entry and field).
+        LorebookError: a book over another of ``limits``.
+    """
     check_book(book, limits)
     # Compiling allocates ~10 small objects per key and none of them form cycles; the cyclic
     # collector would re-walk the growing heap many times (a third of the time at 100k entries).
@@ -597,7 +642,6 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     hazards: list[tuple[int, str, str]] = []
     fuzzy_default = fuzzy = None
     if options.word_chars == "unicode":        # fuzzy keys need the Unicode word rule (match/fuzzy.py)
-        from .fuzzy import book_threshold, entry_threshold
         fuzzy_default = book_threshold(book)
     for i, entry in enumerate(entries):
         if options.word_chars == "unicode":
@@ -638,7 +682,6 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     n_specs = len(specs)
     first_vids, table_bytes, has_newline = _matcher_tables(specs, frozenset(k[0] for k in fuzzy_keys))
     if fuzzy_keys:
-        from .fuzzy import FuzzyIndex
         table_bytes += (FuzzyIndex(fuzzy_keys).to_bytes(),)
     spec_text, spec_offsets = tables.add_specs(specs)
     # The planning left many small objects behind; free them before the automaton allocates
@@ -654,7 +697,7 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
         tables.add_hits(scan(entry.content))
     cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
     del vid_sets
-    lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials)
+    lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials, EntryPlan)
     return CompiledBook(
         book=book, entries=entries, options=options, matcher=matcher, specs=lazy_specs,
         plans=lazy_plans, plans_sub=lazy_sub, vid_entries=lazy_vids, always=tuple(always),

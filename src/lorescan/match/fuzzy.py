@@ -36,6 +36,7 @@ import json
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import regex
 
 from ..errors import LorebookError
@@ -159,8 +160,7 @@ class FuzzyIndex:
     __slots__ = ("keys", "aliases", "groups", "_cdist", "_ratio", "_np")
 
     def __init__(self, keys: Iterable[FuzzyKey]) -> None:
-        import numpy as np
-        from rapidfuzz import fuzz, process
+        from rapidfuzz import fuzz, process  # import-cost: only books with fuzzy keys load rapidfuzz
         self._np, self._cdist, self._ratio = np, process.cdist, fuzz.ratio
         self.keys: tuple[FuzzyKey, ...] = tuple(keys)
         aliases: dict[int, list[int]] = {}

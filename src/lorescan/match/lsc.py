@@ -54,16 +54,18 @@ import struct
 import sys
 import zlib
 from array import array
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import ahocorasick
 import numpy as np
 
 from ..errors import LorebookError
-from ..model import Entry, FrozenMap, Lorebook, MatchOptions, entry_from_fields, shared_names
+from ..js.regex import JSRegex
+from ..model import Entry, FrozenMap, Lorebook, Origin, entry_from_fields, shared_names
+from .options import MatchOptions
 
-__all__ = ["CompiledFormError", "FORMAT_VERSION", "MAGIC", "encode_compiled", "restore_compiled",
-           "save_compiled", "load_compiled", "encode_value", "decode_value", "register_value_type"]
+__all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "encode_compiled", "decode_compiled",
+           "save_compiled", "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
 
 MAGIC = b"LORESCN\x00"
 FORMAT_VERSION = 2          # 2: regex special keys hold a rid into meta["regexes"]
@@ -160,7 +162,6 @@ class _Encoder:
             return {"\x00s": [run(v) for v in value]}
         if t is bytes:
             return {"\x00b": base64.b64encode(value).decode("ascii")}
-        from ..formats._mapping import Origin
         if t is Origin:
             return {"\x00o": {f.name: run(getattr(value, f.name)) for f in dataclasses.fields(value)}}
         extra = _VALUE_TYPES.get(t)
@@ -233,7 +234,6 @@ class _Decoder:
                 if k == "\x00b":
                     return base64.b64decode(v)
                 if k == "\x00o":
-                    from ..formats._mapping import Origin
                     return Origin(**{name: run(x) for name, x in v.items()})
                 if k == "\x00x":
                     decode = _VALUE_TAGS.get(v[0])
@@ -425,9 +425,11 @@ def _csr_rows(offsets: np.ndarray, values: np.ndarray, wrap: Callable[[list[int]
     return _Lazy(len(offsets) - 1, make)
 
 
+_NO_HITS: frozenset[int] = frozenset()
+
+
 def _frozen_hits(items: list[int]) -> frozenset[int]:
-    from .compile import EMPTY
-    return frozenset(items) if items else EMPTY
+    return frozenset(items) if items else _NO_HITS
 
 
 # -- CompiledBook --------------------------------------------------------------------------
@@ -579,8 +581,8 @@ class _PlanColumns:
         self.flags.append((1 if p.simple else 0) | (2 if p.score_simple else 0))
 
 
-def _plan_seq(offsets: np.ndarray, values: np.ndarray, flags: np.ndarray, specials: list[Any]) -> _Lazy:
-    from .compile import EntryPlan
+def _plan_seq(offsets: np.ndarray, values: np.ndarray, flags: np.ndarray, specials: list[Any],
+              plan_type: Callable[..., Any]) -> _Lazy:
     def refs(j: int) -> list[Any]:
         return [v if v >= -1 else specials[-2 - v] for v in values[offsets[j]:offsets[j + 1]].tolist()]
 
@@ -588,7 +590,7 @@ def _plan_seq(offsets: np.ndarray, values: np.ndarray, flags: np.ndarray, specia
         j = 4 * i
         pri = refs(j)
         f = int(flags[i])
-        return EntryPlan(tuple(zip(pri[0::2], pri[1::2])), tuple(refs(j + 1)), bool(f & 1),
+        return plan_type(tuple(zip(pri[0::2], pri[1::2])), tuple(refs(j + 1)), bool(f & 1),
                          tuple(refs(j + 2)), tuple(refs(j + 3)), bool(f & 2))
     return _Lazy(len(flags), make)
 
@@ -611,16 +613,21 @@ def build_columns(specs: Sequence[Any], plans: Sequence[Any], plans_sub: Sequenc
     return tb.finish(specs, vid_entries)
 
 
-def lazy_tables(cols: dict[str, np.ndarray], specials: list[Any]) -> tuple[_Lazy, _Lazy, _Lazy, _Lazy, _Lazy]:
-    """(specs, plans, plans_sub, vid_entries, content_hits) as lazy sequences over ``cols``."""
+def lazy_tables(cols: dict[str, np.ndarray], specials: list[Any], plan_type: Callable[..., Any]
+                ) -> tuple[_Lazy, _Lazy, _Lazy, _Lazy, _Lazy]:
+    """(specs, plans, plans_sub, vid_entries, content_hits) as lazy sequences over ``cols``.
+
+    ``plan_type`` builds one entry plan (``match.compile.EntryPlan``: this module sits below
+    the compiler, which hands it its types).
+    """
     spec_blob, spec_off, spec_flags = cols["spec_text"], cols["spec_offsets"], cols["spec_flags"]
 
     def make_spec(i: int) -> tuple[str, bool, bool]:
         f = int(spec_flags[i])
         text = spec_blob[spec_off[i]:spec_off[i + 1]].tobytes().decode("utf-8", "surrogatepass")
         return (text, bool(f & 1), bool(f & 2))
-    plans = _plan_seq(cols["plans_offsets"], cols["plans_values"], cols["plans_flags"], specials)
-    subs = _plan_seq(cols["sub_offsets"], cols["sub_values"], cols["sub_flags"], specials)
+    plans = _plan_seq(cols["plans_offsets"], cols["plans_values"], cols["plans_flags"], specials, plan_type)
+    subs = _plan_seq(cols["sub_offsets"], cols["sub_values"], cols["sub_flags"], specials, plan_type)
     sub_index = cols["sub_index"]
     plans_sub = _Lazy(len(sub_index), lambda i: plans[i] if sub_index[i] < 0 else subs[int(sub_index[i])])
     return (_Lazy(len(spec_flags), make_spec), plans, plans_sub,
@@ -630,7 +637,6 @@ def lazy_tables(cols: dict[str, np.ndarray], specials: list[Any]) -> tuple[_Lazy
 
 def encode_compiled(cb: Any) -> bytes:
     """The compact form of a CompiledBook (what pickling and ``.lsc`` files hold)."""
-    from .compile import KeyMatcher  # noqa: F401  (cb is a CompiledBook)
     w = _Writer()
     loaded = getattr(cb._load_book, "reader", None) if cb._book is None else None
     if loaded is not None:
@@ -692,9 +698,14 @@ def encode_compiled(cb: Any) -> bytes:
     return w.finish("CompiledBook", meta)
 
 
-def _decode_compiled(r: _Reader) -> Any:
-    from .compile import CompiledBook, KeyMatcher
-    from ..js.regex import JSRegex
+class CompiledTypes(NamedTuple):
+    """The classes a decoded book is made of; ``match.compile`` (above this module) passes them in."""
+    book: Callable[..., Any]
+    matcher: Callable[..., Any]
+    plan: Callable[..., Any]
+
+
+def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
     if r.kind != "CompiledBook":
         r.fail(f"holds a {r.kind!r}, not a compiled book")
     meta = r.meta
@@ -731,8 +742,8 @@ def _decode_compiled(r: _Reader) -> Any:
         except Exception as exc:  # noqa: BLE001 - pyahocorasick raises several types for bad data
             r.fail(f"unreadable automaton ({type(exc).__name__}: {exc})")
     tables = tuple(bytes(r.blob(f"table{i}")) for i in range(meta["n_tables"]))
-    matcher = KeyMatcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
-                         meta["has_newline"])
+    matcher = types.matcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
+                            meta["has_newline"])
     # The regexes are translated on their first search (JSRegex compiles itself once and
     # keeps the result): a load does no regex work, a scan never translates again.
     regexes = tuple(JSRegex(source, flags, None, line_local, hazard)
@@ -742,9 +753,9 @@ def _decode_compiled(r: _Reader) -> Any:
     missing = [name for name in TABLE_COLUMNS if name not in cols]
     if missing:
         r.fail(f"missing column(s) {', '.join(missing)}")
-    specs, plans, plans_sub, vid_entries, content_hits = lazy_tables(cols, specials)
+    specs, plans, plans_sub, vid_entries, content_hits = lazy_tables(cols, specials, types.plan)
     opts = MatchOptions(*meta["options"])
-    return CompiledBook(
+    return types.book(
         book=None, load_book=load_book, name=meta["name"], entries=entries, options=opts, matcher=matcher,
         specs=specs, plans=plans, plans_sub=plans_sub, vid_entries=vid_entries,
         always=tuple(meta["always"]), always_sub=tuple(meta["always_sub"]), content_hits=content_hits,
@@ -766,15 +777,28 @@ def _lazy_uids(r: _Reader, n: int) -> _Lazy:
     return _Lazy(n, make)
 
 
-def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> Any:
-    """A CompiledBook from :func:`encode_compiled` bytes (what unpickling calls)."""
+def decode_compiled(data: Any, types: CompiledTypes, source: str = "<pickled compiled book>") -> Any:
+    """A CompiledBook from :func:`encode_compiled` bytes.
+
+    Args:
+        data: the bytes (or a memory map of an ``.lsc`` file).
+        types: the classes to build (``match.compile`` passes its own).
+        source: names the data in errors.
+
+    Returns:
+        The CompiledBook; entries, plans and hit sets are built on first use.
+
+    Raises:
+        CompiledFormError: the data is truncated, not a compiled form, from another format
+            version, or corrupted.
+    """
     # Loading makes a few hundred objects and no cycles: a collection of the caller's heap
     # falling due here would cost more than the load (a second at 100k entries).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         r = _Reader(data, source)
-        return _decode_compiled(r)
+        return _decode_compiled(r, types)
     except LorebookError:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as exc:
@@ -785,7 +809,16 @@ def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> Any:
 
 
 def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:
-    """Write ``compiled`` (a CompiledBook) to ``path`` in the ``.lsc`` format."""
+    """Write a compiled book to a file in the ``.lsc`` format (atomically: readers never see half a file).
+
+    Args:
+        compiled: the :class:`~lorescan.match.CompiledBook`.
+        path: the file to write (``lorescan.load_compiled`` reads it back).
+
+    Raises:
+        CompiledFormError: the book's format data cannot be stored in a compiled form.
+        OSError: the file cannot be written.
+    """
     data = encode_compiled(compiled)
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
     try:
@@ -798,13 +831,11 @@ def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:
         raise
 
 
-def load_compiled(path: str | os.PathLike[str]) -> Any:
-    """The CompiledBook in an ``.lsc`` file (``lorescan compile``), its arrays memory-mapped.
+def map_compiled_file(path: str | os.PathLike[str]) -> tuple[Any, str]:
+    """The content of an ``.lsc`` file, memory-mapped (read whole if it is empty), and its name.
 
-    Entries, plans and hit sets are built the first time a scan or an explanation needs
-    them. Raises :class:`CompiledFormError` (a :class:`LorebookError`) naming the file for
-    a file that is truncated, not a compiled form, from another format or lorescan version,
-    or corrupted; ``OSError`` if it cannot be opened.
+    Raises:
+        OSError: the file cannot be opened.
     """
     source = os.fspath(path)
     with open(source, "rb") as f:
@@ -812,4 +843,4 @@ def load_compiled(path: str | os.PathLike[str]) -> Any:
             buf: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:          # an empty file cannot be mapped
             buf = f.read()
-    return restore_compiled(buf, source)
+    return buf, source

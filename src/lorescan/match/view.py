@@ -23,7 +23,7 @@ from .compile import EMPTY, SKIP, Special, VariantSpec, build_matcher, classify_
 from .cache import ChatScan
 from ..js.regex import JSRegex, JSText, RegexTooComplex
 from ..limits import DEFAULT_LIMITS
-from ..model import MatchOptions
+from .options import MatchOptions
 from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 

@@ -3,12 +3,14 @@ text out."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from ..errors import LorebookError, SettingsError
+from .summary import print_summary, summarize
 
 __all__ = ["add_parsers", "add_replay_parser", "replay_batch_command", "replay_command", "summarize_command"]
 
@@ -62,9 +64,9 @@ def add_replay_parser(sub: Any, replay_fn: Callable[..., int]) -> None:
 def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     """Run ``lorescan replay``: replay, write the report (before printing, so a closed pipe
     cannot cost it), then print one line per turn."""
-    from ..formats import load
-    from .progress import ProgressBar
-    from .single import load_chat, replay_chat, text_summary
+    from ..formats import load  # import-cost: the command loads what it runs, not at CLI start
+    from .progress import ProgressBar  # import-cost: as above
+    from .single import load_chat, replay_chat, text_summary  # import-cost: as above
     settings = _settings(args.settings)
     if args.depth is not None:
         settings["scan_depth"] = args.depth
@@ -82,8 +84,8 @@ def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int
     finally:
         bar.close()
     if args.report:
-        from .. import __version__
-        from .report import render_report
+        from .. import __version__  # import-cost: as above
+        from .report import render_report  # import-cost: as above
         page = render_report(replay, version=__version__).encode("utf-8")
         try:
             Path(args.report).write_bytes(page)
@@ -111,13 +113,12 @@ def _settings(path: str | None) -> dict[str, Any]:
 
 
 def _need(module: str, extra: str) -> None:
-    import importlib.util
     if importlib.util.find_spec(module) is None:
         raise LorebookError(f"needs {module}: pip install 'lorescan[{extra}]'", source="replay-batch")
 
 
 def replay_batch_command(args: argparse.Namespace, *, out: TextIO) -> int:
-    from .run import replay_batch
+    from .run import replay_batch  # import-cost: the engines load when the command runs, not for --help
     _need("pyarrow", "replay")
     use_ray = args.ray is not None
     if use_ray:
@@ -134,7 +135,6 @@ def replay_batch_command(args: argparse.Namespace, *, out: TextIO) -> int:
 
 
 def _summary(results: str, json_path: str | None, top: int, out: TextIO) -> None:
-    from .summary import print_summary, summarize
     summary = summarize(results)
     target = Path(json_path) if json_path else Path(results) / "summary.json"
     target.write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")

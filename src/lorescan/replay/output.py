@@ -27,7 +27,10 @@ A result is a folder: ``rows/part-*.parquet`` (read it whole with
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from ..errors import LorebookError
 
 __all__ = ["Columns", "COLUMNS", "schema", "to_table", "read_rows"]
 
@@ -37,7 +40,7 @@ COLUMNS = ("chat_id", "source", "turn", "variant", "book", "entry", "outcome", "
 
 def schema() -> Any:
     """The fixed pyarrow schema of the rows."""
-    import pyarrow as pa
+    import pyarrow as pa  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
     s, i16, i32 = pa.string(), pa.int16(), pa.int32()
     return pa.schema([("chat_id", s), ("source", s), ("turn", i32), ("variant", s), ("book", s), ("entry", s),
                       ("outcome", s), ("reason", s), ("loop", i16), ("tokens", i32), ("position", s),
@@ -95,16 +98,14 @@ class Columns:
 
 
 def to_table(cols: Columns | dict[str, list]) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
     data = cols.to_dict() if isinstance(cols, Columns) else cols
     return pa.Table.from_pydict(data, schema=schema())
 
 
 def read_rows(results: str) -> Any:
     """All rows of a result folder as one pyarrow table."""
-    import pyarrow.dataset as ds
-    from pathlib import Path
-    from ..errors import LorebookError
+    import pyarrow.dataset as ds  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
     rows = Path(results) / "rows"
     if not rows.is_dir():
         raise LorebookError("not a replay result (no rows/ folder)", source=str(results))

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
 from ..errors import LorebookError, SettingsError
+from ..formats import load
+from ..model import Lorebook
 from .chats import Shard, iter_shards, read_shard
-from .output import Columns, schema, to_table
+from .output import Columns, read_rows, schema, to_table
 from .turns import ReplayJob, Replayer, _ship
 
 __all__ = ["replay_batch", "RunInfo"]
@@ -91,7 +93,7 @@ def _work(shard: Shard, part: str) -> tuple[int, int, int, int]:
 
 
 def _write_part(cols: Columns, part: str, variants: int) -> tuple[int, int, int, int]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
     pq.write_table(to_table(cols), part)
     chats, turns, problems = _counts(cols, variants)
     return chats, turns, len(cols), problems
@@ -102,7 +104,7 @@ class _RayReplayer:
     """A Ray Data actor: one warm Replayer for its whole life."""
 
     def __init__(self, job: ReplayJob, books_ref: Any) -> None:
-        import ray
+        import ray  # import-cost: Ray (the ray extra) loads only for a Ray run
         data = ray.get(books_ref) if isinstance(books_ref, ray.ObjectRef) else books_ref
         fd, path = tempfile.mkstemp(prefix="lorescan-replay-actor-", suffix=".pickle")
         with os.fdopen(fd, "wb") as fh:
@@ -113,7 +115,7 @@ class _RayReplayer:
             os.unlink(path)
 
     def __call__(self, batch: Any) -> Any:
-        import pyarrow as pa
+        import pyarrow as pa  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
         cols = Columns()
         for text in batch["shard"].to_pylist():
             for item in read_shard(Shard.from_json(text)):
@@ -124,7 +126,7 @@ class _RayReplayer:
 
 
 def _run_ray(job: ReplayJob, shards: list[Shard], rows_dir: Path, workers: int, address: str | None) -> None:
-    import ray
+    import ray  # import-cost: Ray (the ray extra) loads only for a Ray run
     if not ray.is_initialized():
         if address:
             ray.init(address=address, log_to_driver=False)
@@ -155,8 +157,6 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
     progress line (None: quiet). Raises :class:`LorebookError` for unreadable books or
     settings, or an ``out`` that exists and is not an empty folder; bad chats never raise.
     """
-    from ..formats import load
-    from ..model import Lorebook
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise SettingsError(f"must be a positive integer, got {workers!r}", source="replay", field="workers")
     if isinstance(per_shard, bool) or not isinstance(per_shard, int) or per_shard < 1:
@@ -181,7 +181,6 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
         if ray or ray_address:
             info.backend = "ray"
             _run_ray(job, list(shards), rows_dir, workers, ray_address)
-            from .output import read_rows
             table = read_rows(str(out_dir))
             outcome = table.column("outcome").to_pylist()
             info.rows = table.num_rows

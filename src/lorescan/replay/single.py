@@ -194,7 +194,7 @@ def _describe(d: Any) -> str:
 
 class _Slot:
     def __init__(self, books: Sequence[Lorebook]) -> None:
-        from ..slot import SlotEngine
+        from ..slot import SlotEngine  # import-cost: slot mode loads only when asked for
         self.engine = SlotEngine(list(books))
         self.cache = ChatScan()
         self.state: Any = None

@@ -18,7 +18,7 @@ def _rate(n: int, d: int) -> float:
 
 def summarize(results: str) -> dict[str, Any]:
     """The summary of the result folder ``results`` as plain JSON data."""
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
     table = read_rows(results)
     run_file = Path(results) / "run.json"
     run = json.loads(run_file.read_text()) if run_file.is_file() else {}

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import SettingsError
 from ..match.cache import ChatScan
 from ..model import POSITION_NAMES, Lorebook, STSettings
+from ..slot import SlotEngine
 from ..st.engine import BookSource, ChatMessage, STEngine
 from .chats import Chat, ChatItem, Message, Problem, parse_item
 from .output import Columns
@@ -175,7 +176,6 @@ class _STVariant:
 
 class _SlotVariant:
     def __init__(self, books: Sequence[Lorebook]) -> None:
-        from ..slot import SlotEngine
         self.engine = SlotEngine(list(books))
         self.cache = ChatScan()
 
@@ -185,7 +185,7 @@ class _SlotVariant:
     def turn(self, messages: Sequence[tuple[str, str]], turn_id: str) -> tuple[list[tuple], frozenset, str]:
         res = self.engine.run(messages, turn_id=turn_id, state=self.state, cache=self.cache)
         self.state = res.state
-        rows = []
+        rows: list[tuple] = []
         fired = []
         for r in res.log:
             if r.outcome == "inserted":

@@ -35,7 +35,8 @@ from starlette.routing import Route
 from ..errors import LorebookError
 from ..match.cache import ChatScan
 from ..limits import DEFAULT_LIMITS
-from ..model import Compat, MatchOptions, STSettings
+from ..model import Compat, STSettings
+from ..match.options import MatchOptions
 from ..st.engine import BookSource, Character, ChatMessage, STEngine
 from ..slot import BookSettings, SlotBook, SlotEngine
 from ..tokens import TiktokenCounter, count_words
@@ -711,7 +712,7 @@ def openapi_document() -> dict[str, Any]:
 def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
           log_level: str = "info", access_log: bool = False) -> None:
     """Run the service under uvicorn (blocks)."""
-    import uvicorn
+    import uvicorn  # import-cost: the serve extra loads only when serving
     read_token(config.token_file)                 # a bad token file fails here, not in every worker
     os.makedirs(config.books_dir, exist_ok=True)
     os.environ[CONFIG_ENV] = config.to_env()

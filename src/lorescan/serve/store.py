@@ -29,16 +29,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .. import compile_book
-from ..match.compile import CompiledBook
-from ..match.lsc import load_compiled, save_compiled
+from ..match.compile import CompiledBook, compile_book, load_compiled
+from ..match.lsc import save_compiled
 from ..errors import FormatError, LorebookError
 from ..formats import load
+from ..formats.convert import convert
 from ..formats._safety import parse_json
 from ..formats.load import DEFAULT_LIMITS, Limits, detect_format
 from ..formats.sillytavern import read_world
 from ..limits import DEFAULT_LIMITS as BOOK_LIMITS
-from ..model import Compat, Lorebook, MatchOptions
+from ..model import Compat, Lorebook
+from ..match.options import MatchOptions
 
 __all__ = ["BookStore", "StoredBook", "BookNotFound", "SUFFIX", "FORMAT", "DEFAULT_RULES",
            "write_compiled", "read_compiled"]
@@ -306,7 +307,6 @@ def _losses(book: Lorebook) -> list[dict[str, Any]]:
     report to a SillyTavern world): fields kept only as opaque data."""
     if book.format == "sillytavern":
         return []
-    from ..formats.convert import convert
     try:
         _, report = convert(book, "sillytavern")
     except LorebookError as exc:

@@ -1,13 +1,14 @@
 """Lorebook-slot mode (docs/slot-mode.md): the platform model of one pooled slot of role-tagged
 messages, with book settings, decorators, priority vs order and a per-chat state."""
 from .decorators import DecoratorLine, Decorators, parse_decorators
-from .engine import LOG_DETAILS, NOTE_CODES, OUTCOMES, ChatMessage, LogDetail, LogRecord, NoteCode, RegexKeys, RequestNote, SlotEngine, SlotMessage, SlotResult
+from .engine import (LOG_DETAILS, MATCHED_BY, NOTE_CODES, OUTCOMES, LogDetail, LogRecord, MatchedBy, NoteCode, Outcome,
+                     RegexKeys, RequestNote, RoleMessage, SlotEngine, SlotMessage, SlotResult)
 from .pool import DEFAULT_TOKEN_BUDGET, BookSettings, SlotBook, SlotEntry, slot_entry_from
 from .roll import passes_roll, roll_percent
 from .state import STATE_VERSION, empty_state
 
 __all__ = [
-    "SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "ChatMessage", "OUTCOMES",
+    "SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "RoleMessage", "Outcome", "OUTCOMES", "MatchedBy", "MATCHED_BY",
     "LogDetail", "LOG_DETAILS", "NoteCode", "NOTE_CODES", "RegexKeys",
     "SlotBook", "BookSettings", "SlotEntry", "slot_entry_from", "DEFAULT_TOKEN_BUDGET",
     "Decorators", "DecoratorLine", "parse_decorators",

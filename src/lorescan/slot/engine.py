@@ -34,7 +34,7 @@ import bisect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from ..match.compile import CompiledBook, compile_book
 from ..match.fuzzy import fuzzy_field
@@ -44,28 +44,35 @@ from ..errors import RegexKeyError, SettingsError
 from ..js.regex import RegexTooComplex, regex_key
 from ..match.regexscope import RegexBudget
 from ..match.view import EntryMatch, ScanView, Window, match_plain_key
-from ..model import Lorebook, MatchOptions, entry_from_fields
+from ..model import Lorebook, entry_from_fields
+from ..match.options import MatchOptions
 from ..js.text import js_trim
 from ..tokens import TiktokenCounter, count_upto
 from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry_from
 from .roll import passes_roll, roll_percent
 from .state import read_first_matched, with_first_matched
 
-__all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "ChatMessage", "OUTCOMES",
+__all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "RoleMessage", "Outcome", "OUTCOMES", "MatchedBy", "MATCHED_BY",
            "MAX_PASSES", "LogDetail", "LOG_DETAILS", "NoteCode", "NOTE_CODES", "RegexKeys"]
 
 MAX_PASSES = 3          # docs/slot-mode.md#slot-texts [decision]: 3 passes in total
 # A window deeper than 0 that covers no message: ScanView then sees only the recursion
 # chunks (Window depth <= 0 means "nothing at all", SillyTavern's reading: its code, not its documentation, is followed).
 _RECURSION_ONLY = 0.5
-OUTCOMES = ("inserted", "dropped_budget", "probability_failed", "not_matched", "disabled",
-            "blocked:dont_activate", "blocked:dont_activate_after_match", "blocked:is_greeting",
-            "blocked:is_user_icon", "blocked:activate_only_after", "blocked:activate_only_every")
+# LogRecord.outcome: what happened to the entry (docs/slot-mode.md#slot-log).
+Outcome = Literal["inserted", "dropped_budget", "probability_failed", "not_matched", "disabled",
+                  "blocked:dont_activate", "blocked:dont_activate_after_match", "blocked:is_greeting",
+                  "blocked:is_user_icon", "blocked:activate_only_after", "blocked:activate_only_every"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 ROLES = ("system", "user", "assistant")
 
-ChatMessage = tuple[str, str] | Mapping[str, Any]
+# One message of SlotEngine.run's input: (role, text) or {"role": ..., "content": ...}.
+RoleMessage = tuple[str, str] | Mapping[str, Any]
 RegexKeys = Literal["form", "strict", "auto"]
 
+# LogRecord.matched_by: what activated the entry (a key, constant, @@activate, @@keep).
+MatchedBy = Literal["key", "constant", "activate", "keep"]
+MATCHED_BY: tuple[MatchedBy, ...] = get_args(MatchedBy)
 # LogRecord.detail: a machine-readable refinement of the outcome (docs/slot-mode.md).
 LogDetail = Literal["secondary_logic", "invalid_regex", "system_message_only", "recursion_only"]
 LOG_DETAILS: tuple[LogDetail, ...] = ("secondary_logic", "invalid_regex", "system_message_only",
@@ -78,7 +85,7 @@ NOTE_CODES: tuple[NoteCode, ...] = ("budget_stored", "budget_default", "system_m
 _GateBlocked = Literal["disabled", "blocked:dont_activate", "blocked:dont_activate_after_match",
                        "blocked:is_greeting", "blocked:is_user_icon", "blocked:activate_only_after",
                        "blocked:activate_only_every"]
-_GateVerdict = tuple[Literal["matched"], str, str] | tuple[_GateBlocked, str]
+_GateVerdict = tuple[Literal["matched"], MatchedBy, str] | tuple[_GateBlocked, str]
 
 
 class SlotMessage(NamedTuple):
@@ -107,10 +114,10 @@ class LogRecord:
     book: str
     id: int | str
     name: str
-    outcome: str
+    outcome: Outcome
     reason: str
     pass_number: int | None
-    matched_by: str | None
+    matched_by: MatchedBy | None
     matched_key: str | None
     roll: float | None
     tokens: int | None
@@ -268,10 +275,10 @@ class _Run:
     """Mutable bookkeeping of one entry during one request."""
 
     e: SlotEntry
-    outcome: str | None = None
+    outcome: Outcome | None = None
     reason: str = ""
     pass_number: int | None = None
-    matched_by: str | None = None
+    matched_by: MatchedBy | None = None
     matched_key: str | None = None
     roll: float | None = None
     tokens: int | None = None
@@ -282,32 +289,36 @@ class _Run:
 class SlotEngine:
     """Lorebook-slot mode over a fixed set of attached books, compiled once.
 
-    ``books``: the attached books in attachment order (a :class:`Lorebook`, or a
-    :class:`SlotBook` to set the book's id or settings); their entries form one pool.
-    ``count_tokens``: the model's tokenizer, any ``str -> int`` (default: tiktoken
-    ``cl100k_base`` loaded offline); each entry's count is cached with the engine.
-    ``substitute``: macro hook applied to keys containing ``{{`` and to the content of
-    every entry that passes its roll (may be overridden per request). ``match_options``:
-    plain-key rules (default: the improved rules of docs/improved-profile.md). ``regex_keys``: ``"form"``
-    (docs/slot-mode.md#slot-keys [decision, revised]): a ``/pattern/flags`` key is a regex whatever
-    ``use_regex`` says, an invalid one never matches, any other key is plain text;
-    ``"strict"`` (``"ccv3"`` is accepted as its older name): the CCv3 reading of each
-    entry's ``use_regex`` (true: every key must be ``/pattern/flags`` and secondary keys
-    are ignored; false: every key is literal); ``"auto"``: SillyTavern's per-key
-    detection (an invalid ``/…/`` key is literal text). ``user_icon_decorator``:
-    accept ``@@is_user_icon`` (the caller then passes ``user_icon`` to :meth:`run`).
-    ``regex_timeout``: CPU seconds allowed to one regex key on one text. ``limits``:
-    ``regex_time_per_scan`` bounds all regex time of one :meth:`run` (cut-off keys are
-    listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons); a regex key
-    past ``max_regex_length`` / ``max_regex_nesting`` raises :class:`RegexKeyError`.
+    ``budget`` is the pool's token budget (docs/slot-mode.md#slot-pool [decision, revised]: the
+    largest budget an attached book stores, the default 800 only when none stores one);
+    ``budget_book`` names the book it comes from (None for the default) and ``budget_reason``
+    says so in words. The engine is immutable once built apart from its token-count cache;
+    one engine may serve many chats and threads at once (per-chat data lives in the ``state``).
 
-    ``budget`` is the pool's token budget (docs/slot-mode.md#slot-pool [decision, revised]: the largest budget
-    an attached book stores, the default 800 only when none stores one); ``budget_book``
-    names the book it comes from (None for the default) and ``budget_reason`` says so in
-    words. The engine is immutable once built apart from its token-count cache; one engine
-    may serve many chats and threads at once (per-chat data lives in the ``state``).
-    Raises :class:`LorebookError` for an entry field of the wrong type and
-    :class:`SettingsError` for bad settings or two books with the same id.
+    Args:
+        books: the attached books in attachment order (a :class:`Lorebook`, or a
+            :class:`SlotBook` to set the book's id or settings); their entries form one pool.
+        count_tokens: the model's tokenizer, any ``str -> int`` (default: tiktoken
+            ``cl100k_base`` loaded offline); each entry's count is cached with the engine.
+        substitute: macro hook applied to keys containing ``{{`` and to the content of every
+            entry that passes its roll (may be overridden per request).
+        match_options: plain-key rules (default: the improved rules of docs/improved-profile.md).
+        regex_keys: ``"form"`` (docs/slot-mode.md#slot-keys [decision, revised]): a
+            ``/pattern/flags`` key is a regex whatever ``use_regex`` says, an invalid one never
+            matches, any other key is plain text; ``"strict"`` (``"ccv3"`` is accepted as its
+            older name): the CCv3 reading of each entry's ``use_regex`` (true: every key must
+            be ``/pattern/flags`` and secondary keys are ignored; false: every key is literal);
+            ``"auto"``: SillyTavern's per-key detection (an invalid ``/…/`` key is literal text).
+        user_icon_decorator: accept ``@@is_user_icon`` (the caller then passes ``user_icon``
+            to :meth:`run`).
+        regex_timeout: CPU seconds allowed to one regex key on one text.
+        limits: ``regex_time_per_scan`` bounds all regex time of one :meth:`run` (cut-off keys
+            are listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons).
+
+    Raises:
+        RegexKeyError: a regex key past ``max_regex_length`` / ``max_regex_nesting``.
+        LorebookError: an entry field of the wrong type.
+        SettingsError: bad settings, or two books with the same id.
     """
 
     def __init__(self, books: Sequence[Lorebook | SlotBook], *,
@@ -402,7 +413,7 @@ class SlotEngine:
         return count, exact
 
     # -- one request ----------------------------------------------------------------------
-    def run(self, messages: Sequence[ChatMessage], *, turn_id: str | int,
+    def run(self, messages: Sequence[RoleMessage], *, turn_id: str | int,
             state: Mapping[str, Any] | None = None, dry_run: bool = False,
             at_greeting: bool | None = None, greeting_index: int | None = None,
             user_icon: str | None = None,
@@ -410,23 +421,33 @@ class SlotEngine:
             cache: ChatScan | None = None) -> SlotResult:
         """Build the lorebook slot for one request.
 
-        ``messages``: the conversation so far, **oldest first**, as ``(role, text)`` pairs or
-        ``{"role": ..., "content": ...}`` mappings (role ``system``, ``user`` or
-        ``assistant``; the greeting is the character's first message), not including the
-        reply being generated. System messages are not scanned and not counted; the number
-        of the others is the turn index ``M`` of docs/slot-mode.md#slot-gates.
-        ``turn_id``: identifies this turn for the probability roll (recommended:
-        conversation id plus ``M``); the same id gives the same rolls in every pass, dry
-        run, swipe and regeneration. ``state``: the value returned by the previous
-        request of this chat (None for a new chat); it is never modified. ``dry_run``:
-        the returned state equals the input. ``at_greeting``: whether the chat is still
-        at the greeting (default: no assistant message besides the greeting);
-        ``greeting_index``: the active greeting (0 = first message, k = k-th alternate),
-        None if unknown. ``user_icon``: the active user icon (with
-        ``user_icon_decorator``). ``substitute``: overrides the engine's macro hook for
-        this request. ``cache``: the chat's :class:`~lorescan.match.cache.ChatScan` (pass the same
-        one every turn so messages already scanned are not scanned again).
-        Raises :class:`SettingsError` for malformed messages or state.
+        Args:
+            messages: the conversation so far, **oldest first**, as :data:`RoleMessage`
+                values (role ``system``, ``user`` or ``assistant``; the greeting is the
+                character's first message), not including the reply being generated. System
+                messages are not scanned and not counted; the number of the others is the
+                turn index ``M`` of docs/slot-mode.md#slot-gates.
+            turn_id: identifies this turn for the probability roll (recommended:
+                conversation id plus ``M``); the same id gives the same rolls in every pass,
+                dry run, swipe and regeneration.
+            state: the value returned by the previous request of this chat (None for a new
+                chat); it is never modified.
+            dry_run: the returned state equals the input.
+            at_greeting: whether the chat is still at the greeting (default: no assistant
+                message besides the greeting).
+            greeting_index: the active greeting (0 = first message, k = k-th alternate),
+                None if unknown.
+            user_icon: the active user icon (with ``user_icon_decorator``).
+            substitute: overrides the engine's macro hook for this request.
+            cache: the chat's :class:`~lorescan.match.cache.ChatScan` (pass the same one
+                every turn so messages already scanned are not scanned again).
+
+        Returns:
+            The :class:`SlotResult`: the slot's messages, the request log (one
+            :class:`LogRecord` per entry, its ``outcome`` an :data:`Outcome`) and the new state.
+
+        Raises:
+            SettingsError: malformed messages or state.
         """
         chat = _read_messages(messages)
         first_matched = read_first_matched(state)
@@ -735,7 +756,7 @@ class SlotEngine:
         return used
 
 
-def _read_messages(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
+def _read_messages(messages: Sequence[RoleMessage]) -> list[tuple[str, str]]:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise SettingsError("expected a list of (role, text) messages", source="messages")
     out: list[tuple[str, str]] = []

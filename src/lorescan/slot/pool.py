@@ -39,12 +39,16 @@ def _clamp(value: float, lo: int, hi: int) -> int:
 class BookSettings:
     """A book's scan settings (docs/slot-mode.md#slot-pool). Out-of-range numbers are clamped into range.
 
-    ``scan_depth``: newest user and assistant messages scanned, 0..100 (default 5);
-    ``token_budget``: 100..32000, or None when the book stores none (the largest stored
-    budget among the attached books applies; :data:`DEFAULT_TOKEN_BUDGET` only when no
-    book stores one); ``recursive_scanning``: whether the contents of this book's
-    activated entries are scanned again (default on).
-    Raises :class:`SettingsError` for a value of the wrong type.
+    Args:
+        scan_depth: newest user and assistant messages scanned, 0..100 (default 5).
+        token_budget: 100..32000, or None when the book stores none (the largest stored
+            budget among the attached books applies; :data:`DEFAULT_TOKEN_BUDGET` only when
+            no book stores one).
+        recursive_scanning: whether the contents of this book's activated entries are
+            scanned again (default on).
+
+    Raises:
+        SettingsError: a value of the wrong type.
     """
 
     scan_depth: int = 5
@@ -91,8 +95,13 @@ class BookSettings:
 
 @dataclass(frozen=True, slots=True)
 class SlotBook:
-    """One attached book: the book, the id that names it in the state, the roll and the log
-    (default: the book's name), and its settings (default: read from the book)."""
+    """One attached book of a :class:`~lorescan.slot.SlotEngine`.
+
+    Args:
+        book: the book.
+        id: names the book in the state, the roll and the log (default: the book's name).
+        settings: its scan settings (default: read from the book, :meth:`BookSettings.from_book`).
+    """
 
     book: Lorebook
     id: str | None = None

@@ -1,8 +1,11 @@
-"""Whole-word and case filters over automaton hits. Twin of native/lorescan/_wordscan_c.pyx.
+"""Word characters and boundaries: the class table every kernel reads, and the whole-word and
+case filters of the pure-Python hit kernel (``_hits_py``).
 
-This module is the specification of the native kernel: same names, same parameters,
-same results and errors. Hits are pyahocorasick's ``(end, pattern_id)`` pairs, where
-``end`` is the inclusive index of the last character of the occurrence.
+The native kernel (``native/lorescan/_hits_c.pyx``, through ``_chars.pxd``) applies the same
+boundary rule inline, reading :data:`CHAR_TABLE` and :func:`char_class` from here; the
+parity tests compare the two kernels, down to every code point's boundaries. Hits are
+pyahocorasick's ``(end, pattern_id)`` pairs, where ``end`` is the inclusive index of the
+last character of the occurrence.
 
 Word models (docs/sillytavern-mode.md#st-plain-keys, docs/improved-profile.md#word-chars):
 ``MODEL_ASCII`` (SillyTavern: ``A-Z a-z 0-9 _``), ``MODEL_UNICODE`` (L*, M*, N*, Pc, ZWNJ,
