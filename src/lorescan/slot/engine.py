@@ -374,6 +374,25 @@ class SlotEngine:
             raise RegexKeyError(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
                                 field="keys") from None
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
+        # Most entries of a large pool do the same thing in every request: no gate decides them,
+        # their keys are all the matcher's, and unless the matcher lists them as candidates
+        # they end "not matched" with the same log record (docs/slot-mode.md#slot-log). Only
+        # the others are walked one by one: ``_explicit`` (a gate may decide them, a key is
+        # tested here, or scan depth 0) from the start, the candidates as the matcher names them.
+        self._explicit = tuple(e.pool_index for e in self.pool
+                               if _gateable(e) or e.scan_depth <= 0 or self._plans[e.pool_index].has_literal)
+        explicit = set(self._explicit)
+        # Idle entries whose unmatched reason is "no primary key matched", by scan depth: a
+        # system message inside their window may explain them (_explain_unmatched).
+        by_depth: dict[int, list[int]] = {}
+        for e in self.pool:
+            plan = self._plans[e.pool_index]
+            if e.pool_index not in explicit and plan.primary and any(ref.how != "never" for ref in plan.primary):
+                by_depth.setdefault(e.scan_depth, []).append(e.pool_index)
+        self._plain_by_depth = {d: tuple(ix) for d, ix in by_depth.items()}
+        self._plain_idle = frozenset(i for ix in by_depth.values() for i in ix)
+        # The log record of every idle entry, built on the first request (published whole).
+        self._idle_log: tuple[LogRecord | None, ...] | None = None
         # (text, count, exact) per pool entry; a whole tuple is written at once (threads share it)
         self._token_cache: list[tuple[str, int, bool] | None] = [None] * len(self.pool)
 
@@ -437,12 +456,15 @@ class SlotEngine:
         view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout))
-        runs = [_Run(e) for e in self.pool]
+        pool = self.pool
+        # Explicit entries get their _Run now; an idle one when the matcher first names it.
+        runs: dict[int, _Run] = {}
 
         # Gates 1-9 (docs/slot-mode.md#slot-gates): decided once for the turn.
         prematched: list[_Run] = []
         pending: list[_Run] = []
-        for r in runs:
+        for i in self._explicit:
+            r = runs[i] = _Run(pool[i])
             e = r.e
             fm = first_matched.get(e.book_id, {}).get(str(e.id))
             verdict = self._gates(e, turn, fm, at_greeting, greeting_index, user_icon)
@@ -464,6 +486,12 @@ class SlotEngine:
             # 0: a superset of candidates is safe, each window is checked on its own)
             candidates = view.candidates(max(self._max_depth, 1), chunks)
             allowed = None if candidates is None else set(candidates)
+            woken = [self._idle_run(i) for i in (range(len(pool)) if candidates is None else candidates)
+                     if i not in runs]
+            if woken:
+                for r in woken:
+                    runs[r.e.pool_index] = r
+                pending = sorted(pending + woken, key=lambda r: r.e.pool_index)
             windows: dict[tuple[float, int], Window] = {}     # one Window value per shape and pass
             still: list[_Run] = []
             for r in pending:
@@ -496,7 +524,7 @@ class SlotEngine:
                 break
         for r in pending:
             r.outcome = "not_matched"
-        notes = self._explain_unmatched(pending, chat, scanned, cache, substitute)
+        notes = self._explain_unmatched(pending, runs, chat, scanned, cache, substitute)
 
         used = self._fit_budget(activated)
         for r in activated:
@@ -515,12 +543,10 @@ class SlotEngine:
                 if key not in row or row[key] > turn:
                     row[key] = turn
             new_state = with_first_matched(state, first_matched)
-        log = tuple(LogRecord(
-            book=r.e.book_id, id=r.e.id, name=r.e.name, outcome=r.outcome or "not_matched",
-            reason=r.reason, pass_number=r.pass_number, matched_by=r.matched_by,
-            matched_key=r.matched_key, roll=r.roll, tokens=r.tokens, priority=r.e.priority,
-            order=r.e.order, role=r.e.role, ignore_on_max_context=r.e.decorators.ignore_on_max_context,
-            position=r.e.position, detail=r.detail) for r in runs)
+        records = list(self._idle_records())
+        for i, r in runs.items():
+            records[i] = _record(r)
+        log: tuple[LogRecord, ...] = tuple(records)     # type: ignore[arg-type]   (every slot is filled)
         prompts = frozenset(r.e.decorators.disable_ui_prompt for r in inserted
                             if r.e.decorators.disable_ui_prompt)
         budget_note = RequestNote("budget_stored" if self.budget_book is not None else "budget_default",
@@ -530,21 +556,45 @@ class SlotEngine:
                           tokens_used=used, passes=passes, disabled_ui_prompts=prompts,
                           budget_book=self.budget_book, notes=(budget_note, *notes))
 
-    def _explain_unmatched(self, pending: Sequence[_Run], chat: Sequence[tuple[str, str]],
-                           scanned: Sequence[int], cache: ChatScan | None,
+    def _idle_run(self, i: int) -> _Run:
+        """Pool entry ``i`` as it stands after a pass in which the matcher did not name it
+        (evaluating it in a later pass from here is the same as from a fresh run)."""
+        r = _Run(self.pool[i])
+        self._match_keys(r, None, None, _NOTHING)       # type: ignore[arg-type]  (returns before the view)
+        return r
+
+    def _idle_records(self) -> tuple[LogRecord | None, ...]:
+        """The log record of every idle pool entry (None at the explicit ones): what a request
+        that never names the entry logs. Built once, on the first request."""
+        records = self._idle_log
+        if records is None:
+            explicit = set(self._explicit)
+            records = tuple(None if i in explicit else _record(self._idle_run(i), "not_matched")
+                            for i in range(len(self.pool)))
+            self._idle_log = records        # one assignment: threads see all of it or none
+        return records
+
+    def _explain_unmatched(self, pending: Sequence[_Run], runs: dict[int, _Run],
+                           chat: Sequence[tuple[str, str]], scanned: Sequence[int], cache: ChatScan | None,
                            substitute: Callable[[str], str] | None) -> list[RequestNote]:
         """Request notes for the skipped system messages (those inside the deepest window,
         where they would have been scanned), and the log details of entries that did not
         match: depth 0 never reached by recursion text, or a primary key that occurs only in
-        a system message inside the entry's window."""
+        a system message inside the entry's window. ``pending``: the unmatched entries that
+        have a ``_Run``; an idle entry gets one here when a system message explains it."""
         deepest = self._max_depth
         start = -1 if deepest >= len(scanned) else scanned[-deepest] if deepest > 0 else len(chat)
         system = [i for i in range(start + 1, len(chat)) if chat[i][0] == "system"]
         notes = [RequestNote("system_message_skipped", f"message {i} is a system message: not scanned and "
                              "not counted (neither in the turn index nor toward any scan depth)", i)
                  for i in system]
-        system_view: ScanView | None = None
-        in_system: set[int] = set()
+
+        def inside(depth: int) -> int:
+            """System messages newer than the oldest message a window of ``depth`` scans."""
+            oldest = scanned[-depth] if depth < len(scanned) else -1
+            return len(system) - bisect.bisect_right(system, oldest)
+
+        checks: list[_Run] = []
         for r in pending:
             e = r.e
             if e.scan_depth <= 0:
@@ -555,23 +605,33 @@ class SlotEngine:
                 r.reason = f"scan depth 0: no message is scanned, only recursion text can trigger it; {why}"
                 r.detail = r.detail or "recursion_only"
                 continue
-            if not system or not r.reason.startswith("no primary key matched"):
-                continue
-            # The system messages newer than the oldest message the entry's window scans.
-            oldest = scanned[-e.scan_depth] if e.scan_depth < len(scanned) else -1
-            inside = len(system) - bisect.bisect_right(system, oldest)
-            if not inside:
-                continue
-            if system_view is None:
-                system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
-                                       cache=cache, substitute=substitute, joined=False,
-                                       regex_timeout=self.regex_timeout)
-                found_in = system_view.candidates(len(system), 0)
-                in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
+            if system and r.reason.startswith("no primary key matched") and inside(e.scan_depth):
+                checks.append(r)
+        if not system:
+            return notes
+        idle_depths = [d for d, ix in self._plain_by_depth.items()
+                       if inside(d) and any(i not in runs for i in ix)]
+        if not checks and not idle_depths:
+            return notes
+        system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
+                               cache=cache, substitute=substitute, joined=False,
+                               regex_timeout=self.regex_timeout)
+        found_in = system_view.candidates(len(system), 0)
+        in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
+        if idle_depths:
+            depths = set(idle_depths)
+            for i in sorted(in_system):
+                if i not in runs and i in self._plain_idle and self.pool[i].scan_depth in depths:
+                    r = runs[i] = self._idle_run(i)
+                    r.outcome = "not_matched"
+                    checks.append(r)
+            checks.sort(key=lambda r: r.e.pool_index)
+        for r in checks:
+            e = r.e
             plan = self._plans[e.pool_index]
             if not plan.uses_matcher or e.pool_index not in in_system:
                 continue
-            found = system_view.match_entry(e.pool_index, Window(inside)).primary
+            found = system_view.match_entry(e.pool_index, Window(inside(e.scan_depth))).primary
             key = next((ref.text for ref in plan.primary if ref.primary and ref.slot == found), None)
             if found is not None and key is not None:
                 r.detail = "system_message_only"
@@ -731,6 +791,27 @@ class SlotEngine:
                 r.reason = (f"{r.reason}; ranked after the entry that overflowed the budget "
                             f"(rank {cut_at}): only the longest prefix is kept")
         return used
+
+
+_NOTHING: frozenset[int] = frozenset()
+
+
+def _gateable(e: SlotEntry) -> bool:
+    """Whether gates 1-9 (SlotEngine._gates) can decide ``e`` in some request."""
+    d = e.decorators
+    return (not e.enabled or e.constant or d.dont_activate or d.activate or d.dont_activate_after_match
+            or d.keep or d.is_greeting or d.is_user_icon is not None or d.activate_only_after is not None
+            or d.activate_only_every is not None)
+
+
+def _record(r: _Run, outcome: str | None = None) -> LogRecord:
+    e = r.e
+    return LogRecord(
+        book=e.book_id, id=e.id, name=e.name, outcome=outcome or r.outcome or "not_matched",
+        reason=r.reason, pass_number=r.pass_number, matched_by=r.matched_by,
+        matched_key=r.matched_key, roll=r.roll, tokens=r.tokens, priority=e.priority,
+        order=e.order, role=e.role, ignore_on_max_context=e.decorators.ignore_on_max_context,
+        position=e.position, detail=r.detail)
 
 
 def _read_messages(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
