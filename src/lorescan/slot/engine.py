@@ -45,7 +45,7 @@ from ..match.regexscope import RegexBudget
 from ..match.view import EntryMatch, ScanView, Window, match_plain_key
 from ..model import Lorebook, MatchOptions, entry_from_fields
 from ..js.text import js_trim
-from ..tokens import TiktokenCounter, count_upto
+from ..tokens import count_upto, shared_counter
 from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry_from
 from .roll import passes_roll, roll_percent
 from .state import read_first_matched, with_first_matched
@@ -283,8 +283,9 @@ class SlotEngine:
 
     ``books``: the attached books in attachment order (a :class:`Lorebook`, or a
     :class:`SlotBook` to set the book's id or settings); their entries form one pool.
-    ``count_tokens``: the model's tokenizer, any ``str -> int`` (default: tiktoken
-    ``cl100k_base`` loaded offline); each entry's count is cached with the engine.
+    ``count_tokens``: the model's tokenizer, any ``str -> int`` (default: the process-wide
+    tiktoken ``cl100k_base`` counter, :func:`lorescan.tokens.shared_counter`, loaded offline
+    on the first count); each entry's count is cached with the engine.
     ``substitute``: macro hook applied to keys containing ``{{`` and to the content of
     every entry that passes its roll (may be overridden per request). ``match_options``:
     plain-key rules (default: the improved rules of docs/improved-profile.md). ``regex_keys``: ``"form"``
@@ -336,7 +337,7 @@ class SlotEngine:
         self.books: tuple[SlotBook, ...] = slot_books
         for b in slot_books:
             check_book(b.book, limits)
-        self.count_tokens: Callable[[str], int] = count_tokens if count_tokens is not None else TiktokenCounter()
+        self.count_tokens: Callable[[str], int] = count_tokens if count_tokens is not None else shared_counter()
         self.substitute = substitute
         self.match_options = match_options if match_options is not None else MatchOptions.improved()
         self.user_icon_decorator = user_icon_decorator
