@@ -131,3 +131,22 @@ def test_bulk_run_equals_the_per_entry_loop_turn_after_turn_on_a_larger_book():
     # the workload reaches the paths the rewrite changed: recursion, system-message explanations
     assert any(r.outcome == "inserted" for r in a.log) and any(r.pass_number == 2 for r in a.log)
     assert {"system_message_only", "recursion_only"} <= details
+
+
+@settings(max_examples=200, deadline=None)
+@given(pool=pools(), mode=st.sampled_from(["form", "strict", "auto"]))
+def test_the_matchers_entries_built_on_demand_equal_the_compiled_ones(pool, mode):
+    """The engine keeps no derived entry: each is built again from the pool when a scan asks.
+    It must equal what was compiled (keys in the order the plans' slots index)."""
+    from lorescan.model import entry_from_fields
+    from lorescan.slot.engine import _plan_keys
+    engine = SlotEngine([cc_book("b", pool)], count_tokens=len, regex_keys=mode)
+    for e in engine.pool:
+        _plan, primary, secondary = _plan_keys(e, engine.regex_keys)
+        compiled_form = entry_from_fields({
+            "uid": e.pool_index, "key": primary, "keysecondary": secondary, "content": e.content,
+            "comment": e.name, "selective": True, "caseSensitive": e.case_sensitive,
+            "matchWholeWords": e.whole_words}, source="card.json", fill_defaults=False)
+        # (repr: Entry.order is NaN here, and NaN != NaN)
+        assert repr(engine.compiled.entries[e.pool_index]) == repr(compiled_form)
+    assert repr(engine.compiled.book.entries) == repr(tuple(engine.compiled.entries))

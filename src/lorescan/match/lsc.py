@@ -63,7 +63,8 @@ from ..errors import LorebookError
 from ..model import Entry, FrozenMap, Lorebook, MatchOptions, entry_from_fields, shared_names
 
 __all__ = ["CompiledFormError", "FORMAT_VERSION", "MAGIC", "encode_compiled", "restore_compiled",
-           "save_compiled", "load_compiled", "encode_value", "decode_value", "register_value_type"]
+           "save_compiled", "load_compiled", "encode_value", "decode_value", "register_value_type",
+           "with_lazy_entries"]
 
 MAGIC = b"LORESCN\x00"
 FORMAT_VERSION = 2          # 2: regex special keys hold a rid into meta["regexes"]
@@ -409,6 +410,19 @@ class _Lazy(Sequence):
 
     def __reduce__(self):
         return (tuple, (tuple(self),))
+
+
+def with_lazy_entries(cb: Any, make_entry: Callable[[int], Entry], load_book: Callable[[], Lorebook]) -> Any:
+    """``cb`` (a CompiledBook) holding no entries and no book: entry ``i`` is
+    ``make_entry(i)``, built the first time a scan asks for it and kept; the book is
+    ``load_book()``, built when asked for. For an engine that compiled a book it derived and
+    can derive again entry by entry (lorebook-slot mode's pool). ``make_entry`` must give an
+    entry equal to the one compiled."""
+    from .compile import CompiledBook
+    n = len(cb.entries)
+    values = {name.lstrip("_"): getattr(cb, name) for name in CompiledBook.__slots__
+              if name not in ("_book", "_load_book", "entries")}
+    return CompiledBook(book=None, load_book=load_book, entries=_Lazy(n, make_entry), **values)
 
 
 def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, NamedTuple
 
 from ..match.compile import CompiledBook, compile_book
@@ -43,7 +43,8 @@ from ..errors import RegexKeyError, SettingsError
 from ..js.regex import RegexTooComplex, regex_key
 from ..match.regexscope import RegexBudget
 from ..match.view import EntryMatch, ScanView, Window, match_plain_key
-from ..model import Lorebook, MatchOptions, entry_from_fields
+from ..match.lsc import with_lazy_entries
+from ..model import Entry, FrozenMap, Lorebook, MatchOptions, entry_from_fields
 from ..js.text import js_trim
 from ..tokens import count_upto, shared_counter
 from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry_from
@@ -348,32 +349,26 @@ class SlotEngine:
 
         pool: list[SlotEntry] = []
         plans: list[_Plan] = []
-        derived = []
         for bi, b in enumerate(slot_books):
             for ei, entry in enumerate(b.book.entries):
                 e = slot_entry_from(entry, pool_index=len(pool), book_index=bi, index=ei, book=b,
                                     user_icon=user_icon_decorator)
-                plan, primary, secondary = _plan_keys(e, regex_keys)
                 pool.append(e)
-                plans.append(plan)
-                # The matcher's view of the entry: ST field names, every option explicit.
-                derived.append(entry_from_fields({
-                    "uid": e.pool_index, "key": primary, "keysecondary": secondary,
-                    "content": e.content, "comment": e.name, "selective": True,
-                    "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words,
-                }, source=b.book.source, fill_defaults=False))
+                plans.append(_plan_keys(e, regex_keys)[0])
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
         try:
-            self.compiled: CompiledBook = compile_book(
-                Lorebook(name="lorebook slot pool", entries=tuple(derived), source="<slot pool>",
-                         format="lorebook-slot"), self.match_options, limits=limits)
+            compiled = compile_book(self._derived_book(), self.match_options, limits=limits)
         except RegexKeyError as exc:    # locate it in the attached book, not the derived pool
             if not isinstance(exc.entry, int):
                 raise
             e = self.pool[exc.entry]
             raise RegexKeyError(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
                                 field="keys") from None
+        # The derived entries are not kept: each is built again from the pool when a scan
+        # first needs it (recursion chunks need a few contents), which halves what an engine
+        # holds per entry (issue 8).
+        self.compiled: CompiledBook = with_lazy_entries(compiled, self._derived_entry, self._derived_book)
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
         # Most entries of a large pool do the same thing in every request: no gate decides them,
         # their keys are all the matcher's, and unless the matcher lists them as candidates
@@ -396,6 +391,29 @@ class SlotEngine:
         self._idle_log: tuple[LogRecord | None, ...] | None = None
         # (text, count, exact) per pool entry; a whole tuple is written at once (threads share it)
         self._token_cache: list[tuple[str, int, bool] | None] = [None] * len(self.pool)
+
+    # -- the matcher's view of the pool ----------------------------------------------------
+    def _derived_entry(self, i: int) -> Entry:
+        """Pool entry ``i`` as the shared matcher sees it: ST field names, every option
+        explicit, the keys the matcher answers (``_KeyRef.slot`` order)."""
+        e, plan = self.pool[i], self._plans[i]
+        refs = [ref for ref in (*plan.primary, *plan.secondary, *plan.exclude,
+                                *(r for g in plan.additional + plan.exclude_all for r in g))
+                if ref.how == "matcher"]
+        primary = sorted({ref.slot: ref.text for ref in refs if ref.primary}.items())
+        secondary = sorted({ref.slot: ref.text for ref in refs if not ref.primary}.items())
+        fields = {"uid": i, "key": [t for _, t in primary], "keysecondary": [t for _, t in secondary],
+                  "content": e.content, "comment": e.name, "selective": True,
+                  "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words}
+        # What entry_from_fields makes of these fields, with the attributes every derived entry
+        # shares (the empty card fields, the match-source and character-filter tuples) shared.
+        return replace(_DERIVED_TEMPLATE, uid=i, fields=FrozenMap(fields), key=tuple(fields["key"]),
+                       keysecondary=tuple(fields["keysecondary"]), content=e.content, comment=e.name,
+                       case_sensitive=e.case_sensitive, match_whole_words=e.whole_words)
+
+    def _derived_book(self) -> Lorebook:
+        return Lorebook(name="lorebook slot pool", entries=tuple(map(self._derived_entry, range(len(self.pool)))),
+                        source="<slot pool>", format="lorebook-slot")
 
     # -- token counts (cached per entry: a compiled book's contents are counted once) ----
     def entry_tokens(self, pool_index: int, text: str | None = None) -> int:
@@ -795,6 +813,10 @@ class SlotEngine:
 
 
 _NOTHING: frozenset[int] = frozenset()
+# A derived entry (SlotEngine._derived_entry) with the values every one of them shares.
+_DERIVED_TEMPLATE = entry_from_fields({"uid": 0, "key": [], "keysecondary": [], "content": "", "comment": "",
+                                       "selective": True, "caseSensitive": False, "matchWholeWords": False},
+                                      source="<slot pool>", fill_defaults=False)
 
 
 def _gateable(e: SlotEntry) -> bool:
