@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, NamedTuple
@@ -62,6 +63,7 @@ OUTCOMES = ("inserted", "dropped_budget", "probability_failed", "not_matched", "
             "blocked:dont_activate", "blocked:dont_activate_after_match", "blocked:is_greeting",
             "blocked:is_user_icon", "blocked:activate_only_after", "blocked:activate_only_every")
 ROLES = ("system", "user", "assistant")
+_ROLE_SET = frozenset(ROLES)
 
 ChatMessage = tuple[str, str] | Mapping[str, Any]
 RegexKeys = Literal["form", "strict", "auto"]
@@ -380,13 +382,14 @@ class SlotEngine:
         explicit = set(self._explicit)
         # Idle entries whose unmatched reason is "no primary key matched", by scan depth: a
         # system message inside their window may explain them (_explain_unmatched).
-        by_depth: dict[int, list[int]] = {}
+        # (compact: int32 arrays and one flag byte per entry, not sets of int objects)
+        self._plain_by_depth: dict[int, array[int]] = {}
+        self._plain_idle = bytearray(len(self.pool))
         for e in self.pool:
             plan = self._plans[e.pool_index]
             if e.pool_index not in explicit and plan.primary and any(ref.how != "never" for ref in plan.primary):
-                by_depth.setdefault(e.scan_depth, []).append(e.pool_index)
-        self._plain_by_depth = {d: tuple(ix) for d, ix in by_depth.items()}
-        self._plain_idle = frozenset(i for ix in by_depth.values() for i in ix)
+                self._plain_by_depth.setdefault(e.scan_depth, array("i")).append(e.pool_index)
+                self._plain_idle[e.pool_index] = 1
         # The log record of every idle entry, built on the first request (published whole).
         self._idle_log: tuple[LogRecord | None, ...] | None = None
         # (text, count, exact) per pool entry; a whole tuple is written at once (threads share it)
@@ -640,7 +643,7 @@ class SlotEngine:
         if idle_depths:
             depths = set(idle_depths)
             for i in sorted(in_system):
-                if i not in runs and i in self._plain_idle and self.pool[i].scan_depth in depths:
+                if i not in runs and self._plain_idle[i] and self.pool[i].scan_depth in depths:
                     r = runs[i] = self._idle_run(i)
                     r.outcome = "not_matched"
                     checks.append(r)
@@ -841,7 +844,11 @@ def _read_messages(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise SettingsError("expected a list of (role, text) messages", source="messages")
     out: list[tuple[str, str]] = []
+    roles = _ROLE_SET
     for i, m in enumerate(messages):
+        if type(m) is tuple and len(m) == 2 and type(m[0]) is str and m[0] in roles and type(m[1]) is str:
+            out.append(m)           # the common shape, already valid
+            continue
         if isinstance(m, Mapping):
             role = m.get("role")
             text = m.get("content", m.get("text"))
