@@ -150,3 +150,25 @@ def test_the_matchers_entries_built_on_demand_equal_the_compiled_ones(pool, mode
         # (repr: Entry.order is NaN here, and NaN != NaN)
         assert repr(engine.compiled.entries[e.pool_index]) == repr(compiled_form)
     assert repr(engine.compiled.book.entries) == repr(tuple(engine.compiled.entries))
+
+
+def test_a_fresh_engine_shared_by_threads_gives_the_serial_results():
+    """The idle log records and the derived entries are built on first use; threads racing
+    for them on a fresh engine must see the same results as a serial loop."""
+    from concurrent.futures import ThreadPoolExecutor
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(120)]
+    pool = [{"id": i, "keys": [w], "content": f"{w} meets {rng.choice(words)}", "insertion_order": i % 7}
+            for i, w in enumerate(words)]
+    chats = [[("user", " ".join(rng.sample(words, 3)))] for _ in range(16)]
+
+    def engine() -> SlotEngine:
+        return SlotEngine([SlotBook(cc_book("t", pool), settings=BookSettings(token_budget=2000))],
+                          count_tokens=count_words)
+    serial_engine = engine()
+    serial = [comparable(serial_engine.run(c, turn_id=n)) for n, c in enumerate(chats)]
+    shared = engine()
+    threaded = list(ThreadPoolExecutor(8).map(lambda n: comparable(shared.run(chats[n], turn_id=n)),
+                                              range(len(chats))))
+    assert threaded == serial
+    assert any(r.outcome == "inserted" and r.pass_number == 2 for r in shared.run(chats[0], turn_id=0).log)
