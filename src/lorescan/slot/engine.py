@@ -307,8 +307,12 @@ class SlotEngine:
     ``budget`` is the pool's token budget (docs/slot-mode.md#slot-pool [decision, revised]: the largest budget
     an attached book stores, the default 800 only when none stores one); ``budget_book``
     names the book it comes from (None for the default) and ``budget_reason`` says so in
-    words. The engine is immutable once built apart from its token-count cache; one engine
-    may serve many chats and threads at once (per-chat data lives in the ``state``).
+    words. The engine is immutable once built apart from caches of values that never change
+    (token counts, the matcher's entries and the log records of entries no request named,
+    each built on first use and published whole); one engine may serve many chats and
+    threads at once (per-chat data lives in the ``state``). A request walks only the
+    entries a gate or a key outside the matcher decides, the depth-0 ones and the
+    candidates the matcher names; every other entry's record is the same in every request.
     Raises :class:`LorebookError` for an entry field of the wrong type and
     :class:`SettingsError` for bad settings or two books with the same id.
     """
