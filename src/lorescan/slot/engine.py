@@ -33,7 +33,7 @@ from __future__ import annotations
 import bisect
 import re
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, NamedTuple
 
@@ -409,13 +409,14 @@ class SlotEngine:
                 if ref.how == "matcher"]
         primary = sorted({ref.slot: ref.text for ref in refs if ref.primary}.items())
         secondary = sorted({ref.slot: ref.text for ref in refs if not ref.primary}.items())
-        fields = {"uid": i, "key": [t for _, t in primary], "keysecondary": [t for _, t in secondary],
-                  "content": e.content, "comment": e.name, "selective": True,
-                  "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words}
+        key = [t for _, t in primary]
+        keysecondary = [t for _, t in secondary]
+        fields = {"uid": i, "key": key, "keysecondary": keysecondary, "content": e.content, "comment": e.name,
+                  "selective": True, "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words}
         # What entry_from_fields makes of these fields, with the attributes every derived entry
         # shares (the empty card fields, the match-source and character-filter tuples) shared.
-        return replace(_DERIVED_TEMPLATE, uid=i, fields=FrozenMap(fields), key=tuple(fields["key"]),
-                       keysecondary=tuple(fields["keysecondary"]), content=e.content, comment=e.name,
+        return replace(_DERIVED_TEMPLATE, uid=i, fields=FrozenMap(fields), key=tuple(key),
+                       keysecondary=tuple(keysecondary), content=e.content, comment=e.name,
                        case_sensitive=e.case_sensitive, match_whole_words=e.whole_words)
 
     def _derived_book(self) -> Lorebook:
@@ -572,7 +573,7 @@ class SlotEngine:
         records = list(self._idle_records())
         for i, r in runs.items():
             records[i] = _record(r)
-        log: tuple[LogRecord, ...] = tuple(records)     # type: ignore[arg-type]   (every slot is filled)
+        log: tuple[LogRecord, ...] = tuple(records)     # type: ignore[arg-type]  # every slot is filled
         prompts = frozenset(r.e.decorators.disable_ui_prompt for r in inserted
                             if r.e.decorators.disable_ui_prompt)
         budget_note = RequestNote("budget_stored" if self.budget_book is not None else "budget_default",
@@ -586,7 +587,7 @@ class SlotEngine:
         """Pool entry ``i`` as it stands after a pass in which the matcher did not name it
         (evaluating it in a later pass from here is the same as from a fresh run)."""
         r = _Run(self.pool[i])
-        self._match_keys(r, None, None, _NOTHING)       # type: ignore[arg-type]  (returns before the view)
+        self._match_keys(r, None, None, _NOTHING)       # type: ignore[arg-type]  # returns before the view
         return r
 
     def _idle_records(self) -> tuple[LogRecord | None, ...]:
@@ -703,7 +704,7 @@ class SlotEngine:
             return "matched", "constant", "constant"
         return None
 
-    def _match_keys(self, r: _Run, view: ScanView, window: Window, allowed: set[int] | None) -> bool:
+    def _match_keys(self, r: _Run, view: ScanView, window: Window, allowed: Set[int] | None) -> bool:
         """docs/slot-mode.md#slot-keys and gate 10 for one entry in one window; records the reason."""
         e, plan = r.e, self._plans[r.e.pool_index]
         if not plan.primary:
