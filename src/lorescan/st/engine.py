@@ -494,9 +494,10 @@ class STEngine:
         return self._counter()(text)
 
     def _counter(self) -> Callable[[str], int]:
+        # never assigned here: an engine is shared by threads (the default is built once, under a lock)
         if self.count_tokens is None:
-            from ..tokens import TiktokenCounter
-            self.count_tokens = TiktokenCounter()
+            from ..tokens import shared_counter
+            return shared_counter()
         return self.count_tokens
 
     def _unit(self, slot: _Slot, content: str, limit: int | None) -> tuple[str, TextCount]:
