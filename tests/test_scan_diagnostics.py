@@ -5,8 +5,8 @@ import functools
 
 import pytest
 
-from lorescan.model import STSettings, book_from_entries
-from lorescan.st.engine import BookSource, Character, ChatMessage, STEngine
+from lorescan.model import book_from_entries
+from lorescan.st import BookSource, Character, ChatMessage, STEngine, STSettings
 from lorescan.js.text import js_count_words
 
 

@@ -23,8 +23,8 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import SettingsError
 from ..match.cache import ChatScan
-from ..model import POSITION_NAMES, Lorebook, STSettings
-from ..st.engine import BookSource, ChatMessage, STEngine
+from ..model import Lorebook
+from ..st import POSITION_NAMES, BookSource, ChatMessage, STEngine, STSettings
 from .chats import Chat, ChatItem, Message, Problem, parse_item
 from .output import Columns
 
@@ -139,7 +139,7 @@ class _STVariant:
         self.engine = STEngine([BookSource(b, ("global",)) for b in books], st,
                                compat=settings.get("compat", "sillytavern"), random=rng.random)
         self.cache = ChatScan()
-        self.entries = {s.eid: s.entry for s in self.engine.slots}
+        self.entries = {s.eid: s.entry for s in self.engine.tables.entries}
         self._tokens: dict[Any, int] = {}
 
     def tokens(self, eid: Any) -> int:

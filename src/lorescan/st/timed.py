@@ -14,12 +14,12 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping, Protocol
 
 from ..errors import LorebookError
 from ..model import js_truthy
 
-__all__ = ["TimedEffects", "EffectRecord"]
+__all__ = ["TimedEffects", "EffectRecord", "TimedEntry", "ActiveEffects", "evaluate"]
 
 
 @dataclass(slots=True)
@@ -131,13 +131,37 @@ class ActiveEffects:
     cooldown: set[str]
 
 
-def evaluate(state: TimedEffects, chat_length: int, find_entry: Callable[[int], Any],
-             has_effect: Callable[[Any, str], Any]) -> ActiveEffects:
-    """docs/sillytavern-mode.md#st-timed, applied to ``state`` in place (the caller passes a copy).
+@dataclass(frozen=True, slots=True)
+class TimedEntry:
+    """What evaluation reads of the entry a record's fingerprint names.
 
-    ``find_entry(hash)`` returns the id (``"<book>.<uid>"``) of an entry with that
-    fingerprint or None; ``has_effect(entry_id, kind)`` returns its sticky/cooldown value.
-    The active sets hold entry ids.
+    Args:
+        key: the entry's ``"<book>.<uid>"`` key.
+        sticky, cooldown: the entry's own durations (as stored: a number or None).
+    """
+
+    key: str
+    sticky: Any
+    cooldown: Any
+
+
+class EntriesByHash(Protocol):
+    """Fingerprint -> entry, precomputed by the engine (:class:`lorescan.st.tables.HashIndex`)."""
+
+    def get(self, h: int, /) -> TimedEntry | None: ...
+
+
+def evaluate(state: TimedEffects, chat_length: int, entries: EntriesByHash) -> ActiveEffects:
+    """Age the records at scan start (docs/sillytavern-mode.md#st-timed), in place: the caller passes a copy.
+
+    Args:
+        state: the chat's timed effects; ended and stale records are removed, and an ended
+            sticky effect starts the entry's cooldown.
+        chat_length: the number of messages in the chat.
+        entries: the engine's entries by fingerprint.
+
+    Returns:
+        The keys (``"<book>.<uid>"``) of the entries currently sticky and on cooldown.
     """
     active = ActiveEffects(set(), set())
     for kind in ("sticky", "cooldown"):
@@ -149,22 +173,22 @@ def evaluate(state: TimedEffects, chat_length: int, find_entry: Callable[[int], 
             if chat_length <= rec.start and not rec.protected:
                 del records[key]
                 continue
-            entry = find_entry(rec.hash)
+            entry = entries.get(rec.hash)
             if entry is None:
                 if chat_length >= rec.end:
                     del records[key]
                 continue
-            if not js_truthy(has_effect(entry, kind)):
+            if not js_truthy(entry.sticky if kind == "sticky" else entry.cooldown):
                 del records[key]
                 continue
             if chat_length >= rec.end:
                 del records[key]
                 if kind == "sticky":
-                    cd = has_effect(entry, "cooldown")
+                    cd = entry.cooldown
                     if js_truthy(cd):
                         # keyed by the entry the hash found (SillyTavern's onEnded uses the entry's key)
-                        state.cooldown[entry] = EffectRecord(rec.hash, chat_length, chat_length + cd, True)
-                        active.cooldown.add(entry)
+                        state.cooldown[entry.key] = EffectRecord(rec.hash, chat_length, chat_length + cd, True)
+                        active.cooldown.add(entry.key)
                 continue
-            getattr(active, kind).add(entry)
+            getattr(active, kind).add(entry.key)
     return active
