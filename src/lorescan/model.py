@@ -177,17 +177,17 @@ class Entry:
     disable: bool
     selective: bool
     selective_logic: int | None          # None when the field is missing (docs/sillytavern-mode.md#st-entries)
-    order: float
-    position: Any
-    depth: Any
-    role: Any
+    order: float                          # NaN when not a number
+    position: float | None                # numbers are int or float, finite, |x| <= 2**53 (_check_fields)
+    depth: float | None
+    role: float | str | None              # CCv3/RisuAI books may say "system"/"user"/"assistant"
     outlet_name: str
     ignore_budget: bool
     exclude_recursion: bool
     prevent_recursion: bool
     delay_until_recursion: float          # 0 = off; True counts as level 1
     match_sources: tuple[bool, bool, bool, bool, bool, bool]
-    probability: Any
+    probability: float | None
     use_probability: bool
     group: str
     group_override: bool
@@ -196,9 +196,9 @@ class Entry:
     scan_depth: float | None
     case_sensitive: bool | None
     match_whole_words: bool | None
-    sticky: Any
-    cooldown: Any
-    delay: Any
+    sticky: float | None
+    cooldown: float | None
+    delay: float | None
     triggers: tuple[str, ...]
     character_filter: tuple[bool, tuple[str, ...], tuple[str, ...]]
     # Character Card fields SillyTavern has no name for (``priority``, ``use_regex``, top-level

@@ -88,7 +88,7 @@ class STEngine:
                  count_tokens: Callable[[str], int] | None = None,
                  substitute: Callable[[str], str] | None = None,
                  random: Callable[[], float] | None = None,
-                 post_process: Callable[[str, int, int | None], str] | None = None,
+                 post_process: Callable[[str, float | None, float | None], str] | None = None,
                  regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
         if not isinstance(limits, Limits):
             raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="STEngine",
@@ -331,9 +331,9 @@ class STEngine:
         if not dry_run:
             for s in activated:
                 e = s.entry
-                if js_truthy(e.sticky) and s.key not in state.sticky:
+                if e.sticky is not None and js_truthy(e.sticky) and s.key not in state.sticky:
                     state.sticky[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
-                if js_truthy(e.cooldown) and s.key not in state.cooldown:
+                if e.cooldown is not None and js_truthy(e.cooldown) and s.key not in state.cooldown:
                     state.cooldown[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
         placement = place_entries([(s.entry, turn.contents.get(s.key, s.content)) for s in activated],
                                   authors_note=authors_note, post_process=self.post_process)

@@ -64,7 +64,7 @@ class Placement:
     an_bottom: list[str] = field(default_factory=list)
     authors_note: str | None = None
     depth: list[DepthGroup] = field(default_factory=list)
-    examples: list[tuple[int, str]] = field(default_factory=list)
+    examples: list[tuple[float, str]] = field(default_factory=list)
     outlets: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -83,7 +83,7 @@ def assemble_authors_note(top: Sequence[str], note: str, bottom: Sequence[str]) 
 
 
 def place_entries(activated: Sequence[tuple[Entry, str]], *, authors_note: str | None = None,
-                  post_process: Callable[[str, int, int | None], str] | None = None) -> Placement:
+                  post_process: Callable[[str, float | None, float | None], str] | None = None) -> Placement:
     """Build the buckets from the activated entries.
 
     Entries are stable-sorted by order descending and each is put at the FRONT of its

@@ -27,8 +27,8 @@ class EffectRecord:
     """One running effect: recorded at chat length ``start``, current while length < ``end``."""
 
     hash: int
-    start: int
-    end: int
+    start: float      # chat lengths: integers, unless an entry's sticky or cooldown is fractional
+    end: float
     protected: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def _hash(rec: Mapping[str, Any], kind: str, where: dict[str, Any]) -> int:
     return v
 
 
-def _num(rec: Mapping[str, Any], name: str, kind: str, where: dict[str, Any]) -> int:
+def _num(rec: Mapping[str, Any], name: str, kind: str, where: dict[str, Any]) -> float:
     if name not in rec:
         raise LorebookError("missing", field=f"{kind}.{name}", **where)
     v = rec[name]
@@ -120,7 +120,7 @@ def _num(rec: Mapping[str, Any], name: str, kind: str, where: dict[str, Any]) ->
         # NaN would make a sticky entry permanent (every comparison is false)
         raise LorebookError(f"expected a finite number of at most 2**53 in magnitude, got {v!r:.40}",
                             field=f"{kind}.{name}", **where)
-    return int(v) if float(v).is_integer() else v  # type: ignore[return-value]
+    return int(v) if float(v).is_integer() else v
 
 
 @dataclass(slots=True)
