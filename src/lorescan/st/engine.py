@@ -22,6 +22,7 @@ from ..match.compile import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT,
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
 from ..model import Lorebook, js_truthy
+from ..tokens import TiktokenCounter
 from .activate import run_loops
 from .budget import turn_budget
 from .explain import explain_turn, regex_cutoffs
@@ -98,7 +99,8 @@ class STEngine:
             settings = STSettings.from_mapping(settings)
         self.compat = Compat.of(compat)
         self.settings = settings
-        self.count_tokens = count_tokens
+        # Resolved here, not on first use: a scan only reads the engine (tiktoken caches the encoding).
+        self.count_tokens: Callable[[str], int] = count_tokens if count_tokens is not None else TiktokenCounter()
         self.substitute = substitute
         self.random = random if random is not None else _default_random
         self.post_process = post_process
@@ -230,13 +232,7 @@ class STEngine:
 
     def tokens(self, text: str) -> int:
         """Returns: ``text``'s length in tokens under this engine's counter."""
-        return self._counter()(text)
-
-    def _counter(self) -> Callable[[str], int]:
-        if self.count_tokens is None:
-            from ..tokens import TiktokenCounter
-            self.count_tokens = TiktokenCounter()
-        return self.count_tokens
+        return self.count_tokens(text)
 
     # -- one generation --------------------------------------------------------------
     def scan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], *, max_context: int,
@@ -323,7 +319,7 @@ class STEngine:
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget)
                  for cb in tables.compiled]
         turn = Turn(tables, views, regex_budget, random=self.random, substitute=self.substitute,
-                    counter=self._counter(), trigger=trigger, character=character, chat_length=chat_length,
+                    counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
                     budget=budget, sticky=active_sticky, cooldown=active_cooldown, forced=forced_keys)
         if tables.entries:
             run_loops(turn)

@@ -24,7 +24,14 @@ __all__ = ["TimedEffects", "EffectRecord", "TimedEntry", "ActiveEffects", "evalu
 
 @dataclass(slots=True)
 class EffectRecord:
-    """One running effect: recorded at chat length ``start``, current while length < ``end``."""
+    """One running effect.
+
+    Args:
+        hash: the entry's fingerprint (docs/sillytavern-mode.md#st-fingerprint).
+        start: the chat length when it was recorded.
+        end: it is current while the chat length is below this.
+        protected: a cooldown started by an ended sticky effect (kept even at ``start``).
+    """
 
     hash: int
     start: float      # chat lengths: integers, unless an entry's sticky or cooldown is fractional
@@ -37,7 +44,11 @@ class EffectRecord:
 
 @dataclass(slots=True)
 class TimedEffects:
-    """The timed-effects record of one chat (SillyTavern's ``timedWorldInfo``)."""
+    """The timed-effects record of one chat (SillyTavern's ``timedWorldInfo``).
+
+    Args:
+        sticky, cooldown: entry key (``"<book>.<uid>"``) -> running effect.
+    """
 
     sticky: dict[str, EffectRecord] = field(default_factory=dict)
     cooldown: dict[str, EffectRecord] = field(default_factory=dict)
@@ -45,8 +56,15 @@ class TimedEffects:
     @classmethod
     def from_json(cls, data: "TimedEffects | Mapping[str, Any] | None", *,
                   source: str = "timed_effects") -> "TimedEffects":
-        """Parse the JSON shape (``None`` or ``{}`` = no effects; a TimedEffects is copied).
-        Bad records raise LorebookError."""
+        """Read the JSON shape.
+
+        Args:
+            data: ``None`` or ``{}`` for no effects, the JSON object, or a TimedEffects (copied).
+            source: what error messages call the state.
+
+        Raises:
+            LorebookError: a bad record, naming it and the field.
+        """
         if data is None:
             return cls()
         if isinstance(data, TimedEffects):
@@ -77,7 +95,11 @@ class TimedEffects:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON shape SillyTavern stores (strict JSON: a non-finite number raises LorebookError)."""
+        """Returns: the JSON shape SillyTavern stores.
+
+        Raises:
+            LorebookError: a non-finite number (the output is strict JSON).
+        """
         out: dict[str, Any] = {}
         for kind in ("sticky", "cooldown"):
             records: dict[str, EffectRecord] = getattr(self, kind)
@@ -91,6 +113,7 @@ class TimedEffects:
         return out
 
     def copy(self) -> "TimedEffects":
+        """Returns: a copy whose records can change without touching this one."""
         return TimedEffects({k: copy.copy(r) for k, r in self.sticky.items()},
                             {k: copy.copy(r) for k, r in self.cooldown.items()})
 
