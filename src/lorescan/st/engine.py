@@ -36,8 +36,6 @@ from .turn import Turn
 
 __all__ = ["STEngine"]
 
-_STRATEGIES = {"evenly": 0, "character_first": 1, "global_first": 2}
-
 
 def _default_random() -> float:
     return _random.random()
@@ -153,8 +151,13 @@ class STEngine:
 
         groups = [ordered(chat), ordered(persona)]
         g_e, c_e = ordered(glob), ordered(char)
-        strategy = _STRATEGIES[settings.insertion_strategy]
-        groups += [c_e, g_e] if strategy == 1 else [g_e, c_e] if strategy == 2 else [ordered(glob + char)]
+        strategy = settings.insertion_strategy
+        if strategy == "character_first":
+            groups += [c_e, g_e]
+        elif strategy == "global_first":
+            groups += [g_e, c_e]
+        else:                          # "evenly": one order over both
+            groups.append(ordered(glob + char))
         order_book = np.concatenate([g[0] for g in groups])
         order_index = np.concatenate([g[1] for g in groups])
         order_book_list: list[int] = order_book.tolist()
