@@ -46,7 +46,7 @@ def _flagged(entries: EntryTable, entry_at: list[list[int]], compiled: Sequence[
     """The entries with any of the compile-time flags ``bits``, in global order."""
     found = sorted(entry_at[bi][ei] for bi, cb in enumerate(compiled)
                    for ei in np.flatnonzero(np.asarray(cb.entry_flags) & bits).tolist())
-    return [entries[g] for g in found]
+    return entries.many(found)
 
 
 def _restore_engine(sources, settings, compat, count_tokens, substitute, random, post_process, regex_timeout,

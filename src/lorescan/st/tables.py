@@ -12,7 +12,7 @@ import re
 import threading
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..js.sthash import entry_fingerprint
 from ..js.text import JS_WHITESPACE
@@ -104,8 +104,23 @@ class EntryTable(Sequence[EntryInfo]):
         return len(self._items)
 
     def __iter__(self) -> Iterator[EntryInfo]:
-        for gpos in range(len(self._items)):
-            yield self[gpos]
+        if None in self._items:
+            self.many(range(len(self._items)))
+        return iter(self._items)  # type: ignore[arg-type]
+
+    def many(self, positions: Sequence[int]) -> list[EntryInfo]:
+        """The records at these global positions, any missing ones built under one lock."""
+        items = self._items
+        if any(items[g] is None for g in positions):
+            with self._lock:
+                for g in positions:
+                    if items[g] is None:
+                        items[g] = self._build(g)
+        return [items[g] for g in positions]  # type: ignore[misc]
+
+    def _build(self, gpos: int) -> EntryInfo:
+        bi, ei = self._order_book[gpos], self._order_index[gpos]
+        return EntryInfo(gpos, bi, ei, self._compiled[bi].entries[ei], self._worlds[bi], self._strict)
 
     def __getitem__(self, gpos):  # type: ignore[override]
         if type(gpos) is slice:
@@ -116,9 +131,7 @@ class EntryTable(Sequence[EntryInfo]):
             with self._lock:     # one record per entry, whichever thread asks first
                 info = self._items[gpos]
                 if info is None:
-                    bi, ei = self._order_book[gpos], self._order_index[gpos]
-                    info = EntryInfo(gpos, bi, ei, self._compiled[bi].entries[ei], self._worlds[bi], self._strict)
-                    self._items[gpos] = info
+                    info = self._items[gpos] = self._build(gpos)
         return info
 
 
@@ -154,26 +167,26 @@ class HashIndex:
     """Entry fingerprint -> :class:`~lorescan.st.timed.TimedEntry`: what timed-effect records point at.
 
     The timed entries (sticky or cooldown set), which the records of an ordinary chat name,
-    are indexed when the engine is built. A record naming any other entry (edited, or
-    written by another version) makes the first lookup that misses index every entry once;
-    that table is published only when complete.
+    are looked at first, in global order. A fingerprint is computed when a lookup first
+    needs it (about a millisecond each: an engine whose chats have no timed records never
+    pays for them) and kept on the entry's record; it is a pure function of the entry, so
+    threads that race write the same value. A record naming any other entry (edited, or
+    written by another version) makes the first lookup that misses index every entry
+    once; that table is published only when complete.
     """
 
     __slots__ = ("_entries", "_timed", "_all")
 
     def __init__(self, entries: EntryTable, timed: Sequence[EntryInfo]) -> None:
         self._entries = entries
-        found: dict[int, TimedEntry] = {}
-        for info in timed:                   # first in global order wins, as SillyTavern's find does
-            found.setdefault(info.hash, info.timed())
-        self._timed = found
+        self._timed = tuple(timed)
         self._all: dict[int, TimedEntry] | None = None
 
     def get(self, h: int) -> TimedEntry | None:
         """The entry with fingerprint ``h``, timed entries first; None if there is none."""
-        found = self._timed.get(h)
-        if found is not None:
-            return found
+        for info in self._timed:             # first in global order wins, as SillyTavern's find does
+            if info.hash == h:
+                return info.timed()
         index = self._all
         if index is None:
             index = {}
