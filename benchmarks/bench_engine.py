@@ -18,8 +18,7 @@ import pytest
 
 from conftest import make_book, make_chat, median_seconds
 from lorescan.match.cache import ChatScan
-from lorescan.model import STSettings
-from lorescan.st.engine import BookSource, ChatMessage, STEngine
+from lorescan.st import BookSource, ChatMessage, STEngine, STSettings
 
 SHORT = os.environ.get("LORESCAN_BENCH_SHORT") == "1"
 N_ENTRIES = 10_000

@@ -32,8 +32,9 @@ from lorescan import BACKEND
 from lorescan.match.cache import ChatScan
 from lorescan.match.compile import EMPTY, KeyMatcher, compile_book
 from lorescan.match import MatchOptions
-from lorescan.model import Lorebook, STSettings, entry_from_fields
-from lorescan.st.engine import BookSource, ChatMessage, STEngine
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.st import STSettings
+from lorescan.st import BookSource, ChatMessage, STEngine
 
 N_KEYS = 1_000
 CHAT = 1_000

@@ -78,7 +78,7 @@ def bench_unpickle_engine_vs_json_load(benchmark, source):
     data = pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL)
     baseline = median_seconds(lambda: _json_load(path), RUNS)
     loaded = benchmark.pedantic(pickle.loads, args=(data,), rounds=RUNS, iterations=1)
-    assert len(loaded.slots) == len(engine.slots)
+    assert len(loaded.tables.entries) == len(engine.tables.entries)
     _check(benchmark, baseline, "pickle.loads of a compiled engine")
 
 
@@ -90,7 +90,7 @@ def bench_load_lsc_engine_vs_json_load(benchmark, source):
         return STEngine([BookSource(load_compiled(lsc), ("global",))], SETTINGS)
     baseline = median_seconds(lambda: _json_load(path), RUNS)
     loaded = benchmark.pedantic(load_engine, rounds=RUNS, iterations=1)
-    assert len(loaded.slots) == len(engine.slots)
+    assert len(loaded.tables.entries) == len(engine.tables.entries)
     _check(benchmark, baseline, "load_compiled of a .lsc file plus STEngine")
 
 

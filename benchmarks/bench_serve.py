@@ -36,8 +36,7 @@ pytest.importorskip("uvicorn", reason="the serve extra is not installed (pip ins
 
 from lorescan.match.compile import compile_book  # noqa: E402
 from lorescan.match.cache import ChatScan  # noqa: E402
-from lorescan.model import Compat, STSettings  # noqa: E402
-from lorescan.st.engine import BookSource, ChatMessage, STEngine  # noqa: E402
+from lorescan.st import BookSource, ChatMessage, Compat, STEngine, STSettings  # noqa: E402
 from lorescan.serve.app import TOKEN_CACHE_TEXTS  # noqa: E402
 from lorescan.serve.store import BookStore  # noqa: E402
 from lorescan.tokens import TiktokenCounter  # noqa: E402

@@ -28,7 +28,7 @@ import pytest
 from conftest import SHORT, median_seconds
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.slot import SlotEngine
-from lorescan.st.engine import BookSource, STEngine
+from lorescan.st import BookSource, STEngine
 from lorescan.tokens import ConcatCount, IncrementalCount, PrependCount, TiktokenCounter, count_text
 
 N_ENTRIES = 10_000

@@ -30,7 +30,7 @@ from typing import Any
 
 from lorescan.model import Lorebook
 from lorescan.formats.sillytavern import book_from_entries
-from lorescan.st.engine import ChatMessage
+from lorescan.st import ChatMessage
 
 __all__ = ["CLUSTER", "CAST", "REGEX_SHARE", "HeavyBook", "heavy_book", "heavy_chat"]
 

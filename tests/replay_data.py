@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from lorescan import ChatMessage, STEngine, TiktokenCounter
-from lorescan.model import POSITION_NAMES, Lorebook, entry_from_fields
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.st import POSITION_NAMES
 
 SHARED = Path(os.environ.get("LORESCAN_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
 CORPUS_CHATS = SHARED / "corpus" / "chats"

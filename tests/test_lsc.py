@@ -123,7 +123,7 @@ def test_a_loaded_corpus_book_scans_as_the_fresh_one(path, compat, tmp_path):
 
 
 def _engines_options(compat: str) -> MatchOptions:
-    from lorescan.model import Compat
+    from lorescan.st import Compat
     return Compat.of(compat).match_options()
 
 

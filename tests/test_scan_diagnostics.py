@@ -5,9 +5,8 @@ import functools
 
 import pytest
 
-from lorescan.model import STSettings
-from lorescan.formats.sillytavern import book_from_entries
-from lorescan.st.engine import BookSource, Character, ChatMessage, STEngine
+from lorescan.formats import book_from_entries
+from lorescan.st import BookSource, Character, ChatMessage, STEngine, STSettings
 from lorescan.js.text import js_count_words
 
 

@@ -10,9 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lorescan import ChatScan
-from lorescan.model import STSettings
-from lorescan.formats.sillytavern import book_from_entries
-from lorescan.st.engine import BookSource, ChatMessage, STEngine
+from lorescan.formats import book_from_entries
+from lorescan.st import BookSource, ChatMessage, STEngine, STSettings
 from lorescan.js.text import js_count_words
 from tests.support.reference_matcher import ReferenceScanView
 

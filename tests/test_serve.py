@@ -26,7 +26,7 @@ from lorescan import SlotEngine, load  # noqa: E402
 from conftest import need_shared  # noqa: E402
 from lorescan.app.conformance import CONTRACT_FIELDS, _engine_for, iter_cases  # noqa: E402
 from lorescan.formats.sillytavern import read_world  # noqa: E402
-from lorescan.st.engine import Character, ChatMessage  # noqa: E402
+from lorescan.st import Character, ChatMessage  # noqa: E402
 from lorescan.serve import models as m  # noqa: E402
 from lorescan.serve.testing import ServerProcess  # noqa: E402
 from lorescan.slot import SlotBook  # noqa: E402

@@ -49,7 +49,7 @@ def _foreign_state() -> dict:
     # A record whose fingerprint belongs to an untimed entry makes the engine look at every
     # entry's fingerprint (an index built on first use). Found, the record is dropped (the
     # entry has no sticky); an engine that let a thread see a half-built index would keep it.
-    filler = _engine()._by_key[f"Sharing.{len(NAMES) + 2999}"].hash
+    filler = _engine().tables.by_key[f"Sharing.{len(NAMES) + 2999}"].hash
     return {"sticky": {"Sharing.1": {"hash": filler, "start": 1, "end": 400, "protected": False}},
             "cooldown": {}}
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from lorescan import ChatMessage, ChatScan, LorebookError, STEngine, STSettings, SlotEngine
 from lorescan.formats.load import load_data
-from lorescan.st.engine import BookSource
+from lorescan.st import BookSource
 
 # Values storage may hold where a number or a flag belongs: every JSON type, the non-finite
 # floats Python's json accepts by default, integers past any float, and the strings that
@@ -63,7 +63,7 @@ def _record(key_hash: st.SearchStrategy) -> st.SearchStrategy:
 @given(data=st.data())
 def test_any_timed_effects_state_gives_a_located_error_or_strict_json(st_engine, data):
     engine, key = st_engine
-    real_hash = engine.slots[0].hash
+    real_hash = engine.tables.entries[0].hash
     # mostly well-formed around the real entry, so the corruption reaches evaluation
     record = _record(st.one_of(st.just(real_hash), st.just(real_hash), NASTY, SCALARS))
     kind = st.one_of(st.dictionaries(st.sampled_from([key, key, "x.1"]), record, min_size=1, max_size=2),

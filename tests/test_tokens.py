@@ -8,8 +8,8 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from lorescan.model import Compat, Lorebook, entry_from_fields
-from lorescan.st.engine import BookSource, STEngine
+from lorescan.model import Lorebook, entry_from_fields
+from lorescan.st import BookSource, Compat, STEngine
 from lorescan.js.text import js_count_words
 from lorescan.tokens import ConcatCount, IncrementalCount, PrependCount, TiktokenCounter, count_text, count_words, resolve_offline_encoding
 
@@ -270,7 +270,7 @@ import resource, sys
 resource.setrlimit(resource.RLIMIT_CPU, ({cpu}, {cpu}))
 resource.setrlimit(resource.RLIMIT_AS, ({mem} << 20, {mem} << 20))
 from lorescan.model import Lorebook, entry_from_fields
-from lorescan.st.engine import BookSource, STEngine
+from lorescan.st import BookSource, STEngine
 {body}
 """
 

@@ -13,17 +13,15 @@ import importlib
 
 from ._version import __version__
 
-# public name -> the module (relative to this package) that defines it. SillyTavern mode's
-# names are those of the `st` package's modules as they stand (issue 10's stage split may
-# move them inside `st/`; only these module paths change then).
+# public name -> the module (relative to this package) that defines it
 _LAZY = {
     "BACKEND": "._kernels",
     # SillyTavern mode: the engine, its inputs and its results
-    "STEngine": ".st.engine", "STResult": ".st.engine", "BookSource": ".st.engine", "Character": ".st.engine",
-    "ChatMessage": ".st.engine", "Diagnostic": ".st.engine", "EntryId": ".st.engine", "LoopRecord": ".st.engine",
-    "Placement": ".st.place", "DepthGroup": ".st.place",
-    "TimedEffects": ".st.timed", "EffectRecord": ".st.timed",
-    "STSettings": ".model", "Compat": ".model",
+    "STEngine": ".st", "STResult": ".st", "BookSource": ".st", "Character": ".st",
+    "ChatMessage": ".st", "Diagnostic": ".st", "EntryId": ".st", "LoopRecord": ".st",
+    "Placement": ".st", "DepthGroup": ".st",
+    "TimedEffects": ".st", "EffectRecord": ".st",
+    "STSettings": ".st", "Compat": ".st",
     # lorebook-slot mode
     "SlotEngine": ".slot", "SlotResult": ".slot", "SlotMessage": ".slot", "LogRecord": ".slot",
     "RequestNote": ".slot", "RoleMessage": ".slot", "SlotBook": ".slot", "BookSettings": ".slot",
@@ -54,12 +52,11 @@ if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, impor
     from .match.cache import ChatScan
     from .match.compile import CompiledBook, compile_book, load_compiled
     from .match.lsc import CompiledFormError, save_compiled
-    from .model import Compat, Entry, Lorebook, Origin, STSettings, entry_from_fields
+    from .model import Entry, Lorebook, Origin, entry_from_fields
     from .slot import (OUTCOMES, BookSettings, LogDetail, LogRecord, MatchedBy, NoteCode, Outcome, RequestNote,
                        RoleMessage, SlotBook, SlotEngine, SlotMessage, SlotResult)
-    from .st.engine import BookSource, Character, ChatMessage, Diagnostic, EntryId, LoopRecord, STEngine, STResult
-    from .st.place import DepthGroup, Placement
-    from .st.timed import EffectRecord, TimedEffects
+    from .st import (BookSource, Character, ChatMessage, Compat, DepthGroup, Diagnostic, EffectRecord, EntryId,
+                     LoopRecord, Placement, STEngine, STResult, STSettings, TimedEffects)
     from .tokens import IncrementalCount, TiktokenCounter, count_words
 
 

@@ -1,4 +1,5 @@
-"""The data model: entries, books and settings (docs/sillytavern-mode.md#st-entries).
+"""The data model: entries and books (docs/sillytavern-mode.md#st-entries); SillyTavern mode's settings
+live in :mod:`lorescan.st.settings`, the matching rules in :mod:`lorescan.match.options`.
 
 An :class:`Entry` keeps every field exactly as read (``fields``, in file order, unknown
 fields included) and exposes the values the engine needs as typed attributes computed
@@ -11,14 +12,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .errors import LorebookError, SettingsError
+from .errors import LorebookError
 from .js.text import js_trim
-from .match.options import MatchOptions
 
-__all__ = [
-    "Compat", "FrozenMap", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "STSettings", "js_truthy",
-    "entry_from_fields", "Origin", "POSITION_NAMES", "SELECTIVE_LOGIC_NAMES",
-]
+__all__ = ["FrozenMap", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "js_truthy", "entry_from_fields", "Origin"]
 
 # SillyTavern's new-entry template, in the order its editor writes the fields (docs/sillytavern-mode.md#st-entries).
 # `uid` and `displayIndex` are filled from the entry's uid.
@@ -37,10 +34,6 @@ ST_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("characterFilter", {"isExclude": False, "names": [], "tags": []}),
 )
 
-POSITION_NAMES = {0: "before", 1: "after", 2: "an_top", 3: "an_bottom", 4: "at_depth",
-                  5: "em_top", 6: "em_bottom", 7: "outlet"}
-SELECTIVE_LOGIC_NAMES = {0: "AND_ANY", 1: "NOT_ALL", 2: "NOT_ANY", 3: "AND_ALL"}
-GENERATION_TRIGGERS = ("normal", "continue", "impersonate", "swipe", "regenerate", "quiet")
 
 
 class FrozenMap(dict):
@@ -184,17 +177,17 @@ class Entry:
     disable: bool
     selective: bool
     selective_logic: int | None          # None when the field is missing (docs/sillytavern-mode.md#st-entries)
-    order: float
-    position: Any
-    depth: Any
-    role: Any
+    order: float                          # NaN when not a number
+    position: float | None                # numbers are int or float, finite, |x| <= 2**53 (_check_fields)
+    depth: float | None
+    role: float | str | None              # CCv3/RisuAI books may say "system"/"user"/"assistant"
     outlet_name: str
     ignore_budget: bool
     exclude_recursion: bool
     prevent_recursion: bool
     delay_until_recursion: float          # 0 = off; True counts as level 1
     match_sources: tuple[bool, bool, bool, bool, bool, bool]
-    probability: Any
+    probability: float | None
     use_probability: bool
     group: str
     group_override: bool
@@ -203,9 +196,9 @@ class Entry:
     scan_depth: float | None
     case_sensitive: bool | None
     match_whole_words: bool | None
-    sticky: Any
-    cooldown: Any
-    delay: Any
+    sticky: float | None
+    cooldown: float | None
+    delay: float | None
     triggers: tuple[str, ...]
     character_filter: tuple[bool, tuple[str, ...], tuple[str, ...]]
     # Character Card fields SillyTavern has no name for (``priority``, ``use_regex``, top-level
@@ -374,122 +367,3 @@ class Lorebook:
             if e.uid == uid:
                 return e
         raise KeyError(uid)
-
-
-def _require(cond: bool, problem: str, name: str) -> None:
-    if not cond:
-        raise SettingsError(problem, source="settings", field=name)
-
-
-_STRATEGIES = ("evenly", "character_first", "global_first")
-
-
-@dataclass(frozen=True, slots=True)
-class STSettings:
-    """Global World Info settings of SillyTavern mode (docs/sillytavern-mode.md#st-settings), with the code defaults.
-
-    Names follow the conformance vectors. Values outside the ranges SillyTavern's UI
-    allows raise :class:`SettingsError` (``scan_depth`` above 1000 is accepted and capped
-    at 1000 by the scan, as in SillyTavern).
-    """
-
-    scan_depth: int = 2
-    budget_percent: float = 25
-    budget_cap: int = 0
-    min_activations: int = 0
-    min_activations_depth_max: int = 0
-    max_recursion_steps: int = 0
-    recursive: bool = False
-    case_sensitive: bool = False
-    match_whole_words: bool = False
-    use_group_scoring: bool = False
-    include_names: bool = True
-    insertion_strategy: str = "character_first"
-    overflow_alert: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("scan_depth", "budget_cap", "min_activations", "min_activations_depth_max",
-                     "max_recursion_steps"):
-            v = getattr(self, name)
-            _require(isinstance(v, int) and not isinstance(v, bool), f"expected an integer, got {v!r}", name)
-            _require(0 <= v <= 10_000_000, f"out of range: {v!r:.40}", name)
-        v = self.budget_percent
-        _require(isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, int) or math.isfinite(v)),
-                 f"expected a finite number, got {v!r:.40}", "budget_percent")
-        _require(0 <= v <= 100, f"must be between 0 and 100, got {v!r:.40}", "budget_percent")
-        for name in ("recursive", "case_sensitive", "match_whole_words", "use_group_scoring",
-                     "include_names", "overflow_alert"):
-            _require(isinstance(getattr(self, name), bool), f"expected true/false, got {getattr(self, name)!r}", name)
-        _require(self.insertion_strategy in _STRATEGIES,
-                 f"must be one of {', '.join(_STRATEGIES)}, got {self.insertion_strategy!r}",
-                 "insertion_strategy")
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> "STSettings":
-        """Settings from a mapping with the conformance names; unknown names are an error."""
-        if not isinstance(data, Mapping):
-            raise SettingsError(f"settings must be an object, got {type(data).__name__}", source="settings")
-        known = set(cls.__dataclass_fields__)
-        unknown = [k for k in data if k not in known]
-        if unknown:
-            raise SettingsError(f"unknown setting(s): {', '.join(map(str, unknown))}", source="settings",
-                                field=str(unknown[0]))
-        return cls(**dict(data))
-
-
-@dataclass(frozen=True, slots=True)
-class Compat:
-    """The improvements of docs/improved-profile.md, each an independent switch (docs/improved-profile.md#profiles).
-
-    :meth:`sillytavern` sets every switch to SillyTavern's behaviour (the conformance
-    profile); :meth:`improved` to lorescan's. ``word_chars``, ``nospace_scripts``,
-    ``multiword`` and ``blank_keys`` are the matching rules (see :class:`MatchOptions`);
-    ``group_bookkeeping``: ``"sillytavern"`` (remove-the-last-entry quirk, whole-string
-    "already activated" test) or ``"fixed"``; ``decorators``: ``"sillytavern"`` or
-    ``"strict_lines"``; ``budget_accounting``: ``"recursion_text"`` (SillyTavern) or
-    ``"all_admitted"``.
-    """
-
-    word_chars: str = "ascii"
-    nospace_scripts: bool = False
-    multiword: str = "substring"
-    blank_keys: str = "match_all"
-    group_bookkeeping: str = "sillytavern"
-    decorators: str = "sillytavern"
-    budget_accounting: str = "recursion_text"
-
-    def __post_init__(self) -> None:
-        MatchOptions(False, False, self.word_chars, self.nospace_scripts, self.multiword, self.blank_keys)
-        _require(self.group_bookkeeping in ("sillytavern", "fixed"), f"bad value {self.group_bookkeeping!r}",
-                 "group_bookkeeping")
-        _require(self.decorators in ("sillytavern", "strict_lines"), f"bad value {self.decorators!r}",
-                 "decorators")
-        _require(self.budget_accounting in ("recursion_text", "all_admitted"),
-                 f"bad value {self.budget_accounting!r}", "budget_accounting")
-
-    @classmethod
-    def sillytavern(cls) -> "Compat":
-        """Every switch at SillyTavern's behaviour, quirks included."""
-        return cls()
-
-    @classmethod
-    def improved(cls) -> "Compat":
-        """Every switch at lorescan's improved behaviour."""
-        return cls("unicode", True, "bounded", "ignore", "fixed", "strict_lines", "all_admitted")
-
-    @classmethod
-    def of(cls, value: "Compat | str") -> "Compat":
-        """A Compat from a profile name (``"sillytavern"``/``"improved"``) or itself."""
-        if isinstance(value, Compat):
-            return value
-        if value == "sillytavern":
-            return cls.sillytavern()
-        if value == "improved":
-            return cls.improved()
-        raise SettingsError(f"compat must be 'sillytavern', 'improved' or a Compat, got {value!r}",
-                            source="engine", field="compat")
-
-    def match_options(self, *, case_sensitive: bool = False, match_whole_words: bool = False) -> MatchOptions:
-        """The matching rules of this profile with the given defaults."""
-        return MatchOptions(case_sensitive, match_whole_words, self.word_chars, self.nospace_scripts,
-                            self.multiword, self.blank_keys)

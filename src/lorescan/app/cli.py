@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from ..errors import LorebookError
-from ..model import Compat
+from ..st.settings import Compat
 from ..replay.cli import add_parsers, add_replay_parser, replay_batch_command, replay_command, summarize_command  # pyarrow, Ray: when run
 
 __all__ = ["main"]

@@ -16,8 +16,8 @@ from ..errors import FormatError, LorebookError
 from ..formats._safety import parse_json
 from ..limits import DEFAULT_LIMITS
 from ..formats.sillytavern import read_world
-from ..model import STSettings
-from ..st.engine import BookSource, Character, ChatMessage, STEngine
+from ..st.settings import STSettings
+from ..st import BookSource, Character, ChatMessage, STEngine
 from ..js.text import js_count_words
 
 __all__ = ["CaseOutcome", "run_case", "run_file", "run_files", "CONTRACT_FIELDS"]

@@ -10,8 +10,8 @@ from ..errors import FormatError
 from ..formats import load
 from ..formats._safety import parse_json
 from ..limits import DEFAULT_LIMITS
-from ..model import STSettings
-from ..st.engine import BookSource, ChatMessage, STEngine
+from ..st.settings import STSettings
+from ..st import BookSource, ChatMessage, STEngine
 
 __all__ = ["load_chat", "scan_files"]
 

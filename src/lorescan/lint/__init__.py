@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import RegexKeyError
-from ..model import Lorebook, MatchOptions
+from ..match.options import MatchOptions
+from ..model import Lorebook
 from .findings import CODES, Finding, Severity, code_matches
 from ..match.compile import compile_book
 from .book import (check_budget, check_common_words, check_duplicates, check_flags, check_recursion,

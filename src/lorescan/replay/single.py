@@ -15,8 +15,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
 from ..match.cache import ChatScan
-from ..model import Lorebook, STSettings
-from ..st.engine import BookSource, ChatMessage, STEngine
+from ..model import Lorebook
+from ..st.settings import STSettings
+from ..st import BookSource, ChatMessage, STEngine
 from .chats import MAX_CHAT_BYTES, Message, _message
 from .turns import EXTRA_SETTINGS, check_settings, turn_points, turn_seed
 
@@ -144,13 +145,13 @@ class _ST:
                                compat=settings.get("compat", "sillytavern"), random=self.rng.random)
         self.cache = ChatScan()
         self.state: Any = None
-        self.index = {s.eid: i for i, s in enumerate(self.engine.slots)}
-        self.entries = tuple(EntryInfo(s.eid.world, str(s.eid.uid), _entry_name(s.entry)) for s in self.engine.slots)
+        self.index = {s.eid: i for i, s in enumerate(self.engine.tables.entries)}
+        self.entries = tuple(EntryInfo(s.eid.world, str(s.eid.uid), _entry_name(s.entry)) for s in self.engine.tables.entries)
         self._tokens = [-1] * len(self.entries)
 
     def _count(self, i: int) -> int:
         if self._tokens[i] < 0:
-            self._tokens[i] = self.engine.tokens(self.engine.slots[i].entry.content)
+            self._tokens[i] = self.engine.tokens(self.engine.tables.entries[i].entry.content)
         return self._tokens[i]
 
     def turn(self, messages: Sequence[Message], seed: int, t: int) -> tuple:

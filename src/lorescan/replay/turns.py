@@ -23,9 +23,9 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import SettingsError
 from ..match.cache import ChatScan
-from ..model import POSITION_NAMES, Lorebook, STSettings
+from ..model import Lorebook
 from ..slot import SlotEngine
-from ..st.engine import BookSource, ChatMessage, STEngine
+from ..st import POSITION_NAMES, BookSource, ChatMessage, STEngine, STSettings
 from .chats import Chat, ChatItem, Message, Problem, parse_item
 from .output import Columns
 
@@ -140,7 +140,7 @@ class _STVariant:
         self.engine = STEngine([BookSource(b, ("global",)) for b in books], st,
                                compat=settings.get("compat", "sillytavern"), random=rng.random)
         self.cache = ChatScan()
-        self.entries = {s.eid: s.entry for s in self.engine.slots}
+        self.entries = {s.eid: s.entry for s in self.engine.tables.entries}
         self._tokens: dict[Any, int] = {}
 
     def tokens(self, eid: Any) -> int:

@@ -35,9 +35,8 @@ from starlette.routing import Route
 from ..errors import LorebookError
 from ..match.cache import ChatScan
 from ..limits import DEFAULT_LIMITS
-from ..model import Compat, STSettings
 from ..match.options import MatchOptions
-from ..st.engine import BookSource, Character, ChatMessage, STEngine
+from ..st import BookSource, Character, ChatMessage, Compat, STEngine, STSettings
 from ..slot import BookSettings, SlotBook, SlotEngine
 from ..tokens import TiktokenCounter, count_words
 from . import models as m

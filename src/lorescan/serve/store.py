@@ -38,8 +38,9 @@ from ..formats._safety import parse_json
 from ..formats.load import DEFAULT_LIMITS, Limits, detect_format
 from ..formats.sillytavern import read_world
 from ..limits import DEFAULT_LIMITS as BOOK_LIMITS
-from ..model import Compat, Lorebook
+from ..model import Lorebook
 from ..match.options import MatchOptions
+from ..st.settings import Compat
 
 __all__ = ["BookStore", "StoredBook", "BookNotFound", "SUFFIX", "FORMAT", "DEFAULT_RULES",
            "write_compiled", "read_compiled"]

@@ -1,19 +1,17 @@
-"""Inclusion groups (docs/sillytavern-mode.md#st-groups): timed-effect filter, group scoring, winner selection."""
+"""Inclusion groups (docs/sillytavern-mode.md#st-groups): the timed-effect filter, group scoring and
+winner selection over one loop's new entries."""
 from __future__ import annotations
 
-import re
-from typing import Any, Callable, Sequence
+import math
+from typing import Generic, Sequence, TypeVar
 
-from ..js.text import JS_WHITESPACE
+from ..model import js_truthy
+from .tables import EntryInfo, SelectiveLogic
+from .turn import Turn, entry_window, note
 
-__all__ = ["split_group_names", "js_key_order", "PendingList"]
+__all__ = ["select_in_groups", "group_score", "js_key_order", "PendingList"]
 
-_GROUP_SPLIT = re.compile(",[" + "".join(sorted(JS_WHITESPACE)) + "]*")
-
-
-def split_group_names(group: str) -> list[str]:
-    """Group names of an entry: split on a comma and the whitespace after it; empty names dropped."""
-    return [g for g in _GROUP_SPLIT.split(group) if g]
+T = TypeVar("T")
 
 
 def _is_array_index(name: str) -> bool:
@@ -22,35 +20,162 @@ def _is_array_index(name: str) -> bool:
 
 
 def js_key_order(names: Sequence[str]) -> list[str]:
-    """JS object key order: integer-like names ascending, then the rest in first-seen order."""
+    """JavaScript's object key order.
+
+    Returns:
+        ``names`` with the integer-like ones first, ascending, then the rest in first-seen order.
+    """
     ints = sorted((n for n in names if _is_array_index(n)), key=int)
     return ints + [n for n in names if not _is_array_index(n)]
 
 
-class PendingList:
+class PendingList(Generic[T]):
     """The loop's new-entry list, with SillyTavern's removal quirk as an option.
 
     SillyTavern removes with ``splice(indexOf(x), 1)``: removing an entry that is no
-    longer there removes the LAST element instead (docs/sillytavern-mode.md#st-groups). ``on_remove`` is told of
-    every entry actually removed and why.
+    longer there removes the LAST element instead (docs/sillytavern-mode.md#st-groups).
+
+    Args:
+        items: the list's initial items.
+        quirk: reproduce that removal quirk.
     """
 
-    def __init__(self, items: Sequence[Any], *, quirk: bool,
-                 on_remove: Callable[[Any, Any, str], None] | None = None) -> None:
+    def __init__(self, items: Sequence[T], *, quirk: bool) -> None:
         self.items = list(items)
         self.quirk = quirk
-        self.on_remove = on_remove
 
-    def remove(self, item: Any, reason: str) -> None:
+    def remove(self, item: T) -> T | None:
+        """Remove ``item``.
+
+        Returns:
+            The item actually removed (under the quirk, maybe another one), or None.
+        """
         try:
             i = self.items.index(item)
         except ValueError:
             if not self.quirk or not self.items:
-                return
+                return None
             i = len(self.items) - 1
-        removed = self.items.pop(i)
-        if self.on_remove is not None:
-            self.on_remove(removed, item, reason)
+        return self.items.pop(i)
 
-    def __contains__(self, item: Any) -> bool:
+    def __contains__(self, item: object) -> bool:
         return item in self.items
+
+
+def group_score(turn: Turn, info: EntryInfo) -> int:
+    """How many of an entry's keys match in its current window (docs/sillytavern-mode.md#st-groups, scoring)."""
+    e = info.entry
+    if not e.key:
+        return 0
+    p, sec = turn.views[info.book].score_entry(info.index, entry_window(turn, info))
+    if e.keysecondary:
+        logic = e.selective_logic
+        if logic == SelectiveLogic.AND_ANY:
+            return p + sec
+        if logic == SelectiveLogic.AND_ALL:
+            return p + sec if sec == len(e.keysecondary) else p
+    return p
+
+
+def _group_already_activated(turn: Turn, name: str) -> bool:
+    if turn.tables.compat.group_bookkeeping == "sillytavern":
+        return any(s.entry.group == name for s in turn.activated_order)
+    return any(name in s.groups for s in turn.activated_order)
+
+
+def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryInfo]:
+    """Apply the inclusion groups to one loop's new entries.
+
+    Args:
+        turn: the turn; every entry a group removes gets a ``group`` note.
+        new: the loop's newly activated entries, in activation order.
+        loop: the 1-based loop number (for the notes).
+
+    Returns:
+        The entries still pending after the timed-effect filter, scoring and winner selection.
+    """
+    pending = PendingList(new, quirk=turn.tables.compat.group_bookkeeping == "sillytavern")
+
+    def drop(m: EntryInfo, reason: str) -> None:
+        removed = pending.remove(m)
+        if removed is None:
+            return
+        if removed is m:
+            note(turn, removed, "not_activated", "group", reason, loop)
+        else:
+            note(turn, removed, "not_activated", "group",
+                 f"removed in place of {m.key!r}, which a group had already removed (SillyTavern quirk)", loop)
+
+    groups: dict[str, list[EntryInfo]] = {}
+    for s in new:
+        for name in s.groups:
+            groups.setdefault(name, []).append(s)
+    if not groups:
+        return pending.items
+    names = js_key_order(list(groups))
+    has_sticky: set[str] = set()
+    sticky, cooldown, chat_length = turn.sticky, turn.cooldown, turn.chat_length
+    # 8.2 timed-effect filter
+    for name in names:
+        members = groups[name]
+        if any(m.key in sticky for m in members):
+            has_sticky.add(name)
+            for m in members:
+                if m.key not in sticky:
+                    drop(m, f"group {name!r} has a sticky member")
+        for m in members:
+            if m.key in cooldown:
+                drop(m, f"on cooldown (group {name!r})")
+            elif m.entry.delay is not None and js_truthy(m.entry.delay) and chat_length < m.entry.delay:
+                drop(m, f"delayed (group {name!r})")
+    # 8.3 group scoring
+    g_scoring = turn.tables.settings.use_group_scoring
+    for name in names:
+        members = groups[name]
+        if name in has_sticky:
+            continue
+        if not g_scoring and not any(m.entry.use_group_scoring for m in members):
+            continue
+        scores = [group_score(turn, m) for m in members]
+        best = max(scores) if scores else 0
+        kept = []
+        for m, sc in zip(members, scores):
+            flag = m.entry.use_group_scoring if m.entry.use_group_scoring is not None else g_scoring
+            if flag and sc < best:
+                drop(m, f"group {name!r}: score {sc} is below the best score {best}")
+            else:
+                kept.append(m)
+        groups[name] = kept
+    # 8.4 winners
+    for name in names:
+        members = groups[name]
+        if name in has_sticky:
+            continue
+        if _group_already_activated(turn, name):
+            for m in members:
+                drop(m, f"group {name!r} already has an entry activated in an earlier loop")
+            continue
+        if len(members) < 2:
+            continue
+        prio = [m for m in members if m.entry.group_override]
+        if prio:
+            top = sorted(prio, key=lambda m: -m.entry.order if not math.isnan(m.entry.order) else 0.0)[0]
+            for m in members:
+                if m is not top:
+                    drop(m, f"group {name!r}: {top.key!r} is prioritized")
+            continue
+        total = sum(m.entry.group_weight for m in members)
+        roll = turn.random() * total
+        acc = 0.0
+        winner: EntryInfo | None = None
+        for m in members:
+            acc += m.entry.group_weight
+            if roll <= acc:
+                winner = m
+                break
+        if winner is None:
+            continue
+        for m in members:
+            if m is not winner:
+                drop(m, f"group {name!r}: lost the weighted roll to {winner.key!r}")
+    return pending.items

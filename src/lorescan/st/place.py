@@ -3,19 +3,45 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from enum import IntEnum
+from typing import Callable, Sequence
 
 from ..model import Entry
 
-__all__ = ["Placement", "DepthGroup", "place_entries", "assemble_authors_note"]
+__all__ = ["Placement", "DepthGroup", "Position", "POSITION_NAMES", "place_entries", "assemble_authors_note"]
+
+
+class Position(IntEnum):
+    """An entry's ``position`` field: where its content goes (docs/sillytavern-mode.md#st-placement)."""
+
+    BEFORE = 0       # before the character definitions
+    AFTER = 1        # after them
+    AN_TOP = 2       # above the Author's Note
+    AN_BOTTOM = 3    # below it
+    AT_DEPTH = 4     # injected ``depth`` messages from the end, as ``role``
+    EM_TOP = 5       # above the example messages
+    EM_BOTTOM = 6    # below them
+    OUTLET = 7       # into the named outlet
+
+
+POSITION_NAMES: dict[int, str] = {p.value: p.name.lower() for p in Position}
+"""Position value -> short name (``"before"``, ``"at_depth"``, ...), as replay reports name them."""
+_DEFAULT_DEPTH = 4   # an @depth entry whose depth is null (SillyTavern's DEFAULT_DEPTH)
 
 
 @dataclass(slots=True)
 class DepthGroup:
-    """@depth entries of one (depth, role): injected ``depth`` messages from the end."""
+    """@depth entries of one (depth, role).
 
-    depth: Any
-    role: int
+    Args:
+        depth: how many messages from the end they are injected (the first entry's own
+            value: ``None`` when its field is null, which places it at depth 4).
+        role: 0 system, 1 user, 2 assistant (or the book's own value).
+        entries: their contents, in prompt order.
+    """
+
+    depth: float | None
+    role: int | float | str
     entries: list[str]
 
 
@@ -23,9 +49,13 @@ class DepthGroup:
 class Placement:
     """The placement buckets of docs/sillytavern-mode.md#st-placement.
 
-    ``before``/``after``: text around the character definitions; ``an_top``/``an_bottom``
-    and the assembled ``authors_note``; ``depth``: groups by (depth, role); ``examples``:
-    ``(0 = top | 1 = bottom, content)``; ``outlets``: name -> contents.
+    Args:
+        before, after: text around the character definitions.
+        an_top, an_bottom: contents around the Author's Note.
+        authors_note: the assembled note (None when no note is inserted this turn).
+        depth: @depth groups by (depth, role).
+        examples: ``(0 = top | 1 = bottom, content)`` around the example messages.
+        outlets: outlet name -> contents.
     """
 
     before: str = ""
@@ -34,12 +64,16 @@ class Placement:
     an_bottom: list[str] = field(default_factory=list)
     authors_note: str | None = None
     depth: list[DepthGroup] = field(default_factory=list)
-    examples: list[tuple[int, str]] = field(default_factory=list)
+    examples: list[tuple[float, str]] = field(default_factory=list)
     outlets: dict[str, list[str]] = field(default_factory=dict)
 
 
 def assemble_authors_note(top: Sequence[str], note: str, bottom: Sequence[str]) -> str:
-    """``top + "\\n" + note + "\\n" + bottom`` minus one leading and one trailing newline."""
+    """The Author's Note with its entries around it.
+
+    Returns:
+        ``top + "\\n" + note + "\\n" + bottom`` minus one leading and one trailing newline.
+    """
     text = "\n".join(top) + "\n" + note + "\n" + "\n".join(bottom)
     if text.startswith("\n"):
         text = text[1:]
@@ -49,12 +83,21 @@ def assemble_authors_note(top: Sequence[str], note: str, bottom: Sequence[str]) 
 
 
 def place_entries(activated: Sequence[tuple[Entry, str]], *, authors_note: str | None = None,
-                  post_process: Callable[[str, int, int | None], str] | None = None) -> Placement:
-    """Build the buckets from ``(entry, content)`` pairs in activation order.
+                  post_process: Callable[[str, float | None, float | None], str] | None = None) -> Placement:
+    """Build the buckets from the activated entries.
 
     Entries are stable-sorted by order descending and each is put at the FRONT of its
     list, so lists read in ascending order (ties: later-activated first); outlets are
     appended instead (descending order). Empty contents are left out.
+
+    Args:
+        activated: ``(entry, content)`` pairs in activation order.
+        authors_note: the note's text when it is inserted this turn.
+        post_process: ``(content, position, depth) -> content`` applied to each content
+            first (depth only for @depth entries).
+
+    Returns:
+        The filled :class:`Placement`.
     """
     ranked = sorted(activated, key=lambda p: -p[0].order if not math.isnan(p[0].order) else 0.0)
     before: list[str] = []
@@ -63,20 +106,21 @@ def place_entries(activated: Sequence[tuple[Entry, str]], *, authors_note: str |
     for entry, content in ranked:
         pos = entry.position
         if post_process is not None:
-            depth = (entry.depth if entry.depth is not None else 4) if pos == 4 else None
+            depth = (entry.depth if entry.depth is not None else _DEFAULT_DEPTH) if pos == Position.AT_DEPTH \
+                else None
             content = post_process(content, pos, depth)
         if not content:
             continue
-        if pos == 0:
+        if pos == Position.BEFORE:
             before.insert(0, content)
-        elif pos == 1:
+        elif pos == Position.AFTER:
             after.insert(0, content)
-        elif pos == 2:
+        elif pos == Position.AN_TOP:
             out.an_top.insert(0, content)
-        elif pos == 3:
+        elif pos == Position.AN_BOTTOM:
             out.an_bottom.insert(0, content)
-        elif pos == 4:
-            depth = entry.depth if entry.depth is not None else 4
+        elif pos == Position.AT_DEPTH:
+            depth = entry.depth if entry.depth is not None else _DEFAULT_DEPTH
             role = entry.role if entry.role is not None else 0
             for g in out.depth:
                 if g.depth == depth and g.role == role:
@@ -84,9 +128,9 @@ def place_entries(activated: Sequence[tuple[Entry, str]], *, authors_note: str |
                     break
             else:
                 out.depth.append(DepthGroup(entry.depth, role, [content]))
-        elif pos in (5, 6):
-            out.examples.insert(0, (pos - 5, content))
-        elif pos == 7:
+        elif pos == Position.EM_TOP or pos == Position.EM_BOTTOM:
+            out.examples.insert(0, (pos - Position.EM_TOP, content))
+        elif pos == Position.OUTLET:
             if entry.outlet_name:
                 out.outlets.setdefault(entry.outlet_name, []).append(content)
     out.before = "\n".join(before)

@@ -14,21 +14,28 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping, Protocol
 
 from ..errors import LorebookError
 from ..model import js_truthy
 
-__all__ = ["TimedEffects", "EffectRecord"]
+__all__ = ["TimedEffects", "EffectRecord", "TimedEntry", "ActiveEffects", "evaluate"]
 
 
 @dataclass(slots=True)
 class EffectRecord:
-    """One running effect: recorded at chat length ``start``, current while length < ``end``."""
+    """One running effect.
+
+    Args:
+        hash: the entry's fingerprint (docs/sillytavern-mode.md#st-fingerprint).
+        start: the chat length when it was recorded.
+        end: it is current while the chat length is below this.
+        protected: a cooldown started by an ended sticky effect (kept even at ``start``).
+    """
 
     hash: int
-    start: int
-    end: int
+    start: float      # chat lengths: integers, unless an entry's sticky or cooldown is fractional
+    end: float
     protected: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -37,7 +44,11 @@ class EffectRecord:
 
 @dataclass(slots=True)
 class TimedEffects:
-    """The timed-effects record of one chat (SillyTavern's ``timedWorldInfo``)."""
+    """The timed-effects record of one chat (SillyTavern's ``timedWorldInfo``).
+
+    Args:
+        sticky, cooldown: entry key (``"<book>.<uid>"``) -> running effect.
+    """
 
     sticky: dict[str, EffectRecord] = field(default_factory=dict)
     cooldown: dict[str, EffectRecord] = field(default_factory=dict)
@@ -45,8 +56,15 @@ class TimedEffects:
     @classmethod
     def from_json(cls, data: "TimedEffects | Mapping[str, Any] | None", *,
                   source: str = "timed_effects") -> "TimedEffects":
-        """Parse the JSON shape (``None`` or ``{}`` = no effects; a TimedEffects is copied).
-        Bad records raise LorebookError."""
+        """Read the JSON shape.
+
+        Args:
+            data: ``None`` or ``{}`` for no effects, the JSON object, or a TimedEffects (copied).
+            source: what error messages call the state.
+
+        Raises:
+            LorebookError: a bad record, naming it and the field.
+        """
         if data is None:
             return cls()
         if isinstance(data, TimedEffects):
@@ -77,7 +95,11 @@ class TimedEffects:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON shape SillyTavern stores (strict JSON: a non-finite number raises LorebookError)."""
+        """Returns: the JSON shape SillyTavern stores.
+
+        Raises:
+            LorebookError: a non-finite number (the output is strict JSON).
+        """
         out: dict[str, Any] = {}
         for kind in ("sticky", "cooldown"):
             records: dict[str, EffectRecord] = getattr(self, kind)
@@ -91,6 +113,7 @@ class TimedEffects:
         return out
 
     def copy(self) -> "TimedEffects":
+        """Returns: a copy whose records can change without touching this one."""
         return TimedEffects({k: copy.copy(r) for k, r in self.sticky.items()},
                             {k: copy.copy(r) for k, r in self.cooldown.items()})
 
@@ -110,7 +133,7 @@ def _hash(rec: Mapping[str, Any], kind: str, where: dict[str, Any]) -> int:
     return v
 
 
-def _num(rec: Mapping[str, Any], name: str, kind: str, where: dict[str, Any]) -> int:
+def _num(rec: Mapping[str, Any], name: str, kind: str, where: dict[str, Any]) -> float:
     if name not in rec:
         raise LorebookError("missing", field=f"{kind}.{name}", **where)
     v = rec[name]
@@ -120,7 +143,7 @@ def _num(rec: Mapping[str, Any], name: str, kind: str, where: dict[str, Any]) ->
         # NaN would make a sticky entry permanent (every comparison is false)
         raise LorebookError(f"expected a finite number of at most 2**53 in magnitude, got {v!r:.40}",
                             field=f"{kind}.{name}", **where)
-    return int(v) if float(v).is_integer() else v  # type: ignore[return-value]
+    return int(v) if float(v).is_integer() else v
 
 
 @dataclass(slots=True)
@@ -131,13 +154,37 @@ class ActiveEffects:
     cooldown: set[str]
 
 
-def evaluate(state: TimedEffects, chat_length: int, find_entry: Callable[[int], Any],
-             has_effect: Callable[[Any, str], Any]) -> ActiveEffects:
-    """docs/sillytavern-mode.md#st-timed, applied to ``state`` in place (the caller passes a copy).
+@dataclass(frozen=True, slots=True)
+class TimedEntry:
+    """What evaluation reads of the entry a record's fingerprint names.
 
-    ``find_entry(hash)`` returns the id (``"<book>.<uid>"``) of an entry with that
-    fingerprint or None; ``has_effect(entry_id, kind)`` returns its sticky/cooldown value.
-    The active sets hold entry ids.
+    Args:
+        key: the entry's ``"<book>.<uid>"`` key.
+        sticky, cooldown: the entry's own durations (as stored: a number or None).
+    """
+
+    key: str
+    sticky: Any
+    cooldown: Any
+
+
+class EntriesByHash(Protocol):
+    """Fingerprint -> entry, precomputed by the engine (:class:`lorescan.st.tables.HashIndex`)."""
+
+    def get(self, h: int, /) -> TimedEntry | None: ...
+
+
+def evaluate(state: TimedEffects, chat_length: int, entries: EntriesByHash) -> ActiveEffects:
+    """Age the records at scan start (docs/sillytavern-mode.md#st-timed), in place: the caller passes a copy.
+
+    Args:
+        state: the chat's timed effects; ended and stale records are removed, and an ended
+            sticky effect starts the entry's cooldown.
+        chat_length: the number of messages in the chat.
+        entries: the engine's entries by fingerprint.
+
+    Returns:
+        The keys (``"<book>.<uid>"``) of the entries currently sticky and on cooldown.
     """
     active = ActiveEffects(set(), set())
     for kind in ("sticky", "cooldown"):
@@ -149,22 +196,22 @@ def evaluate(state: TimedEffects, chat_length: int, find_entry: Callable[[int], 
             if chat_length <= rec.start and not rec.protected:
                 del records[key]
                 continue
-            entry = find_entry(rec.hash)
+            entry = entries.get(rec.hash)
             if entry is None:
                 if chat_length >= rec.end:
                     del records[key]
                 continue
-            if not js_truthy(has_effect(entry, kind)):
+            if not js_truthy(entry.sticky if kind == "sticky" else entry.cooldown):
                 del records[key]
                 continue
             if chat_length >= rec.end:
                 del records[key]
                 if kind == "sticky":
-                    cd = has_effect(entry, "cooldown")
+                    cd = entry.cooldown
                     if js_truthy(cd):
                         # keyed by the entry the hash found (SillyTavern's onEnded uses the entry's key)
-                        state.cooldown[entry] = EffectRecord(rec.hash, chat_length, chat_length + cd, True)
-                        active.cooldown.add(entry)
+                        state.cooldown[entry.key] = EffectRecord(rec.hash, chat_length, chat_length + cd, True)
+                        active.cooldown.add(entry.key)
                 continue
-            getattr(active, kind).add(entry)
+            getattr(active, kind).add(entry.key)
     return active

@@ -1,0 +1,233 @@
+"""The activation loop (docs/sillytavern-mode.md#st-loop): per loop, walk the candidate entries through
+the gates (docs/sillytavern-mode.md#st-gates), hand the new ones to the groups and the budget, then
+decide whether to recurse.
+
+Only the entries the match views report as possible candidates (a key hit somewhere in the
+window, or an entry that activates without keys) go through the per-entry gates; every
+other entry cannot activate and costs nothing.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from ..match.view import MAX_SCAN_DEPTH, Window
+from ..model import js_truthy
+from ..tokens import PrependCount
+from .budget import admit, extend_budget_text
+from .groups import select_in_groups
+from .result import LoopRecord
+from .tables import EntryInfo, SelectiveLogic
+from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Turn, entry_window, note
+
+__all__ = ["run_loops", "static_gate", "gate", "GateResult"]
+
+_SECONDARY_FAILS = {
+    SelectiveLogic.AND_ANY: "AND ANY: no secondary key matched",
+    SelectiveLogic.NOT_ALL: "NOT ALL: every secondary key matched",
+    SelectiveLogic.NOT_ANY: "NOT ANY: a secondary key matched",
+    SelectiveLogic.AND_ALL: "AND ALL: not every secondary key matched",
+}
+
+
+GateResult = tuple[bool, str, str, "str | None", "Window | None"]
+"""One entry's way through the gates: whether it activates, the reason code and detail, the key
+that matched and the window it matched in (a plain tuple: the walk makes one per candidate)."""
+
+
+def static_gate(turn: Turn, info: EntryInfo) -> tuple[str, str] | None:
+    """Gates 1-6 (docs/sillytavern-mode.md#st-gates), the ones that do not depend on the loop.
+
+    Returns:
+        ``(reason, detail)`` of the first gate that stops the entry, or None.
+    """
+    e = info.entry
+    if e.disable:
+        return "disabled", "the entry is disabled"
+    if e.triggers and turn.trigger not in e.triggers:
+        return "trigger", f"generation type {turn.trigger!r} is not in {list(e.triggers)}"
+    is_exclude, names, tags = e.character_filter
+    character = turn.character
+    if names:
+        included = character is not None and character.filter_id in names
+        if is_exclude == included:
+            return "character_filter", ("character is excluded" if is_exclude
+                                        else "character is not in the filter's names")
+    if tags and character is not None:
+        ctags = character.tags or ()
+        hit = any(t in ctags for t in tags)
+        if is_exclude == hit:
+            return "tag_filter", ("a character tag is excluded" if is_exclude
+                                  else "no character tag is in the filter")
+    if e.delay is not None and js_truthy(e.delay) and turn.chat_length < e.delay:
+        return "delay", f"chat has {turn.chat_length} messages, delay is {e.delay}"
+    if info.key in turn.cooldown and info.key not in turn.sticky:
+        return "cooldown", "on cooldown"
+    return None
+
+
+def _secondary_ok(logic: object, sec: Sequence[bool]) -> bool:
+    if logic == SelectiveLogic.AND_ANY:
+        return any(sec)
+    if logic == SelectiveLogic.NOT_ALL:
+        return not all(sec)
+    if logic == SelectiveLogic.NOT_ANY:
+        return not any(sec)
+    if logic == SelectiveLogic.AND_ALL:
+        return all(sec)
+    return False
+
+
+def gate(turn: Turn, info: EntryInfo) -> GateResult:
+    """docs/sillytavern-mode.md#st-gates for one entry in the current loop."""
+    static = static_gate(turn, info)
+    if static is not None:
+        return (False, static[0], static[1], None, None)
+    e = info.entry
+    sticky = info.key in turn.sticky
+    dur = e.delay_until_recursion
+    if dur and not sticky:
+        if turn.state != RECURSION:
+            return (False, "delay_until_recursion", f"waits for recursion level {dur:g}", None, None)
+        if dur > turn.level:
+            return (False, "delay_until_recursion",
+                    f"waits for recursion level {dur:g} (current level {turn.level:g})", None, None)
+    if turn.state == RECURSION and turn.tables.settings.recursive and e.exclude_recursion and not sticky:
+        return (False, "exclude_recursion", "cannot be activated by recursion", None, None)
+    if info.activate:
+        return (True, "decorator", "@@activate", None, None)
+    if info.dont_activate:
+        return (False, "dont_activate", "@@dont_activate", None, None)
+    if info.key in turn.forced:
+        return (True, "forced", "activated by the caller for this scan", None, None)
+    if e.constant:
+        return (True, "constant", "constant entry", None, None)
+    if sticky:
+        return (True, "sticky", "sticky effect is active", None, None)
+    if not info.has_keys:
+        return (False, "no_keys", "the entry has no primary keys", None, None)
+    window = entry_window(turn, info)
+    view = turn.views[info.book]
+    m = view.match_entry(info.index, window)
+    if m.primary is None:
+        detail = "no primary key matched"
+        if m.timed_out:
+            detail += " (" + "; ".join(view.cut_off_report(m.timed_out)) + ")"
+        return (False, "no_key_match", detail, None, window)
+    key = e.key[m.primary]
+    if e.selective and e.keysecondary:
+        logic = e.selective_logic if e.selective_logic is not None else SelectiveLogic.AND_ANY
+        if not _secondary_ok(logic, m.secondary):
+            why = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
+            return (False, "secondary_keys", why, key, window)
+    return (True, "key", f"primary key {key!r} matched", key, window)
+
+
+def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
+    """The entries this loop activates before groups and budget, in activation order."""
+    tables = turn.tables
+    entries = tables.entries
+    max_depth = min(max(tables.settings.scan_depth + turn.skew, tables.max_entry_depth), MAX_SCAN_DEPTH)
+    rec = turn.chunks if turn.state != MIN_ACTIVATIONS else 0
+    todo: list[EntryInfo] = []
+    narrowed = True
+    basis = turn.basis
+    if basis is not None and basis[0] == max_depth and basis[1] <= rec:
+        # The same bounds plus recursion chunks: the candidates are the last loop's that
+        # are still open plus the entries the new chunks hit (a loop costs what it adds).
+        activated, failed = turn.activated, turn.failed
+        todo = [s for s in basis[2] if s.key not in activated and s.key not in failed]
+        if rec > basis[1]:
+            for bi, view in enumerate(turn.views):
+                at = tables.entry_at[bi]
+                todo.extend(entries[at[i]] for i in view.chunk_candidates(basis[1], rec))
+    else:
+        for bi, view in enumerate(turn.views):
+            cands = view.candidates(max_depth, rec)
+            if cands is None:          # a view that cannot narrow: walk every entry
+                narrowed = False
+                break
+            at = tables.entry_at[bi]
+            todo.extend(entries[at[i]] for i in cands)
+    if not narrowed:
+        walk: Iterable[EntryInfo] = entries
+        turn.basis = None
+    else:
+        extra = set(turn.sticky) | turn.forced
+        todo.extend(tables.always)
+        by_key = tables.by_key
+        todo.extend(by_key[k] for k in extra if k in by_key)
+        walk = sorted(set(todo), key=lambda s: s.gpos)
+        turn.basis = (max_depth, rec, walk)
+    new: list[EntryInfo] = []
+    activated, failed = turn.activated, turn.failed
+    for info in walk:
+        if info.key in activated or info.key in failed:
+            continue
+        ok, reason, detail, key, window = gate(turn, info)
+        if ok:
+            new.append(info)
+            note(turn, info, "activated", reason, detail, loop, key, window)
+        else:
+            note(turn, info, "not_activated", reason, detail, loop, key, window)
+    # Sticky entries first, then global order. SillyTavern activates the caller's forced
+    # object in place of the entry; it is not in the global order (indexOf = -1), so it
+    # sorts before the other non-sticky entries (docs/sillytavern-mode.md#st-loop step 3).
+    notes = turn.notes
+    forced_now = {s.key for s in new if notes[s.key].reason == "forced"}
+    new.sort(key=lambda s: (0 if s.key in turn.sticky else 1, 0 if s.key in forced_now else 1))
+    return new
+
+
+def run_loops(turn: Turn) -> None:
+    """Run the scan loops until no loop asks for another (docs/sillytavern-mode.md#st-loop).
+
+    Args:
+        turn: the turn; on return ``turn.activated_order``, ``turn.loops``, ``turn.notes``
+            and the budget state hold the outcome.
+    """
+    tables = turn.tables
+    settings = tables.settings
+    turn.budget_text = PrependCount(turn.counter)
+    loop = 0
+    while True:
+        if settings.max_recursion_steps and loop >= settings.max_recursion_steps:
+            break
+        loop += 1
+        new = _walk(turn, loop)
+        t0 = turn.budget_text_tokens
+        pending = select_in_groups(turn, new, loop)
+        admitted = admit(turn, pending, t0, loop)
+        successful = [s for s in pending if s.key not in turn.failed]
+        recursable = [s for s in successful if not s.entry.prevent_recursion]
+        nxt = NONE
+        if settings.recursive and not turn.overflow and recursable:
+            nxt = RECURSION
+        if settings.recursive and not turn.overflow and turn.state == MIN_ACTIVATIONS and turn.chunks:
+            nxt = RECURSION
+        if nxt == NONE and not turn.overflow and settings.min_activations > 0 \
+                and len(turn.activated) < settings.min_activations:
+            d = settings.scan_depth + turn.skew
+            mdm = settings.min_activations_depth_max
+            if not (mdm > 0 and d > mdm) and not (d > turn.chat_length):
+                nxt = MIN_ACTIVATIONS
+                turn.skew += 1
+        if nxt == NONE and turn.levels:
+            nxt = RECURSION
+            turn.level = turn.levels.pop(0)
+        turn.loops.append(LoopRecord(turn.state, nxt, tuple(s.eid for s in admitted)))
+        if nxt == NONE:
+            break
+        text = "\n".join(turn.contents.get(s.key, s.content) for s in recursable)
+        if text:
+            # Tell a book's view which of its entries the chunk joins, so it can reuse the
+            # contents' compile-time hits instead of scanning the chunk (it checks the join).
+            owners = {s.book for s in recursable}
+            for bi, view in enumerate(turn.views):
+                view.add_recursion_chunk(text, entries=[s.index for s in recursable] if owners == {bi} else None)
+            turn.chunks += 1
+        if tables.compat.budget_accounting == "recursion_text":
+            counted = recursable  # docs/sillytavern-mode.md#st-budget: preventRecursion contents are free in later loops
+        else:                     # docs/improved-profile.md#budget-accounting: every admitted content counts against the budget
+            counted = admitted
+        extend_budget_text(turn, counted)
+        turn.state = nxt

@@ -1,0 +1,101 @@
+"""Why each entry did or did not fire (docs/sillytavern-mode.md#st-inputs), computed at the end of a
+turn from data the turn kept: its notes, the windows entries matched in and the texts of those
+windows, never the match views or the caller's cache."""
+from __future__ import annotations
+
+from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
+from ..js.text import js_trim
+from ..match.view import Window, WindowTexts, match_plain_key
+from .activate import static_gate
+from .result import Diagnostic, EntryId
+from .tables import EntryInfo, Tables
+from .turn import Turn
+
+__all__ = ["TurnExplanation", "explain_turn", "regex_cutoffs"]
+
+
+class TurnExplanation:
+    """What a finished turn keeps for its explanation; calling it explains every entry.
+
+    Made by :func:`explain_turn`. It holds the engine's tables, the turn's notes and the
+    texts of the windows where entries fired, and none of the turn's views or caches.
+    """
+
+    __slots__ = ("_turn",)
+
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+
+    def decisions(self) -> dict[EntryId, Diagnostic]:
+        """The notes of the entries a pass decided about, by entry."""
+        return {d.entry: d for d in self._turn.notes.values()}
+
+    def __call__(self) -> dict[EntryId, Diagnostic]:
+        """Returns: every entry's diagnostic, in global order."""
+        turn = self._turn
+        tables = turn.tables
+        out: dict[EntryId, Diagnostic] = {}
+        for info in tables.entries:
+            d = turn.notes.get(info.key)
+            if d is None:
+                static = static_gate(turn, info)
+                if static is not None:
+                    d = Diagnostic(info.eid, "not_activated", static[0], static[1])
+                elif not info.has_keys:
+                    d = Diagnostic(info.eid, "not_activated", "no_keys", "the entry has no primary keys")
+                else:
+                    d = Diagnostic(info.eid, "not_activated", "no_key_match", "no primary key occurs in the scanned text")
+            elif d.outcome == "activated" and info.key not in turn.activated:
+                d = Diagnostic(info.eid, "not_activated", "not_reached", "matched, but the scan ended first",
+                               d.loop, d.key)
+            if d.key is not None and d.outcome == "activated":
+                window = turn.last_windows.get(info.key)
+                if window is not None:
+                    d.where = _locate(tables, turn.texts_of[info.book], info, d.key, window)
+            out[info.eid] = d
+        return out
+
+
+def explain_turn(turn: Turn) -> TurnExplanation:
+    """End the turn: keep only what explanations need.
+
+    Args:
+        turn: the finished turn; its views are replaced by snapshots of the window texts
+            entries fired in, and dropped.
+
+    Returns:
+        The explainer a result calls when its diagnostics are first read.
+    """
+    turn.texts_of = [view.snapshot() for view in turn.views]
+    turn.views = []
+    return TurnExplanation(turn)
+
+
+def _locate(tables: Tables, texts: WindowTexts, info: EntryInfo, key: str, window: Window) -> str | None:
+    """Which scanned text ``key`` matched in (a label such as ``message 2``), or None."""
+    e = info.entry
+    options = tables.match_options
+    cs = e.case_sensitive if e.case_sensitive is not None else options.case_sensitive
+    ww = e.match_whole_words if e.match_whole_words is not None else options.match_whole_words
+    k = js_trim(key)
+    parsed = parse_regex_key(k)
+    for label, text in texts.labelled_texts(window):
+        if parsed is not None:
+            try:
+                if compile_js_regex(*parsed).search(text, timeout=tables.regex_timeout):
+                    return label
+            except RegexTimeout:
+                return None
+        elif match_plain_key(text, k, case_sensitive=cs, whole_words=ww, options=options):
+            return label
+    return None   # e.g. a regex that only matches across two texts
+
+
+def regex_cutoffs(turn: Turn) -> tuple[str, ...]:
+    """Every regex key cut off in this turn, one report line each (all books); call before :func:`explain_turn`."""
+    if not turn.regex_budget.cut:
+        return ()
+    lines: list[str] = []
+    for view in turn.views:
+        lines.extend(view.cut_off_report(list(view.cut_keys())))
+    return tuple(dict.fromkeys(lines))

@@ -1,0 +1,253 @@
+"""What SillyTavern mode takes in and gives back: entry ids, messages, book sources, and the
+result of one generation (docs/sillytavern-mode.md#st-inputs).
+
+Everything here is plain data: a :class:`STResult` pickles, and its explanation is either
+computed from data the turn kept (no views or caches) or, after a round trip, stored whole.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Literal
+
+from ..match.compile import CompiledBook
+from ..model import Lorebook
+from .place import Placement
+from .timed import TimedEffects
+
+__all__ = ["EntryId", "Character", "ChatMessage", "BookSource", "LoopRecord", "Diagnostic", "STResult",
+           "ROLES", "Role", "Outcome", "Reason", "LoopState"]
+
+Role = Literal["global", "character", "character_extra", "chat", "persona"]
+"""The roles a book plays in an engine (docs/sillytavern-mode.md#st-order)."""
+ROLES: tuple[Role, ...] = ("global", "character", "character_extra", "chat", "persona")
+
+Outcome = Literal["activated", "not_activated"]
+""":attr:`Diagnostic.outcome`."""
+
+Reason = Literal[
+    # activated
+    "constant", "key", "sticky", "decorator", "forced",
+    # not activated
+    "disabled", "trigger", "character_filter", "tag_filter", "delay", "cooldown", "delay_until_recursion",
+    "exclude_recursion", "dont_activate", "no_keys", "no_key_match", "secondary_keys", "group",
+    "probability", "budget", "not_reached",
+]
+""":attr:`Diagnostic.reason`: which gate, group, roll or budget decided (docs/sillytavern-mode.md#st-gates)."""
+
+LoopState = Literal["INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"]
+""":attr:`LoopRecord.state` and :attr:`LoopRecord.next` (SillyTavern's scan states; ``NONE``: no next loop)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryId:
+    """An entry's identity across books.
+
+    Args:
+        world: the book (world) name.
+        uid: the entry's uid in that book.
+    """
+
+    world: str
+    uid: int | str
+
+    @property
+    def key(self) -> str:
+        """SillyTavern's ``"<book>.<uid>"`` key (used in timed-effect records)."""
+        return f"{self.world}.{self.uid}"
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns: ``{"world": ..., "uid": ...}``, the conformance vectors' shape."""
+        return {"world": self.world, "uid": self.uid}
+
+
+@dataclass(frozen=True, slots=True)
+class Character:
+    """The selected character.
+
+    Args:
+        name: display name.
+        avatar: avatar file name; name filters compare against it without its last extension.
+        tags: tag ids; ``None`` means the character has no entry in the tag map (tag filters
+            then see an empty list).
+    """
+
+    name: str
+    avatar: str = ""
+    tags: tuple[str, ...] | None = None
+
+    @property
+    def filter_id(self) -> str:
+        """The avatar without its last extension: what character filters name."""
+        base = self.avatar
+        dot = base.rfind(".")
+        return base[:dot] if dot != -1 else base
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One chat message as the engine scans it.
+
+    Args:
+        name: the speaker's name (prefixed to the text when ``include_names`` is on).
+        text: the message text.
+        is_user: whether the user wrote it.
+    """
+
+    name: str
+    text: str
+    is_user: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BookSource:
+    """A book and the roles it plays in an engine.
+
+    Args:
+        book: a book, or a book compiled with the engine's match options.
+        roles: any of ``global``, ``character``, ``character_extra``, ``chat``, ``persona``
+            (:data:`ROLES`).
+    """
+
+    book: Lorebook | CompiledBook
+    roles: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopRecord:
+    """One scan loop.
+
+    Args:
+        state: the loop's kind (:data:`LoopState`).
+        next: the kind of the next loop (``"NONE"``: the scan ended).
+        activated: the entries this loop activated, in activation order.
+    """
+
+    state: str
+    next: str
+    activated: tuple[EntryId, ...]
+
+
+@dataclass(slots=True)
+class Diagnostic:
+    """Why one entry did or did not fire on this turn.
+
+    Args:
+        entry: the entry.
+        outcome: ``"activated"`` or ``"not_activated"`` (:data:`Outcome`).
+        reason: a short code (:data:`Reason`): ``constant``, ``key``, ``sticky``,
+            ``decorator``, ``forced`` for activations; a gate, ``group``, ``probability``,
+            ``budget`` or ``not_reached`` otherwise.
+        detail: more, in words.
+        loop: the 1-based loop where the decision fell.
+        key: the key that matched.
+        where: which scanned text the key matched in (activated entries only).
+    """
+
+    entry: EntryId
+    outcome: str
+    reason: str
+    detail: str = ""
+    loop: int | None = None
+    key: str | None = None
+    where: str | None = None
+
+
+def _no_diagnostics() -> dict[EntryId, Diagnostic]:
+    return {}
+
+
+@dataclass
+class STResult:
+    """Everything one SillyTavern-mode generation produces (docs/sillytavern-mode.md#st-inputs and 11).
+
+    Args:
+        activated: the entries that fired, in activation order.
+        placement: where their contents land in the prompt.
+        budget: the token budget of this turn.
+        budget_overflowed: whether an entry was refused for the budget.
+        overflow_alert_shown: whether SillyTavern would show its overflow alert.
+        timed_effects: the timed-effects state to pass to the next turn.
+        loops: one record per scan loop.
+        regex_cutoffs: one line per regex key cut off by the scan's regex time budget
+            ("regex key … was cut off after N ms …"): such a key counted as not matching
+            this turn. Empty normally.
+    """
+
+    activated: list[EntryId]
+    placement: Placement
+    budget: int
+    budget_overflowed: bool
+    overflow_alert_shown: bool
+    timed_effects: TimedEffects
+    loops: list[LoopRecord]
+    _explain: Callable[[], dict[EntryId, Diagnostic]] = field(repr=False, default=_no_diagnostics)
+    regex_cutoffs: tuple[str, ...] = ()
+    # The diagnostics a pass decided (None after pickling: then every entry's is stored).
+    _decided: Callable[[], dict[EntryId, Diagnostic]] | None = field(repr=False, default=None)
+
+    @property
+    def world_info_before(self) -> str:
+        """The text placed before the character definitions."""
+        return self.placement.before
+
+    @property
+    def world_info_after(self) -> str:
+        """The text placed after the character definitions."""
+        return self.placement.after
+
+    @cached_property
+    def diagnostics(self) -> dict[EntryId, Diagnostic]:
+        """Why each entry of the books did or did not fire (computed on first access)."""
+        return self._explain()
+
+    def __reduce__(self):
+        # A result is a value: pickling materialises the explanation, so the copy owns plain
+        # data only (no engine, views or caches).
+        return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
+                           self.overflow_alert_shown, self.timed_effects, self.loops,
+                           functools.partial(dict, self.diagnostics), self.regex_cutoffs))
+
+    def decisions(self) -> dict[EntryId, Diagnostic]:
+        """The diagnostics of the entries a pass of this turn decided about.
+
+        Returns:
+            Fired entries and those stopped by a gate, a group, a roll or the budget,
+            without explaining every other entry of the books: on a large book much cheaper
+            than :attr:`diagnostics`. A result that went through pickle holds every entry's
+            diagnostic and returns all of them.
+        """
+        if self._decided is not None:
+            return self._decided()
+        return dict(self.diagnostics)
+
+    def explain(self, world: str, uid: int | str) -> Diagnostic:
+        """The diagnostic record of one entry.
+
+        Args:
+            world: the entry's book name.
+            uid: the entry's uid.
+
+        Raises:
+            KeyError: no such entry in the engine's books.
+        """
+        return self.diagnostics[EntryId(world, uid)]
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns: the result in the conformance vectors' ``expected`` shape."""
+        p = self.placement
+        return {
+            "activated": [e.to_json() for e in self.activated],
+            "world_info_before": p.before, "world_info_after": p.after,
+            "depth_entries": [{"depth": d.depth, "role": d.role, "entries": list(d.entries)} for d in p.depth],
+            "an_top": list(p.an_top), "an_bottom": list(p.an_bottom),
+            "em_entries": [{"position": pos, "content": c} for pos, c in p.examples],
+            "outlets": {k: list(v) for k, v in p.outlets.items()},
+            "authors_note": p.authors_note,
+            "budget_overflowed": self.budget_overflowed,
+            "overflow_alert_shown": self.overflow_alert_shown,
+            "timed_effects": self.timed_effects.to_json(),
+            "loops": [{"state": lr.state, "next": lr.next, "activated": [e.to_json() for e in lr.activated]}
+                      for lr in self.loops],
+        }

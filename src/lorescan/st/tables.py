@@ -1,0 +1,252 @@
+"""What an :class:`~lorescan.st.engine.STEngine` precomputes once for its books and settings: one
+frozen value (:class:`Tables`) that every stage of a turn reads and none changes.
+
+Entries are described in SillyTavern's global order by :class:`EntryInfo` records. A loaded
+compact book has no :class:`~lorescan.model.Entry` objects until something reads them, so
+the records of most entries are built when a turn first needs them; each is built once
+(under a lock) and then shared, so every thread sees the same record for an entry.
+"""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Iterator, Sequence
+
+from ..js.sthash import entry_fingerprint
+from ..js.text import JS_WHITESPACE
+from ..limits import Limits
+from ..match.compile import CompiledBook
+from ..match.options import MatchOptions
+from ..model import Entry
+from ..tokens import TextCount
+from .decorators import parse_st_decorators
+from .result import EntryId
+from .settings import Compat, STSettings
+from .timed import TimedEntry
+
+__all__ = ["EntryInfo", "Tables", "EntryTable", "KeyIndex", "HashIndex", "UnitCounts", "SelectiveLogic",
+           "split_group_names"]
+
+
+class SelectiveLogic(IntEnum):
+    """An entry's ``selectiveLogic``: how its secondary keys combine (docs/sillytavern-mode.md#st-key-logic)."""
+
+    AND_ANY = 0      # at least one secondary key matches
+    NOT_ALL = 1      # not every secondary key matches
+    NOT_ANY = 2      # no secondary key matches
+    AND_ALL = 3      # every secondary key matches
+
+_GROUP_SPLIT = re.compile(",[" + "".join(sorted(JS_WHITESPACE)) + "]*")
+
+
+def split_group_names(group: str) -> list[str]:
+    """An entry's inclusion group names (docs/sillytavern-mode.md#st-groups).
+
+    Args:
+        group: the entry's ``group`` field.
+
+    Returns:
+        The names, split on a comma and the whitespace after it; empty names dropped.
+    """
+    return [g for g in _GROUP_SPLIT.split(group) if g]
+
+
+class EntryInfo:
+    """One entry in the global order, with everything static precomputed.
+
+    ``gpos``: its place in the global order; ``book``/``index``: which compiled book and
+    which entry of it; ``key``: ``"<book>.<uid>"``; ``content``: without decorator lines;
+    ``sources``: the match-source flags as a bit set; ``groups``: its inclusion groups.
+    """
+
+    __slots__ = ("gpos", "book", "index", "entry", "eid", "key", "content", "decorators", "activate",
+                 "dont_activate", "has_keys", "sources", "groups", "_hash", "world")
+
+    def __init__(self, gpos: int, book: int, index: int, entry: Entry, world: str, strict: bool) -> None:
+        self.gpos, self.book, self.index, self.entry, self.world = gpos, book, index, entry, world
+        self.eid = EntryId(world, entry.uid)
+        self.key = self.eid.key
+        self.decorators, self.content = parse_st_decorators(entry.content, strict_lines=strict)
+        self.activate = "@@activate" in self.decorators
+        self.dont_activate = "@@dont_activate" in self.decorators
+        self.has_keys = bool(entry.key)
+        self.sources = sum(1 << i for i, flag in enumerate(entry.match_sources) if flag)
+        self.groups = split_group_names(entry.group) if entry.group else []
+        self._hash: int | None = None
+
+    @property
+    def hash(self) -> int:
+        """SillyTavern's fingerprint of the entry (what timed-effect records store)."""
+        if self._hash is None:   # a pure function of the entry: two threads write the same value
+            self._hash = entry_fingerprint(self.entry.fields, uid=self.entry.uid, world=self.world,
+                                           content=self.content, decorators=self.decorators)
+        return self._hash
+
+    def timed(self) -> TimedEntry:
+        """What timed-effect evaluation reads of this entry."""
+        return TimedEntry(self.key, self.entry.sticky, self.entry.cooldown)
+
+
+class EntryTable(Sequence[EntryInfo]):
+    """The engine's entries in global order (``gpos`` -> :class:`EntryInfo`), each built on first use."""
+
+    __slots__ = ("_compiled", "_worlds", "_order_book", "_order_index", "_strict", "_items", "_lock")
+
+    def __init__(self, compiled: Sequence[CompiledBook], worlds: Sequence[str], order_book: list[int],
+                 order_index: list[int], strict: bool) -> None:
+        self._compiled, self._worlds, self._strict = compiled, worlds, strict
+        self._order_book, self._order_index = order_book, order_index
+        self._items: list[EntryInfo | None] = [None] * len(order_book)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[EntryInfo]:
+        if None in self._items:
+            self.many(range(len(self._items)))
+        return iter(self._items)  # type: ignore[arg-type]
+
+    def many(self, positions: Sequence[int]) -> list[EntryInfo]:
+        """The records at these global positions, any missing ones built under one lock."""
+        items = self._items
+        if any(items[g] is None for g in positions):
+            with self._lock:
+                for g in positions:
+                    if items[g] is None:
+                        items[g] = self._build(g)
+        return [items[g] for g in positions]  # type: ignore[misc]
+
+    def _build(self, gpos: int) -> EntryInfo:
+        bi, ei = self._order_book[gpos], self._order_index[gpos]
+        return EntryInfo(gpos, bi, ei, self._compiled[bi].entries[ei], self._worlds[bi], self._strict)
+
+    def __getitem__(self, gpos):  # type: ignore[override]
+        if type(gpos) is slice:
+            return [self[g] for g in range(*gpos.indices(len(self._items)))]
+        info = self._items[gpos]
+        if info is None:
+            gpos = range(len(self._items))[gpos]
+            with self._lock:     # one record per entry, whichever thread asks first
+                info = self._items[gpos]
+                if info is None:
+                    info = self._items[gpos] = self._build(gpos)
+        return info
+
+
+class KeyIndex:
+    """Entry key (``"<book>.<uid>"``) -> :class:`EntryInfo`; the key table is built on first use
+    and published whole."""
+
+    __slots__ = ("_entries", "_worlds", "_compiled", "_order_book", "_order_index", "_index")
+
+    def __init__(self, entries: EntryTable, worlds: Sequence[str], compiled: Sequence[CompiledBook],
+                 order_book: list[int], order_index: list[int]) -> None:
+        self._entries, self._worlds, self._compiled = entries, worlds, compiled
+        self._order_book, self._order_index = order_book, order_index
+        self._index: dict[str, int] | None = None
+
+    def _table(self) -> dict[str, int]:
+        index = self._index
+        if index is None:
+            worlds, compiled = self._worlds, self._compiled
+            index = {EntryId(worlds[bi], compiled[bi].uids[ei]).key: gpos
+                     for gpos, (bi, ei) in enumerate(zip(self._order_book, self._order_index))}
+            self._index = index
+        return index
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._table()
+
+    def __getitem__(self, key: str) -> EntryInfo:
+        return self._entries[self._table()[key]]
+
+
+class HashIndex:
+    """Entry fingerprint -> :class:`~lorescan.st.timed.TimedEntry`: what timed-effect records point at.
+
+    The timed entries (sticky or cooldown set), which the records of an ordinary chat name,
+    are looked at first, in global order. A fingerprint is computed when a lookup first
+    needs it (about a millisecond each: an engine whose chats have no timed records never
+    pays for them) and kept on the entry's record; it is a pure function of the entry, so
+    threads that race write the same value. A record naming any other entry (edited, or
+    written by another version) makes the first lookup that misses index every entry
+    once; that table is published only when complete.
+    """
+
+    __slots__ = ("_entries", "_timed", "_all")
+
+    def __init__(self, entries: EntryTable, timed: Sequence[EntryInfo]) -> None:
+        self._entries = entries
+        self._timed = tuple(timed)
+        self._all: dict[int, TimedEntry] | None = None
+
+    def get(self, h: int) -> TimedEntry | None:
+        """The entry with fingerprint ``h``, timed entries first; None if there is none."""
+        for info in self._timed:             # first in global order wins, as SillyTavern's find does
+            if info.hash == h:
+                return info.timed()
+        index = self._all
+        if index is None:
+            index = {}
+            for info in self._entries:
+                if info.hash not in index:
+                    index[info.hash] = info.timed()
+            self._all = index
+        return index.get(h)
+
+
+class UnitCounts:
+    """Per-entry token counts of ``"content\\n"`` (the unit every budget text is made of),
+    kept for the engine's life: ``state = (counter, {gpos: (content, unit, TextCount)})``.
+    Each value and the pair itself are written whole, so threads may share it."""
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state: tuple[Any, dict[int, tuple[str, str, TextCount]]] = (None, {})
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Tables:
+    """Everything an engine precomputed, read by the stages of every turn.
+
+    Args:
+        settings, compat, match_options, limits: the engine's configuration.
+        regex_timeout: CPU seconds one regex evaluation may take (None: no cap).
+        strict: whether decorators follow ``strict_lines`` (docs/improved-profile.md#decorators).
+        compiled, worlds: the de-duplicated books and their names.
+        entries: all entries in global order.
+        entry_at: ``entry_at[book][index]`` is the global position of a book's entry.
+        by_key: ``"<book>.<uid>"`` -> entry.
+        by_hash: fingerprint -> what timed-effect evaluation needs.
+        always: entries that can activate without a key hit, walked every loop.
+        levels: the delay-until-recursion levels present, ascending.
+        max_entry_depth: the deepest per-entry scan depth.
+        units: the engine-life token counts of entry contents.
+    """
+
+    settings: STSettings
+    compat: Compat
+    match_options: MatchOptions
+    limits: Limits
+    regex_timeout: float | None
+    strict: bool
+    compiled: tuple[CompiledBook, ...]
+    worlds: tuple[str, ...]
+    entries: EntryTable
+    entry_at: tuple[list[int], ...]
+    by_key: KeyIndex
+    by_hash: HashIndex
+    always: tuple[EntryInfo, ...]
+    levels: tuple[float, ...]
+    max_entry_depth: int
+    units: UnitCounts
+
+    def info(self, book: int, index: int) -> EntryInfo:
+        """The record of entry ``index`` of compiled book ``book``."""
+        return self.entries[self.entry_at[book][index]]
+
+

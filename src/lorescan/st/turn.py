@@ -1,0 +1,95 @@
+"""The state of one generation (docs/sillytavern-mode.md#st-loop): what the stages of a turn read and
+change. The engine makes one :class:`Turn` per :meth:`~lorescan.st.engine.STEngine.scan`; the stages
+(:mod:`.activate`, :mod:`.groups`, :mod:`.budget`, :mod:`.explain`) are functions over it."""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+from ..match.regexscope import RegexBudget
+from ..match.view import MAX_SCAN_DEPTH, ScanView, Window, WindowTexts
+from ..model import Entry
+from ..tokens import PrependCount, TextCount
+from .result import Character, Diagnostic, LoopRecord
+from .tables import EntryInfo, Tables
+
+__all__ = ["Turn", "note", "entry_window", "effective_depth", "INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"]
+
+INITIAL, RECURSION, MIN_ACTIVATIONS, NONE = "INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"
+
+
+class Turn:
+    """One scan's state.
+
+    Fixed for the turn: ``tables`` (the engine's), ``views`` (one match view per book),
+    the hooks ``random``, ``substitute`` and ``counter``, ``trigger``, ``character``,
+    ``chat_length``, ``budget``, and the entry keys ``sticky``, ``cooldown`` and ``forced``.
+    Changed by the stages: what activated or failed, substituted ``contents``, recursion
+    ``chunks``, the budget text's count, ``overflow``, the loop records and the notes the
+    explanation reads.
+    """
+
+    __slots__ = ("tables", "views", "regex_budget", "random", "substitute", "counter", "trigger", "character",
+                 "chat_length", "budget", "sticky", "cooldown", "forced", "activated", "activated_order",
+                 "failed", "contents", "chunks", "budget_text_tokens", "budget_text", "units", "overflow",
+                 "loops", "levels", "level", "skew", "state", "notes", "last_windows", "texts_of", "basis")
+
+    def __init__(self, tables: Tables, views: Sequence[ScanView], regex_budget: RegexBudget, *,
+                 random: Callable[[], float], substitute: Callable[[str], str] | None,
+                 counter: Callable[[str], int], trigger: str, character: Character | None, chat_length: int,
+                 budget: int, sticky: set[str], cooldown: set[str], forced: set[str]) -> None:
+        self.tables = tables
+        self.views = list(views)
+        self.regex_budget = regex_budget
+        self.random, self.substitute, self.counter = random, substitute, counter
+        self.trigger = trigger
+        self.character = character
+        self.chat_length = chat_length
+        self.budget = budget
+        self.sticky, self.cooldown, self.forced = sticky, cooldown, forced
+        self.activated: dict[str, EntryInfo] = {}
+        self.activated_order: list[EntryInfo] = []
+        self.failed: set[str] = set()
+        self.contents: dict[str, str] = {}
+        self.chunks = 0
+        self.budget_text_tokens = 0
+        # docs/sillytavern-mode.md#st-loop: the budget text grows at the front; its count is kept from the entries'
+        # own counts (the text itself is never built).
+        self.budget_text: PrependCount | None = None     # made by the loop: counting starts there
+        self.units: dict[str, tuple[str, TextCount]] = {}  # ("content\n", its count) as admission counted it
+        self.overflow = False
+        self.loops: list[LoopRecord] = []
+        self.levels = list(tables.levels)
+        self.level = self.levels.pop(0) if self.levels else 0
+        self.skew = 0
+        self.state = INITIAL
+        self.notes: dict[str, Diagnostic] = {}
+        self.last_windows: dict[str, Window] = {}
+        self.texts_of: list[WindowTexts] = []
+        # the walk's candidates of the last loop: (max_depth, recursion chunks, entries)
+        self.basis: tuple[int, int, list[EntryInfo]] | None = None
+
+
+def note(turn: Turn, info: EntryInfo, outcome: str, reason: str, detail: str = "", loop: int | None = None,
+         key: str | None = None, window: Window | None = None) -> None:
+    """Record the latest decision about an entry (and the window it matched in)."""
+    turn.notes[info.key] = Diagnostic(info.eid, outcome, reason, detail, loop, key)
+    if window is not None:
+        turn.last_windows[info.key] = window
+
+
+def effective_depth(entry: Entry, global_depth: int) -> float:
+    """docs/sillytavern-mode.md#st-scan-text steps 1-3. A fractional depth is kept: SillyTavern tests ``depth <= 0``
+    (empty haystack) before slicing, so 0.5 scans no message but still the sources,
+    injects and recursion text; the view truncates when it slices."""
+    d = entry.scan_depth if entry.scan_depth is not None else global_depth
+    if isinstance(d, float) and not math.isfinite(d):
+        return MAX_SCAN_DEPTH if d > 0 else 0
+    return min(d, MAX_SCAN_DEPTH)
+
+
+def entry_window(turn: Turn, info: EntryInfo) -> Window:
+    """The window an entry scans in the current loop."""
+    depth = effective_depth(info.entry, turn.tables.settings.scan_depth + turn.skew)
+    rec = turn.chunks if turn.state != MIN_ACTIVATIONS else 0
+    return Window(depth, info.sources, rec)
