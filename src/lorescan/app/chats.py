@@ -107,7 +107,8 @@ def read_chat(path: str) -> ChatFile:
         numbers.append(number)
         roles.append("user" if m.is_user else "assistant")
     if not items:
-        raise FormatError("the chat has no messages", source=path)
+        raise FormatError("the chat has no messages (expected SillyTavern .jsonl, a JSON list of messages, "
+                          'or {"messages": [...]})', source=path)
     user = meta.get("user_name")
     char = meta.get("character_name")
     return ChatFile(path, tuple(messages), tuple(numbers), len(items), tuple(roles),

@@ -122,7 +122,6 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def _add_scan_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     from .inputs import add_input_arguments
-    fmt = argparse.ArgumentDefaultsHelpFormatter
     s = sub.add_parser("scan", help="scan a chat with lorebooks and print what fires and why",
                        description="Run one generation over the chat and print which entries fire, why, and "
                                    "where they land in the prompt.")
@@ -142,7 +141,6 @@ def _add_scan_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
     e.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour (auto: on a terminal, unless NO_COLOR is set)")
     e.set_defaults(func=_cmd_explain)
-    del fmt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -161,14 +159,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"lorescan: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:       # output piped into `head` and the like
-        sys.stderr.close()
+        # Python flushes stdout again at exit; point it at /dev/null so that flush is quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 0
     except (RecursionError, MemoryError, OverflowError, ValueError, TypeError) as exc:
         # A bug, or an input no check caught: still one located line, never a traceback
         # (LORESCAN_DEBUG=1 shows it).
         if os.environ.get("LORESCAN_DEBUG") == "1":
             raise
-        files = ", ".join(getattr(args, "files", None) or [getattr(args, "book", ""), getattr(args, "chat", "")])
+        named = getattr(args, "files", None) or getattr(args, "books", None) or [getattr(args, "book", "")]
+        files = ", ".join([*named, *([args.chat] if getattr(args, "chat", None) else [])])
         print(f"lorescan: {files}: internal error: {type(exc).__name__}: {str(exc)[:300]} "
               "(please report it; LORESCAN_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2

@@ -103,14 +103,37 @@ class _Report:
                 return f"the content of {self.label(eid)}"
         return None
 
+    def _find_substituted(self, d: Diagnostic) -> str | None:
+        """The newest message of the entry's window holding a key with a macro (the engine
+        locates keys as written, so ``{{user}}`` is found here, substituted)."""
+        e = self.entries.get(d.entry)
+        if e is None or d.key is None or self.substitute is None or self.options is None:
+            return None
+        key = js_trim(self.substitute(d.key))
+        if key == d.key or not key:
+            return None
+        s = self.inputs.settings
+        cs = e.case_sensitive if e.case_sensitive is not None else s.case_sensitive
+        ww = e.match_whole_words if e.match_whole_words is not None else s.match_whole_words
+        depth = e.scan_depth if e.scan_depth is not None else s.scan_depth
+        view = ChatTexts(self.inputs.chat, s.include_names)
+        i = view.newest(lambda t: match_plain_key(t, key, case_sensitive=cs, whole_words=ww, options=self.options),
+                        0, int(min(depth, len(view.texts))))
+        if i is None:
+            return None
+        return f"message {view.numbers[i]}" + (", the newest" if i == 0 else "")
+
     def why(self, d: Diagnostic) -> str:
         """One line on a diagnostic, keys shown as written (no Python reprs)."""
         loop = f" (loop {d.loop})" if d.loop is not None and d.outcome == "activated" else ""
         if d.outcome == "activated" and d.reason == "key" and d.key is not None:
-            where = self.where(d.where)
+            where = self.where(d.where) or self._find_substituted(d)
             source = self._recursion_source(d, where) if where else None
             place = f" in {source or where}" if where else ""
-            return f"key {show_key(d.key)} matched{place}{loop}"
+            shown = show_key(d.key)
+            if self.substitute is not None and self.substitute(d.key) != d.key:
+                shown += f" (= {show_key(self.substitute(d.key))})"
+            return f"key {shown} matched{place}{loop}"
         if d.reason == "secondary_keys" and d.key is not None:
             return f"key {show_key(d.key)} matched, but the secondary keys failed: {d.detail}"
         if d.reason == "no_key_match":

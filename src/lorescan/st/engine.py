@@ -123,6 +123,13 @@ class Diagnostic:
     key: str | None = None
     where: str | None = None
 
+    def __str__(self) -> str:
+        """One sentence: ``Entry Saltmere.1 fired: primary key 'lighthouse' matched in message 0 (newest = 0), loop 1.``"""
+        verb = "fired" if self.outcome == "activated" else "did not fire"
+        why = (self.detail or self.reason.replace("_", " ")) + (f" in {self.where}" if self.where else "")
+        loop = f", loop {self.loop}" if self.loop is not None else ""
+        return f"Entry {self.entry.key} {verb} ({self.reason}): {why}{loop}."
+
 
 @dataclass
 class STResult:
@@ -703,7 +710,7 @@ class _Run:
                 return "tag_filter", ("a character tag is excluded" if is_exclude
                                       else "no character tag is in the filter")
         if js_truthy(e.delay) and self.L < e.delay:
-            return "delay", f"chat has {self.L} messages, delay is {e.delay}"
+            return "delay", f"chat has {self.L} message{'' if self.L == 1 else 's'}, delay is {e.delay}"
         if slot.key in self.cooldown and slot.key not in self.sticky:
             return "cooldown", "on cooldown"
         return None
