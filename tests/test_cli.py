@@ -136,15 +136,15 @@ def test_book_settings_are_honoured_then_overridden_and_the_output_says_which(tm
     book = st_book(tmp_path, [{"key": ["anchor"]}], scan_depth=3, token_budget=500, recursive_scanning=True)
     chat = chat_file(tmp_path, ["the anchor", "b", "c"])
     data = json.loads(run("scan", book, "--chat", chat, "--json").stdout)
-    assert data["settings"]["scan_depth"] == {"value": 3, "from": "book 'Book' (scan_depth)"}
-    assert data["settings"]["budget_cap"] == {"value": 500, "from": "book 'Book' (token_budget)"}
+    assert data["settings"]["scan_depth"] == {"value": 3, "from": "scan_depth of book 'Book'"}
+    assert data["settings"]["budget_cap"] == {"value": 500, "from": "token_budget of book 'Book'"}
     assert data["entries"][0]["outcome"] == "activated", "the book's depth of 3 reaches the first message"
     settings = tmp_path / "s.toml"
     settings.write_text("scan_depth = 1\n")
     r = run("scan", book, "--chat", chat, "--settings", str(settings), "--budget-cap", "0")
     assert "book 'Book' sets scan_depth 3, overridden by --settings" in r.stdout
-    assert "book 'Book' sets budget_cap 500, overridden by --budget-cap" in r.stdout
-    assert "recursive true (book 'Book' (recursive_scanning))" in r.stdout
+    assert "book 'Book' sets token_budget 500, overridden by --budget-cap" in r.stdout
+    assert "recursive true (recursive_scanning of book 'Book')" in r.stdout
     ignored = json.loads(run("scan", book, "--chat", chat, "--json", "--ignore-book-settings").stdout)
     assert ignored["settings"]["scan_depth"] == {"value": 2, "from": "default"}
     js = tmp_path / "s.json"
@@ -297,13 +297,15 @@ def test_bad_settings_files_name_the_file_and_field(tmp_path):
     failed_cleanly(run("scan", BOOK, "--chat", CHAT, "--settings", str(tmp_path / "none.toml")), "cannot read")
 
 
-def test_an_unreadable_chat_file_is_a_clear_error(tmp_path):
+def test_unreadable_files_are_clear_errors(tmp_path):
+    # A folder stands in for an unreadable file: a permission test would pass vacuously as root.
+    failed_cleanly(run("scan", BOOK, "--chat", str(tmp_path)), str(tmp_path), "cannot read the chat")
+    failed_cleanly(run("scan", str(tmp_path), "--chat", CHAT), str(tmp_path), "cannot read")
+    failed_cleanly(run("scan", BOOK, "--chat", CHAT, "--settings", str(tmp_path)), str(tmp_path),
+                   "cannot read the settings")
     chat = tmp_path / "chat.jsonl"
-    chat.write_text("[]")
-    chat.chmod(0)
-    if os.access(chat, os.R_OK):
-        pytest.skip("running as a user who can read any file (root)")
-    failed_cleanly(run("scan", BOOK, "--chat", str(chat)), str(chat), "cannot read")
+    chat.write_bytes(b'[{"name": "a", "mes": "\xff"}]')
+    failed_cleanly(run("scan", BOOK, "--chat", str(chat)), str(chat), "not UTF-8")
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path):

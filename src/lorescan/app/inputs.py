@@ -25,7 +25,8 @@ if TYPE_CHECKING:        # the engine loads when a command runs, not when the pa
     from ..st.engine import BookSource, Character
     from .chats import ChatFile
 
-__all__ = ["Inputs", "BookInput", "add_input_arguments", "read_inputs", "ROLE_PREFIXES", "make_substitute"]
+__all__ = ["Inputs", "BookInput", "add_input_arguments", "read_inputs", "ROLE_PREFIXES", "make_substitute",
+           "BOOK_FIELD_OF"]
 
 ROLE_PREFIXES = ("global", "character", "persona", "chat")
 _CARD_FORMATS = ("ccv2", "ccv3", "character_book", "png", "charx")
@@ -46,6 +47,7 @@ _SETTING_HELP = {
 }
 # A book's own settings and the STSettings field each one sets in SillyTavern mode.
 _BOOK_SETTINGS = (("scan_depth", "scan_depth"), ("token_budget", "budget_cap"), ("recursive_scanning", "recursive"))
+BOOK_FIELD_OF = {st: book for book, st in _BOOK_SETTINGS}
 # Old spellings kept working.
 _ALIASES = {"scan_depth": ["--depth"], "match_whole_words": ["--whole-words"]}
 
@@ -259,7 +261,7 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
                     continue
                 book_values[st_name] = (b.book.name, v)
                 values[st_name] = v
-                sources[st_name] = f"book {b.book.name!r} ({book_name})"
+                sources[st_name] = f"{book_name} of book {b.book.name!r}"
     from_file = _load_settings_file(args.settings) if args.settings else {}
     for k, v in from_file.items():
         values[k] = v
@@ -273,7 +275,7 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
         raise SettingsError("SillyTavern settings do not apply in slot mode (each book carries its own scan "
                             "depth, budget and recursion)", source="command line",
                             field=_flag(next(iter(flagged))) if flagged else "--settings")
-    overridden = tuple((k, name, v) for k, (name, v) in book_values.items() if not sources[k].startswith("book"))
+    overridden = tuple((k, name, v) for k, (name, v) in book_values.items() if k in from_file or k in flagged)
     try:
         settings = STSettings(**values)
     except SettingsError as exc:

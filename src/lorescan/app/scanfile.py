@@ -10,16 +10,19 @@ import argparse
 import dataclasses
 import json
 import re
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import SettingsError
 from ..js.text import js_trim
 from ..match.view import match_plain_key
-from ..model import Entry
+from ..model import Entry, MatchOptions
 from ..st.engine import Diagnostic, EntryId, STEngine, STResult
-from .inputs import Inputs, read_inputs
+from .inputs import BOOK_FIELD_OF, Inputs, read_inputs
 from .nearmiss import ChatTexts, near_misses, plural, show_key
 from .render import Style, one_line, table
+
+if TYPE_CHECKING:
+    from ..slot.engine import SlotResult
 
 __all__ = ["scan_command", "explain_command", "scan_files"]
 
@@ -41,16 +44,16 @@ class _Report:
             for e in b.book.entries:
                 self.entries.setdefault(EntryId(b.book.name, e.uid), e)
         self.substitute = inputs.substitute()
+        self.slot: SlotResult | None = None
+        self.st: STResult | None = None
+        self.options: MatchOptions | None = None
         if inputs.mode == "slot":
             from ..slot.engine import SlotEngine
             engine = SlotEngine([b.book for b in inputs.books], substitute=self.substitute)
             chat = inputs.chat
             self.slot = engine.run(list(zip(chat.roles, (m.text for m in chat.messages))),
                                    turn_id=f"lorescan-cli:{inputs.seed}")
-            self.st: STResult | None = None
-            self.options = None
         else:
-            self.slot = None
             engine_st = STEngine(inputs.sources(), inputs.settings, compat=inputs.compat,
                                  substitute=self.substitute, random=inputs.random())
             self.options = engine_st.match_options
@@ -117,7 +120,8 @@ class _Report:
         ww = e.match_whole_words if e.match_whole_words is not None else s.match_whole_words
         depth = e.scan_depth if e.scan_depth is not None else s.scan_depth
         view = ChatTexts(self.inputs.chat, s.include_names)
-        i = view.newest(lambda t: match_plain_key(t, key, case_sensitive=cs, whole_words=ww, options=self.options),
+        options = self.options
+        i = view.newest(lambda t: match_plain_key(t, key, case_sensitive=cs, whole_words=ww, options=options),
                         0, int(min(depth, len(view.texts))))
         if i is None:
             return None
@@ -187,7 +191,8 @@ class _Report:
             changed.insert(0, f"scan_depth {s.scan_depth} (default)")
         print("Settings: " + ", ".join(changed) + "; the rest default", file=out)
         for k, book, v in i.overridden:
-            print(f"  book {book!r} sets {k} {json.dumps(v)}, overridden by {i.setting_sources[k]}", file=out)
+            print(f"  book {book!r} sets {BOOK_FIELD_OF[k]} {json.dumps(v)}, overridden by {i.setting_sources[k]}",
+                  file=out)
         for note in i.notes:
             print(f"  {note}", file=out)
 
@@ -223,7 +228,7 @@ class _Report:
         rows = []
         for eid, d in self.st.diagnostics.items():
             e = self.entries.get(eid)
-            row = {"world": eid.world, "uid": eid.uid, "name": _name(e) if e else None, "outcome": d.outcome,
+            row: dict[str, Any] = {"world": eid.world, "uid": eid.uid, "name": _name(e) if e else None, "outcome": d.outcome,
                    "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key, "where": self.where(d.where),
                    "text": self.why(d)}
             if near:
@@ -340,8 +345,8 @@ def explain_command(args: argparse.Namespace, *, out: TextIO) -> int:
         extra = [n.text for n in report.near(eid, d, view)]
         rows.append((report.label(eid), result, "green" if fired else "red", report.why(d), extra))
     table(rows, style, out)
-    fired = sum(1 for eid in chosen if diags[eid].outcome == "activated")
-    print(f"\n{plural(fired, 'entry', 'entries')} of {len(chosen)} fired", file=out)
+    n_fired = sum(1 for eid in chosen if diags[eid].outcome == "activated")
+    print(f"\n{plural(n_fired, 'entry', 'entries')} of {len(chosen)} fired", file=out)
     return 0
 
 
@@ -369,7 +374,8 @@ def _explain_slot(report: _Report, args: argparse.Namespace, out: TextIO) -> int
     for rec in log:
         ok = rec.outcome == "inserted"
         rows.append(((f"{rec.book} " if many else "") + f"#{rec.id} {rec.name}", rec.outcome,
-                     "green" if ok else "red", _slot_reason(rec), [rec.detail] if rec.detail else []))
+                     "green" if ok else "red", _slot_reason(rec),
+                     [str(rec.detail).replace("_", " ")] if rec.detail else []))
     table(rows, style, out)
     n = sum(1 for rec in log if rec.outcome == "inserted")
     print(f"\n{plural(n, 'entry', 'entries')} of {len(log)} inserted", file=out)
