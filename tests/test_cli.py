@@ -317,3 +317,41 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0
     assert err == "", err
+
+
+# -- the README -----------------------------------------------------------------------------
+def _readme_section():
+    import re
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Command line\n", 1)[1].split("\n## ", 1)[0]
+    commands = re.search(r"```bash\n(.*?)```", section, re.S).group(1).strip().splitlines()
+    shown = re.search(r"```text\n(.*?)```", section, re.S).group(1).rstrip("\n").splitlines()
+    return commands, shown
+
+
+def test_the_readme_command_line_examples_run_and_print_what_the_readme_shows():
+    import shlex
+    commands, shown = _readme_section()
+    assert len(commands) >= 4 and all(c.startswith("lorescan ") for c in commands)
+    outputs = []
+    for c in commands:
+        r = subprocess.run([sys.executable, "-m", "lorescan", *shlex.split(c)[1:]], capture_output=True,
+                           text=True, cwd=ROOT)
+        assert r.returncode == 0, (c, r.stderr)
+        outputs.append(r.stdout.splitlines())
+    for line in shown:
+        assert line in outputs[2], line
+
+
+def test_name_macros_are_case_insensitive_and_include_the_legacy_forms(tmp_path):
+    # (keys: the engine substitutes only keys that contain "{{", so the legacy forms work in contents)
+    book = st_book(tmp_path, [{"key": ["{{USER}}'s map"], "content": "{{CHAR}} and <bot> see <User>."},
+                              {"key": ["{{char}}"], "content": "{{unknown}} stays"}])
+    chat = chat_file(tmp_path, ["Rowan's map is wet."], meta=False)
+    data = json.loads(run("scan", book, "--chat", chat, "--json", "--user", "Rowan", "--character", "Ida").stdout)
+    assert data["result"]["world_info_before"] == "Ida and Ida see Rowan."
+    assert [d["reason"] for d in data["entries"]] == ["key", "no_key_match"]
+    data = json.loads(run("scan", book, "--chat", chat, "--json").stdout)
+    assert data["character"] is None and data["user"] is None
+    assert [d["reason"] for d in data["entries"]] == ["no_key_match", "no_key_match"], \
+        "without names the macros stay as written"

@@ -313,6 +313,9 @@ def _select(report: _Report, wanted: str | None) -> list[EntryId]:
     book, dot, uid = w.rpartition(".")
     picked = [eid for eid in ids if str(eid.uid) == w or (dot and eid.world == book and str(eid.uid) == uid)
               or (report.entries.get(eid) is not None and _name(report.entries[eid]).casefold() == w.casefold())]
+    if not picked:          # then a part of a name
+        picked = [eid for eid in ids if report.entries.get(eid) is not None
+                  and w.casefold() in _name(report.entries[eid]).casefold()]
     if not picked:
         raise SettingsError(f"no entry has the uid or name {wanted!r}", source="command line", field="--entry")
     return picked
