@@ -140,8 +140,6 @@ class _Report:
             return f"key {shown} matched{place}{loop}"
         if d.reason == "secondary_keys" and d.key is not None:
             return f"key {show_key(d.key)} matched, but the secondary keys failed: {d.detail}"
-        if d.reason == "no_key_match":
-            return "no primary key occurs in the scanned text"
         detail = _ENTRY_KEY.sub(self._entry_ref, d.detail) if d.detail else d.reason.replace("_", " ")
         return detail + loop
 

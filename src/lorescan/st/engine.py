@@ -1056,7 +1056,7 @@ class _Run:
                     d = Diagnostic(slot.eid, "not_activated", "no_keys", "the entry has no primary keys")
                 else:
                     d = Diagnostic(slot.eid, "not_activated", "no_key_match",
-                                   "no primary key occurs in the scanned text")
+                                   "no primary key matched")
             elif d.outcome == "activated" and slot.key not in self.activated:
                 d = Diagnostic(slot.eid, "not_activated", "not_reached", "matched, but the scan ended first",
                                d.loop, d.key)
