@@ -127,7 +127,8 @@ def test_every_st_setting_is_a_flag_with_its_default_in_help():
     text = " ".join(run("scan", "--help").stdout.split())
     for f in dataclasses.fields(STSettings):
         assert "--" + f.name.replace("_", "-") in text, f.name
-        assert f"(default: {json.dumps(f.default)})" in text
+        shown = f.default if isinstance(f.default, str) else json.dumps(f.default)
+        assert f"(default: {shown})" in text
     assert "--mode {sillytavern,slot}" in text and "(default: sillytavern)" in text
     assert "(default: 8192)" in text
 

@@ -33,10 +33,10 @@ _CARD_FORMATS = ("ccv2", "ccv3", "character_book", "png", "charx")
 _SETTING_HELP = {
     "scan_depth": "newest messages scanned",
     "budget_percent": "budget as a percent of --max-context",
-    "budget_cap": "budget cap in tokens (0: none)",
-    "min_activations": "keep scanning deeper until this many entries fired (0: off)",
-    "min_activations_depth_max": "deepest scan for min activations (0: the whole chat)",
-    "max_recursion_steps": "at most this many scan loops (0: no limit)",
+    "budget_cap": "budget cap in tokens, 0 for none",
+    "min_activations": "keep scanning deeper until this many entries fired, 0 for off",
+    "min_activations_depth_max": "deepest scan for min activations, 0 for the whole chat",
+    "max_recursion_steps": "at most this many scan loops, 0 for no limit",
     "recursive": "activated contents are scanned for more keys",
     "case_sensitive": "keys match case-sensitively (entries may override)",
     "match_whole_words": "keys match whole words only (entries may override)",
@@ -140,16 +140,23 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--character-id", metavar="ID",
                    help="the character's filter id, its avatar file name without extension (default: NAME)")
     g.add_argument("--user", metavar="NAME", help="the user's name, for {{user}} (default: the chat's metadata)")
-    s = parser.add_argument_group("settings (SillyTavern mode; a flag beats --settings, which beats the books)")
-    s.add_argument("--mode", choices=("sillytavern", "slot"), default="sillytavern",
+    r = parser.add_argument_group("engine")
+    r.add_argument("--mode", choices=("sillytavern", "slot"), default="sillytavern",
                    help="engine: SillyTavern's World Info, or the lorebook-slot platform (default: %(default)s)")
-    s.add_argument("--compat", choices=("sillytavern", "improved"), default="sillytavern",
+    r.add_argument("--compat", choices=("sillytavern", "improved"), default="sillytavern",
                    help="SillyTavern's exact matching rules, or lorescan's improved ones (default: %(default)s)")
+    r.add_argument("--max-context", type=int, default=8192, metavar="TOKENS",
+                   help="context size the budget is a percent of (default: %(default)s)")
+    r.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="seed of every roll (inclusion groups, probability); the same seed gives the same "
+                        "output (default: %(default)s)")
+    s = parser.add_argument_group("SillyTavern settings (a flag beats --settings, which beats the books' own)")
     s.add_argument("--settings", metavar="FILE", help="STSettings as a JSON or TOML file (names as below, with _)")
     s.add_argument("--ignore-book-settings", action="store_true",
                    help="do not apply the books' own scan_depth, token_budget and recursive_scanning")
     for f in dataclasses.fields(STSettings):
-        help_text = f"{_SETTING_HELP.get(f.name, f.name)} (default: {json.dumps(f.default)})"
+        shown = f.default if isinstance(f.default, str) else json.dumps(f.default)
+        help_text = f"{_SETTING_HELP.get(f.name, f.name)} (default: {shown})"
         names = [_flag(f.name), *_ALIASES.get(f.name, [])]
         if f.type in ("bool", bool):
             s.add_argument(*names, dest=f"set_{f.name}", action=argparse.BooleanOptionalAction, default=None,
@@ -160,11 +167,6 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         else:
             s.add_argument(*names, dest=f"set_{f.name}", type=float if f.type in ("float", float) else int,
                            default=None, metavar="N", help=help_text)
-    s.add_argument("--max-context", type=int, default=8192, metavar="TOKENS",
-                   help="context size the budget is a percent of (default: %(default)s)")
-    s.add_argument("--seed", type=int, default=0, metavar="N",
-                   help="seed of every roll (inclusion groups, probability); the same seed gives the same "
-                        "output (default: %(default)s)")
 
 
 def _load_settings_file(path: str) -> dict[str, Any]:
