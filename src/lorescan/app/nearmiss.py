@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
 from ..js.text import js_lower, js_trim
@@ -20,7 +20,7 @@ from ..model import Entry, MatchOptions, STSettings
 from ..st.engine import Diagnostic
 from .chats import ChatFile
 
-__all__ = ["NearMiss", "ChatTexts", "near_misses", "plural", "show_key"]
+__all__ = ["NearMiss", "ChatTexts", "near_misses", "plain_keys_of", "plural", "show_key"]
 
 _LOGIC = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
 _REGEX_TIMEOUT = 0.25
@@ -78,19 +78,58 @@ def _find(text: str, key: str, case_sensitive: bool) -> tuple[int, int] | None:
 
 
 class ChatTexts:
-    """The chat's scanned texts, newest first, as the engine saw them."""
+    """The chat's scanned texts, newest first, as the engine saw them: the newest
+    ``MAX_SCAN_DEPTH`` only, as no scan depth reaches further."""
 
     def __init__(self, chat: ChatFile, include_names: bool) -> None:
-        msgs = chat.messages[::-1]
+        msgs = chat.messages[::-1][:MAX_SCAN_DEPTH]
         self.texts = [f"{m.name}: {m.text}" if include_names else m.text for m in msgs]
-        self.numbers = list(chat.numbers[::-1])
-        self.lower_all = js_lower("\x01".join(self.texts))
+        self.lower = [js_lower(t) for t in self.texts]
+        self.numbers = list(chat.numbers[::-1][:MAX_SCAN_DEPTH])
+        self.lower_all = "\x01".join(self.lower)
+        self._asked: set[str] = set()
+        self._present: set[str] = set()
 
-    def newest(self, test: Callable[[str], bool], start: int = 0, stop: int | None = None) -> int | None:
+    def prepare(self, lowered_keys: Iterable[str]) -> None:
+        """Find which of these (lowered) keys occur anywhere in the chat in one pass (an
+        Aho-Corasick automaton), so each entry's check is a set lookup, not a search."""
+        import ahocorasick
+        todo = {k for k in lowered_keys if k and k not in self._asked}
+        if not todo:
+            return
+        automaton = ahocorasick.Automaton()
+        for k in todo:
+            automaton.add_word(k, k)
+        automaton.make_automaton()
+        self._present.update(k for _, k in automaton.iter(self.lower_all))
+        self._asked |= todo
+
+    def may_contain(self, lowered_key: str) -> bool:
+        if lowered_key in self._asked:
+            return lowered_key in self._present
+        return lowered_key in self.lower_all
+
+    def newest(self, test: Callable[[str], bool], start: int = 0, stop: int | None = None,
+               lowered_key: str | None = None) -> int | None:
+        """The newest message in ``[start, stop)`` (0 = the newest) that passes ``test``;
+        with ``lowered_key``, only messages whose lowered text contains it are tested."""
+        lower = self.lower
         for i in range(start, len(self.texts) if stop is None else min(stop, len(self.texts))):
+            if lowered_key is not None and lowered_key not in lower[i]:
+                continue
             if test(self.texts[i]):
                 return i
         return None
+
+
+def plain_keys_of(entry: Entry, substitute: Callable[[str], str] | None = None) -> list[str]:
+    """The lowered plain primary keys of ``entry`` (for :meth:`ChatTexts.prepare`)."""
+    out = []
+    for raw in entry.key:
+        key = js_trim(substitute(raw) if substitute else raw)
+        if key and parse_regex_key(key) is None:
+            out.append(js_lower(key))
+    return out
 
 
 def near_misses(entry: Entry, diagnostic: Diagnostic, view: ChatTexts, settings: STSettings,
@@ -144,18 +183,19 @@ def _primary(raw: str, key: str, view: ChatTexts, depth: int, cs: bool, ww: bool
             return None
         return NearMiss("beyond_depth", raw, view.numbers[i], None,
                         f"key {shown} occurs in {_where(view, i, depth)}")
-    if js_lower(key) not in view.lower_all:
+    kl = js_lower(key)
+    if not view.may_contain(kl):
         return None
 
     def exact(text: str) -> bool:
         return match_plain_key(text, key, case_sensitive=cs, whole_words=ww, options=options)
-    i = view.newest(exact, depth)
+    i = view.newest(exact, depth, lowered_key=kl)
     if i is not None:
         return NearMiss("beyond_depth", raw, view.numbers[i], None, f"key {shown} occurs in {_where(view, i, depth)}")
     if ww:
         def loose(text: str) -> bool:
             return match_plain_key(text, key, case_sensitive=cs, whole_words=False, options=options)
-        i = view.newest(loose)
+        i = view.newest(loose, lowered_key=kl)
         if i is not None:
             span = _find(view.texts[i], key, cs)
             word = _word_at(view.texts[i], *span) if span else None
@@ -166,7 +206,7 @@ def _primary(raw: str, key: str, view: ChatTexts, depth: int, cs: bool, ww: bool
     if cs:
         def other_case(text: str) -> bool:
             return match_plain_key(text, key, case_sensitive=False, whole_words=ww, options=options)
-        i = view.newest(other_case)
+        i = view.newest(other_case, lowered_key=kl)
         if i is not None:
             span = _find(view.texts[i], key, False)
             seen = view.texts[i][span[0]:span[1]] if span else None

@@ -43,6 +43,9 @@ class Style:
 def one_line(text: str, limit: int | None = None) -> str:
     """``text`` on one line: line breaks as ``⏎``, other control characters as ``?``,
     cut to ``limit`` characters with ``…``."""
+    if text.isprintable():
+        s = text
+        return s if limit is None or len(s) <= limit else s[:max(1, limit - 1)] + "…"
     out = []
     for ch in text:
         if ch in "\r\n":

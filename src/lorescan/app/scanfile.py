@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import re
 from typing import TYPE_CHECKING, Any, TextIO
@@ -18,7 +19,7 @@ from ..match.view import match_plain_key
 from ..model import Entry, MatchOptions
 from ..st.engine import Diagnostic, EntryId, STEngine, STResult
 from .inputs import BOOK_FIELD_OF, Inputs, read_inputs
-from .nearmiss import ChatTexts, near_misses, plural, show_key
+from .nearmiss import ChatTexts, near_misses, plain_keys_of, plural, show_key
 from .render import Style, one_line, table
 
 if TYPE_CHECKING:
@@ -59,6 +60,16 @@ class _Report:
             self.options = engine_st.match_options
             self.st = engine_st.scan(list(inputs.chat.messages), max_context=inputs.max_context,
                                      character=inputs.character)
+
+    @functools.cached_property
+    def view(self) -> ChatTexts:
+        """The chat for near-misses, with every plain key of an entry that missed looked
+        up in one pass."""
+        view = ChatTexts(self.inputs.chat, self.inputs.settings.include_names)
+        if self.st is not None:
+            view.prepare(k for eid, d in self.st.diagnostics.items() if d.reason == "no_key_match"
+                         and eid in self.entries for k in plain_keys_of(self.entries[eid], self.substitute))
+        return view
 
     # -- words ---------------------------------------------------------------------------
     def label(self, eid: EntryId) -> str:
@@ -119,7 +130,7 @@ class _Report:
         cs = e.case_sensitive if e.case_sensitive is not None else s.case_sensitive
         ww = e.match_whole_words if e.match_whole_words is not None else s.match_whole_words
         depth = e.scan_depth if e.scan_depth is not None else s.scan_depth
-        view = ChatTexts(self.inputs.chat, s.include_names)
+        view = self.view
         options = self.options
         i = view.newest(lambda t: match_plain_key(t, key, case_sensitive=cs, whole_words=ww, options=options),
                         0, int(min(depth, len(view.texts))))
@@ -222,7 +233,7 @@ class _Report:
         data["result"] = self.st.to_json()
         data["result"]["budget"] = self.st.budget
         data["result"]["regex_cutoffs"] = list(self.st.regex_cutoffs)
-        view = ChatTexts(i.chat, i.settings.include_names) if near else None
+        view = self.view if near else None
         rows = []
         for eid, d in self.st.diagnostics.items():
             e = self.entries.get(eid)
@@ -327,7 +338,7 @@ def explain_command(args: argparse.Namespace, *, out: TextIO) -> int:
     r = report.st
     assert r is not None
     chosen = _select(report, args.entry)
-    view = ChatTexts(report.inputs.chat, report.inputs.settings.include_names)
+    view = report.view
     if args.json:
         data = report.to_json(near=True)
         keep = {(eid.world, eid.uid) for eid in chosen}
