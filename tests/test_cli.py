@@ -148,6 +148,9 @@ def test_book_settings_are_honoured_then_overridden_and_the_output_says_which(tm
     assert "recursive true (recursive_scanning of book 'Book')" in r.stdout
     ignored = json.loads(run("scan", book, "--chat", chat, "--json", "--ignore-book-settings").stdout)
     assert ignored["settings"]["scan_depth"] == {"value": 2, "from": "default"}
+    odd = st_book(tmp_path, [{"key": ["anchor"]}], name="Odd", scan_depth="deep")
+    failed_cleanly(run("scan", odd, "--chat", chat), "scan_depth of book 'Odd'", "--ignore-book-settings")
+    assert run("scan", odd, "--chat", chat, "--ignore-book-settings").returncode == 0
     js = tmp_path / "s.json"
     js.write_text(json.dumps({"scan_depth": 5, "insertion_strategy": "evenly"}))
     data = json.loads(run("scan", book, "--chat", chat, "--json", "--settings", str(js)).stdout)

@@ -282,7 +282,8 @@ def read_inputs(args: argparse.Namespace) -> Inputs:
         settings = STSettings(**values)
     except SettingsError as exc:
         origin = sources.get(exc.field or "", "settings")
-        raise SettingsError(exc.problem, source=origin, field=exc.field) from exc
+        hint = " (--ignore-book-settings skips the books' own settings)" if " of book " in origin else ""
+        raise SettingsError(exc.problem + hint, source=origin, field=exc.field) from exc
     if args.max_context < 0:
         raise SettingsError("must be 0 or more", source="command line", field="--max-context")
     character = None
