@@ -15,7 +15,7 @@ PY_BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
 def test_the_readme_starts_with_the_two_setup_commands():
     first_block = re.search(r"```bash\n(.*?)```", README, re.S).group(1).strip().splitlines()
     assert first_block == [
-        "pip install . && lorescan scan examples/saltmere.json examples/saltmere-chat.jsonl",
+        "pip install . && lorescan scan examples/saltmere.json --chat examples/saltmere-chat.jsonl",
         'pip install ".[test]" && python -m pytest',
     ]
     assert README.index("```bash") < README.index("lorescan is an exact")

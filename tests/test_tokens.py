@@ -495,5 +495,6 @@ def test_engines_without_a_counter_share_one_and_never_assign_it():
     st_engine = STEngine([BookSource(book, ("global",))])
     slot = SlotEngine([book])
     assert slot.count_tokens is shared_counter()
-    assert st_engine.tokens("a fox") == 2 and st_engine.count_tokens is None   # nothing assigned on use
+    assert st_engine.count_tokens is shared_counter()       # set in the constructor, never on use
+    assert st_engine.tokens("a fox") == 2 and st_engine.count_tokens is shared_counter()
     assert pickle.loads(pickle.dumps(slot.count_tokens)) is shared_counter()

@@ -68,18 +68,7 @@ def _build_parser() -> argparse.ArgumentParser:
     k.add_argument("--case-sensitive", action="store_true", help="the engine's case_sensitive setting")
     k.add_argument("--whole-words", action="store_true", help="the engine's match_whole_words setting")
     k.set_defaults(func=_cmd_compile)
-    s = sub.add_parser("scan", help="scan a chat with a lorebook and print what fires and why")
-    s.add_argument("book", help="lorebook file (any supported format)")
-    s.add_argument("chat", help="chat file: SillyTavern .jsonl or a JSON list of {name, mes}")
-    s.add_argument("--depth", type=int, default=None, help="scan depth (default 2)")
-    s.add_argument("--recursive", action="store_true", help="recursive scanning")
-    s.add_argument("--whole-words", action="store_true", help="match whole words")
-    s.add_argument("--max-context", type=int, default=8192, help="context size in tokens for the budget")
-    s.add_argument("--compat", choices=("sillytavern", "improved"), default="improved",
-                   help="matching rules: SillyTavern's exact ones or lorescan's improved ones")
-    s.add_argument("--json", action="store_true", help="print the result as JSON")
-    s.add_argument("--why", action="store_true", help="explain every entry, not only activated ones")
-    s.set_defaults(func=_cmd_scan)
+    _add_scan_parsers(sub)
     _add_serve_parser(sub)
     from ..lint.command import add_parser as add_lint_parser  # import-cost: lint's checks load only for lint
     add_lint_parser(sub)
@@ -127,8 +116,36 @@ def _version_line() -> str:
 
 
 def _cmd_scan(args: argparse.Namespace) -> int:
-    from .scanfile import scan_files  # import-cost: a command loads only what it runs
-    return scan_files(args, out=sys.stdout)
+    from .scanfile import scan_command  # import-cost: a command loads only what it runs
+    return scan_command(args, out=sys.stdout)
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from .scanfile import explain_command  # import-cost: a command loads only what it runs
+    return explain_command(args, out=sys.stdout)
+
+
+def _add_scan_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from .inputs import add_input_arguments  # import-cost: the scan parsers' module loads with them
+    s = sub.add_parser("scan", help="scan a chat with lorebooks and print what fires and why",
+                       description="Run one generation over the chat and print which entries fire, why, and "
+                                   "where they land in the prompt.")
+    add_input_arguments(s)
+    s.add_argument("--json", action="store_true", help="print the full result as JSON")
+    s.add_argument("--why", action="store_true", help="also list every entry that did not fire")
+    s.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour (auto: on a terminal, unless NO_COLOR is set)")
+    s.set_defaults(func=_cmd_scan)
+    e = sub.add_parser("explain", help="why each entry fired or not, with near-misses",
+                       description="Run one generation over the chat and explain every entry (or --entry): "
+                                   "why it fired, or why not, with near-misses (a key beyond the scan depth, "
+                                   "inside a longer word, in another case; failed secondary logic).")
+    add_input_arguments(e)
+    e.add_argument("--entry", metavar="NAME_OR_UID", help="only this entry (uid, BOOK.uid or name)")
+    e.add_argument("--json", action="store_true", help="print the explanations as JSON")
+    e.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour (auto: on a terminal, unless NO_COLOR is set)")
+    e.set_defaults(func=_cmd_explain)
 
 
 def _closed_pipe() -> int:
@@ -166,7 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (LORESCAN_DEBUG=1 shows it).
         if os.environ.get("LORESCAN_DEBUG") == "1":
             raise
-        files = ", ".join(getattr(args, "files", None) or [getattr(args, "book", ""), getattr(args, "chat", "")])
+        named = getattr(args, "files", None) or getattr(args, "books", None) or [getattr(args, "book", "")]
+        files = ", ".join([*named, *([args.chat] if getattr(args, "chat", None) else [])])
         print(f"lorescan: {files}: internal error: {type(exc).__name__}: {str(exc)[:300]} "
               "(please report it; LORESCAN_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2

@@ -1,109 +1,399 @@
-"""``lorescan scan BOOK CHAT``: load files, run one SillyTavern-mode generation, print why."""
+"""``lorescan scan`` and ``lorescan explain``: run one generation over a chat and say what
+fired and why (``explain``: every entry, with near-misses, as a table).
+
+Inputs come from :mod:`lorescan.app.inputs`, near-misses from :mod:`lorescan.app.nearmiss`,
+layout from :mod:`lorescan.app.render`; this module only joins them.
+"""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
-from dataclasses import replace
-from typing import Any, TextIO
+import re
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import FormatError
-from ..formats import load
-from ..formats._safety import parse_json
-from ..limits import DEFAULT_LIMITS
-from ..st.settings import STSettings
-from ..st import BookSource, ChatMessage, STEngine
+from ..errors import SettingsError
+from ..js.text import js_trim
+from ..match.view import match_plain_key
+from ..match.options import MatchOptions
+from ..model import Entry
+from ..st import Diagnostic, EntryId, STEngine, STResult
+from .inputs import BOOK_FIELD_OF, Inputs, read_inputs
+from .nearmiss import ChatTexts, near_misses, plain_keys_of, plural, show_key
+from .render import Style, one_line, table
 
-__all__ = ["load_chat", "scan_files"]
+if TYPE_CHECKING:
+    from ..slot.engine import SlotResult
 
-_MAX_CHAT_BYTES = 256 * 1024 * 1024
-_CHAT_LIMITS = replace(DEFAULT_LIMITS, max_file_bytes=_MAX_CHAT_BYTES)
+__all__ = ["scan_command", "explain_command", "scan_files"]
 
-
-def load_chat(path: str) -> list[ChatMessage]:
-    """Messages of a chat file, oldest first: SillyTavern ``.jsonl`` (a metadata first line
-    and ``is_system`` messages are skipped, as SillyTavern does not scan them) or a JSON
-    list of ``{name, mes}`` objects."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(_MAX_CHAT_BYTES + 1)
-    except OSError as exc:
-        raise FormatError(f"cannot read chat: {exc.strerror}", source=path) from exc
-    if len(raw) > _MAX_CHAT_BYTES:
-        raise FormatError(f"chat file is larger than {_MAX_CHAT_BYTES} bytes", source=path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"chat is not UTF-8: {exc}", source=path) from exc
-    stripped = text.lstrip()
-    items: Any
-    if stripped.startswith("["):
-        items = parse_json(text, source=path, limits=_CHAT_LIMITS)
-    else:
-        items = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    items.append(parse_json(line, source=path, limits=_CHAT_LIMITS))
-                except FormatError as exc:
-                    raise FormatError(f"line {n}: {exc.problem}", source=path) from exc
-    if not isinstance(items, list):
-        raise FormatError(f"a chat must be a list of messages, got {type(items).__name__}", source=path)
-    out: list[ChatMessage] = []
-    for i, m in enumerate(items):
-        if not isinstance(m, dict):
-            raise FormatError(f"a message must be an object, got {type(m).__name__}", source=path, entry=i)
-        if "mes" not in m:
-            if i == 0:
-                continue          # the .jsonl metadata header
-            raise FormatError("message has no 'mes' field", source=path, entry=i, field="mes")
-        if m.get("is_system"):
-            continue
-        name, mes = m.get("name", ""), m["mes"]
-        if not isinstance(name, str) or not isinstance(mes, str):
-            raise FormatError("'name' and 'mes' must be strings", source=path, entry=i, field="mes")
-        out.append(ChatMessage(name, mes, bool(m.get("is_user"))))
-    return out
+_ENTRY_KEY = re.compile(r"'([^'\n]+\.[^'.\n]+)'")
+_MESSAGE_LABEL = re.compile(r"message (\d+) \(newest = 0\)")
 
 
-def scan_files(args: argparse.Namespace, *, out: TextIO) -> int:
-    """Run the ``scan`` subcommand."""
-    book = load(args.book)
-    messages = load_chat(args.chat)
-    settings = STSettings(scan_depth=2 if args.depth is None else args.depth, recursive=args.recursive,
-                          match_whole_words=args.whole_words)
-    engine = STEngine([BookSource(book, ("global",))], settings, compat=args.compat)
-    result = engine.scan(messages, max_context=args.max_context)
-    diags = result.diagnostics
+def _name(e: Entry) -> str:
+    return e.comment or (e.key[0] if e.key else "") or f"entry {e.uid}"
+
+
+class _Report:
+    """One run of the engine over the inputs, and the words to describe it."""
+
+    def __init__(self, inputs: Inputs) -> None:
+        self.inputs = inputs
+        self.entries: dict[EntryId, Entry] = {}
+        for b in inputs.books:
+            for e in b.book.entries:
+                self.entries.setdefault(EntryId(b.book.name, e.uid), e)
+        self.substitute = inputs.substitute()
+        self.slot: SlotResult | None = None
+        self.st: STResult | None = None
+        self.options: MatchOptions | None = None
+        if inputs.mode == "slot":
+            from ..slot.engine import SlotEngine  # import-cost: slot mode loads only when asked for
+            engine = SlotEngine([b.book for b in inputs.books], substitute=self.substitute)
+            chat = inputs.chat
+            self.slot = engine.run(list(zip(chat.roles, (m.text for m in chat.messages))),
+                                   turn_id=f"lorescan-cli:{inputs.seed}")
+        else:
+            engine_st = STEngine(inputs.sources(), inputs.settings, compat=inputs.compat,
+                                 substitute=self.substitute, random=inputs.random())
+            self.options = engine_st.match_options
+            self.st = engine_st.scan(list(inputs.chat.messages), max_context=inputs.max_context,
+                                     character=inputs.character)
+
+    @functools.cached_property
+    def view(self) -> ChatTexts:
+        """The chat for near-misses, with every plain key of an entry that missed looked
+        up in one pass."""
+        view = ChatTexts(self.inputs.chat, self.inputs.settings.include_names)
+        if self.st is not None:
+            view.prepare(k for eid, d in self.st.diagnostics.items() if d.reason == "no_key_match"
+                         and eid in self.entries for k in plain_keys_of(self.entries[eid], self.substitute))
+        return view
+
+    # -- words ---------------------------------------------------------------------------
+    def label(self, eid: EntryId) -> str:
+        e = self.entries.get(eid)
+        many = len(self.inputs.books) > 1
+        head = f"{eid.world} #{eid.uid}" if many else f"#{eid.uid}"
+        return f"{head} {_name(e)}" if e is not None else head
+
+    def where(self, label: str | None) -> str | None:
+        if label is None:
+            return None
+        m = _MESSAGE_LABEL.fullmatch(label)
+        if m is None:
+            return label
+        i = int(m.group(1))
+        chat = self.inputs.chat
+        n = chat.numbers[len(chat.messages) - 1 - i]
+        return f"message {n}" + (", the newest" if i == 0 else "")
+
+    def _recursion_source(self, d: Diagnostic, where: str) -> str | None:
+        """Which entry's content the key was found in, for a key found in recursion text k."""
+        m = re.fullmatch(r"recursion text (\d+)", where)
+        if m is None or self.st is None or d.key is None:
+            return None
+        chunks = []
+        for lr in self.st.loops:
+            group = [eid for eid in lr.activated
+                     if eid in self.entries and not self.entries[eid].prevent_recursion and self.entries[eid].content]
+            if group:
+                chunks.append(group)
+        k = int(m.group(1)) - 1
+        if k >= len(chunks):
+            return None
+        e = self.entries[d.entry]
+        s = self.inputs.settings
+        cs = e.case_sensitive if e.case_sensitive is not None else s.case_sensitive
+        ww = e.match_whole_words if e.match_whole_words is not None else s.match_whole_words
+        key = js_trim(self.substitute(d.key) if self.substitute else d.key)
+        for eid in chunks[k]:
+            content = self.entries[eid].content
+            if self.substitute:
+                content = self.substitute(content)
+            assert self.options is not None
+            if match_plain_key(content, key, case_sensitive=cs, whole_words=ww, options=self.options):
+                return f"the content of {self.label(eid)}"
+        return None
+
+    def _find_substituted(self, d: Diagnostic) -> str | None:
+        """The newest message of the entry's window holding a key with a macro (the engine
+        locates keys as written, so ``{{user}}`` is found here, substituted)."""
+        e = self.entries.get(d.entry)
+        if e is None or d.key is None or self.substitute is None or self.options is None:
+            return None
+        key = js_trim(self.substitute(d.key))
+        if key == d.key or not key:
+            return None
+        s = self.inputs.settings
+        cs = e.case_sensitive if e.case_sensitive is not None else s.case_sensitive
+        ww = e.match_whole_words if e.match_whole_words is not None else s.match_whole_words
+        depth = e.scan_depth if e.scan_depth is not None else s.scan_depth
+        view = self.view
+        options = self.options
+        i = view.newest(lambda t: match_plain_key(t, key, case_sensitive=cs, whole_words=ww, options=options),
+                        0, int(min(depth, len(view.texts))))
+        if i is None:
+            return None
+        return f"message {view.numbers[i]}" + (", the newest" if i == 0 else "")
+
+    def why(self, d: Diagnostic) -> str:
+        """One line on a diagnostic, keys shown as written (no Python reprs)."""
+        loop = f" (loop {d.loop})" if d.loop is not None and d.outcome == "activated" else ""
+        if d.outcome == "activated" and d.reason == "key" and d.key is not None:
+            where = self.where(d.where) or self._find_substituted(d)
+            source = self._recursion_source(d, where) if where else None
+            place = f" in {source or where}" if where else ""
+            shown = show_key(d.key)
+            if self.substitute is not None and self.substitute(d.key) != d.key:
+                shown += f" (= {show_key(self.substitute(d.key))})"
+            return f"key {shown} matched{place}{loop}"
+        if d.reason == "secondary_keys" and d.key is not None:
+            return f"key {show_key(d.key)} matched, but the secondary keys failed: {d.detail}"
+        detail = _ENTRY_KEY.sub(self._entry_ref, d.detail) if d.detail else d.reason.replace("_", " ")
+        return detail + loop
+
+    def _entry_ref(self, m: "re.Match[str]") -> str:
+        # the engine names other entries by SillyTavern's "book.uid" key: show the entry instead
+        for eid in self.entries:
+            if eid.key == m.group(1):
+                return self.label(eid)
+        return m.group(0)
+
+    def near(self, eid: EntryId, d: Diagnostic, view: ChatTexts | None) -> list[Any]:
+        e = self.entries.get(eid)
+        if e is None or view is None or self.options is None:
+            return []
+        return near_misses(e, d, view, self.inputs.settings, self.options, self.substitute)
+
+    # -- header --------------------------------------------------------------------------
+    def header(self, out: TextIO, style: Style) -> None:
+        i = self.inputs
+        for b in i.books:
+            how = {"prefix": "", "--book-source": " (--book-source)", "card": " (a character card)",
+                   "default": ""}[b.role_from]
+            print(style(one_line(b.book.name, 60), "bold") + f": {plural(len(b.book.entries), 'entry', 'entries')}, "
+                  f"{b.role}{how}, {one_line(b.path)}", file=out)
+        chat = i.chat
+        scanned = len(chat.messages)
+        extra = f" ({scanned} scanned)" if scanned != chat.total else ""
+        who = []
+        if i.character is not None:
+            who.append(f"character {one_line(i.character.name, 40)} ({i.character_from})")
+        if i.user is not None:
+            who.append(f"user {one_line(i.user, 40)} ({i.user_from})")
+        print(f"Chat: {one_line(chat.path)}, {plural(chat.total, 'message')}{extra}"
+              + ("; " + "; ".join(who) if who else ""), file=out)
+        if i.mode == "slot":
+            assert self.slot is not None
+            print(f"Mode: slot, seed {i.seed}, budget {self.slot.budget} tokens, "
+                  f"{plural(self.slot.tokens_used, 'token')} used", file=out)
+            return
+        assert self.st is not None
+        print(f"Mode: sillytavern, compat {i.compat}, seed {i.seed}, budget {self.st.budget} tokens "
+              f"(max context {i.max_context})", file=out)
+        s = i.settings
+        changed = [f"{k} {json.dumps(getattr(s, k))} ({src})" for k, src in i.setting_sources.items()
+                   if src != "default"]
+        if i.setting_sources["scan_depth"] == "default":
+            changed.insert(0, f"scan_depth {s.scan_depth} (default)")
+        print("Settings: " + ", ".join(changed) + "; the rest default", file=out)
+        for k, book, v in i.overridden:
+            print(f"  book {book!r} sets {BOOK_FIELD_OF[k]} {json.dumps(v)}, overridden by {i.setting_sources[k]}",
+                  file=out)
+        for note in i.notes:
+            print(f"  {note}", file=out)
+
+    # -- JSON ----------------------------------------------------------------------------
+    def to_json(self, *, near: bool) -> dict[str, Any]:
+        i = self.inputs
+        data: dict[str, Any] = {
+            "mode": i.mode, "compat": i.compat, "seed": i.seed, "max_context": i.max_context,
+            "books": [{"path": b.path, "name": b.book.name, "source": b.role, "source_from": b.role_from,
+                       "entries": len(b.book.entries)} for b in i.books],
+            "chat": {"path": i.chat.path, "messages": i.chat.total, "scanned": len(i.chat.messages)},
+            "character": None if i.character is None else {
+                "name": i.character.name, "filter_id": i.character.filter_id,
+                "tags": list(i.character.tags) if i.character.tags is not None else None, "from": i.character_from},
+            "user": None if i.user is None else {"name": i.user, "from": i.user_from},
+            "settings": {k: {"value": getattr(i.settings, k), "from": src} for k, src in i.setting_sources.items()},
+            "book_settings_overridden": [{"setting": k, "book": b, "book_value": v, "by": i.setting_sources[k]}
+                                         for k, b, v in i.overridden],
+        }
+        if self.slot is not None:
+            r = self.slot
+            data["result"] = {"messages": [{"role": m.role, "content": m.content} for m in r.messages],
+                              "budget": r.budget, "tokens_used": r.tokens_used, "passes": r.passes,
+                              "budget_book": r.budget_book, "state": r.state,
+                              "notes": [{"code": n.code, "text": n.text, "message": n.message} for n in r.notes]}
+            data["entries"] = [dataclasses.asdict(rec) for rec in r.log]
+            return data
+        assert self.st is not None
+        data["result"] = self.st.to_json()
+        data["result"]["budget"] = self.st.budget
+        data["result"]["regex_cutoffs"] = list(self.st.regex_cutoffs)
+        view = self.view if near else None
+        rows = []
+        for eid, d in self.st.diagnostics.items():
+            e = self.entries.get(eid)
+            row: dict[str, Any] = {"world": eid.world, "uid": eid.uid, "name": _name(e) if e else None, "outcome": d.outcome,
+                   "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key, "where": self.where(d.where),
+                   "text": self.why(d)}
+            if near:
+                row["near_misses"] = [n.to_json() for n in self.near(eid, d, view)]
+            rows.append(row)
+        data["entries"] = rows
+        return data
+
+
+def _write_json(data: Any, out: TextIO) -> None:
+    json.dump(data, out, ensure_ascii=False, indent=2, default=str)
+    out.write("\n")
+
+
+def scan_command(args: argparse.Namespace, *, out: TextIO) -> int:
+    """``lorescan scan``: what fires, why, and where it lands in the prompt."""
+    report = _Report(read_inputs(args))
     if args.json:
-        data = result.to_json()
-        data["diagnostics"] = [{"world": d.entry.world, "uid": d.entry.uid, "outcome": d.outcome,
-                                "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key,
-                                "where": d.where} for d in diags.values()]
-        json.dump(data, out, ensure_ascii=False, indent=2)
-        out.write("\n")
+        _write_json(report.to_json(near=False), out)
         return 0
-    names = {e.uid: (e.comment or (e.key[0] if e.key else "") or f"entry {e.uid}") for e in book.entries}
-    print(f"{book.name}: {len(book.entries)} entries, {len(messages)} messages, scan depth "
-          f"{settings.scan_depth}, budget {result.budget} tokens", file=out)
-    print(f"\nActivated ({len(result.activated)}):", file=out)
-    for eid in result.activated:
-        d = diags[eid]
-        where = f" in {d.where}" if d.where else ""
-        print(f"  [{eid.uid}] {names.get(eid.uid, eid.uid)}: {d.detail}{where} (loop {d.loop})", file=out)
+    style = Style.for_stream(out, args.color)
+    report.header(out, style)
+    if report.slot is not None:
+        return _scan_slot(report, style, out, args.why)
+    r = report.st
+    assert r is not None
+    diags = r.diagnostics
+    print(style(f"\nActivated ({len(r.activated)}):", "bold"), file=out)
+    for eid in r.activated:
+        print(f"  {style(one_line(report.label(eid), 60), 'green')}: {one_line(report.why(diags[eid]))}", file=out)
     if args.why:
-        print("\nNot activated:", file=out)
-        for d in diags.values():
+        print(style("\nNot activated:", "bold"), file=out)
+        for eid, d in diags.items():
             if d.outcome != "activated":
-                print(f"  [{d.entry.uid}] {names.get(d.entry.uid, d.entry.uid)}: {d.reason}: {d.detail}", file=out)
-    p = result.placement
-    print("\nPrompt placement:", file=out)
+                print(f"  {one_line(report.label(eid), 60)}: {d.reason}: {one_line(report.why(d))}", file=out)
+    p = r.placement
+    print(style("\nPrompt placement:", "bold"), file=out)
     for label, text in (("before character", p.before), ("after character", p.after)):
         if text:
             print(f"  {label}:\n" + "\n".join("    " + line for line in text.split("\n")), file=out)
     for g in p.depth:
         print(f"  @depth {g.depth} (role {g.role}):", file=out)
         for c in g.entries:
-            print(f"    {c}", file=out)
-    if result.budget_overflowed:
-        print("\nThe token budget was reached; lower-priority entries were left out.", file=out)
+            print("\n".join("    " + line for line in c.split("\n")), file=out)
+    if r.budget_overflowed:
+        print("\nThe token budget was reached; lower-priority entries were left out "
+              "(lorescan explain says which).", file=out)
+    for line in r.regex_cutoffs:
+        print(f"note: {line}", file=out)
     return 0
+
+
+def _scan_slot(report: _Report, style: Style, out: TextIO, why: bool) -> int:
+    r = report.slot
+    assert r is not None
+    inserted = [rec for rec in r.log if rec.outcome == "inserted"]
+    print(style(f"\nInserted ({len(inserted)}):", "bold"), file=out)
+    for rec in r.log:
+        if rec.outcome == "inserted" or why:
+            print(f"  {rec.book} #{rec.id} {one_line(rec.name, 60)}: {rec.outcome}: {one_line(_slot_reason(rec))}",
+                  file=out)
+    print(style("\nLorebook slot:", "bold"), file=out)
+    for m in r.messages:
+        print(f"  [{m.role}]\n" + "\n".join("    " + line for line in m.content.split("\n")), file=out)
+    for n in r.notes:
+        print(f"note: {one_line(n.text)}", file=out)
+    return 0
+
+
+def _slot_reason(rec: Any) -> str:
+    # the slot log quotes the key with repr(); show it as written instead
+    if rec.matched_key:
+        return rec.reason.replace(repr(rec.matched_key), show_key(rec.matched_key))
+    return rec.reason
+
+
+def _select(report: _Report, wanted: str | None) -> list[EntryId]:
+    ids = list(report.st.diagnostics) if report.st is not None else []
+    if wanted is None:
+        return ids
+    w = wanted.strip()
+    book, dot, uid = w.rpartition(".")
+    picked = [eid for eid in ids if str(eid.uid) == w or (dot and eid.world == book and str(eid.uid) == uid)
+              or (report.entries.get(eid) is not None and _name(report.entries[eid]).casefold() == w.casefold())]
+    if not picked:          # then a part of a name
+        picked = [eid for eid in ids if report.entries.get(eid) is not None
+                  and w.casefold() in _name(report.entries[eid]).casefold()]
+    if not picked:
+        raise SettingsError(f"no entry has the uid or name {wanted!r}", source="command line", field="--entry")
+    return picked
+
+
+def explain_command(args: argparse.Namespace, *, out: TextIO) -> int:
+    """``lorescan explain``: every entry (or ``--entry``), why it fired or not, with near-misses."""
+    report = _Report(read_inputs(args))
+    if report.slot is not None:
+        return _explain_slot(report, args, out)
+    r = report.st
+    assert r is not None
+    chosen = _select(report, args.entry)
+    view = report.view
+    if args.json:
+        data = report.to_json(near=True)
+        keep = {(eid.world, eid.uid) for eid in chosen}
+        data["entries"] = [row for row in data["entries"] if (row["world"], row["uid"]) in keep]
+        _write_json(data, out)
+        return 0
+    style = Style.for_stream(out, args.color)
+    report.header(out, style)
+    print(file=out)
+    rows = []
+    diags = r.diagnostics
+    for eid in chosen:
+        d = diags[eid]
+        fired = d.outcome == "activated"
+        result = "fired" if fired else d.reason.replace("_", " ")
+        extra = [n.text for n in report.near(eid, d, view)]
+        rows.append((report.label(eid), result, "green" if fired else "red", report.why(d), extra))
+    table(rows, style, out)
+    n_fired = sum(1 for eid in chosen if diags[eid].outcome == "activated")
+    print(f"\n{plural(n_fired, 'entry', 'entries')} of {len(chosen)} fired", file=out)
+    return 0
+
+
+def _explain_slot(report: _Report, args: argparse.Namespace, out: TextIO) -> int:
+    r = report.slot
+    assert r is not None
+    log = list(r.log)
+    if args.entry is not None:
+        w = args.entry.strip()
+        log = [rec for rec in log if str(rec.id) == w or f"{rec.book}.{rec.id}" == w
+               or rec.name.casefold() == w.casefold()]
+        if not log:
+            raise SettingsError(f"no entry has the id or name {args.entry!r}", source="command line",
+                                field="--entry")
+    if args.json:
+        data = report.to_json(near=False)
+        data["entries"] = [dataclasses.asdict(rec) for rec in log]
+        _write_json(data, out)
+        return 0
+    style = Style.for_stream(out, args.color)
+    report.header(out, style)
+    print(file=out)
+    rows: list[tuple[str, str, str, str, list[str]]] = []
+    many = len(report.inputs.books) > 1
+    for rec in log:
+        ok = rec.outcome == "inserted"
+        rows.append(((f"{rec.book} " if many else "") + f"#{rec.id} {rec.name}", rec.outcome,
+                     "green" if ok else "red", _slot_reason(rec),
+                     [str(rec.detail).replace("_", " ")] if rec.detail else []))
+    table(rows, style, out)
+    n = sum(1 for rec in log if rec.outcome == "inserted")
+    print(f"\n{plural(n, 'entry', 'entries')} of {len(log)} inserted", file=out)
+    return 0
+
+
+# The old name, for callers of the one-book command.
+scan_files = scan_command

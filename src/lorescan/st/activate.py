@@ -59,7 +59,8 @@ def static_gate(turn: Turn, info: EntryInfo) -> tuple[str, str] | None:
             return "tag_filter", ("a character tag is excluded" if is_exclude
                                   else "no character tag is in the filter")
     if e.delay is not None and js_truthy(e.delay) and turn.chat_length < e.delay:
-        return "delay", f"chat has {turn.chat_length} messages, delay is {e.delay}"
+        return "delay", (f"chat has {turn.chat_length} message{'' if turn.chat_length == 1 else 's'}, "
+                         f"delay is {e.delay}")
     if info.key in turn.cooldown and info.key not in turn.sticky:
         return "cooldown", "on cooldown"
     return None

@@ -44,7 +44,7 @@ class TurnExplanation:
                 elif not info.has_keys:
                     d = Diagnostic(info.eid, "not_activated", "no_keys", "the entry has no primary keys")
                 else:
-                    d = Diagnostic(info.eid, "not_activated", "no_key_match", "no primary key occurs in the scanned text")
+                    d = Diagnostic(info.eid, "not_activated", "no_key_match", "no primary key matched")
             elif d.outcome == "activated" and info.key not in turn.activated:
                 d = Diagnostic(info.eid, "not_activated", "not_reached", "matched, but the scan ended first",
                                d.loop, d.key)

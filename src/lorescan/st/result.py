@@ -153,6 +153,13 @@ class Diagnostic:
     key: str | None = None
     where: str | None = None
 
+    def __str__(self) -> str:
+        """One sentence, e.g. ``Entry Saltmere.1 fired (key): primary key 'lighthouse' matched in message 0 (newest = 0), loop 1.``"""
+        verb = "fired" if self.outcome == "activated" else "did not fire"
+        why = (self.detail or self.reason.replace("_", " ")) + (f" in {self.where}" if self.where else "")
+        loop = f", loop {self.loop}" if self.loop is not None else ""
+        return f"Entry {self.entry.key} {verb} ({self.reason}): {why}{loop}."
+
 
 def _no_diagnostics() -> dict[EntryId, Diagnostic]:
     return {}
