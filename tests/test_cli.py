@@ -122,7 +122,7 @@ def test_book_source_flag_sets_each_unprefixed_books_source(tmp_path):
 
 
 def test_every_st_setting_is_a_flag_with_its_default_in_help():
-    from lorescan.model import STSettings
+    from lorescan.st import STSettings
     import dataclasses
     text = " ".join(run("scan", "--help").stdout.split())
     for f in dataclasses.fields(STSettings):

@@ -120,14 +120,14 @@ def test_chat_shapes(tmp_path: Path, shape: str) -> None:
 
 
 @pytest.mark.parametrize("text, words", [
-    ("", "no messages"),
+    ("", "the chat file is empty"),
     ('{"user_name": "U"}', "no messages"),
     ('{"messages": 3}', "'messages' must be a list"),
-    ('[{"role": "wizard", "content": "x"}]', "message 0, field 'role'"),
+    ('[{"role": "wizard", "content": "x"}]', "message 1, field 'role'"),
     ('[{"name": "N", "mes": 5}]', "must be a string"),
-    ('[1, 2]', "must be an object"),
-    ('{"mes": "a"}\nnot json', "line 2 is not JSON"),
-    ('"just a string"', "message 0: a message must be an object"),
+    ('[1, 2]', "message 1: a message must be an object"),
+    ('{"mes": "a"}\nnot json', "line 2: not valid JSON"),
+    ('"just a string"', "message 1 (line 1): a message must be an object"),
 ])
 def test_bad_chats_are_located_errors(tmp_path: Path, text: str, words: str) -> None:
     path = tmp_path / "bad.json"
@@ -246,7 +246,7 @@ def test_cli_settings_reach_the_engine(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, words", [
     (["replay", "nope.json", "--chat", str(EXAMPLE_CHAT)], "nope.json"),
-    (["replay", str(EXAMPLE_BOOK), "--chat", "nope.jsonl"], "nope.jsonl: cannot read chat"),
+    (["replay", str(EXAMPLE_BOOK), "--chat", "nope.jsonl"], "nope.jsonl: cannot read the chat"),
     (["replay", str(EXAMPLE_BOOK), "--chat", str(EXAMPLE_BOOK)], "saltmere.json"),
     (["replay", str(EXAMPLE_BOOK), "--chat", str(EXAMPLE_CHAT), "--mode", "slot", "--depth", "3"],
      "slot mode takes no"),

@@ -8,13 +8,13 @@ import json
 import pytest
 
 from lorescan import BookSource, ChatMessage, STEngine, STSettings
-from lorescan.model import book_from_entries
+from lorescan.formats import book_from_entries
 from lorescan.app.chats import ChatFile, read_chat
 from lorescan.app.inputs import make_substitute
 from lorescan.app.nearmiss import ChatTexts, near_misses, plural, show_key
 from lorescan.app.render import one_line
 from lorescan.errors import FormatError
-from lorescan.model import MatchOptions
+from lorescan.match import MatchOptions
 
 
 def _entry(i, **fields):

@@ -18,7 +18,8 @@ from ..match.cache import ChatScan
 from ..model import Lorebook
 from ..st.settings import STSettings
 from ..st import BookSource, ChatMessage, STEngine
-from .chats import MAX_CHAT_BYTES, Message, _message
+from ..app.chats import read_chat
+from .chats import Message
 from .turns import EXTRA_SETTINGS, check_settings, turn_points, turn_seed
 
 __all__ = ["EntryInfo", "TurnRecord", "ChatReplay", "load_chat", "replay_chat", "text_summary"]
@@ -74,58 +75,15 @@ class ChatReplay:
 
 # -- reading the chat ----------------------------------------------------------------------
 def load_chat(path: str) -> list[Message]:
-    """The messages of a chat file, oldest first: SillyTavern ``.jsonl`` (with or without
-    the metadata line), a JSON list of ``{name, mes}`` or ``{role, content}`` messages, or
-    ``{"messages": [...]}``. Anything else raises :class:`FormatError` naming the file and
+    """The scanned messages of a chat file, oldest first, read as ``lorescan scan`` reads it
+    (:func:`lorescan.app.chats.read_chat`: SillyTavern ``.jsonl`` with or without the
+    metadata line, a JSON list of ``{name, mes}`` or ``{role, content}`` messages, or
+    ``{"messages": [...]}``). Anything else raises :class:`FormatError` naming the file and
     the message."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_CHAT_BYTES + 1)
-    except OSError as exc:
-        raise FormatError(f"cannot read chat: {exc.strerror or exc}", source=path) from exc
-    if len(raw) > MAX_CHAT_BYTES:
-        raise FormatError(f"chat file is larger than {MAX_CHAT_BYTES} bytes", source=path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise FormatError(f"chat is not UTF-8: {exc}", source=path) from exc
-    items: Any = None
-    stripped = text.strip()
-    if stripped.startswith(("[", "{")):
-        try:
-            items = json.loads(stripped)
-        except (json.JSONDecodeError, RecursionError):
-            items = None                  # not one JSON document: read it as JSON lines
-    if isinstance(items, dict) and "messages" in items:
-        items = items["messages"]
-        if not isinstance(items, list):
-            raise FormatError("'messages' must be a list", source=path, field="messages")
-    elif isinstance(items, dict):
-        items = None                      # a one-line .jsonl, or its metadata line alone
-    if items is None:
-        items = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise FormatError(f"line {n} is not JSON: {exc}", source=path) from exc
-            if not items and isinstance(obj, dict) and not {"mes", "content", "role", "name"} & obj.keys():
-                continue                  # the SillyTavern metadata line
-            items.append(obj)
-    if not isinstance(items, list):
-        raise FormatError("a chat must be a list of messages, {\"messages\": [...]} or SillyTavern JSON lines",
-                          source=path)
-    messages: list[Message] = []
-    for i, m in enumerate(items):
-        try:
-            messages.append(_message(m, f"message {i}"))
-        except ValueError as exc:
-            raise FormatError(str(exc), source=path) from exc
-    if not any(not m.is_system for m in messages):
+    chat = read_chat(path)
+    if not chat.messages:
         raise FormatError("the chat has no messages to replay", source=path)
-    return messages
+    return [Message(m.name, m.text, m.is_user, False) for m in chat.messages]
 
 
 # -- one engine per mode -------------------------------------------------------------------
