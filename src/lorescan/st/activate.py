@@ -15,7 +15,7 @@ from ..model import js_truthy
 from ..tokens import PrependCount
 from .budget import admit, extend_budget_text
 from .groups import select_in_groups
-from .result import LoopRecord
+from .result import LoopRecord, quoted
 from .tables import EntryInfo, SelectiveLogic
 from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Turn, entry_window, note
 
@@ -120,7 +120,7 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
         if not _secondary_ok(logic, m.secondary):
             why = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
             return (False, "secondary_keys", why, key, window)
-    return (True, "key", f"primary key {key!r} matched", key, window)
+    return (True, "key", f"primary key {quoted(key)} matched", key, window)
 
 
 def _walk(turn: Turn, loop: int) -> list[EntryInfo]:

@@ -8,6 +8,7 @@ from typing import Generic, Sequence, TypeVar
 from ..model import js_truthy
 from .tables import EntryInfo, SelectiveLogic
 from .turn import Turn, entry_window, note
+from .result import quoted
 
 __all__ = ["select_in_groups", "group_score", "js_key_order", "PendingList"]
 
@@ -104,7 +105,7 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             note(turn, removed, "not_activated", "group", reason, loop)
         else:
             note(turn, removed, "not_activated", "group",
-                 f"removed in place of {m.key!r}, which a group had already removed (SillyTavern quirk)", loop)
+                 f"removed in place of {quoted(m.key)}, which a group had already removed (SillyTavern quirk)", loop)
 
     groups: dict[str, list[EntryInfo]] = {}
     for s in new:
@@ -162,7 +163,7 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             top = sorted(prio, key=lambda m: -m.entry.order if not math.isnan(m.entry.order) else 0.0)[0]
             for m in members:
                 if m is not top:
-                    drop(m, f"group {name!r}: {top.key!r} is prioritized")
+                    drop(m, f"group {quoted(name)}: {quoted(top.key)} is prioritized")
             continue
         total = sum(m.entry.group_weight for m in members)
         roll = turn.random() * total
@@ -177,5 +178,5 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             continue
         for m in members:
             if m is not winner:
-                drop(m, f"group {name!r}: lost the weighted roll to {winner.key!r}")
+                drop(m, f"group {quoted(name)}: lost the weighted roll to {quoted(winner.key)}")
     return pending.items

@@ -161,6 +161,12 @@ class Diagnostic:
         return f"Entry {self.entry.key} {verb} ({self.reason}): {why}{loop}."
 
 
+def quoted(text: str) -> str:
+    """``text`` in single quotes as a reader writes it: backslashes as they are (a regex key
+    reads as written), only line breaks and quotes escaped so one line stays one line."""
+    return "'" + text.replace("\n", "\\n").replace("\r", "\\r").replace("'", "\\'") + "'"
+
+
 def _no_diagnostics() -> dict[EntryId, Diagnostic]:
     return {}
 
