@@ -1143,3 +1143,322 @@ def parse_regex_key(key: str) -> tuple[str, str] | None:
     except JSRegexError:
         return None
     return split
+
+
+# ---------------------------------------------------------------------------------------------
+# Required literals: the prefilter of a regex key
+# ---------------------------------------------------------------------------------------------
+#
+# What a scan may skip: a text (or window) that holds none of a key's required literals
+# cannot hold a match, so the regex is not run there. The literals are found on the parse of
+# the JS pattern, node by node, as two facts:
+#   exact: every string the node can match, when that is a small finite set (else None);
+#   req:   a set of strings one of which every match of the node contains (else None).
+# A sequence's req is the best of its items' reqs and of the products of consecutive exact
+# items; an alternation's req is the union of its alternatives' (each must have one). Under
+# ``i`` a literal character stands for its whole JS case class, written as the Python
+# lowercase of each member (the form the book's case-insensitive automaton pass sees); U+03A3
+# lowercases by context (Final_Sigma), so it stands for both sigmas. Only BMP characters
+# that are neither surrogates nor "\n" nor U+0001 go into a literal: a literal then never
+# spans a haystack joiner, and it matches the same code units whether the regex works on
+# UTF-16 units or on code points. Anything not understood contributes no requirement.
+
+_MAX_LITERALS = 32                      # the largest literal set kept (per node and in the answer)
+_LIT_IDENTITY = frozenset("^$\\.*+?()[]{}|/-")     # escapes that stand for the character itself
+_LIT_QUANT = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+_LIT_UNKNOWN: tuple[frozenset[str] | None, frozenset[str] | None] = (None, None)
+_LIT_EMPTY: tuple[frozenset[str] | None, frozenset[str] | None] = (frozenset(("",)), None)
+_LitInfo = tuple  # (exact, req)
+
+
+class _GiveUp(Exception):
+    """The literal scan met syntax it does not follow exactly: no prefilter for this key."""
+
+
+def _literal_char(ch: str, ignore_case: bool, unicode_mode: bool) -> frozenset[str] | None:
+    """The strings a case-insensitive scan sees for pattern character ``ch`` (see above), or None."""
+    cp = ord(ch)
+    if cp > 0xFFFF or 0xD800 <= cp <= 0xDFFF or ch in "\n\x01":
+        return None
+    if not ignore_case:
+        return frozenset((ch,))
+    if cp < 128:                        # ASCII: the class is the two cases, plus U+017F for s
+        low = ch.lower()                # and U+212A (lowercase: k) for k under u
+        return frozenset((low, "\u017f")) if unicode_mode and low == "s" else frozenset((low,))
+    out: set[str] = set()
+    for member in _case_classes(unicode_mode)[0].get(cp, (cp,)):
+        low = "\u03c3\u03c2" if member == 0x3A3 else chr(member).lower()
+        if any(ord(c) > 0xFFFF or 0xD800 <= ord(c) <= 0xDFFF or c in "\n\x01" for c in low):
+            return None
+        if member == 0x3A3:
+            out.update(low)
+        else:
+            out.add(low)
+    return frozenset(out)
+
+
+def _lit_product(sets: list[frozenset[str]]) -> frozenset[str] | None:
+    acc = frozenset(("",))
+    for s in sets:
+        if len(acc) * len(s) > _MAX_LITERALS:
+            return None
+        acc = frozenset(a + b for a in acc for b in s)
+    return acc
+
+
+def _lit_best(candidates: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    """The most selective usable set: longest shortest literal, then fewest literals."""
+    best, best_key = None, None
+    for c in candidates:
+        if not c or len(c) > _MAX_LITERALS or "" in c:
+            continue
+        key = (min(map(len, c)), -len(c))
+        if best_key is None or key > best_key:
+            best, best_key = c, key
+    return best
+
+
+class _LiteralScan:
+    def __init__(self, src: str, ignore_case: bool, unicode_mode: bool) -> None:
+        self.src, self.n, self.i = src, len(src), 0
+        self.ignore_case, self.unicode_mode = ignore_case, unicode_mode
+
+    def char(self, ch: str) -> _LitInfo:
+        variants = _literal_char(ch, self.ignore_case, self.unicode_mode)
+        return _LIT_UNKNOWN if variants is None else (variants, variants)
+
+    def disjunction(self) -> _LitInfo:
+        alts = [self.alternative()]
+        while self.i < self.n and self.src[self.i] == "|":
+            self.i += 1
+            alts.append(self.alternative())
+        if len(alts) == 1:
+            return alts[0]
+        exact: frozenset[str] | None = None
+        if all(a[0] is not None for a in alts):
+            union = frozenset().union(*(a[0] for a in alts))
+            exact = union if len(union) <= _MAX_LITERALS else None
+        reqs = [_lit_best((a[1], a[0])) for a in alts]
+        req = None
+        if all(r is not None for r in reqs):
+            union = frozenset().union(*reqs)
+            req = union if len(union) <= _MAX_LITERALS else None
+        return exact, req
+
+    def alternative(self) -> _LitInfo:
+        # items: (exact, req, edge); edge: what a repeated atom (x+, x{2,}) matches at least
+        # at either end, x^lo, usable as the last piece of a run before it or the first
+        # piece of a run after it (bo+b holds "bo" and "ob").
+        items: list[tuple[frozenset[str] | None, frozenset[str] | None, frozenset[str] | None]] = []
+        while self.i < self.n and self.src[self.i] not in "|)":
+            items.append(self.quantified(self.atom()))
+        exacts = [e for e, _, _ in items]
+        exact = _lit_product(exacts) if all(e is not None for e in exacts) else None  # type: ignore[arg-type]
+        candidates = [r for _, r, _ in items]
+        for start in range(len(items)):         # products of consecutive exact items
+            first = items[start][2]
+            if first is None:
+                continue
+            run = [first]
+            candidates.append(first)
+            for e, _, edge in items[start + 1:]:
+                piece = e if e is not None else edge
+                if piece is None:
+                    break
+                run.append(piece)
+                product = _lit_product(run)
+                if product is None:
+                    break
+                candidates.append(product)
+                if e is None:                   # a repeated atom ends the run
+                    break
+        return exact, _lit_best(candidates)
+
+    def quantified(self, atom: _LitInfo) -> tuple[frozenset[str] | None, frozenset[str] | None,
+                                                    frozenset[str] | None]:
+        src, i = self.src, self.i
+        exact, req = atom
+        if i >= self.n:
+            return exact, req, exact
+        ch = src[i]
+        if ch in "*+?":
+            lo, hi = (0, None) if ch == "*" else (1, None) if ch == "+" else (0, 1)
+            i += 1
+        elif ch == "{" and (m := _LIT_QUANT.match(src, i)) is not None:
+            lo = int(m.group(1))
+            hi = lo if m.group(2) is None else (int(m.group(2)) if m.group(2) else None)
+            i = m.end()
+        else:
+            return exact, req, exact
+        if i < self.n and src[i] == "?":        # lazy
+            i += 1
+        self.i = i
+        if lo == 0:
+            if hi == 1 and exact is not None:
+                optional = exact | {""}
+                return optional, None, optional
+            return None, None, None
+        # x{lo,} holds x^k for every k <= lo; past a few repetitions the set grows, not its use
+        least = _lit_product([exact] * min(lo, 8)) if exact is not None else None
+        if hi == lo and lo <= 8:
+            return least, _lit_best((req, least)), least
+        return None, _lit_best((req, least)), least
+
+    def atom(self) -> _LitInfo:
+        src, i = self.src, self.i
+        ch = src[i]
+        if ch == "(":
+            return self.group()
+        if ch == "[":
+            return self.char_class()
+        if ch == "\\":
+            return self.escape()
+        self.i = i + 1
+        if ch == ".":
+            return _LIT_UNKNOWN
+        if ch in "^$":
+            return _LIT_EMPTY
+        if ch in "*+?":
+            raise _GiveUp                       # a quantifier with nothing to repeat: not a valid key
+        return self.char(ch)
+
+    def group(self) -> _LitInfo:
+        src, i = self.src, self.i
+        kind = "capture"
+        if src.startswith("(?:", i):
+            i += 3
+        elif src.startswith(("(?=", "(?!"), i):
+            i, kind = i + 3, "look"
+        elif src.startswith(("(?<=", "(?<!"), i):
+            i, kind = i + 4, "look"
+        elif src.startswith("(?<", i):
+            close = src.find(">", i)
+            if close == -1 or any(c in "()[]|" for c in src[i + 3:close]):
+                raise _GiveUp
+            i = close + 1
+        elif src.startswith("(?", i):
+            raise _GiveUp                       # modifiers or anything newer: not followed here
+        else:
+            i += 1
+        self.i = i
+        inner = self.disjunction()
+        if self.i >= self.n or src[self.i] != ")":
+            raise _GiveUp
+        self.i += 1
+        return _LIT_EMPTY if kind == "look" else inner
+
+    def escape(self) -> _LitInfo:
+        src, i = self.src, self.i
+        if i + 1 >= self.n:
+            raise _GiveUp
+        c = src[i + 1]
+        if c in "bB":
+            self.i = i + 2
+            return _LIT_EMPTY
+        if c in _LIT_IDENTITY:
+            self.i = i + 2
+            return self.char(c)
+        end = _escape_end(src, i)
+        if any(x in "()[]|" for x in src[i + 2:end]):
+            raise _GiveUp                       # e.g. \k<a|b> without named groups: not one atom
+        self.i = end
+        return _LIT_UNKNOWN
+
+    def char_class(self) -> _LitInfo:
+        src, i, n = self.src, self.i + 1, self.n
+        negated = i < n and src[i] == "^"
+        if negated:
+            i += 1
+        start = i
+        simple = not negated
+        while i < n and src[i] != "]":
+            if src[i] == "\\":
+                simple = False
+                i += 2
+            else:
+                i += 1
+        if i >= n:
+            raise _GiveUp
+        body = src[start:i]
+        self.i = i + 1
+        if not simple or not body:
+            return _LIT_UNKNOWN
+        chars: list[str] = []
+        k = 0
+        while k < len(body):
+            if k + 2 < len(body) and body[k + 1] == "-":
+                lo, hi = ord(body[k]), ord(body[k + 2])
+                if hi < lo or hi - lo >= _MAX_LITERALS:
+                    return _LIT_UNKNOWN
+                chars.extend(chr(cp) for cp in range(lo, hi + 1))
+                k += 3
+            else:
+                chars.append(body[k])
+                k += 1
+        out: set[str] = set()
+        for ch in chars:
+            variants = _literal_char(ch, self.ignore_case, self.unicode_mode)
+            if variants is None:
+                return _LIT_UNKNOWN
+            out |= variants
+        exact = frozenset(out)
+        return (exact, exact) if len(exact) <= _MAX_LITERALS else _LIT_UNKNOWN
+
+
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def _escape_end(pattern: str, i: int) -> int:
+    """Index just past the escape that starts at ``pattern[i] == "\\"`` (its longest JS reading)."""
+    n = len(pattern)
+    if i + 1 >= n:
+        return n
+    c = pattern[i + 1]
+    j = i + 2
+    if c == "x":
+        k = j
+        while k < n and k < j + 2 and pattern[k] in _HEX_DIGITS:
+            k += 1
+        return k
+    if c == "u":
+        if j < n and pattern[j] == "{":
+            close = pattern.find("}", j)
+            return n if close == -1 else close + 1
+        k = j
+        while k < n and k < j + 4 and pattern[k] in _HEX_DIGITS:
+            k += 1
+        return k
+    if c == "c":
+        return j + 1 if j < n and pattern[j].isascii() and pattern[j].isalpha() else j
+    if c in "pP" and j < n and pattern[j] == "{":
+        close = pattern.find("}", j)
+        return n if close == -1 else close + 1
+    if c == "k" and j < n and pattern[j] == "<":
+        close = pattern.find(">", j)
+        return n if close == -1 else close + 1
+    if c.isdigit():
+        while j < n and pattern[j].isdigit():
+            j += 1
+        return j
+    return j
+
+
+def required_literals(pattern: str, flags: str) -> tuple[str, ...] | None:
+    """Literals one of which every match of the JS regex ``/pattern/flags`` contains, or None.
+
+    Sorted; at most 32; each non-empty, without "\\n" or U+0001, and made of BMP characters
+    that are not surrogates. Without ``i`` a literal is matched on the raw text; with ``i`` it
+    is in Python lowercase and is to be looked for in the lowercased text (``str.lower``,
+    which is JS ``toLowerCase``): whatever the regex matches, the lowercased text then holds
+    one of them. Conservative: syntax the scan does not follow exactly gives None, never a
+    literal that a match may lack. A prefilter only: the regex still decides.
+    """
+    scan = _LiteralScan(pattern, "i" in flags, "u" in flags)
+    try:
+        exact, req = scan.disjunction()
+    except (_GiveUp, IndexError):
+        return None
+    if scan.i != scan.n:                # an unmatched ")": the scan lost the structure
+        return None
+    best = _lit_best((req, exact))
+    return tuple(sorted(best)) if best is not None else None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from .. import _kernels
-from .compile import EMPTY, SKIP, Special, VariantSpec, build_matcher, classify_key
+from .compile import EMPTY, SKIP, Special, VariantSpec, build_matcher, classify_key, literal_absent
 from .cache import ChatScan
 from ..js.regex import JSRegex, JSText, RegexTooComplex
 from ..limits import DEFAULT_LIMITS
@@ -370,8 +370,8 @@ class ScanView:
         if found is not None:
             return found
         kind = spec[0]
-        if kind == "re" and spec[3] >= 0 and spec[3] not in self.window_hits(window):
-            found = (False, False)      # a literal every match needs is absent: no search
+        if kind == "re" and spec[3] != SKIP and literal_absent(spec[3], self.window_hits(window)):
+            found = (False, False)      # no literal a match needs is present: no search
         elif kind == "re" and spec[2] >= 0 and window.depth > 0 and (spec[1].line_local or not self.joined):
             hits, cut = self._regex_window(window)
             rid = spec[2]
@@ -424,7 +424,7 @@ class ScanView:
             hits, cut = [], []
             for rid in self._per_text_rids:
                 lit = lits[rid]
-                if lit >= 0 and lit not in lit_hits:
+                if lit != SKIP and literal_absent(lit, lit_hits):
                     continue
                 r = search(regexes[rid], probe)
                 if r:
