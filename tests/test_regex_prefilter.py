@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from lorescan.js.regex import (JSRegexError, RegexTimeout, _case_classes, _literal_char, compile_regex_key,
-                               parse_regex_key, required_literals)
+                               leading_literals, parse_regex_key, required_literals)
 from lorescan.match.cache import ChatScan
 from lorescan.match.compile import SKIP, compile_book
 from lorescan.match.view import JOINER, MARKER, ScanView, Window
@@ -204,3 +204,50 @@ def test_the_prefilter_feeds_the_candidate_lists():
     assert view.candidates(2, 0) == [0, 2]
     assert view.match_entry(0, Window(2)).primary == 0
     assert view.match_entry(1, Window(2)).primary is None
+
+
+# -- matching at the leading literals --------------------------------------------------------
+@pytest.mark.parametrize("pattern, flags, want", [
+    ("\\b(?:drako|vel)s?\\b", "i", ("drako", "vel")),            # "drakos" begins with "drako": dropped
+    ("\\bKasha(s|'s)?\\b", "i", ("kasha",)),
+    ("Kalor.?s (room|house)", "i", ("kalor",)),
+    ("(?<=a)bc", "", ("bc",)),                                     # lookarounds take no characters
+    ("x+y", "", ("x",)), ("(?:ab)+c", "", ("ab",)), ("東京|東都", "", ("東京", "東都")),
+    ("a|.b", "", None), ("\\x41bc", "", None), ("^$", "", None),
+    ("abc", "y", None),                                            # sticky: only index 0 is tried
+])
+def test_leading_literals_of_hand_picked_keys(pattern, flags, want):
+    compile_regex_key(pattern, flags)
+    assert leading_literals(pattern, flags) == want
+
+
+def _plain_search(pattern: str, flags: str, text: str) -> bool:
+    """The regex searched over the whole text, never at literal positions only."""
+    rx = compile_regex_key(pattern, flags)
+    object.__setattr__(rx, "_lead", None)
+    try:
+        return rx.search(text, timeout=1.0)
+    except RegexTimeout:
+        assume(False)
+        raise
+
+
+def test_the_v8_fixture_exercises_matching_at_leading_literals():
+    # test_jsregex.py checks every V8 case through JSRegex.search, which takes this path
+    led = [c for c in V8 if leading_literals(c[0], c[1]) is not None]
+    assert len(led) > 150 and sum("i" in c[1] for c in led) > 40
+
+
+@settings(max_examples=1500, deadline=None)
+@given(pattern=PATTERN, flags=FLAGS, texts=st.lists(TEXT, min_size=1, max_size=3), data=st.data())
+def test_matching_at_leading_literals_equals_searching_the_text(pattern, flags, texts, data):
+    try:
+        compile_regex_key(pattern, flags)
+    except JSRegexError:
+        assume(False)
+    lead = leading_literals(pattern, flags)
+    assume(lead is not None)
+    if data.draw(st.booleans()):
+        texts = texts[:-1] + [texts[-1] + data.draw(st.sampled_from(lead)) + data.draw(TEXT)]
+    for text in [MARKER + t for t in texts] + [MARKER + JOINER.join(texts)]:
+        assert _search(pattern, flags, text) == _plain_search(pattern, flags, text), (text, lead)

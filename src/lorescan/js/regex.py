@@ -42,6 +42,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+import time
 import unicodedata
 from collections.abc import Callable, Iterable
 
@@ -925,6 +926,7 @@ def _translate(pattern: str, flags: str, ascii_case_scoped: bool = False) -> tup
 _FOLDS_TO_ASCII = regex.compile("[\\u0130\\u0131\\u017f\\u212a]")
 
 _Compiled = tuple[regex.Pattern, "dict[int, int] | None", "regex.Pattern | None"]
+_UNSET: object = object()        # JSRegex._lead before its first search
 
 
 def _compile_translated(pattern: str, flags: str) -> tuple[_Compiled, bool, str | None]:
@@ -957,7 +959,7 @@ class JSRegex:
     ``hazard``: a classic catastrophic-backtracking shape found in the pattern, or None.
     """
 
-    __slots__ = ("source", "flags", "line_local", "hazard", "_compiled", "_sticky", "_unicode", "_hash")
+    __slots__ = ("source", "flags", "line_local", "hazard", "_compiled", "_sticky", "_unicode", "_hash", "_lead")
     # slot types (set once, via object.__setattr__, in __init__; _compiled also on first search)
     source: str
     flags: str
@@ -967,6 +969,7 @@ class JSRegex:
     _sticky: bool
     _hash: int
     _unicode: bool
+    _lead: object                 # tuple[str, ...] | None once known; _UNSET before
 
     def __init__(self, source: str, flags: str, compiled: _Compiled | None = None, line_local: bool = False,
                  hazard: str | None = None) -> None:
@@ -978,6 +981,7 @@ class JSRegex:
         object.__setattr__(self, "_sticky", "y" in flags)
         object.__setattr__(self, "_unicode", "u" in flags)
         object.__setattr__(self, "_hash", hash((source, flags)))
+        object.__setattr__(self, "_lead", _UNSET)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("JSRegex is immutable")
@@ -1009,23 +1013,32 @@ class JSRegex:
         if compiled is None:                            # unpickled: recompile (idempotent, race-safe)
             compiled = _compile_translated(self.source, self.flags)[0]
             object.__setattr__(self, "_compiled", compiled)
+        lead = self._lead
+        if lead is _UNSET:                              # computed once, like the translation
+            lead = leading_literals(self.source, self.flags)
+            object.__setattr__(self, "_lead", lead)
         pattern, canon_table, fast = compiled
-        if isinstance(text, JSText):
-            if fast is not None and not text.folds():
-                pattern = fast
-            text = text.points() if self._unicode else text.units()
-        else:
-            if fast is not None and _FOLDS_TO_ASCII.search(text) is None:
-                pattern = fast
-            text = _join_surrogates(text) if self._unicode else _split_astral(text)
+        if not isinstance(text, JSText):
+            text = JSText(text)
+        if fast is not None and not text.folds():
+            pattern = fast
+        seen = text.text
+        if lead is not None and "i" in self.flags:
+            seen = text.lower()
+        prepared = text.points() if self._unicode else text.units()
         if canon_table is not None:
             # i + backreference: JS compares Canonicalize(ch) everywhere, so match the
             # canonicalised text (sets are case-closed, so they accept the canonical chars).
-            text = text.translate(canon_table)
+            prepared = prepared.translate(canon_table)
         try:
             if self._sticky:
-                return pattern.match(text, timeout=timeout) is not None
-            return pattern.search(text, timeout=timeout) is not None
+                return pattern.match(prepared, timeout=timeout) is not None
+            if lead is not None and len(seen) == len(prepared) == len(text.text):
+                # Every match begins with a leading literal, and positions line up (no
+                # character changed length in lowercasing or in the UTF-16/code-point form):
+                # try the regex at those positions only.
+                return _match_at_literals(pattern, prepared, seen, lead, timeout)  # type: ignore[arg-type]
+            return pattern.search(prepared, timeout=timeout) is not None
         except TimeoutError as exc:
             raise RegexTimeout(f"regex /{self.source}/{self.flags} exceeded {timeout}s") from exc
         except MemoryError as exc:
@@ -1038,13 +1051,14 @@ class JSText:
     """One text prepared for many :meth:`JSRegex.search` calls: its UTF-16 and code-point
     forms and its case-folding check are computed once, on first use."""
 
-    __slots__ = ("text", "_units", "_points", "_folds")
+    __slots__ = ("text", "_units", "_points", "_folds", "_lower")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._units: str | None = None
         self._points: str | None = None
         self._folds: bool | None = None
+        self._lower: str | None = None
 
     def units(self) -> str:
         if self._units is None:
@@ -1060,6 +1074,32 @@ class JSText:
         if self._folds is None:
             self._folds = _FOLDS_TO_ASCII.search(self.text) is not None
         return self._folds
+
+    def lower(self) -> str:
+        """``str.lower`` of the text (JS toLowerCase), where case-insensitive literals are looked for."""
+        if self._lower is None:
+            self._lower = self.text.lower()
+        return self._lower
+
+
+def _match_at_literals(pattern: regex.Pattern, text: str, seen: str, lead: tuple[str, ...],
+                       timeout: float | None) -> bool:
+    """Whether ``pattern`` matches ``text`` at a position where ``seen`` (the text as the
+    literals are written: itself, or lowercased, of the same length) has a leading literal."""
+    starts: set[int] = set()
+    for lit in lead:
+        at = seen.find(lit)
+        while at != -1:
+            starts.add(at)
+            at = seen.find(lit, at + 1)
+    if not starts:
+        return False
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for at in sorted(starts):
+        left = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
+        if pattern.match(text, at, timeout=left) is not None:
+            return True
+    return False
 
 
 def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,
@@ -1166,9 +1206,9 @@ def parse_regex_key(key: str) -> tuple[str, str] | None:
 _MAX_LITERALS = 32                      # the largest literal set kept (per node and in the answer)
 _LIT_IDENTITY = frozenset("^$\\.*+?()[]{}|/-")     # escapes that stand for the character itself
 _LIT_QUANT = re.compile(r"\{(\d+)(?:,(\d*))?\}")
-_LIT_UNKNOWN: tuple[frozenset[str] | None, frozenset[str] | None] = (None, None)
-_LIT_EMPTY: tuple[frozenset[str] | None, frozenset[str] | None] = (frozenset(("",)), None)
-_LitInfo = tuple  # (exact, req)
+_LIT_UNKNOWN: tuple[frozenset[str] | None, ...] = (None, None, None)
+_LIT_EMPTY: tuple[frozenset[str] | None, ...] = (frozenset(("",)), None, None)
+_LitInfo = tuple  # (exact, req, lead): lead, a set one of which every match begins with
 
 
 class _GiveUp(Exception):
@@ -1225,7 +1265,7 @@ class _LiteralScan:
 
     def char(self, ch: str) -> _LitInfo:
         variants = _literal_char(ch, self.ignore_case, self.unicode_mode)
-        return _LIT_UNKNOWN if variants is None else (variants, variants)
+        return _LIT_UNKNOWN if variants is None else (variants, variants, variants)
 
     def disjunction(self) -> _LitInfo:
         alts = [self.alternative()]
@@ -1241,27 +1281,31 @@ class _LiteralScan:
         reqs = [_lit_best((a[1], a[0])) for a in alts]
         req = None
         if all(r is not None for r in reqs):
-            union = frozenset().union(*reqs)
+            union = frozenset().union(*(r for r in reqs if r is not None))
             req = union if len(union) <= _MAX_LITERALS else None
-        return exact, req
+        lead = None
+        if all(a[2] is not None for a in alts):
+            union = frozenset().union(*(a[2] for a in alts))
+            lead = union if len(union) <= _MAX_LITERALS else None
+        return exact, req, lead
 
     def alternative(self) -> _LitInfo:
         # items: (exact, req, edge); edge: what a repeated atom (x+, x{2,}) matches at least
         # at either end, x^lo, usable as the last piece of a run before it or the first
         # piece of a run after it (bo+b holds "bo" and "ob").
-        items: list[tuple[frozenset[str] | None, frozenset[str] | None, frozenset[str] | None]] = []
+        items: list[tuple[frozenset[str] | None, ...]] = []
         while self.i < self.n and self.src[self.i] not in "|)":
             items.append(self.quantified(self.atom()))
-        exacts = [e for e, _, _ in items]
+        exacts = [item[0] for item in items]
         exact = _lit_product(exacts) if all(e is not None for e in exacts) else None  # type: ignore[arg-type]
-        candidates = [r for _, r, _ in items]
+        candidates = [item[1] for item in items]
         for start in range(len(items)):         # products of consecutive exact items
             first = items[start][2]
             if first is None:
                 continue
             run = [first]
             candidates.append(first)
-            for e, _, edge in items[start + 1:]:
+            for e, _, edge, _ in items[start + 1:]:
                 piece = e if e is not None else edge
                 if piece is None:
                     break
@@ -1272,14 +1316,24 @@ class _LiteralScan:
                 candidates.append(product)
                 if e is None:                   # a repeated atom ends the run
                     break
-        return exact, _lit_best(candidates)
+        # lead: the leading exact items (zero-width ones add ""), then one more item's lead
+        lead = frozenset(("",))
+        for e, _, edge, item_lead in items:
+            piece = e if e is not None else edge if edge is not None else item_lead
+            longer = _lit_product([lead, piece]) if piece is not None else None
+            if longer is None:
+                break
+            lead = longer
+            if e is None:
+                break
+        return exact, _lit_best(candidates), (None if "" in lead else lead)
 
-    def quantified(self, atom: _LitInfo) -> tuple[frozenset[str] | None, frozenset[str] | None,
-                                                    frozenset[str] | None]:
+    def quantified(self, atom: _LitInfo) -> tuple[frozenset[str] | None, ...]:
+        """(exact, req, edge, lead) of an atom and its quantifier."""
         src, i = self.src, self.i
-        exact, req = atom
+        exact, req, lead = atom
         if i >= self.n:
-            return exact, req, exact
+            return exact, req, exact, lead
         ch = src[i]
         if ch in "*+?":
             lo, hi = (0, None) if ch == "*" else (1, None) if ch == "+" else (0, 1)
@@ -1289,20 +1343,20 @@ class _LiteralScan:
             hi = lo if m.group(2) is None else (int(m.group(2)) if m.group(2) else None)
             i = m.end()
         else:
-            return exact, req, exact
+            return exact, req, exact, lead
         if i < self.n and src[i] == "?":        # lazy
             i += 1
         self.i = i
         if lo == 0:
             if hi == 1 and exact is not None:
                 optional = exact | {""}
-                return optional, None, optional
-            return None, None, None
+                return optional, None, optional, None
+            return None, None, None, None
         # x{lo,} holds x^k for every k <= lo; past a few repetitions the set grows, not its use
         least = _lit_product([exact] * min(lo, 8)) if exact is not None else None
         if hi == lo and lo <= 8:
-            return least, _lit_best((req, least)), least
-        return None, _lit_best((req, least)), least
+            return least, _lit_best((req, least)), least, least
+        return None, _lit_best((req, least)), least, least if least is not None else lead
 
     def atom(self) -> _LitInfo:
         src, i = self.src, self.i
@@ -1402,7 +1456,7 @@ class _LiteralScan:
                 return _LIT_UNKNOWN
             out |= variants
         exact = frozenset(out)
-        return (exact, exact) if len(exact) <= _MAX_LITERALS else _LIT_UNKNOWN
+        return (exact, exact, exact) if len(exact) <= _MAX_LITERALS else _LIT_UNKNOWN
 
 
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
@@ -1455,10 +1509,30 @@ def required_literals(pattern: str, flags: str) -> tuple[str, ...] | None:
     """
     scan = _LiteralScan(pattern, "i" in flags, "u" in flags)
     try:
-        exact, req = scan.disjunction()
+        exact, req, _lead = scan.disjunction()
     except (_GiveUp, IndexError):
         return None
     if scan.i != scan.n:                # an unmatched ")": the scan lost the structure
         return None
     best = _lit_best((req, exact))
     return tuple(sorted(best)) if best is not None else None
+
+
+def leading_literals(pattern: str, flags: str) -> tuple[str, ...] | None:
+    """Literals one of which every match of ``/pattern/flags`` begins with, or None.
+
+    The same form as :func:`required_literals` (lowercase under ``i``): a match can only
+    start where one of them starts, so :meth:`JSRegex.search` tries the regex there alone.
+    None for a sticky (``y``) regex, which only ever tries index 0.
+    """
+    if "y" in flags:
+        return None
+    scan = _LiteralScan(pattern, "i" in flags, "u" in flags)
+    try:
+        _exact, _req, lead = scan.disjunction()
+    except (_GiveUp, IndexError):
+        return None
+    if scan.i != scan.n or not lead or "" in lead:
+        return None
+    # a literal that another one begins ("kasha" and "kashas") adds no start of its own
+    return tuple(sorted(lit for lit in lead if not any(o != lit and lit.startswith(o) for o in lead)))

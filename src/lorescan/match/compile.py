@@ -491,7 +491,7 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
             if type(ref) is tuple and ref[0] in ("re", "plain", "macro"):
                 special = True
                 continue
-            for vid in ((ref,) if type(ref) is int else ref):
+            for vid in ((ref,) if isinstance(ref, int) else ref):
                 listed = vid_sets.setdefault(vid, [])
                 if not listed or listed[-1] != i:
                     listed.append(i)
