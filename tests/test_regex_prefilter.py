@@ -251,3 +251,20 @@ def test_matching_at_leading_literals_equals_searching_the_text(pattern, flags, 
         texts = texts[:-1] + [texts[-1] + data.draw(st.sampled_from(lead)) + data.draw(TEXT)]
     for text in [MARKER + t for t in texts] + [MARKER + JOINER.join(texts)]:
         assert _search(pattern, flags, text) == _plain_search(pattern, flags, text), (text, lead)
+
+
+# -- the shipped case tables -------------------------------------------------------------------
+def test_the_shipped_case_tables_are_the_computed_ones_for_this_unicode_version():
+    import unicodedata
+
+    from lorescan.js import _casetables
+    from lorescan.js.regex import compute_case_classes
+    if _casetables.UNIDATA_VERSION != unicodedata.unidata_version:
+        # another Python: the tables are computed, never read from the file
+        _case_classes.cache_clear()
+        assert _case_classes(False)[1] == compute_case_classes(False)
+        return
+    assert _casetables.classes(_casetables.LEGACY) == compute_case_classes(False)
+    assert _casetables.classes(_casetables.UNICODE) == compute_case_classes(True)
+    _case_classes.cache_clear()
+    assert _case_classes(True)[1] == compute_case_classes(True)

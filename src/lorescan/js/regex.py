@@ -136,7 +136,20 @@ def _canon_unicode(cp: int) -> int:
 
 @functools.lru_cache(maxsize=2)
 def _case_classes(unicode_mode: bool) -> tuple[dict[int, tuple[int, ...]], tuple[tuple[int, ...], ...]]:
-    """Equivalence classes of size > 1 under Canonicalize: member -> class, and all classes."""
+    """Equivalence classes of size > 1 under Canonicalize: member -> class, and all classes.
+
+    Read from ``_casetables`` (generated from this Python's Unicode data) when that was made
+    for the running Unicode version, else computed (some 65k-131k code points, ~0.1 s)."""
+    from . import _casetables
+    if _casetables.UNIDATA_VERSION == unicodedata.unidata_version:
+        classes = _casetables.classes(_casetables.UNICODE if unicode_mode else _casetables.LEGACY)
+    else:
+        classes = compute_case_classes(unicode_mode)
+    return {cp: cls for cls in classes for cp in cls}, classes
+
+
+def compute_case_classes(unicode_mode: bool) -> tuple[tuple[int, ...], ...]:
+    """The classes of :func:`_case_classes`, computed from ``str`` case mappings."""
     canon = _canon_unicode if unicode_mode else _canon_legacy
     limit = 0x20000 if unicode_mode else 0x10000     # no cased characters above U+1FFFF
     groups: dict[int, list[int]] = {}
@@ -144,8 +157,7 @@ def _case_classes(unicode_mode: bool) -> tuple[dict[int, tuple[int, ...]], tuple
         if 0xD800 <= cp <= 0xDFFF:
             continue
         groups.setdefault(canon(cp), []).append(cp)
-    classes = tuple(tuple(g) for g in groups.values() if len(g) > 1)
-    return {cp: cls for cls in classes for cp in cls}, classes
+    return tuple(tuple(g) for g in groups.values() if len(g) > 1)
 
 
 @functools.lru_cache(maxsize=2)
