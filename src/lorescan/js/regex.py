@@ -1271,9 +1271,10 @@ def _lit_best(candidates: Iterable[frozenset[str] | None]) -> frozenset[str] | N
 
 
 class _LiteralScan:
-    def __init__(self, src: str, ignore_case: bool, unicode_mode: bool) -> None:
+    def __init__(self, src: str, ignore_case: bool, unicode_mode: bool, *, required: bool = True) -> None:
         self.src, self.n, self.i = src, len(src), 0
         self.ignore_case, self.unicode_mode = ignore_case, unicode_mode
+        self.required = required        # False: only the leading literals are wanted
 
     def char(self, ch: str) -> _LitInfo:
         variants = _literal_char(ch, self.ignore_case, self.unicode_mode)
@@ -1311,7 +1312,7 @@ class _LiteralScan:
         exacts = [item[0] for item in items]
         exact = _lit_product(exacts) if all(e is not None for e in exacts) else None  # type: ignore[arg-type]
         candidates = [item[1] for item in items]
-        for start in range(len(items)):         # products of consecutive exact items
+        for start in range(len(items) if self.required else 0):     # products of consecutive exact items
             first = items[start][2]
             if first is None:
                 continue
@@ -1539,7 +1540,7 @@ def leading_literals(pattern: str, flags: str) -> tuple[str, ...] | None:
     """
     if "y" in flags:
         return None
-    scan = _LiteralScan(pattern, "i" in flags, "u" in flags)
+    scan = _LiteralScan(pattern, "i" in flags, "u" in flags, required=False)
     try:
         _exact, _req, lead = scan.disjunction()
     except (_GiveUp, IndexError):
