@@ -1308,7 +1308,14 @@ class _LiteralScan:
         # piece of a run after it (bo+b holds "bo" and "ob").
         items: list[tuple[frozenset[str] | None, ...]] = []
         while self.i < self.n and self.src[self.i] not in "|)":
-            items.append(self.quantified(self.atom()))
+            item = self.quantified(self.atom())
+            e = item[0]
+            if e is not None and len(e) == 1 and items and items[-1][0] is not None and len(items[-1][0]) == 1:
+                # two items that each match one known string match their concatenation
+                joined = frozenset((next(iter(items[-1][0])) + next(iter(e)),))
+                items[-1] = (joined, joined, joined, joined)
+            else:
+                items.append(item)
         exacts = [item[0] for item in items]
         exact = _lit_product(exacts) if all(e is not None for e in exacts) else None  # type: ignore[arg-type]
         candidates = [item[1] for item in items]
@@ -1316,19 +1323,21 @@ class _LiteralScan:
             first = items[start][2]
             if first is None:
                 continue
-            run = [first]
+            product: frozenset[str] | None = first
             candidates.append(first)
             for e, _, edge, _ in items[start + 1:]:
                 piece = e if e is not None else edge
                 if piece is None:
                     break
-                run.append(piece)
-                product = _lit_product(run)
+                product = _lit_product([product, piece])     # type: ignore[list-item]
                 if product is None:
                     break
                 candidates.append(product)
                 if e is None:                   # a repeated atom ends the run
                     break
+            if product is not None and start + 1 < len(items) and all(
+                    item[0] is not None for item in items[start:]):
+                break                           # one run reached the end: later starts give less
         # lead: the leading exact items (zero-width ones add ""), then one more item's lead
         lead = frozenset(("",))
         for e, _, edge, item_lead in items:
