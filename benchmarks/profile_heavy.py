@@ -7,6 +7,7 @@ of the profiled total, so before/after profiles compare directly::
 
     PYTHONPATH=src python benchmarks/profile_heavy.py --turns 3 --pyinstrument > profile.txt
     PYTHONPATH=src python benchmarks/profile_heavy.py --mode slot
+    PYTHONPATH=src python benchmarks/profile_heavy.py --cold     # bench_heavy's cold turn
 
 Not collected by pytest (benchmarks are ``bench_*.py``).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import pickle
 import pstats
 import statistics
 import time
@@ -47,6 +49,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="share of entries with a regex key (default: the benchmark's; 0 shows the rest)")
     ap.add_argument("--limit", type=int, default=30, help="rows per table")
     ap.add_argument("--pyinstrument", action="store_true", help="also print a pyinstrument call tree")
+    ap.add_argument("--cold", action="store_true",
+                    help="profile cold turns instead (ST mode): each an engine just unpickled, an empty "
+                         "ChatScan and no compiled regex, as in bench_heavy's cold benchmark")
     args = ap.parse_args(argv)
 
     hb = heavy_book(args.entries) if args.regex_share is None else \
@@ -68,6 +73,18 @@ def main(argv: list[str] | None = None) -> None:
         def turn(t: int) -> object:
             return slot.run(roles[:t], turn_id=f"heavy:{t}", cache=cache)
 
+    if args.cold and args.mode == "st":
+        from lorescan.js import regex as jsregex
+        blob = pickle.dumps(engine)
+        engine.scan(chat[:CHAT], max_context=MAX_CONTEXT)       # the process: tokenizer loaded
+
+        loaded = [pickle.loads(blob) for _ in range(4 + 2 * args.turns)]    # loading is not profiled
+
+        def turn(t: int) -> object:                             # noqa: F811 - the cold turn replaces it
+            for value in vars(jsregex).values():                # as bench_heavy.clear_regex_caches
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
+            return loaded.pop().scan(chat[:CHAT], max_context=MAX_CONTEXT, cache=ChatScan())
     for t in range(CHAT - 3, CHAT + 1):                       # warm: every message but the next is cached
         last = turn(t)
     profiler = cProfile.Profile()
@@ -89,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     activated = len(getattr(last, "activated", ()) or getattr(last, "inserted", ()))
     stats = pstats.Stats(profiler, stream=io.StringIO())
     regex_keys = sum(k.startswith("/") for e in hb.book.entries for k in e.key)
-    print(f"heavy {args.mode} turn: {args.entries} entries ({regex_keys} regex keys), depth {args.depth}, "
+    print(f"heavy {args.mode} {'cold ' if args.cold else ''}turn: {args.entries} entries ({regex_keys} regex keys), depth {args.depth}, "
           f"backend {BACKEND}, "
           f"{activated} activated, loops/passes {len(getattr(last, 'loops', ())) or getattr(last, 'passes', 0)}")
     print(f"median turn under cProfile: {statistics.median(times) * 1e3:.1f} ms over {args.turns} turns "

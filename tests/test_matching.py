@@ -159,19 +159,6 @@ def test_candidates_skip_entries_that_cannot_match():
     assert list(view.candidates(1, 0)) == [0, 4]
 
 
-def test_required_literal_of_a_regex_key_is_conservative():
-    from lorescan.match.compile import required_literal
-    assert required_literal("Kalor.?s (room|house)", "i") == "kalor"
-    assert required_literal("a|b", "") is None
-    assert required_literal("ab?cd", "") == "cd"
-    assert required_literal("\\x41bc", "") == "bc"        # the escape is one character: "bc" follows it
-    assert required_literal("\\bKasha(s|'s)?\\b", "i") == "kasha"
-    assert required_literal("\\p{L}xyz", "u") == "xyz"
-    assert required_literal("\\k<n>(?<n>q)zz", "") == "zz"
-    assert required_literal("Mass", "iu") == "ma"       # U+017F folds to s under iu
-    assert required_literal("^$", "") is None
-
-
 def test_timed_out_regex_key_is_reported_and_counts_as_no_match():
     book = _book({"key": ["/(a|aa)+$/", "b"]})
     view = ScanView(compile_book(book), ["a" * 40 + "!"], regex_timeout=0.01)

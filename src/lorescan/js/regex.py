@@ -42,6 +42,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+import time
 import unicodedata
 from collections.abc import Callable, Iterable
 
@@ -135,7 +136,20 @@ def _canon_unicode(cp: int) -> int:
 
 @functools.lru_cache(maxsize=2)
 def _case_classes(unicode_mode: bool) -> tuple[dict[int, tuple[int, ...]], tuple[tuple[int, ...], ...]]:
-    """Equivalence classes of size > 1 under Canonicalize: member -> class, and all classes."""
+    """Equivalence classes of size > 1 under Canonicalize: member -> class, and all classes.
+
+    Read from ``_casetables`` (generated from this Python's Unicode data) when that was made
+    for the running Unicode version, else computed (some 65k-131k code points, ~0.1 s)."""
+    from . import _casetables
+    if _casetables.UNIDATA_VERSION == unicodedata.unidata_version:
+        classes = _casetables.classes(_casetables.UNICODE if unicode_mode else _casetables.LEGACY)
+    else:
+        classes = compute_case_classes(unicode_mode)
+    return {cp: cls for cls in classes for cp in cls}, classes
+
+
+def compute_case_classes(unicode_mode: bool) -> tuple[tuple[int, ...], ...]:
+    """The classes of :func:`_case_classes`, computed from ``str`` case mappings."""
     canon = _canon_unicode if unicode_mode else _canon_legacy
     limit = 0x20000 if unicode_mode else 0x10000     # no cased characters above U+1FFFF
     groups: dict[int, list[int]] = {}
@@ -143,8 +157,7 @@ def _case_classes(unicode_mode: bool) -> tuple[dict[int, tuple[int, ...]], tuple
         if 0xD800 <= cp <= 0xDFFF:
             continue
         groups.setdefault(canon(cp), []).append(cp)
-    classes = tuple(tuple(g) for g in groups.values() if len(g) > 1)
-    return {cp: cls for cls in classes for cp in cls}, classes
+    return tuple(tuple(g) for g in groups.values() if len(g) > 1)
 
 
 @functools.lru_cache(maxsize=2)
@@ -925,6 +938,7 @@ def _translate(pattern: str, flags: str, ascii_case_scoped: bool = False) -> tup
 _FOLDS_TO_ASCII = regex.compile("[\\u0130\\u0131\\u017f\\u212a]")
 
 _Compiled = tuple[regex.Pattern, "dict[int, int] | None", "regex.Pattern | None"]
+_UNSET: object = object()        # JSRegex._lead before its first search
 
 
 def _compile_translated(pattern: str, flags: str) -> tuple[_Compiled, bool, str | None]:
@@ -957,7 +971,7 @@ class JSRegex:
     ``hazard``: a classic catastrophic-backtracking shape found in the pattern, or None.
     """
 
-    __slots__ = ("source", "flags", "line_local", "hazard", "_compiled", "_sticky", "_unicode", "_hash")
+    __slots__ = ("source", "flags", "line_local", "hazard", "_compiled", "_sticky", "_unicode", "_hash", "_lead")
     # slot types (set once, via object.__setattr__, in __init__; _compiled also on first search)
     source: str
     flags: str
@@ -967,6 +981,7 @@ class JSRegex:
     _sticky: bool
     _hash: int
     _unicode: bool
+    _lead: object                 # tuple[str, ...] | None once known; _UNSET before
 
     def __init__(self, source: str, flags: str, compiled: _Compiled | None = None, line_local: bool = False,
                  hazard: str | None = None) -> None:
@@ -978,6 +993,7 @@ class JSRegex:
         object.__setattr__(self, "_sticky", "y" in flags)
         object.__setattr__(self, "_unicode", "u" in flags)
         object.__setattr__(self, "_hash", hash((source, flags)))
+        object.__setattr__(self, "_lead", _UNSET)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("JSRegex is immutable")
@@ -1009,23 +1025,32 @@ class JSRegex:
         if compiled is None:                            # unpickled: recompile (idempotent, race-safe)
             compiled = _compile_translated(self.source, self.flags)[0]
             object.__setattr__(self, "_compiled", compiled)
+        lead = self._lead
+        if lead is _UNSET:                              # computed once, like the translation
+            lead = leading_literals(self.source, self.flags)
+            object.__setattr__(self, "_lead", lead)
         pattern, canon_table, fast = compiled
-        if isinstance(text, JSText):
-            if fast is not None and not text.folds():
-                pattern = fast
-            text = text.points() if self._unicode else text.units()
-        else:
-            if fast is not None and _FOLDS_TO_ASCII.search(text) is None:
-                pattern = fast
-            text = _join_surrogates(text) if self._unicode else _split_astral(text)
+        if not isinstance(text, JSText):
+            text = JSText(text)
+        if fast is not None and not text.folds():
+            pattern = fast
+        seen = text.text
+        if lead is not None and "i" in self.flags:
+            seen = text.lower()
+        prepared = text.points() if self._unicode else text.units()
         if canon_table is not None:
             # i + backreference: JS compares Canonicalize(ch) everywhere, so match the
             # canonicalised text (sets are case-closed, so they accept the canonical chars).
-            text = text.translate(canon_table)
+            prepared = prepared.translate(canon_table)
         try:
             if self._sticky:
-                return pattern.match(text, timeout=timeout) is not None
-            return pattern.search(text, timeout=timeout) is not None
+                return pattern.match(prepared, timeout=timeout) is not None
+            if lead is not None and len(seen) == len(prepared) == len(text.text):
+                # Every match begins with a leading literal, and positions line up (no
+                # character changed length in lowercasing or in the UTF-16/code-point form):
+                # try the regex at those positions only.
+                return _match_at_literals(pattern, prepared, seen, lead, timeout)  # type: ignore[arg-type]
+            return pattern.search(prepared, timeout=timeout) is not None
         except TimeoutError as exc:
             raise RegexTimeout(f"regex /{self.source}/{self.flags} exceeded {timeout}s") from exc
         except MemoryError as exc:
@@ -1038,13 +1063,14 @@ class JSText:
     """One text prepared for many :meth:`JSRegex.search` calls: its UTF-16 and code-point
     forms and its case-folding check are computed once, on first use."""
 
-    __slots__ = ("text", "_units", "_points", "_folds")
+    __slots__ = ("text", "_units", "_points", "_folds", "_lower")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self._units: str | None = None
         self._points: str | None = None
         self._folds: bool | None = None
+        self._lower: str | None = None
 
     def units(self) -> str:
         if self._units is None:
@@ -1060,6 +1086,32 @@ class JSText:
         if self._folds is None:
             self._folds = _FOLDS_TO_ASCII.search(self.text) is not None
         return self._folds
+
+    def lower(self) -> str:
+        """``str.lower`` of the text (JS toLowerCase), where case-insensitive literals are looked for."""
+        if self._lower is None:
+            self._lower = self.text.lower()
+        return self._lower
+
+
+def _match_at_literals(pattern: regex.Pattern, text: str, seen: str, lead: tuple[str, ...],
+                       timeout: float | None) -> bool:
+    """Whether ``pattern`` matches ``text`` at a position where ``seen`` (the text as the
+    literals are written: itself, or lowercased, of the same length) has a leading literal."""
+    starts: set[int] = set()
+    for lit in lead:
+        at = seen.find(lit)
+        while at != -1:
+            starts.add(at)
+            at = seen.find(lit, at + 1)
+    if not starts:
+        return False
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for at in sorted(starts):
+        left = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
+        if pattern.match(text, at, timeout=left) is not None:
+            return True
+    return False
 
 
 def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,
@@ -1143,3 +1195,366 @@ def parse_regex_key(key: str) -> tuple[str, str] | None:
     except JSRegexError:
         return None
     return split
+
+
+# ---------------------------------------------------------------------------------------------
+# Required literals: the prefilter of a regex key
+# ---------------------------------------------------------------------------------------------
+#
+# What a scan may skip: a text (or window) that holds none of a key's required literals
+# cannot hold a match, so the regex is not run there. The literals are found on the parse of
+# the JS pattern, node by node, as two facts:
+#   exact: every string the node can match, when that is a small finite set (else None);
+#   req:   a set of strings one of which every match of the node contains (else None).
+# A sequence's req is the best of its items' reqs and of the products of consecutive exact
+# items; an alternation's req is the union of its alternatives' (each must have one). Under
+# ``i`` a literal character stands for its whole JS case class, written as the Python
+# lowercase of each member (the form the book's case-insensitive automaton pass sees); U+03A3
+# lowercases by context (Final_Sigma), so it stands for both sigmas. Only BMP characters
+# that are neither surrogates nor "\n" nor U+0001 go into a literal: a literal then never
+# spans a haystack joiner, and it matches the same code units whether the regex works on
+# UTF-16 units or on code points. Anything not understood contributes no requirement.
+
+_MAX_LITERALS = 32                      # the largest literal set kept (per node and in the answer)
+_LIT_IDENTITY = frozenset("^$\\.*+?()[]{}|/-")     # escapes that stand for the character itself
+_LIT_QUANT = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+_LIT_UNKNOWN: tuple[frozenset[str] | None, ...] = (None, None, None)
+_LIT_EMPTY: tuple[frozenset[str] | None, ...] = (frozenset(("",)), None, None)
+_LitInfo = tuple  # (exact, req, lead): lead, a set one of which every match begins with
+
+
+class _GiveUp(Exception):
+    """The literal scan met syntax it does not follow exactly: no prefilter for this key."""
+
+
+def _literal_char(ch: str, ignore_case: bool, unicode_mode: bool) -> frozenset[str] | None:
+    """The strings a case-insensitive scan sees for pattern character ``ch`` (see above), or None."""
+    cp = ord(ch)
+    if cp > 0xFFFF or 0xD800 <= cp <= 0xDFFF or ch in "\n\x01":
+        return None
+    if not ignore_case:
+        return frozenset((ch,))
+    if cp < 128:                        # ASCII: the class is the two cases, plus U+017F for s
+        low = ch.lower()                # and U+212A (lowercase: k) for k under u
+        return frozenset((low, "\u017f")) if unicode_mode and low == "s" else frozenset((low,))
+    out: set[str] = set()
+    for member in _case_classes(unicode_mode)[0].get(cp, (cp,)):
+        low = "\u03c3\u03c2" if member == 0x3A3 else chr(member).lower()
+        if any(ord(c) > 0xFFFF or 0xD800 <= ord(c) <= 0xDFFF or c in "\n\x01" for c in low):
+            return None
+        if member == 0x3A3:
+            out.update(low)
+        else:
+            out.add(low)
+    return frozenset(out)
+
+
+def _lit_product(sets: list[frozenset[str]]) -> frozenset[str] | None:
+    acc = frozenset(("",))
+    for s in sets:
+        if len(acc) * len(s) > _MAX_LITERALS:
+            return None
+        acc = frozenset(a + b for a in acc for b in s)
+    return acc
+
+
+def _lit_best(candidates: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    """The most selective usable set: longest shortest literal, then fewest literals."""
+    best, best_key = None, None
+    for c in candidates:
+        if not c or len(c) > _MAX_LITERALS or "" in c:
+            continue
+        key = (min(map(len, c)), -len(c))
+        if best_key is None or key > best_key:
+            best, best_key = c, key
+    return best
+
+
+class _LiteralScan:
+    def __init__(self, src: str, ignore_case: bool, unicode_mode: bool, *, required: bool = True) -> None:
+        self.src, self.n, self.i = src, len(src), 0
+        self.ignore_case, self.unicode_mode = ignore_case, unicode_mode
+        self.required = required        # False: only the leading literals are wanted
+
+    def char(self, ch: str) -> _LitInfo:
+        variants = _literal_char(ch, self.ignore_case, self.unicode_mode)
+        return _LIT_UNKNOWN if variants is None else (variants, variants, variants)
+
+    def disjunction(self) -> _LitInfo:
+        alts = [self.alternative()]
+        while self.i < self.n and self.src[self.i] == "|":
+            self.i += 1
+            alts.append(self.alternative())
+        if len(alts) == 1:
+            return alts[0]
+        exact: frozenset[str] | None = None
+        if all(a[0] is not None for a in alts):
+            union = frozenset().union(*(a[0] for a in alts))
+            exact = union if len(union) <= _MAX_LITERALS else None
+        reqs = [_lit_best((a[1], a[0])) for a in alts]
+        req = None
+        if all(r is not None for r in reqs):
+            union = frozenset().union(*(r for r in reqs if r is not None))
+            req = union if len(union) <= _MAX_LITERALS else None
+        lead = None
+        if all(a[2] is not None for a in alts):
+            union = frozenset().union(*(a[2] for a in alts))
+            lead = union if len(union) <= _MAX_LITERALS else None
+        return exact, req, lead
+
+    def alternative(self) -> _LitInfo:
+        # items: (exact, req, edge); edge: what a repeated atom (x+, x{2,}) matches at least
+        # at either end, x^lo, usable as the last piece of a run before it or the first
+        # piece of a run after it (bo+b holds "bo" and "ob").
+        items: list[tuple[frozenset[str] | None, ...]] = []
+        while self.i < self.n and self.src[self.i] not in "|)":
+            item = self.quantified(self.atom())
+            e = item[0]
+            if e is not None and len(e) == 1 and items and items[-1][0] is not None and len(items[-1][0]) == 1:
+                # two items that each match one known string match their concatenation
+                joined = frozenset((next(iter(items[-1][0])) + next(iter(e)),))
+                items[-1] = (joined, joined, joined, joined)
+            else:
+                items.append(item)
+        exacts = [item[0] for item in items]
+        exact = _lit_product(exacts) if all(e is not None for e in exacts) else None  # type: ignore[arg-type]
+        candidates = [item[1] for item in items]
+        for start in range(len(items) if self.required else 0):     # products of consecutive exact items
+            first = items[start][2]
+            if first is None:
+                continue
+            product: frozenset[str] | None = first
+            candidates.append(first)
+            for e, _, edge, _ in items[start + 1:]:
+                piece = e if e is not None else edge
+                if piece is None:
+                    break
+                product = _lit_product([product, piece])     # type: ignore[list-item]
+                if product is None:
+                    break
+                candidates.append(product)
+                if e is None:                   # a repeated atom ends the run
+                    break
+            if product is not None and start + 1 < len(items) and all(
+                    item[0] is not None for item in items[start:]):
+                break                           # one run reached the end: later starts give less
+        # lead: the leading exact items (zero-width ones add ""), then one more item's lead
+        lead = frozenset(("",))
+        for e, _, edge, item_lead in items:
+            piece = e if e is not None else edge if edge is not None else item_lead
+            longer = _lit_product([lead, piece]) if piece is not None else None
+            if longer is None:
+                break
+            lead = longer
+            if e is None:
+                break
+        return exact, _lit_best(candidates), (None if "" in lead else lead)
+
+    def quantified(self, atom: _LitInfo) -> tuple[frozenset[str] | None, ...]:
+        """(exact, req, edge, lead) of an atom and its quantifier."""
+        src, i = self.src, self.i
+        exact, req, lead = atom
+        if i >= self.n:
+            return exact, req, exact, lead
+        ch = src[i]
+        if ch in "*+?":
+            lo, hi = (0, None) if ch == "*" else (1, None) if ch == "+" else (0, 1)
+            i += 1
+        elif ch == "{" and (m := _LIT_QUANT.match(src, i)) is not None:
+            lo = int(m.group(1))
+            hi = lo if m.group(2) is None else (int(m.group(2)) if m.group(2) else None)
+            i = m.end()
+        else:
+            return exact, req, exact, lead
+        if i < self.n and src[i] == "?":        # lazy
+            i += 1
+        self.i = i
+        if lo == 0:
+            if hi == 1 and exact is not None:
+                optional = exact | {""}
+                return optional, None, optional, None
+            return None, None, None, None
+        # x{lo,} holds x^k for every k <= lo; past a few repetitions the set grows, not its use
+        least = _lit_product([exact] * min(lo, 8)) if exact is not None else None
+        if hi == lo and lo <= 8:
+            return least, _lit_best((req, least)), least, least
+        return None, _lit_best((req, least)), least, least if least is not None else lead
+
+    def atom(self) -> _LitInfo:
+        src, i = self.src, self.i
+        ch = src[i]
+        if ch == "(":
+            return self.group()
+        if ch == "[":
+            return self.char_class()
+        if ch == "\\":
+            return self.escape()
+        self.i = i + 1
+        if ch == ".":
+            return _LIT_UNKNOWN
+        if ch in "^$":
+            return _LIT_EMPTY
+        if ch in "*+?":
+            raise _GiveUp                       # a quantifier with nothing to repeat: not a valid key
+        return self.char(ch)
+
+    def group(self) -> _LitInfo:
+        src, i = self.src, self.i
+        kind = "capture"
+        if src.startswith("(?:", i):
+            i += 3
+        elif src.startswith(("(?=", "(?!"), i):
+            i, kind = i + 3, "look"
+        elif src.startswith(("(?<=", "(?<!"), i):
+            i, kind = i + 4, "look"
+        elif src.startswith("(?<", i):
+            close = src.find(">", i)
+            if close == -1 or any(c in "()[]|" for c in src[i + 3:close]):
+                raise _GiveUp
+            i = close + 1
+        elif src.startswith("(?", i):
+            raise _GiveUp                       # modifiers or anything newer: not followed here
+        else:
+            i += 1
+        self.i = i
+        inner = self.disjunction()
+        if self.i >= self.n or src[self.i] != ")":
+            raise _GiveUp
+        self.i += 1
+        return _LIT_EMPTY if kind == "look" else inner
+
+    def escape(self) -> _LitInfo:
+        src, i = self.src, self.i
+        if i + 1 >= self.n:
+            raise _GiveUp
+        c = src[i + 1]
+        if c in "bB":
+            self.i = i + 2
+            return _LIT_EMPTY
+        if c in _LIT_IDENTITY:
+            self.i = i + 2
+            return self.char(c)
+        end = _escape_end(src, i)
+        if any(x in "()[]|" for x in src[i + 2:end]):
+            raise _GiveUp                       # e.g. \k<a|b> without named groups: not one atom
+        self.i = end
+        return _LIT_UNKNOWN
+
+    def char_class(self) -> _LitInfo:
+        src, i, n = self.src, self.i + 1, self.n
+        negated = i < n and src[i] == "^"
+        if negated:
+            i += 1
+        start = i
+        simple = not negated
+        while i < n and src[i] != "]":
+            if src[i] == "\\":
+                simple = False
+                i += 2
+            else:
+                i += 1
+        if i >= n:
+            raise _GiveUp
+        body = src[start:i]
+        self.i = i + 1
+        if not simple or not body:
+            return _LIT_UNKNOWN
+        chars: list[str] = []
+        k = 0
+        while k < len(body):
+            if k + 2 < len(body) and body[k + 1] == "-":
+                lo, hi = ord(body[k]), ord(body[k + 2])
+                if hi < lo or hi - lo >= _MAX_LITERALS:
+                    return _LIT_UNKNOWN
+                chars.extend(chr(cp) for cp in range(lo, hi + 1))
+                k += 3
+            else:
+                chars.append(body[k])
+                k += 1
+        out: set[str] = set()
+        for ch in chars:
+            variants = _literal_char(ch, self.ignore_case, self.unicode_mode)
+            if variants is None:
+                return _LIT_UNKNOWN
+            out |= variants
+        exact = frozenset(out)
+        return (exact, exact, exact) if len(exact) <= _MAX_LITERALS else _LIT_UNKNOWN
+
+
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def _escape_end(pattern: str, i: int) -> int:
+    """Index just past the escape that starts at ``pattern[i] == "\\"`` (its longest JS reading)."""
+    n = len(pattern)
+    if i + 1 >= n:
+        return n
+    c = pattern[i + 1]
+    j = i + 2
+    if c == "x":
+        k = j
+        while k < n and k < j + 2 and pattern[k] in _HEX_DIGITS:
+            k += 1
+        return k
+    if c == "u":
+        if j < n and pattern[j] == "{":
+            close = pattern.find("}", j)
+            return n if close == -1 else close + 1
+        k = j
+        while k < n and k < j + 4 and pattern[k] in _HEX_DIGITS:
+            k += 1
+        return k
+    if c == "c":
+        return j + 1 if j < n and pattern[j].isascii() and pattern[j].isalpha() else j
+    if c in "pP" and j < n and pattern[j] == "{":
+        close = pattern.find("}", j)
+        return n if close == -1 else close + 1
+    if c == "k" and j < n and pattern[j] == "<":
+        close = pattern.find(">", j)
+        return n if close == -1 else close + 1
+    if c.isdigit():
+        while j < n and pattern[j].isdigit():
+            j += 1
+        return j
+    return j
+
+
+def required_literals(pattern: str, flags: str) -> tuple[str, ...] | None:
+    """Literals one of which every match of the JS regex ``/pattern/flags`` contains, or None.
+
+    Sorted; at most 32; each non-empty, without "\\n" or U+0001, and made of BMP characters
+    that are not surrogates. Without ``i`` a literal is matched on the raw text; with ``i`` it
+    is in Python lowercase and is to be looked for in the lowercased text (``str.lower``,
+    which is JS ``toLowerCase``): whatever the regex matches, the lowercased text then holds
+    one of them. Conservative: syntax the scan does not follow exactly gives None, never a
+    literal that a match may lack. A prefilter only: the regex still decides.
+    """
+    scan = _LiteralScan(pattern, "i" in flags, "u" in flags)
+    try:
+        exact, req, _lead = scan.disjunction()
+    except (_GiveUp, IndexError):
+        return None
+    if scan.i != scan.n:                # an unmatched ")": the scan lost the structure
+        return None
+    best = _lit_best((req, exact))
+    return tuple(sorted(best)) if best is not None else None
+
+
+def leading_literals(pattern: str, flags: str) -> tuple[str, ...] | None:
+    """Literals one of which every match of ``/pattern/flags`` begins with, or None.
+
+    The same form as :func:`required_literals` (lowercase under ``i``): a match can only
+    start where one of them starts, so :meth:`JSRegex.search` tries the regex there alone.
+    None for a sticky (``y``) regex, which only ever tries index 0.
+    """
+    if "y" in flags:
+        return None
+    scan = _LiteralScan(pattern, "i" in flags, "u" in flags, required=False)
+    try:
+        _exact, _req, lead = scan.disjunction()
+    except (_GiveUp, IndexError):
+        return None
+    if scan.i != scan.n or not lead or "" in lead:
+        return None
+    # a literal that another one begins ("kasha" and "kashas") adds no start of its own
+    return tuple(sorted(lit for lit in lead if not any(o != lit and lit.startswith(o) for o in lead)))

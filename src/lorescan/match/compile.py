@@ -34,7 +34,7 @@ from .. import _kernels
 from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..st.decorators import parse_st_decorators
 from ..errors import RegexKeyError
-from ..js.regex import JSRegex, RegexTooComplex, regex_key
+from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_entries, lazy_tables,
                   map_compiled_file)
@@ -53,8 +53,9 @@ MAX_SCAN_DEPTH = 1000   # SillyTavern's cap on any scan depth; the same as match
 # A special key, evaluated on the haystack/texts by ScanView:
 #   ("re", rx, rid, lit, raw)     regex key: rx the compiled JSRegex, rid its index in
 #                                 CompiledBook.regexes (-1: made at scan time from a macro
-#                                 key), lit the vid of a literal every match contains (or
-#                                 SKIP), raw the entry's key string (for cut-off reports)
+#                                 key), lit the vid of a literal every match contains, a
+#                                 tuple of vids one of which every match contains, or
+#                                 SKIP; raw the entry's key string (for cut-off reports)
 #   ("plain", text, cs, ww, raw)  plain key that cannot be decided per text
 #   ("macro", raw, cs, ww)        key with {{ under a substitution hook
 Special = tuple
@@ -69,109 +70,24 @@ def word_model(options: MatchOptions) -> int:
     return MODEL_NOSPACE if options.nospace_scripts else MODEL_UNICODE
 
 
-_LITERAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !\"#%&',-:;<=>@_~")
+def required_literal_vids(rx: JSRegex, vid: Callable[[VariantSpec], int]) -> int | tuple[int, ...]:
+    """The prefilter of a regex key as variant ids: SKIP (none), one vid, or a tuple of vids
+    (every match contains at least one of their literals; see ``js.regex.required_literals``).
+    ``vid(spec)`` gives (adding if new) the vid of an unbounded variant."""
+    lits = required_literals(rx.source, rx.flags)
+    if lits is None:
+        return SKIP
+    cs = "i" not in rx.flags              # under i the literals are lowercase: the lowercase pass
+    vids = tuple(vid((lit, cs, False)) for lit in lits)
+    return vids[0] if len(vids) == 1 else vids
 
 
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def _escape_end(pattern: str, i: int) -> int:
-    """Index just past the escape that starts at ``pattern[i] == "\\"`` (JS syntax)."""
-    n = len(pattern)
-    if i + 1 >= n:
-        return n
-    c = pattern[i + 1]
-    j = i + 2
-    if c == "x":
-        k = j
-        while k < n and k < j + 2 and pattern[k] in _HEX:
-            k += 1
-        return k
-    if c == "u":
-        if j < n and pattern[j] == "{":
-            close = pattern.find("}", j)
-            return n if close == -1 else close + 1
-        k = j
-        while k < n and k < j + 4 and pattern[k] in _HEX:
-            k += 1
-        return k
-    if c == "c":
-        return j + 1 if j < n and pattern[j].isascii() and pattern[j].isalpha() else j
-    if c in "pP" and j < n and pattern[j] == "{":
-        close = pattern.find("}", j)
-        return n if close == -1 else close + 1
-    if c == "k" and j < n and pattern[j] == "<":
-        close = pattern.find(">", j)
-        return n if close == -1 else close + 1
-    if c.isdigit():
-        while j < n and pattern[j].isdigit():
-            j += 1
-        return j
-    return j
-
-
-def required_literal(pattern: str, flags: str) -> str | None:
-    """A literal that every match of the JS regex must contain (longest found), or None.
-
-    Conservative: only top-level runs of plain ASCII characters count; a pattern with a
-    top-level ``|`` has none; an atom followed by ``? * {`` is optional; groups, classes,
-    escapes and anchors end a run. With ``i`` the literal is returned lowercased (JS ``i``
-    never equates an ASCII letter with a character whose lowercase differs, except U+017F
-    with ``u``, so ``s`` ends a run under ``iu``). Used as a prefilter only: the regex is
-    still evaluated whenever the literal occurs in the window.
-    """
-    ci = "i" in flags
-    banned = "sS" if ci and "u" in flags else ""
-    runs: list[str] = []
-    run: list[str] = []
-    depth = 0
-    i, n = 0, len(pattern)
-
-    def end_run() -> None:
-        if run:
-            runs.append("".join(run))
-            run.clear()
-
-    while i < n:
-        ch = pattern[i]
-        if ch == "\\":
-            end_run()
-            i = _escape_end(pattern, i)
-            continue
-        if ch == "[":
-            end_run()
-            i += 1
-            while i < n and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
-            i += 1
-            continue
-        if ch == "{":                   # a quantifier's {n,m} (or a literal brace): no literal inside
-            end_run()
-            while i < n and pattern[i] != "}":
-                i += 1
-            i += 1
-            continue
-        if ch == "(":
-            end_run()
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "|" and depth == 0:
-            return None
-        elif depth == 0:
-            nxt = pattern[i + 1] if i + 1 < n else ""
-            if ch in _LITERAL_CHARS and ch not in banned and nxt not in ("?", "*", "{"):
-                run.append(ch)
-                if nxt == "+":
-                    end_run()
-            else:
-                end_run()
-        i += 1
-    end_run()
-    if not runs:
-        return None
-    best = max(runs, key=len)
-    return best.lower() if ci else best
+def literal_absent(lit: int | tuple[int, ...], hits: frozenset[int]) -> bool:
+    """True when a regex key's prefilter (``regex_lits[rid]``) rules out a text or window
+    with these hits: the regex cannot match there."""
+    if type(lit) is int:
+        return lit >= 0 and lit not in hits
+    return hits.isdisjoint(lit)        # type: ignore[arg-type]
 
 
 def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str,
@@ -340,7 +256,8 @@ class CompiledBook:
     ``chunk_union_exact``: no variant contains "\\n", so a "\\n"-join of contents hits exactly
     the union of their hits; ``macro_keys``: distinct (raw, cs, ww) of macro keys.
     ``regexes[rid]``: the compiled regex keys (distinct); ``regex_lits[rid]``: the vid of a
-    literal every match contains, or SKIP; ``regex_line_local``: the rids of the line-local
+    literal every match contains, a tuple of vids of literals one of which every match
+    contains, or SKIP (see :func:`literal_absent`); ``regex_line_local``: the rids of the line-local
     regexes (tested text by text on a joined haystack, see regexscope); ``regex_hazards``: (entry index, key, shape) for
     regex keys with a catastrophic-backtracking shape (advisory: they still run, under the
     scan's regex time budget).
@@ -376,7 +293,7 @@ class CompiledBook:
     chunk_union_exact: bool
     macro_keys: tuple[tuple[str, bool, bool], ...]
     regexes: tuple[JSRegex, ...]
-    regex_lits: tuple[int, ...]
+    regex_lits: tuple[int | tuple[int, ...], ...]
     regex_hazards: tuple[tuple[int, str, str], ...]
     regex_line_local: tuple[int, ...]
     entry_order: Any
@@ -392,7 +309,7 @@ class CompiledBook:
                  always: tuple[int, ...], always_sub: tuple[int, ...],
                  content_hits: Sequence[frozenset[int]], chunk_union_exact: bool,
                  macro_keys: tuple[tuple[str, bool, bool], ...], entry_order: Any, entry_flags: Any,
-                 regexes: tuple[JSRegex, ...] = (), regex_lits: tuple[int, ...] = (),
+                 regexes: tuple[JSRegex, ...] = (), regex_lits: tuple[int | tuple[int, ...], ...] = (),
                  regex_hazards: tuple[tuple[int, str, str], ...] = (), regex_line_local: tuple[int, ...] = (),
                  levels: tuple[float, ...], max_entry_depth: int, name: str | None = None,
                  uids: Sequence[int | str] | None = None, load_book: Any = None,
@@ -530,7 +447,7 @@ class _Builder:
         self.limits = limits
         self.vids: dict[VariantSpec, int] = {}
         self.rids: dict[JSRegex, int] = {}
-        self.regex_lits: list[int] = []
+        self.regex_lits: list[int | tuple[int, ...]] = []
         self.parsed: dict[str, JSRegex] = {}      # regex key text -> regex (books repeat them)
         self.plain: dict[tuple[str, bool, bool], int] = {}   # (key text, cs, ww) -> vid of a plain key
         self.fuzzy: list[tuple[int, int, str, bool, float]] = []   # FuzzyKey rows (match/fuzzy.py)
@@ -575,8 +492,7 @@ class _Builder:
         rid = self.rids.get(rx)
         if rid is None:
             rid = self.rids[rx] = len(self.rids)
-            lit = required_literal(rx.source, rx.flags)
-            self.regex_lits.append(SKIP if lit is None else self.vid((lit, "i" not in rx.flags, False)))
+            self.regex_lits.append(required_literal_vids(rx, self.vid))
         return ("re", rx, rid, self.regex_lits[rid], raw)
 
     def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool) -> KeyRef:
@@ -681,13 +597,14 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
         special = False
         for _, ref in plan.primary:
             if type(ref) is tuple and ref[0] == "re" and ref[3] != SKIP:
-                ref = ref[3]              # the regex can only match where its literal occurs
-            if type(ref) is int:
-                listed = vid_sets.setdefault(ref, [])
+                ref = ref[3]              # the regex can only match where one of its literals occurs
+            if type(ref) is tuple and ref[0] in ("re", "plain", "macro"):
+                special = True
+                continue
+            for vid in ((ref,) if isinstance(ref, int) else ref):
+                listed = vid_sets.setdefault(vid, [])
                 if not listed or listed[-1] != i:
                     listed.append(i)
-            else:
-                special = True
         if special:
             always.append(i)
         if special or any(type(ref) is tuple and not (ref[0] == "re" and ref[3] != SKIP)

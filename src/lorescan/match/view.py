@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from .. import _kernels
-from .compile import EMPTY, SKIP, Special, VariantSpec, build_matcher, classify_key
+from .compile import EMPTY, SKIP, Special, VariantSpec, build_matcher, classify_key, literal_absent
 from .cache import ChatScan
 from ..js.regex import JSRegex, JSText, RegexTooComplex
 from ..limits import DEFAULT_LIMITS
@@ -201,6 +201,7 @@ class ScanView:
         self._cut_rx: dict[str, JSRegex] = {}            # raw key -> regex, for cut-off reports
         self._regex_token = f"{compiled.matcher.token}:re:{'joined' if joined else 'texts'}"
         self._per_text_rids = compiled.regex_line_local if joined else range(len(compiled.regexes))
+        self._rid_index: tuple[list[int], dict[int, list[int]]] | None = None
 
     # -- texts -------------------------------------------------------------------------
     @property
@@ -370,8 +371,8 @@ class ScanView:
         if found is not None:
             return found
         kind = spec[0]
-        if kind == "re" and spec[3] >= 0 and spec[3] not in self.window_hits(window):
-            found = (False, False)      # a literal every match needs is absent: no search
+        if kind == "re" and spec[3] != SKIP and literal_absent(spec[3], self.window_hits(window)):
+            found = (False, False)      # no literal a match needs is present: no search
         elif kind == "re" and spec[2] >= 0 and window.depth > 0 and (spec[1].line_local or not self.joined):
             hits, cut = self._regex_window(window)
             rid = spec[2]
@@ -420,12 +421,9 @@ class ScanView:
             if lit_hits is None:
                 lit_hits = cache.lookup(self._matcher, text)
             probe = JSText(MARKER + text if self.joined else text)
-            regexes, lits, search = compiled.regexes, compiled.regex_lits, self.regex_budget.search
+            regexes, search = compiled.regexes, self.regex_budget.search
             hits, cut = [], []
-            for rid in self._per_text_rids:
-                lit = lits[rid]
-                if lit >= 0 and lit not in lit_hits:
-                    continue
+            for rid in self._regexes_to_try(lit_hits):
                 r = search(regexes[rid], probe)
                 if r:
                     hits.append(rid)
@@ -436,6 +434,30 @@ class ScanView:
                 cache.store_regex(self._regex_token, text, found[0])
         self._regex_texts[text] = found
         return found
+
+    def _regexes_to_try(self, lit_hits: frozenset[int]) -> list[int]:
+        """The per-text rids whose prefilter lets a text with these literal hits through,
+        ascending: those without literals, and those with a literal among the hits."""
+        index = self._rid_index
+        if index is None:
+            lits = self.compiled.regex_lits
+            always: list[int] = []
+            by_vid: dict[int, list[int]] = {}
+            for rid in self._per_text_rids:
+                lit = lits[rid]
+                if lit == SKIP:
+                    always.append(rid)
+                for vid in ((lit,) if isinstance(lit, int) else lit) if lit != SKIP else ():
+                    by_vid.setdefault(vid, []).append(rid)
+            index = self._rid_index = (always, by_vid)
+        always, by_vid = index
+        if len(by_vid) < len(lit_hits):
+            found = [rid for vid, rids in by_vid.items() if vid in lit_hits for rid in rids]
+        else:
+            found = [rid for vid in lit_hits if vid in by_vid for rid in by_vid[vid]]
+        if not found:
+            return always
+        return sorted(set(always).union(found))
 
     def _regex_window(self, window: Window) -> tuple[frozenset[int], frozenset[int]]:
         """(rids that match, rids cut off) over the window's texts: unions of per-text sets."""
