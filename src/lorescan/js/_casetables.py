@@ -247,7 +247,7 @@ def _render() -> str:
     import unicodedata
     from pathlib import Path
 
-    from lorescan.js.regex import compute_case_classes
+    from lorescan.js.regex import compute_case_classes  # import-cost: only the generator (python -m) needs it
 
     source = Path(__file__).read_text("utf-8")
     head, rest = source.split("UNIDATA_VERSION = ", 1)

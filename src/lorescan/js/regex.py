@@ -140,7 +140,7 @@ def _case_classes(unicode_mode: bool) -> tuple[dict[int, tuple[int, ...]], tuple
 
     Read from ``_casetables`` (generated from this Python's Unicode data) when that was made
     for the running Unicode version, else computed (some 65k-131k code points, ~0.1 s)."""
-    from . import _casetables
+    from . import _casetables  # import-cost: the generated table loads with the first case-insensitive regex
     if _casetables.UNIDATA_VERSION == unicodedata.unidata_version:
         classes = _casetables.classes(_casetables.UNICODE if unicode_mode else _casetables.LEGACY)
     else:
