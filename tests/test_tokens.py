@@ -498,3 +498,26 @@ def test_engines_without_a_counter_share_one_and_never_assign_it():
     assert st_engine.count_tokens is shared_counter()       # set in the constructor, never on use
     assert st_engine.tokens("a fox") == 2 and st_engine.count_tokens is shared_counter()
     assert pickle.loads(pickle.dumps(slot.count_tokens)) is shared_counter()
+
+
+# Characters this Python's unicodedata does not know but the regex module (or tiktoken's own
+# pre-tokenizer) does: U+323B0 (CJK Extension J, Unicode 17) is a letter to `regex` and not
+# to tiktoken; U+1E5D0 (Unicode 16) is a letter to tiktoken. Found by hypothesis: the join
+# used to re-split such a boundary with the wrong classes.
+@pytest.mark.parametrize("parts", [
+    ["\U000323b0:", "a"], ["a", "\U000323b0:", "b"], ["x\U0001e5d0", ":y"], [" \U000323b0", "\n", "\U000323b0a"],
+])
+def test_joins_around_characters_of_another_unicode_version_count_the_joined_text(tik, parts):
+    whole = tik("".join(parts))
+    concat = ConcatCount(tik)
+    for p in parts:
+        concat.append(p, count_text(tik, p))
+    assert concat.total == whole
+    prepend = PrependCount(tik)
+    for p in reversed(parts):
+        prepend.prepend([(p, count_text(tik, p))])
+    assert prepend.total == whole
+    inc = IncrementalCount(tik)
+    for p in parts:
+        inc.append(p)
+    assert inc.total == whole

@@ -260,6 +260,44 @@ def _has_surrogate(text: str) -> bool:
     return _SURROGATE.search(text) is not None
 
 
+# Characters whose pre-tokenizer class (letter, number, other) this process cannot vouch
+# for: assigned in the `regex` module's Unicode tables but unassigned in this Python's
+# `unicodedata`, or a letter/number to one of them and not to the other. tiktoken's own
+# pre-tokenizer (Rust) has Unicode tables of its own version, so where a join's pieces
+# would be split around such a character, the joined text is counted whole instead (exact,
+# O(length)). Built on first use (about 0.1 s), from the first four planes: the later
+# ones hold no letters or numbers.
+_UNSURE: "tuple[str, frozenset[str]] | None" = None     # (lowest such character, all of them)
+_UNSURE_LOCK = threading.Lock()
+
+
+def _unsure_chars() -> "tuple[str, frozenset[str]]":
+    global _UNSURE
+    found = _UNSURE
+    if found is None:
+        with _UNSURE_LOCK:
+            found = _UNSURE
+            if found is None:
+                import unicodedata  # import-cost: the table is built once, on the first count
+                letter_or_number = regex.compile(r"[\p{L}\p{N}]")
+                unassigned = regex.compile(r"\p{Cn}")
+                chars = frozenset(
+                    ch for ch in map(chr, range(0x80, 0x40000)) if not "\ud800" <= ch <= "\udfff"
+                    and ((unicodedata.category(ch) == "Cn") != (unassigned.match(ch) is not None)
+                         or (unicodedata.category(ch)[0] in "LN") != (letter_or_number.match(ch) is not None)))
+                found = _UNSURE = (min(chars, default="\U0010ffff"), chars)
+    return found
+
+
+def _unsure(text: str) -> bool:
+    """Whether ``text`` holds a character whose pre-tokenizer class may differ from tiktoken's
+    (C-speed checks: most texts are decided by ``isascii`` or their largest character)."""
+    if text.isascii():
+        return False
+    lowest, chars = _unsure_chars()
+    return max(text) >= lowest and not chars.isdisjoint(text)
+
+
 def _tiktoken_clean(text: str) -> str:
     # What tiktoken itself does with text that is not valid UTF-16: lone surrogates
     # become U+FFFD, a split surrogate pair is joined.
@@ -341,7 +379,13 @@ class IncrementalCount:
         if self._mode == "words":
             return self._step_words(text)
         if self._mode == "tiktoken":
-            return self._step_tiktoken(text)
+            if not _unsure(text):
+                return self._step_tiktoken(text)
+            total = self.counter("".join(self._parts) + text)
+
+            def commit() -> None:           # from here on, the whole text is counted each time
+                self._mode = "generic"
+            return total, commit
         total = self.counter("".join(self._parts) + text)
         return total, _nothing
 
@@ -429,12 +473,14 @@ class TextCount:
     need and kept (a whole tuple is stored at once, so threads may share a TextCount).
     """
 
-    __slots__ = ("total", "exact", "first", "last", "hard", "clean", "_text", "_shape")
+    __slots__ = ("total", "exact", "first", "last", "hard", "clean", "_text", "_shape", "unsure")
 
     def __init__(self, total: int, exact: bool = True, first: str = "", last: str = "", hard: bool = False,
-                 clean: str | None = None, text: str | None = None, shape: tuple | None = None) -> None:
+                 clean: str | None = None, text: str | None = None, shape: tuple | None = None,
+                 unsure: bool = False) -> None:
         self.total, self.exact, self.first, self.last, self.hard = total, exact, first, last, hard
         self.clean, self._text, self._shape = clean, text, shape
+        self.unsure = unsure        # tiktoken: a join with this text is counted whole (_unsure)
 
     def shape(self, tik: TiktokenCounter) -> tuple[tuple[int, ...], tuple[int, ...], int, str, int]:
         """``(starts, before, head_end, tail, tail_tokens)``: offsets in the cleaned text of
@@ -481,6 +527,8 @@ def count_text(counter: TokenCounter, text: str, *, limit: int | None = None) ->
     tik = counter
     assert isinstance(tik, TiktokenCounter)
     clean = _tiktoken_clean(text) if _has_surrogate(text) else text
+    if _unsure(clean):
+        return TextCount(len(tik.encoding.encode_ordinary(clean)), True, text[0], text[-1], unsure=True)
     if limit is not None and len(clean) > _LONG:
         return _count_long(tik, text, clean, limit)
     total = len(tik.encoding.encode_ordinary(clean))
@@ -622,6 +670,8 @@ class ConcatCount:
             return self._total
         self._parts.append(text)
         raw_last, self._raw_last = self._raw_last, text[-1]
+        if self._mode == "tiktoken" and (tc.unsure if tc is not None else _unsure(text)):
+            self._mode = "generic"          # pieces around this text are not ours to split (_unsure)
         if tc is not None and tc.hard and raw_last == "\n" and tc.exact and self.exact:
             # The usual step (a content after a "\n"): the counts add (module comment).
             self._total += tc.total
@@ -769,6 +819,10 @@ class PrependCount:
         for i in range(n_new):
             if whole[i][1] is None:
                 whole[i] = (whole[i][0], count_text(counter, whole[i][0], limit=limit))
+        if any(tc is not None and tc.unsure for _, tc in whole[:n_new]):
+            self._mode = "generic"          # pieces around these parts are not ours to split (_unsure)
+            self.total = _checked(counter(self.text))
+            return self.total
         # The old settled suffix begins at old_split; it stays settled if the part before it
         # ends with "\n" (it begins with non-whitespace, so the counts add there).
         old_split = n_new + self._lead
