@@ -18,7 +18,7 @@ from ..js.text import has_js_whitespace, is_ascii_word_char, js_trim
 from ..limits import DEFAULT_LIMITS
 from ..match.regexscope import RegexBudget
 from ..model import Entry
-from ..st.decorators import parse_st_decorators
+from ..js.stdecorators import parse_st_decorators
 
 __all__ = ["KeyContext", "check_keys", "probe_regex", "ST_MACROS", "NO_REGEX_FORMATS", "NO_MACRO_FORMATS"]
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import _kernels
 from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
-from ..st.decorators import parse_st_decorators
+from ..js.stdecorators import parse_st_decorators
 from ..errors import RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals
 from ..limits import DEFAULT_LIMITS, Limits, check_book

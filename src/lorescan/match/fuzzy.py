@@ -94,7 +94,7 @@ def decorator_threshold(args: Sequence[str]) -> float | str:
 
 
 def _st_decorator(content: str) -> float | None:
-    # The leading "@@" lines of a SillyTavern-mode content (st/decorators.py drops the
+    # The leading "@@" lines of a SillyTavern-mode content (js/stdecorators.py drops the
     # unknown ones from the prompt); the first @@fuzzy line counts, a rejected one is ignored.
     for line in content.split("\n"):
         if not line.startswith("@@"):

@@ -6,9 +6,9 @@ the tables and runs a scan through ``timed`` (effects from earlier turns), ``act
 loop and its gates), ``groups``, ``budget`` (probability and admission), ``place`` and
 ``explain`` (diagnostics).
 
-The names below are imported on first use (PEP 562): ``match.compile`` reads
-``st.decorators``, so importing this package must not import the engine (which imports
-``match.compile``) as a side effect.
+The names below are imported on first use (PEP 562), so ``import lorescan.st`` costs
+nothing until a name is used. The decorator lines (``@@activate``, ``@@dont_activate``)
+are read by ``js.stdecorators``, below both engines and the compiler.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from ..match.compile import CompiledBook
 from ..match.options import MatchOptions
 from ..model import Entry
 from ..tokens import TextCount
-from .decorators import parse_st_decorators
+from ..js.stdecorators import parse_st_decorators
 from .result import EntryId
 from .settings import Compat, STSettings
 from .timed import TimedEntry
