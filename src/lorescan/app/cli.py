@@ -172,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _closed_pipe()
     args = _build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()        # a reader that has gone shows here, not at interpreter exit (status 120)
+        return status
     except LorebookError as exc:
         print(f"lorescan: {exc}", file=sys.stderr)
         return 2
