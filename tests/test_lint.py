@@ -9,9 +9,11 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings as hsettings, strategies as st
 
 from lorescan import load
 from lorescan.js.regex import compile_regex_key
+from lorescan.lint.book import NEAR_SCORE, _similar_pairs
 from lorescan.lint import CODES, Finding, LintOptions, Severity, lint_book, worst_severity
 from lorescan.lint.command import github_line, lint_command, summary
 from lorescan.lint.keys import probe_regex
@@ -233,3 +235,35 @@ def test_entries_that_can_fire_without_a_key() -> None:
     ])
     assert [(f.code, f.entry) for f in lint_book(book, LintOptions(select=("LS1",)))] == [
         ("LS101", 3), ("LS102", 4), ("LS107", 4)]
+
+
+# --- LS602's length banding finds exactly the pairs an all-pairs comparison finds ---------------------------
+
+
+def _all_pairs(keys: list[str]) -> list[tuple[int, int, int]]:
+    from rapidfuzz import fuzz
+    out = []
+    for i in range(len(keys)):
+        for j in range(i + 1, len(keys)):
+            score = fuzz.ratio(keys[i], keys[j])
+            if score >= NEAR_SCORE:
+                out.append((i, j, int(score)))
+    return out
+
+
+_near_keys = st.lists(st.text(alphabet="abcdeé ", min_size=5, max_size=16), min_size=2, max_size=40, unique=True)
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(_near_keys)
+def test_near_duplicate_pairs_equal_all_pairs(keys):
+    from rapidfuzz import fuzz, process
+    found = sorted(_similar_pairs(keys, process, fuzz.ratio))
+    assert [(i, j) for i, j, _ in found] == [(i, j) for i, j, _ in _all_pairs(keys)]
+
+
+def test_near_duplicate_pairs_cross_length_bands():
+    # 'abcdefghij' (10) and 'abcdefghijkl' (12) score 90.9: a pair across two length bands
+    from rapidfuzz import fuzz, process
+    keys = ["abcdefghijkl", "zzzzz", "abcdefghij", "abcdefghik"]
+    assert sorted((i, j) for i, j, _ in _similar_pairs(keys, process, fuzz.ratio)) == [(0, 2), (0, 3), (2, 3)]
