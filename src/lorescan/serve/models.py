@@ -8,10 +8,13 @@ every shape with an example.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+import dataclasses
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_type_hints
 
 import msgspec
 from msgspec import Meta, Struct, field
+
+from ..st.settings import InsertionStrategy, STSettings
 
 __all__ = ["BookInfo", "BookLoss", "BookRef", "CharacterIn", "MessageIn", "STSettingsIn", "STScanRequest",
            "ForcedEntry", "SlotBookRef", "SlotSettingsIn", "SlotMessageIn", "SlotRunRequest", "ErrorBody",
@@ -65,22 +68,23 @@ class BookRef(_Strict):
                      Meta(min_length=1)] = field(default_factory=lambda: ["global"])
 
 
-class STSettingsIn(_Strict):
-    """Global World Info settings (docs/sillytavern-mode.md#st-settings); the names of the conformance vectors."""
+def _settings_struct() -> type[Struct]:
+    """``STSettingsIn``, generated from :class:`lorescan.STSettings` so the two cannot drift: the
+    same fields, types and defaults; ``insertion_strategy`` as its ``Literal`` so the schema lists
+    the values. Ranges are checked by ``STSettings`` itself (a 422 naming the field)."""
+    hints = get_type_hints(STSettings)
+    hints["insertion_strategy"] = InsertionStrategy
+    fields = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(STSettings)]
+    struct = msgspec.defstruct("STSettingsIn", fields, bases=(_Strict,), module=__name__)
+    struct.__doc__ = ("Global World Info settings (docs/sillytavern-mode.md#st-settings); the names of the "
+                      "conformance vectors.")
+    return struct
 
-    scan_depth: int = 2
-    budget_percent: float = 25
-    budget_cap: int = 0
-    min_activations: int = 0
-    min_activations_depth_max: int = 0
-    max_recursion_steps: int = 0
-    recursive: bool = False
-    case_sensitive: bool = False
-    match_whole_words: bool = False
-    use_group_scoring: bool = False
-    include_names: bool = True
-    insertion_strategy: Literal["evenly", "character_first", "global_first"] = "character_first"
-    overflow_alert: bool = False
+
+if TYPE_CHECKING:
+    STSettingsIn = _Strict
+else:
+    STSettingsIn = _settings_struct()
 
 
 class MessageIn(_Strict):
