@@ -309,135 +309,55 @@ class IncrementalCount:
 
     ``counter`` is any ``str -> int``. :meth:`peek` gives the count of the text so far
     plus one more piece, :meth:`append` commits it; both return the count of the whole
-    concatenation, exactly as ``counter("".join(parts))`` would. Cost per call:
+    concatenation, exactly as ``counter("".join(parts))`` would. It is the public face of
+    :class:`ConcatCount` (which the engines use with cached per-content counts); the cost per
+    call follows from its reasoning:
 
     * :func:`count_words` (or ``lorescan.js.text.js_count_words``): O(len(text)). Word counts
       add up except where the buffer ends and ``text`` starts with a non-whitespace
       character: those two words join into one, and the sum is one less.
-    * :class:`TiktokenCounter`: O(len(last piece) + len(text)). tiktoken splits text into
-      pieces with the regex ``encoding._pat_str``, left to right, then encodes each piece
-      on its own. Appending text can only change the buffer's *last* piece (no earlier
-      piece's match reaches the end of the buffer), so the count of ``buf + text`` is the
-      count of the pieces before the last one plus the count of ``last + text``.
+    * :class:`TiktokenCounter`: O(len(text)) plus the pieces around the seam. tiktoken splits
+      text into pieces with the regex ``encoding._pat_str``, left to right, then encodes each
+      piece on its own, so only the pieces that touch the seam are split again.
     * any other callable: the whole concatenation is counted again on every call, which
       is exact but O(n) per call (O(n^2) to build a long text piece by piece).
     """
 
-    __slots__ = ("counter", "_mode", "_parts", "_total", "_ends_word", "_prefix", "_last",
-                 "_tik", "_raw_last_char")
+    __slots__ = ("_concat",)
 
     def __init__(self, counter: TokenCounter) -> None:
-        self.counter = counter
-        self._parts: list[str] = []
-        self._total = 0
-        if counter is count_words or counter is js_count_words:
-            self._mode = "words"
-        elif isinstance(counter, TiktokenCounter):
-            self._mode = "tiktoken"
-        else:
-            self._mode = "generic"
-        self._tik = counter if isinstance(counter, TiktokenCounter) else None
-        self._ends_word = False     # words: the buffer ends with a non-whitespace character
-        self._prefix = 0            # tiktoken: tokens of every piece before the last one
-        self._last = ""             # tiktoken: the last piece (after tiktoken's cleaning)
-        self._raw_last_char = ""    # tiktoken: last raw character appended (surrogate pairs)
+        self._concat = ConcatCount(counter)
+
+    @property
+    def counter(self) -> TokenCounter:
+        return self._concat.counter
 
     @property
     def total(self) -> int:
         """The count of everything appended so far."""
-        return self._total
+        return self._concat.total
 
     @property
     def text(self) -> str:
         """Everything appended so far, joined."""
-        return "".join(self._parts)
+        return self._concat.text
 
     def copy(self) -> "IncrementalCount":
         """An independent copy (to try several continuations of the same text)."""
         other = IncrementalCount.__new__(IncrementalCount)
-        for name in self.__slots__:
-            setattr(other, name, getattr(self, name))
-        other._parts = list(self._parts)
+        other._concat = self._concat.copy()
         return other
 
     def peek(self, text: str) -> int:
         """The count of the concatenation if ``text`` were appended (nothing changes)."""
-        return self._step(text)[0]
+        return self._concat.copy().append(text) if text else self._concat.total
 
     def append(self, text: str) -> int:
         """Append ``text``; returns the count of the whole concatenation."""
-        total, commit = self._step(text)
-        commit()
-        self._parts.append(text)
-        self._total = total
-        return total
-
-    # -- one step per mode: (new total, function that commits the new state) ------------
-    def _step(self, text: str) -> tuple[int, Callable[[], None]]:
-        if not text:
-            return self._total, _nothing
-        if self._mode == "words":
-            return self._step_words(text)
-        if self._mode == "tiktoken":
-            if not _unsure(text):
-                return self._step_tiktoken(text)
-            total = self.counter("".join(self._parts) + text)
-
-            def commit() -> None:           # from here on, the whole text is counted each time
-                self._mode = "generic"
-            return total, commit
-        total = self.counter("".join(self._parts) + text)
-        return total, _nothing
-
-    def _step_words(self, text: str) -> tuple[int, Callable[[], None]]:
-        added = js_count_words(text)
-        if self._ends_word and not _is_js_space(text[0]):
-            added -= 1      # "ab" + "cd" is one word, not two
-        ends_word = not _is_js_space(text[-1])
-
-        def commit() -> None:
-            self._ends_word = ends_word
-        return self._total + added, commit
-
-    def _step_tiktoken(self, text: str) -> tuple[int, Callable[[], None]]:
-        tik = self._tik
-        assert tik is not None
-        if _has_surrogate(text) and ("\ud800" <= self._raw_last_char <= "\udbff"
-                                     and "\udc00" <= text[0] <= "\udfff"):
-            return self._resync("".join(self._parts) + text)
-        tail = self._last + (_tiktoken_clean(text) if _has_surrogate(text) else text)
-        whole = len(tik.encoding.encode_ordinary(tail))
-        pieces = tik._pieces.findall(tail)
-        last = pieces[-1] if pieces else ""
-        last_count = tik.piece_count(last) if last else 0
-        prefix = self._prefix + whole - last_count
-        raw_last = text[-1]
-
-        def commit() -> None:
-            self._prefix, self._last, self._raw_last_char = prefix, last, raw_last
-        return self._prefix + whole, commit
-
-    def _resync(self, full: str) -> tuple[int, Callable[[], None]]:
-        # A surrogate pair split across two appends: count the whole text once, then go on.
-        tik = self._tik
-        assert tik is not None
-        clean = _tiktoken_clean(full)
-        total = len(tik.encoding.encode_ordinary(clean))
-        pieces = tik._pieces.findall(clean)
-        last = pieces[-1] if pieces else ""
-        prefix = total - (tik.piece_count(last) if last else 0)
-        raw_last = full[-1] if full else ""
-
-        def commit() -> None:
-            self._prefix, self._last, self._raw_last_char = prefix, last, raw_last
-        return total, commit
+        return self._concat.append(text)
 
     def __repr__(self) -> str:
-        return f"IncrementalCount({self.counter!r}, total={self._total})"
-
-
-def _nothing() -> None:
-    return None
+        return f"IncrementalCount({self.counter!r}, total={self.total})"
 
 
 # -- counting texts joined from counted parts ------------------------------------------------
@@ -663,6 +583,14 @@ class ConcatCount:
     @property
     def text(self) -> str:
         return "".join(self._parts)
+
+    def copy(self) -> "ConcatCount":
+        """An independent copy (the parts list is copied; counts are values)."""
+        other = ConcatCount.__new__(ConcatCount)
+        for name in self.__slots__:
+            setattr(other, name, getattr(self, name))
+        other._parts = list(self._parts)
+        return other
 
     def append(self, text: str, tc: TextCount | None = None, *, limit: int | None = None) -> int:
         """Append ``text`` (``tc``: its count, if known); returns :attr:`total`."""
