@@ -44,7 +44,7 @@ import functools
 import re
 import time
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import regex
 
@@ -273,9 +273,10 @@ class _CharSet:
 # Parser / translator
 # ---------------------------------------------------------------------------------------------
 
-def _prescan_groups(src: str) -> tuple[int, list[str]]:
-    """Count capturing groups and list group names (decimal escapes and \\k depend on them)."""
-    count, names, i, n, in_class = 0, [], 0, len(src), False
+def _parens(src: str) -> Iterator[tuple[int, str]]:
+    """``(index, "(" or ")")`` of every parenthesis of a JS pattern that is syntax: not escaped
+    and not inside a character class."""
+    i, n, in_class = 0, len(src), False
     while i < n:
         ch = src[i]
         if ch == "\\":
@@ -285,14 +286,23 @@ def _prescan_groups(src: str) -> tuple[int, list[str]]:
             in_class = ch != "]"
         elif ch == "[":
             in_class = True
-        elif ch == "(":
-            if src.startswith("(?<", i) and i + 3 < n and src[i + 3] not in "=!":
-                count += 1
-                end = src.find(">", i + 3)
-                names.append(src[i + 3:end] if end >= 0 else "")
-            elif not src.startswith("(?", i):
-                count += 1
+        elif ch == "(" or ch == ")":
+            yield i, ch
         i += 1
+
+
+def _prescan_groups(src: str) -> tuple[int, list[str]]:
+    """Count capturing groups and list group names (decimal escapes and \\k depend on them)."""
+    count, names, n = 0, [], len(src)
+    for i, ch in _parens(src):
+        if ch != "(":
+            continue
+        if src.startswith("(?<", i) and i + 3 < n and src[i + 3] not in "=!":
+            count += 1
+            end = src.find(">", i + 3)
+            names.append(src[i + 3:end] if end >= 0 else "")
+        elif not src.startswith("(?", i):
+            count += 1
     return count, names
 
 
@@ -894,22 +904,12 @@ def group_nesting(pattern: str) -> int:
     """The deepest nesting of ``(`` groups (lookarounds included) in a JS pattern, without
     recursion; parentheses inside classes and escaped ones do not count."""
     depth = deepest = 0
-    i, n, in_class = 0, len(pattern), False
-    while i < n:
-        ch = pattern[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif ch == "(":
+    for _, ch in _parens(pattern):
+        if ch == "(":
             depth += 1
             deepest = max(deepest, depth)
-        elif ch == ")" and depth:
+        elif depth:
             depth -= 1
-        i += 1
     return deepest
 
 
