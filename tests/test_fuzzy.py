@@ -6,6 +6,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from rapidfuzz import fuzz
 from lorescan import BookSource, ChatMessage, STEngine, STSettings, SlotEngine
 from lorescan import _kernels
 from lorescan.errors import LorebookError
+from lorescan.limits import DEFAULT_LIMITS
 from lorescan.match import fuzzy as fuzzy_mod
 from lorescan.match.cache import ChatScan
 from lorescan.match.compile import compile_book
@@ -223,12 +225,12 @@ def test_slot_decorator_parsing():
 
 def test_a_turn_compares_only_the_new_message(monkeypatch):
     seen: list[str] = []
-    original = FuzzyIndex.hits
+    original = FuzzyIndex.hits_many
 
-    def spy(self, text, exact):
-        seen.append(text)
-        return original(self, text, exact)
-    monkeypatch.setattr(FuzzyIndex, "hits", spy)
+    def spy(self, texts, exacts, memo=None, work=None):
+        seen.extend(texts)
+        return original(self, texts, exacts, memo, work)
+    monkeypatch.setattr(FuzzyIndex, "hits_many", spy)
     book = book_from_entries("fz", [entry(0, ["Hermione"], fuzzy=85)])
     engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=10, include_names=False),
                       compat="improved")
@@ -319,6 +321,45 @@ def test_index_agrees_with_brute_force():
         index = FuzzyIndex(keys)
         assert set(index.hits(text, frozenset())) == brute_force(keys, text), (keys, text)
         assert set(index.hits(text, frozenset({1003}))) >= ({3} if len(keys) > 3 else set())
+
+
+def test_batched_hits_agree_with_brute_force_per_text():
+    # hits_many (what compiling a book uses, with one memo over all contents) gives each text
+    # exactly its own hits: shared words are compared once, but never leak into another text
+    rng = random.Random(12)
+    alphabet = "aeiorstnlhmg"
+
+    def word():
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(2, 7)))
+    for _ in range(60):
+        keys = [(fvid, 1000 + fvid, " ".join(word() for _ in range(rng.choice((1, 1, 2)))), rng.random() < 0.3,
+                 rng.choice((60, 75, 85))) for fvid in range(rng.randint(1, 10))]
+        texts = ["\n".join(" ".join(word() for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(1, 3)))
+                 for _ in range(rng.randint(1, 8))]
+        index = FuzzyIndex(keys)
+        memo: dict = {}
+        half = len(texts) // 2
+        got = index.hits_many(texts[:half], [frozenset()] * half, memo) + \
+            index.hits_many(texts[half:], [frozenset()] * (len(texts) - half), memo)
+        assert [set(h) for h in got] == [brute_force(keys, t) for t in texts], (keys, texts)
+
+
+def test_a_book_whose_fuzzy_contents_cost_too_much_is_refused_before_the_work():
+    # 40 entries of 20 distinct random words: about 40 * 20 * 40 comparisons. Under a limit of
+    # 5,000 both engines refuse the book with the field named, instead of grinding through it.
+    rng = random.Random(3)
+
+    def word():
+        return "".join(rng.choice("abcdefghij") for _ in range(6))
+    entries = [entry(i, [word()], " ".join(word() for _ in range(20)), fuzzy=80) for i in range(40)]
+    book = book_from_entries("costly", entries, source="costly.json")
+    tight = replace(DEFAULT_LIMITS, max_fuzzy_comparisons=5_000)
+    for build in (lambda: STEngine([BookSource(book, ("global",))], compat="improved", limits=tight),
+                  lambda: SlotEngine([book], limits=tight)):
+        with pytest.raises(LorebookError, match="max_fuzzy_comparisons") as info:
+            build()
+        assert info.value.source == "costly.json" and info.value.field == "extensions.lorescan_fuzzy"
+    STEngine([BookSource(book, ("global",))], compat="improved")       # the default limit lets it through
 
 
 def test_card_book_default_and_entry_field(tmp_path):

@@ -48,7 +48,11 @@ class Limits:
     and keys that are suffixes of one another (``a``, ``aa``, ``aaa``, ...) cost one hit each.
     Both are at most ``max_key_length`` per character: 256 keeps the trie safe in any thread
     stack and a scan within about 256 steps per character. The longest key in the shared
-    corpus has 54 characters.
+    corpus has 54 characters. ``max_fuzzy_comparisons``: word-to-key comparisons compiling a
+    book's contents against its fuzzy keys may take (distinct words of the contents times the
+    fuzzy keys of a possible length, match/fuzzy.py; about 0.05 us each here, so the default is
+    some 10 s). Natural text repeats its words; a book of random strings does not: 10,000 fuzzy
+    entries of 30 random words each need about 1.5 billion.
 
     Scans: ``max_recursion_text`` (characters of recursion text one scan may build; past it the
     recursion stops and the result says so), ``regex_time_per_scan`` (seconds of regex
@@ -75,6 +79,7 @@ class Limits:
     max_content_length: int = 2_000_000
     max_recursion_text: int = 16 * MiB
     regex_time_per_scan: float = 2.0
+    max_fuzzy_comparisons: int = 200_000_000
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -25,7 +25,7 @@ import uuid
 import weakref
 from array import array
 from dataclasses import FrozenInstanceError, dataclass
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Iterator, Sequence, Union
 
 import ahocorasick
 import numpy as np
@@ -33,14 +33,14 @@ import numpy as np
 from .. import _kernels
 from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..js.stdecorators import parse_st_decorators
-from ..errors import RegexKeyError
+from ..errors import LorebookError, RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_entries, lazy_tables,
                   map_compiled_file)
 from ..model import Entry, Lorebook, js_truthy
 from .options import MatchOptions
-from .fuzzy import FuzzyIndex, book_threshold, entry_threshold, key_words
+from .fuzzy import FuzzyIndex, FuzzyTooCostly, FuzzyWork, book_threshold, entry_threshold, key_words
 from ..js.text import has_js_whitespace, js_lower, js_trim
 
 __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
@@ -150,6 +150,24 @@ class KeyMatcher:
             if found:
                 return hits.union(found)
         return hits
+
+    def scan_many(self, texts: Sequence[str], work: FuzzyWork | None = None) -> Iterator[frozenset[int]]:
+        """``scan(t)`` for each of ``texts``, in order, with the fuzzy keys' comparisons shared:
+        each distinct word of all the texts is compared with the fuzzy keys once (match/fuzzy.py).
+        ``work`` bounds those comparisons (:class:`~lorescan.match.fuzzy.FuzzyTooCostly` past it)."""
+        if self.fuzzy is None or self.automaton is None:
+            yield from map(self.scan, texts)
+            return
+        memo: dict[tuple[int, str], tuple[int, ...]] = {}
+        for start in range(0, len(texts), _SCAN_BATCH):
+            batch = [t or "" for t in texts[start:start + _SCAN_BATCH]]
+            exact = [self._hits.text_hits(t, self.automaton, self.tables, self.model, self.scan_raw,
+                                          self.scan_lower) if t else EMPTY for t in batch]
+            found = self.fuzzy.hits_many(batch, exact, memo, work)
+            yield from (h.union(f) if f else h for h, f in zip(exact, found))
+
+
+_SCAN_BATCH = 2_000      # texts per fuzzy batch in scan_many (bounds the per-text word sets held at once)
 
 
 def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = None) -> KeyMatcher:
@@ -630,9 +648,14 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
         for v in first_vids:
             yield spec_text[spec_offsets[v]:spec_offsets[v + 1]].tobytes().decode("utf-8", "surrogatepass")
     matcher = _matcher(words, len(first_vids), table_bytes, word_model(options), n_specs, has_newline, None)
-    scan = matcher.scan
-    for entry in entries:
-        tables.add_hits(scan(entry.content))
+    try:
+        for hits in matcher.scan_many([entry.content for entry in entries], FuzzyWork(limits.max_fuzzy_comparisons)):
+            tables.add_hits(hits)
+    except FuzzyTooCostly as exc:
+        raise LorebookError(
+            f"matching the contents against the book's {len(fuzzy_keys):,} fuzzy keys needs over {exc.needed:,} "
+            f"word-to-key comparisons (limits.max_fuzzy_comparisons is {exc.limit:,}): turn fuzzy matching off "
+            f"for most entries, or raise the limit", source=book.source, field="extensions.lorescan_fuzzy") from None
     cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
     del vid_sets
     lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials, EntryPlan)

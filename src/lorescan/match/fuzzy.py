@@ -34,18 +34,19 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import regex
 
 from ..errors import LorebookError
 
-__all__ = ["FIELD", "FuzzyIndex", "FuzzyKey", "book_threshold", "entry_threshold", "parse_threshold",
+__all__ = ["FIELD", "FuzzyIndex", "FuzzyKey", "FuzzyTooCostly", "FuzzyWork", "book_threshold", "entry_threshold", "parse_threshold",
            "decorator_threshold", "fuzzy_field", "key_words", "text_words"]
 
 FIELD = "lorescan_fuzzy"          # the extension field, on an entry or on the book
 OFF = 0.0                         # an explicit "not fuzzy" (false / @@fuzzy off), wins over a book default
+_CELLS = 4_000_000                 # words x keys compared in one cdist call (bounds its matrix)
 
 # The Unicode whole-word rule's word characters (lorescan._wordscan_py, MODEL_UNICODE).
 _WORD = regex.compile(r"[\p{L}\p{M}\p{N}\p{Pc}\u200c\u200d]+")
@@ -191,44 +192,104 @@ class FuzzyIndex:
 
     def hits(self, text: str, exact: frozenset[int]) -> list[int]:
         """The fuzzy vids hit in ``text`` (``exact``: the text's exact hit set)."""
-        out: list[int] = []
+        return self.hits_many([text], [exact])[0]
+
+    def hits_many(self, texts: Sequence[str], exacts: Sequence[frozenset[int]],
+                  memo: dict[tuple[int, str], tuple[int, ...]] | None = None,
+                  work: "FuzzyWork | None" = None) -> list[list[int]]:
+        """:meth:`hits` for several texts at once: each distinct word (run of words) of all of
+        them is compared with the keys once. ``memo`` (word group and gram -> fuzzy vids), when
+        given, carries those answers across calls: compiling a book passes one for all of its
+        contents, whose vocabulary repeats from entry to entry. ``work``, when given, is charged
+        the comparisons before they are made (:class:`FuzzyWork` raises past its limit)."""
+        out: list[list[int]] = []
         aliases = self.aliases
-        for v in exact:
-            found = aliases.get(v)
-            if found is not None:
-                out.extend(found)
+        for exact in exacts:
+            row: list[int] = []
+            for v in exact:
+                found = aliases.get(v)
+                if found is not None:
+                    row.extend(found)
+            out.append(row)
         if not self.groups:
             return out
-        lines = text_words(text)
-        lowered: list[list[str]] | None = None
-        for n, cs, keys, lengths, thresholds, fvids, tmin in self.groups:
+        memo = {} if memo is None else memo
+        lines_of = [text_words(t) for t in texts]
+        lowered_of: list[list[list[str]]] | None = None
+        for gi, (n, cs, keys, lengths, thresholds, fvids, tmin) in enumerate(self.groups):
             if cs:
-                source = lines
+                source = lines_of
             else:
-                if lowered is None:
-                    lowered = [[w.lower() for w in line] for line in lines]
-                source = lowered
-            grams = {" ".join(line[i:i + n]) for line in source for i in range(len(line) - n + 1)}
-            if grams:
-                out.extend(self._match(grams, keys, lengths, thresholds, fvids, tmin))
+                if lowered_of is None:
+                    lowered_of = [[[w.lower() for w in line] for line in lines] for lines in lines_of]
+                source = lowered_of
+            per_text = [{" ".join(line[i:i + n]) for line in lines for i in range(len(line) - n + 1)}
+                        for lines in source]
+            new = list({g for grams in per_text for g in grams if (gi, g) not in memo})
+            if new:
+                if work is not None:
+                    work.charge(sum(len(rows) * (hi - lo) for _, rows, lo, hi in self._bands(new, lengths, tmin)))
+                for g, found in zip(new, self._match_each(new, keys, lengths, thresholds, fvids, tmin)):
+                    memo[gi, g] = found
+            for row, grams in zip(out, per_text):
+                hit: set[int] = set()
+                for g in grams:
+                    found = memo[gi, g]
+                    if found:
+                        hit.update(found)
+                row.extend(hit)
         return out
 
-    def _match(self, grams: set[str], keys: list[str], lengths: Any, thresholds: Any, fvids: Any,
-               tmin: float) -> list[int]:
-        # Length prefilter: ratio(a, b) <= 200 * min(la, lb) / (la + lb), so a word of length L
+    def _bands(self, grams: list[str], lengths: Any, tmin: float) -> Iterator[tuple[int, list[int], int, int]]:
+        # Per gram length: (length, the grams' indexes, lo, hi): the slice of keys (sorted by length)
+        # a gram can reach. ratio(a, b) <= 200 * min(la, lb) / (la + lb), so a word of length L
         # can only reach tmin against keys of length in [L * t / (200 - t), L * (200 - t) / t].
         np = self._np
-        by_length: dict[int, list[str]] = {}
-        for g in grams:
-            by_length.setdefault(len(g), []).append(g)
-        hit = np.zeros(len(keys), dtype=bool)
+        by_length: dict[int, list[int]] = {}
+        for j, g in enumerate(grams):
+            by_length.setdefault(len(g), []).append(j)
         low_f, high_f = tmin / (200.0 - tmin), (200.0 - tmin) / tmin
-        cutoff = max(0.0, tmin - 0.5)       # a prefilter only: the exact test is the ">=" below
-        for length, words in by_length.items():
+        for length, rows in by_length.items():
             lo = int(np.searchsorted(lengths, math.floor(length * low_f), side="left"))
             hi = int(np.searchsorted(lengths, math.ceil(length * high_f), side="right"))
-            if lo >= hi:
-                continue
-            scores = self._cdist(words, keys[lo:hi], scorer=self._ratio, score_cutoff=cutoff, dtype=np.float64)
-            hit[lo:hi] |= (scores >= thresholds[lo:hi]).any(axis=0)
-        return fvids[hit].tolist()
+            if lo < hi:
+                yield length, rows, lo, hi
+
+    def _match_each(self, grams: list[str], keys: list[str], lengths: Any, thresholds: Any, fvids: Any,
+                    tmin: float) -> list[tuple[int, ...]]:
+        # Per gram, the fuzzy vids it reaches (only keys of a possible length are compared).
+        np = self._np
+        found: list[tuple[int, ...]] = [()] * len(grams)
+        cutoff = max(0.0, tmin - 0.5)       # a prefilter only: the exact test is the ">=" below
+        for _, rows, lo, hi in self._bands(grams, lengths, tmin):
+            step = max(1, _CELLS // (hi - lo))
+            for r0 in range(0, len(rows), step):
+                chunk = rows[r0:r0 + step]
+                scores = self._cdist([grams[j] for j in chunk], keys[lo:hi], scorer=self._ratio,
+                                     score_cutoff=cutoff, dtype=np.float64)
+                hit_r, hit_c = np.nonzero(scores >= thresholds[lo:hi])
+                for r, c in zip(hit_r.tolist(), hit_c.tolist()):
+                    found[chunk[r]] += (int(fvids[lo + c]),)
+        return found
+
+
+class FuzzyTooCostly(Exception):
+    """Raised by :meth:`FuzzyWork.charge` past the limit (the caller names the book)."""
+
+    def __init__(self, needed: int, limit: int) -> None:
+        super().__init__(needed, limit)
+        self.needed, self.limit = needed, limit
+
+
+class FuzzyWork:
+    """Word-to-key comparisons a batch of :meth:`FuzzyIndex.hits_many` calls may make."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+
+    def charge(self, comparisons: int) -> None:
+        self.used += comparisons
+        if self.used > self.limit:
+            raise FuzzyTooCostly(self.used, self.limit)

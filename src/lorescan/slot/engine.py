@@ -440,7 +440,8 @@ class SlotEngine:
 
     def _derived_book(self) -> Lorebook:
         return Lorebook(name="lorebook slot pool", entries=tuple(map(self._derived_entry, range(len(self.pool)))),
-                        source="<slot pool>", format="lorebook-slot")
+                        source=" + ".join(dict.fromkeys(b.book.source for b in self.books)) or "<slot pool>",
+                        format="lorebook-slot")
 
     # -- token counts (cached per entry: a compiled book's contents are counted once) ----
     def entry_tokens(self, pool_index: int, text: str | None = None) -> int:
