@@ -52,7 +52,7 @@ class Limits:
     book's contents against its fuzzy keys may take (distinct words of the contents times the
     fuzzy keys of a possible length, match/fuzzy.py; about 0.05 us each here, so the default is
     some 10 s). Natural text repeats its words; a book of random strings does not: 10,000 fuzzy
-    entries of 30 random words each need about 1.5 billion.
+    entries of 30 random words each need well over a billion.
 
     Scans: ``max_recursion_text`` (characters of recursion text one scan may build; past it the
     recursion stops and the result says so), ``regex_time_per_scan`` (seconds of regex
