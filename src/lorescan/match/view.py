@@ -142,6 +142,12 @@ def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_word
     return False
 
 
+def _segments_of(messages: Sequence[str]) -> list[str]:
+    msgs = list(messages[:MAX_SCAN_DEPTH])
+    last = max((i for i, m in enumerate(msgs) if m), default=-1)
+    return [js_trim(m) if m else "" for m in msgs[:last + 1]]
+
+
 class ScanView:
     """The texts of one scan and the key hits on them (compiled implementation).
 
@@ -208,9 +214,7 @@ class ScanView:
     def segments(self) -> list[str]:
         """Message segments as scanned (docs/sillytavern-mode.md#st-scan-text): trimmed, holes kept, trailing empties dropped."""
         if self._segments is None:
-            msgs = list(self._messages[:MAX_SCAN_DEPTH])
-            last = max((i for i, m in enumerate(msgs) if m), default=-1)
-            self._segments = [js_trim(m) if m else "" for m in msgs[:last + 1]]
+            self._segments = _segments_of(self._messages)
         return self._segments
 
     def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None) -> None:
@@ -246,6 +250,17 @@ class ScanView:
         """The texts of this view as plain data (references, no copies of the strings), so
         an explanation can outlive the view and its caches."""
         return WindowTexts(tuple(self.segments), tuple(self.sources), tuple(self.injects), tuple(self.chunks))
+
+    def snapshot_later(self) -> Callable[[], "WindowTexts"]:
+        """:meth:`snapshot`, deferred: a function that builds the same value when an
+        explanation first needs it. It holds the view's texts, not the view or its caches."""
+        messages, segments = self._messages, self._segments
+        sources, injects, chunks = tuple(self.sources), tuple(self.injects), tuple(self.chunks)
+
+        def build() -> WindowTexts:
+            return WindowTexts(tuple(segments if segments is not None else _segments_of(messages)),
+                               sources, injects, chunks)
+        return build
 
     def haystack(self, window: Window) -> str:
         """The exact SillyTavern haystack of docs/sillytavern-mode.md#st-scan-text for this window."""

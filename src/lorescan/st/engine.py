@@ -23,7 +23,7 @@ from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
 from ..model import Lorebook, js_truthy
 from ..tokens import shared_counter
-from .activate import run_loops
+from .activate import AlwaysGates, run_loops
 from .budget import turn_budget
 from .explain import explain_turn, regex_cutoffs
 from .place import place_entries
@@ -188,6 +188,7 @@ class STEngine:
             levels=tuple(sorted({lv for cb in compiled for lv in cb.levels})),
             max_entry_depth=max((cb.max_entry_depth for cb in compiled), default=0),
             units=UnitCounts())
+        self._gates = AlwaysGates(self.tables.always)
 
     def __reduce__(self):
         # Rebuilt by the constructor from the compiled books (which pickle in their compact
@@ -321,7 +322,7 @@ class STEngine:
         views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=self.substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget)
                  for cb in tables.compiled]
-        turn = Turn(tables, views, regex_budget, random=self.random, substitute=self.substitute,
+        turn = Turn(tables, self._gates, views, regex_budget, random=self.random, substitute=self.substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
                     budget=budget, sticky=active_sticky, cooldown=active_cooldown, forced=forced_keys)
         if tables.entries:
