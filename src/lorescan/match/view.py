@@ -162,6 +162,9 @@ class ScanView:
     is matched on its own (lorebook-slot mode). ``regex_budget``: the scan's regex time
     (shared by the views of one scan; default: ``DEFAULT_LIMITS.regex_time_per_scan``);
     ``regex_timeout``: CPU seconds one regex evaluation may take (None: the budget's rest).
+    ``oldest_index``: the chat position of the oldest message given, when the caller passes
+    only the newest messages of a longer chat (message hit blocks align on chat positions,
+    so the same blocks recur turn after turn; see :meth:`_message_hits`).
 
     Regex keys: a line-local one (see :mod:`lorescan.match.regexscope`) is tested once per text
     (cached in the ChatScan beside the literal hits) and a window's answer is a union; any
@@ -171,7 +174,8 @@ class ScanView:
     def __init__(self, compiled: "CompiledBook", messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
                  injects: Sequence[str] = (), *, cache: ChatScan | None = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
-                 regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None) -> None:
+                 regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
+                 oldest_index: int = 0) -> None:
         self.compiled = compiled
         self.entries = compiled.entries
         self.options = compiled.options
@@ -185,6 +189,7 @@ class ScanView:
         self.chunks: list[str] = []
         self._messages = messages
         self._n_messages = min(len(messages), MAX_SCAN_DEPTH)
+        self._oldest = oldest_index
         self._cache = cache if cache is not None else ChatScan(max_texts=1 << 20, max_bytes=1 << 40)
         self._matcher = compiled.matcher
         self._plans = compiled.plans if substitute is None else compiled.plans_sub
@@ -275,9 +280,10 @@ class ScanView:
     def _message_hits(self, depth: int) -> list[frozenset[int]]:
         """Hit sets covering the newest ``depth`` messages: a few cached aligned runs.
 
-        Positions count from the oldest message, so a run [a, a + 2^k) aligned on 2^k keeps
-        its texts as the chat grows; the window [L - d, L) splits into at most ~2 log2(d)
-        such runs (singles below 4), each cached in the ChatScan by its raw strings.
+        Positions count from the oldest message of the chat (``oldest_index`` plus the
+        position among the given ones), so a run [a, a + 2^k) aligned on 2^k keeps its texts
+        as the chat grows; the window [L - d, L) splits into at most ~2 log2(d) such runs
+        (singles below 4), each cached in the ChatScan by its raw strings.
         """
         d = min(depth, self._n_messages)
         found = self._msg_parts.get(d)
@@ -286,8 +292,10 @@ class ScanView:
         total = len(self._messages)
         lo, hi = total - d, total
         parts: list[frozenset[int]] = []
+        oldest = self._oldest
         while lo < hi:
-            size = (lo & -lo) if lo else 1 << 30
+            at = oldest + lo
+            size = (at & -at) if at else 1 << 30
             while size > hi - lo:
                 size >>= 1
             parts.append(self._run_hits(lo, size) if size >= 4 else self._single_hits(lo))

@@ -320,7 +320,8 @@ class STEngine:
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
         views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=self.substitute,
-                          joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget)
+                          joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
+                          oldest_index=first)
                  for cb in tables.compiled]
         turn = Turn(tables, self._gates, views, regex_budget, random=self.random, substitute=self.substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
