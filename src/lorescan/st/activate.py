@@ -123,41 +123,48 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
     return (True, "key", f"primary key {quoted(key)} matched", key, window)
 
 
+# What a static gate (gates 2-5) of an entry reads besides the entry: AlwaysGates.verdicts
+# records which of them an entry has, and a turn asks static_gate only when one applies.
+_NEEDS_TURN = 1          # a trigger list, a character name filter or a delay: every turn
+_NEEDS_CHARACTER = 2     # a tag filter: only when a character is selected
+
+
 class AlwaysGates:
     """The gate verdicts of the entries walked in every loop (constant, ``@@activate``,
     ``@@dont_activate``), decided once per engine from the entry alone.
 
     Most of these entries get the same answer in every loop of every turn: disabled, or
     constant, or a decorator. ``verdicts`` maps such an entry's global position to
-    ``(activates, reason, detail, needs_static)``: the answer when the turn does not touch
-    the entry (it is not sticky, on cooldown or forced). ``needs_static``: a trigger,
-    character or tag filter or a delay comes first, so :func:`static_gate` is asked before
-    the verdict holds. An entry whose answer depends on the loop (delay until recursion,
-    exclude recursion) has no verdict and goes through :func:`gate`. ``gpos``: every
-    such entry's global position, ascending. Read-only once built.
+    ``(activates, reason, detail, static)``: the answer when the turn does not touch the
+    entry (it is not sticky, on cooldown or forced). ``static`` says whether a static gate
+    (trigger, character or tag filter, delay) may stop it first: 0 never, else bits of
+    ``_NEEDS_TURN`` (ask :func:`static_gate` every turn) and ``_NEEDS_CHARACTER`` (ask it
+    when a character is selected). An entry whose answer depends on the loop (delay until
+    recursion, exclude recursion) has no verdict and goes through :func:`gate`. ``gpos``:
+    every walked-always entry's global position, ascending. Read-only once built.
     """
 
-    __slots__ = ("gpos", "verdicts", "keys")
+    __slots__ = ("gpos", "verdicts")
 
     def __init__(self, always: Sequence[EntryInfo]) -> None:
         self.gpos: tuple[int, ...] = tuple(sorted(s.gpos for s in always))
-        self.keys: frozenset[str] = frozenset(s.key for s in always)
-        verdicts: dict[int, tuple[bool, str, str, bool]] = {}
+        verdicts: dict[int, tuple[bool, str, str, int]] = {}
         for info in always:
             e = info.entry
             if e.disable:                       # gate 1 stops it whatever the turn
-                verdicts[info.gpos] = (False, "disabled", "the entry is disabled", False)
+                verdicts[info.gpos] = (False, "disabled", "the entry is disabled", 0)
                 continue
             if e.delay_until_recursion or e.exclude_recursion:
                 continue
             _, names, tags = e.character_filter
-            needs_static = bool(e.triggers or names or tags or (e.delay is not None and js_truthy(e.delay)))
+            static = (_NEEDS_TURN if e.triggers or names or (e.delay is not None and js_truthy(e.delay)) else 0) \
+                | (_NEEDS_CHARACTER if tags else 0)
             if info.activate:
-                verdicts[info.gpos] = (True, "decorator", "@@activate", needs_static)
+                verdicts[info.gpos] = (True, "decorator", "@@activate", static)
             elif info.dont_activate:
-                verdicts[info.gpos] = (False, "dont_activate", "@@dont_activate", needs_static)
+                verdicts[info.gpos] = (False, "dont_activate", "@@dont_activate", static)
             elif e.constant:
-                verdicts[info.gpos] = (True, "constant", "constant entry", needs_static)
+                verdicts[info.gpos] = (True, "constant", "constant entry", static)
         self.verdicts = verdicts
 
 
@@ -208,6 +215,7 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     activated, failed, notes = turn.activated, turn.failed, turn.notes
     verdicts = turn.gates.verdicts
     touched = turn.sticky or turn.cooldown or turn.forced
+    static_bits = _NEEDS_TURN | (_NEEDS_CHARACTER if turn.character is not None else 0)
     for info in walk:
         key = info.key
         if key in activated or key in failed:
@@ -215,7 +223,7 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
         verdict = verdicts.get(info.gpos)
         if verdict is not None and not (touched and (key in turn.sticky or key in turn.cooldown
                                                       or key in turn.forced)):
-            if verdict[3]:
+            if verdict[3] & static_bits:
                 static = static_gate(turn, info)
                 if static is not None:
                     notes[key] = (info, "not_activated", static[0], static[1], loop, None)

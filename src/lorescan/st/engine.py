@@ -176,6 +176,7 @@ class STEngine:
             where[order_index[mask]] = gpos[mask]
             entry_at.append(where.tolist())
         # Entries that can activate without a key hit must always be walked (docs/sillytavern-mode.md#st-gates, gates 10-14).
+        timed = _flagged(entries, entry_at, compiled, FLAG_TIMED)
         always_bits = FLAG_CONSTANT | ((FLAG_ACTIVATE_STRICT | FLAG_DONT_ACTIVATE_STRICT) if strict
                                        else (FLAG_ACTIVATE | FLAG_DONT_ACTIVATE))
         self.tables = Tables(
@@ -183,12 +184,13 @@ class STEngine:
             regex_timeout=regex_timeout, strict=strict, compiled=compiled, worlds=worlds, entries=entries,
             entry_at=tuple(entry_at),
             by_key=KeyIndex(entries, worlds, compiled, order_book_list, order_index_list),
-            by_hash=HashIndex(entries, _flagged(entries, entry_at, compiled, FLAG_TIMED)),
+            by_hash=HashIndex(entries, timed),
             always=tuple(_flagged(entries, entry_at, compiled, always_bits)),
             levels=tuple(sorted({lv for cb in compiled for lv in cb.levels})),
             max_entry_depth=max((cb.max_entry_depth for cb in compiled), default=0),
             units=UnitCounts())
         self._gates = AlwaysGates(self.tables.always)
+        self._timed_keys = frozenset(s.key for s in timed)     # the entries that start timed effects
 
     def __reduce__(self):
         # Rebuilt by the constructor from the compiled books (which pickle in their compact
@@ -329,8 +331,11 @@ class STEngine:
         if tables.entries:
             run_loops(turn)
         activated = turn.activated_order
-        if not dry_run:
+        if not dry_run and self._timed_keys:
+            timed_keys = self._timed_keys
             for s in activated:
+                if s.key not in timed_keys:
+                    continue
                 e = s.entry
                 if e.sticky is not None and js_truthy(e.sticky) and s.key not in state.sticky:
                     state.sticky[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
