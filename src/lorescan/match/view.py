@@ -185,6 +185,7 @@ class ScanView:
         self.regex_budget = regex_budget if regex_budget is not None else RegexBudget(
             DEFAULT_LIMITS.regex_time_per_scan, regex_timeout)
         self.sources = tuple(sources)
+        self._nonempty_sources = sum(1 << i for i, text in enumerate(self.sources) if text)
         self.injects = tuple(injects)
         self.chunks: list[str] = []
         self._messages = messages
@@ -243,8 +244,17 @@ class ScanView:
                 del self._special[k]
 
     def texts(self, window: Window) -> list[str]:
-        """The separate texts a window covers, in haystack order (empty if depth <= 0)."""
-        return [text for _, text in self.labelled_texts(window)]
+        """The separate texts a window covers, in haystack order (empty if depth <= 0): the
+        texts of :meth:`labelled_texts`, without making the labels."""
+        if window.depth <= 0:
+            return []
+        out = self.segments[:min(int(window.depth), MAX_SCAN_DEPTH)] or [""]
+        if window.sources:
+            out.extend(text for i, text in enumerate(self.sources) if window.sources >> i & 1 and text)
+        out.extend(self.injects)
+        if window.recursion:
+            out.extend(self.chunks[:window.recursion])
+        return out
 
     def labelled_texts(self, window: Window) -> list[tuple[str, str]]:
         """:meth:`texts` with a label each ("message 0 (newest = 0)", "scenario", "inject 0",
@@ -330,7 +340,8 @@ class ScanView:
         return have
 
     def _bounds_hits(self, depth: int, sources: int, recursion: int) -> frozenset[int]:
-        key = (depth, sources, recursion)
+        sources &= self._nonempty_sources     # an empty source adds nothing: windows that differ
+        key = (depth, sources, recursion)     # only there share one union
         found = self._bounds.get(key)
         if found is None:
             # A window over more chunks than one already known is that union plus the new

@@ -314,7 +314,10 @@ class STEngine:
             active = evaluate(state, chat_length, tables.by_hash)
             active_sticky, active_cooldown = active.sticky, active.cooldown
         forced_keys = {EntryId(w, u).key for w, u in forced}
-        if settings.include_names:
+        if settings.include_names and cache is not None:
+            named = cache.named_text        # the same strings as last turn: their hashes are known
+            msgs = [named(name, text) for name, text in newest_first]
+        elif settings.include_names:
             msgs = [f"{name}: {text}" for name, text in newest_first]
         else:
             msgs = [text for _, text in newest_first]
