@@ -11,7 +11,7 @@ from ..match.view import Window, WindowTexts, match_plain_key
 from .activate import static_gate
 from .result import Diagnostic, EntryId
 from .tables import EntryInfo, Tables
-from .turn import Turn
+from .turn import Turn, detail_text
 
 __all__ = ["TurnExplanation", "explain_turn", "regex_cutoffs"]
 
@@ -39,7 +39,7 @@ class TurnExplanation:
             with self._lock:
                 noted = self._noted
                 if noted is None:
-                    noted = self._noted = {k: Diagnostic(n[0].eid, n[1], n[2], n[3], n[4], n[5])
+                    noted = self._noted = {k: Diagnostic(n[0].eid, n[1], n[2], detail_text(n[3]), n[4], n[5])
                                            for k, n in self._turn.notes.items()}
         return noted
 

@@ -16,15 +16,24 @@ from .tables import EntryInfo, Tables
 if TYPE_CHECKING:
     from .activate import AlwaysGates
 
-__all__ = ["Turn", "Note", "note", "entry_window", "effective_depth", "INITIAL", "RECURSION", "MIN_ACTIVATIONS",
+__all__ = ["Turn", "Note", "Detail", "detail_text", "note", "entry_window", "effective_depth", "INITIAL", "RECURSION", "MIN_ACTIVATIONS",
            "NONE"]
 
 INITIAL, RECURSION, MIN_ACTIVATIONS, NONE = "INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"
 
-Note = tuple[EntryInfo, str, str, str, "int | None", "str | None"]
+Detail = "str | tuple"
+"""A note's detail: the words, or ``(format, *args)`` whose call gives them (built only if an
+explanation is read: most turns never format the details of the entries a group dropped)."""
+
+Note = tuple[EntryInfo, str, str, Detail, "int | None", "str | None"]
 """The latest decision about an entry: ``(entry, outcome, reason, detail, loop, key)``. A plain
 tuple (a turn makes dozens); the explanation turns the ones it is asked about into
 :class:`~lorescan.st.result.Diagnostic` records."""
+
+
+def detail_text(detail: Detail) -> str:
+    """A note's detail in words."""
+    return detail if type(detail) is str else detail[0](*detail[1:])
 
 
 class Turn:
@@ -84,7 +93,7 @@ class Turn:
         self.windows: dict[tuple, Window] = {}
 
 
-def note(turn: Turn, info: EntryInfo, outcome: str, reason: str, detail: str = "", loop: int | None = None,
+def note(turn: Turn, info: EntryInfo, outcome: str, reason: str, detail: Detail = "", loop: int | None = None,
          key: str | None = None, window: Window | None = None) -> None:
     """Record the latest decision about an entry (and the window it matched in)."""
     turn.notes[info.key] = (info, outcome, reason, detail, loop, key)
