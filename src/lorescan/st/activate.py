@@ -58,7 +58,7 @@ def static_gate(turn: Turn, info: EntryInfo) -> tuple[str, str] | None:
         if is_exclude == hit:
             return "tag_filter", ("a character tag is excluded" if is_exclude
                                   else "no character tag is in the filter")
-    if e.delay is not None and js_truthy(e.delay) and turn.chat_length < e.delay:
+    if e.delay and js_truthy(e.delay) and turn.chat_length < e.delay:   # (0 and None: no delay, no call)
         return "delay", (f"chat has {turn.chat_length} message{'' if turn.chat_length == 1 else 's'}, "
                          f"delay is {e.delay}")
     if info.key in turn.cooldown and info.key not in turn.sticky:
@@ -157,7 +157,7 @@ class AlwaysGates:
             if e.delay_until_recursion or e.exclude_recursion:
                 continue
             _, names, tags = e.character_filter
-            static = (_NEEDS_TURN if e.triggers or names or (e.delay is not None and js_truthy(e.delay)) else 0) \
+            static = (_NEEDS_TURN if e.triggers or names or (e.delay and js_truthy(e.delay)) else 0) \
                 | (_NEEDS_CHARACTER if tags else 0)
             if info.activate:
                 verdicts[info.gpos] = (True, "decorator", "@@activate", static)

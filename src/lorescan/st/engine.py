@@ -340,9 +340,9 @@ class STEngine:
                 if s.key not in timed_keys:
                     continue
                 e = s.entry
-                if e.sticky is not None and js_truthy(e.sticky) and s.key not in state.sticky:
+                if e.sticky and js_truthy(e.sticky) and s.key not in state.sticky:
                     state.sticky[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
-                if e.cooldown is not None and js_truthy(e.cooldown) and s.key not in state.cooldown:
+                if e.cooldown and js_truthy(e.cooldown) and s.key not in state.cooldown:
                     state.cooldown[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
         placement = place_entries([(s.entry, turn.contents.get(s.key, s.content)) for s in activated],
                                   authors_note=authors_note, post_process=self.post_process)

@@ -149,7 +149,7 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
         for m in members:
             if m.key in cooldown:
                 drop(m, f"on cooldown (group {name!r})")
-            elif m.entry.delay is not None and js_truthy(m.entry.delay) and chat_length < m.entry.delay:
+            elif m.entry.delay and js_truthy(m.entry.delay) and chat_length < m.entry.delay:
                 drop(m, f"delayed (group {name!r})")
     # 8.3 group scoring
     g_scoring = turn.tables.settings.use_group_scoring
