@@ -26,7 +26,10 @@ def js_key_order(names: Sequence[str]) -> list[str]:
     Returns:
         ``names`` with the integer-like ones first, ascending, then the rest in first-seen order.
     """
-    ints = sorted((n for n in names if _is_array_index(n)), key=int)
+    ints = [n for n in names if _is_array_index(n)]
+    if not ints:                  # the usual case: names are words, first-seen order
+        return list(names)
+    ints.sort(key=int)
     return ints + [n for n in names if not _is_array_index(n)]
 
 
