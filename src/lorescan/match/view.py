@@ -185,7 +185,7 @@ class ScanView:
         self.regex_budget = regex_budget if regex_budget is not None else RegexBudget(
             DEFAULT_LIMITS.regex_time_per_scan, regex_timeout)
         self.sources = tuple(sources)
-        self._nonempty_sources = sum(1 << i for i, text in enumerate(self.sources) if text)
+        self._nonempty_sources = sum(1 << i for i, text in enumerate(self.sources) if text) if any(self.sources) else 0
         self.injects = tuple(injects)
         self.chunks: list[str] = []
         self._messages = messages

@@ -4,7 +4,7 @@ change. The engine makes one :class:`Turn` per :meth:`~lorescan.st.engine.STEngi
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeAlias
 
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, ScanView, Window, WindowTexts
@@ -16,16 +16,16 @@ from .tables import EntryInfo, Tables
 if TYPE_CHECKING:
     from .activate import AlwaysGates
 
-__all__ = ["Turn", "Note", "Detail", "detail_text", "note", "entry_window", "effective_depth", "INITIAL", "RECURSION", "MIN_ACTIVATIONS",
-           "NONE"]
+__all__ = ["Turn", "Note", "Detail", "detail_text", "note", "entry_window", "effective_depth", "INITIAL",
+           "RECURSION", "MIN_ACTIVATIONS", "NONE"]
 
 INITIAL, RECURSION, MIN_ACTIVATIONS, NONE = "INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"
 
-Detail = "str | tuple"
+Detail: TypeAlias = "str | tuple[Any, ...]"
 """A note's detail: the words, or ``(format, *args)`` whose call gives them (built only if an
 explanation is read: most turns never format the details of the entries a group dropped)."""
 
-Note = tuple[EntryInfo, str, str, Detail, "int | None", "str | None"]
+Note: TypeAlias = "tuple[EntryInfo, str, str, Detail, int | None, str | None]"
 """The latest decision about an entry: ``(entry, outcome, reason, detail, loop, key)``. A plain
 tuple (a turn makes dozens); the explanation turns the ones it is asked about into
 :class:`~lorescan.st.result.Diagnostic` records."""
@@ -39,16 +39,16 @@ def detail_text(detail: Detail) -> str:
 class Turn:
     """One scan's state.
 
-    Fixed for the turn: ``tables`` and ``gates`` (the engine's), ``views`` (one match view per book),
-    the hooks ``random``, ``substitute`` and ``counter``, ``trigger``, ``character``,
+    Fixed for the turn: ``tables`` and ``gates`` (the engine's), ``views`` (one match view per
+    book), the hooks ``random``, ``substitute`` and ``counter``, ``trigger``, ``character``,
     ``chat_length``, ``budget``, and the entry keys ``sticky``, ``cooldown`` and ``forced``.
     Changed by the stages: what activated or failed, substituted ``contents``, recursion
     ``chunks``, the budget text's count, ``overflow``, the loop records and the notes the
     explanation reads.
     """
 
-    __slots__ = ("tables", "gates", "views", "regex_budget", "random", "substitute", "counter", "trigger", "character",
-                 "chat_length", "budget", "sticky", "cooldown", "forced", "activated", "activated_order",
+    __slots__ = ("tables", "gates", "views", "regex_budget", "random", "substitute", "counter", "trigger",
+                 "character", "chat_length", "budget", "sticky", "cooldown", "forced", "activated", "activated_order",
                  "failed", "contents", "chunks", "budget_text_tokens", "budget_text", "units", "overflow",
                  "loops", "levels", "level", "skew", "state", "notes", "last_windows", "texts_of", "basis",
                  "windows")
