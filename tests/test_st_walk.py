@@ -1,12 +1,12 @@
-"""The walk's shortcuts give exactly what walking every candidate through the gates gives.
+"""The walk's shortcut gives exactly what walking every candidate through the gates gives.
 
-An engine decides its constant, decorator and disabled entries once (``AlwaysGates``) and
-takes the ones that need no per-turn gate in bulk in a first loop. Here the same engine
-with those shortcuts switched off (no verdicts, no bulk first loop: every candidate goes
-through :func:`lorescan.st.activate.gate`) is the oracle: activations, placement, loops,
-timed effects, the order and content of the decided entries' notes, and every entry's
-explanation must be the same, turn after turn, with characters, filters, triggers, forced
-entries and timed effects in play.
+An engine decides its constant, decorator and disabled entries once (``AlwaysGates``):
+a walk asks the gates about them only when the turn touches them (sticky, cooldown,
+forced) or a static gate applies. Here the same engine without those verdicts (every
+candidate goes through :func:`lorescan.st.activate.gate`) is the oracle: activations,
+placement, loops, timed effects, the order and content of the decided entries' notes, and
+every entry's explanation must be the same, turn after turn, with characters, filters,
+triggers, forced entries and timed effects in play.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from lorescan import ChatScan
 from lorescan.formats import book_from_entries
 from lorescan.js.text import js_count_words
 from lorescan.st import BookSource, Character, ChatMessage, STEngine, STSettings
-from lorescan.st.activate import AlwaysGates, _FirstLoop
+from lorescan.st.activate import AlwaysGates
 from tests.test_scan_differential import WORDS, entries, st_settings
 
 TAGS = ["t1", "t2"]
@@ -55,14 +55,14 @@ def _observed(result):
 def _without_shortcuts(engine: STEngine) -> STEngine:
     gates = AlwaysGates(())           # no verdicts: every always-walked entry goes through gate()
     gates.gpos = engine._gates.gpos
-    assert gates.first_loop.gpos == frozenset() and gates.first_loop_no_character.gpos == frozenset()
+    assert not gates.verdicts
     engine._gates = gates
     return engine
 
 
 @given(filtered_entries(), st_settings, turns, st.floats(0, 0.999), st.sampled_from(["sillytavern", "improved"]))
 @settings(max_examples=400, deadline=None)
-def test_the_walks_shortcuts_change_no_result_note_or_explanation(ents, cfg, chat, rng, compat):
+def test_the_walks_shortcut_changes_no_result_note_or_explanation(ents, cfg, chat, rng, compat):
     book = book_from_entries("Lore", ents)
     make = functools.partial(STEngine, [BookSource(book, ("global",))], STSettings(**cfg), compat=compat,
                              count_tokens=js_count_words, random=functools.partial(float, rng))
@@ -81,7 +81,7 @@ def test_the_walks_shortcuts_change_no_result_note_or_explanation(ents, cfg, cha
         state_f, state_s = got.timed_effects, want.timed_effects
 
 
-def test_a_first_loop_takes_the_entries_decided_up_front_in_bulk_and_walks_the_rest():
+def test_verdicts_are_made_once_and_a_static_gate_is_asked_only_where_one_applies():
     book = book_from_entries("Lore", [
         {"uid": 0, "key": ["wolf"], "content": "W"},
         {"uid": 1, "key": [], "constant": True, "content": "C"},
@@ -90,25 +90,23 @@ def test_a_first_loop_takes_the_entries_decided_up_front_in_bulk_and_walks_the_r
          "characterFilter": {"isExclude": False, "names": [], "tags": ["t1"]}},
         {"uid": 4, "key": [], "constant": True, "content": "N",
          "characterFilter": {"isExclude": False, "names": ["Ann"], "tags": []}},
+        {"uid": 5, "key": [], "constant": True, "delayUntilRecursion": 1, "content": "R"},
+        {"uid": 6, "key": [], "content": "@@dont_activate\nX"},
     ])
     engine = STEngine([BookSource(book, ("global",))], count_tokens=js_count_words)
-    gates = engine._gates
-    # the name filter is asked every turn; the tag filter only when a character is selected
-    assert {g for g, _, _ in gates.first_loop_no_character.items} == {1, 2, 3}
-    assert {g for g, _, _ in gates.first_loop.items} == {1, 2}
-    assert [s.key for s in gates.first_loop.new] == ["Lore.1"]
+    # a tag filter needs a selected character; a name filter is asked every turn; delay until
+    # recursion depends on the loop, so that entry has no verdict
+    assert {engine.tables.entries[g].entry.uid: v for g, v in engine._gates.verdicts.items()} == {
+        1: (True, "constant", "constant entry", 0),
+        2: (False, "disabled", "the entry is disabled", 0),
+        3: (True, "constant", "constant entry", 2),
+        4: (True, "constant", "constant entry", 1),
+        6: (False, "dont_activate", "@@dont_activate", 0)}
     result = engine.scan([ChatMessage("u", "a wolf")], max_context=1000)
     assert [e.uid for e in result.activated] == [0, 1, 3]
     assert [(k.uid, d.reason) for k, d in result.decisions().items()] == [
-        (0, "key"), (1, "constant"), (2, "disabled"), (3, "constant"), (4, "character_filter")]
+        (0, "key"), (1, "constant"), (2, "disabled"), (3, "constant"), (4, "character_filter"),
+        (5, "delay_until_recursion"), (6, "dont_activate")]
     with_ann = engine.scan([ChatMessage("u", "a wolf")], max_context=1000, character=Character("Ann", "Ann.png"))
     assert [e.uid for e in with_ann.activated] == [0, 1, 4]
     assert with_ann.explain("Lore", 3).reason == "tag_filter"
-
-
-def test_a_first_loop_item_is_a_loop_one_note():
-    book = book_from_entries("Lore", [{"uid": 7, "key": [], "constant": True, "content": "C"}])
-    engine = STEngine([BookSource(book, ("global",))], count_tokens=js_count_words)
-    (gpos, key, note), = engine._gates.first_loop.items
-    assert (gpos, key) == (0, "Lore.7") and note[1:] == ("activated", "constant", "constant entry", 1, None)
-    assert isinstance(engine._gates.first_loop, _FirstLoop)

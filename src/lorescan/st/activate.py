@@ -8,7 +8,6 @@ other entry cannot activate and costs nothing.
 """
 from __future__ import annotations
 
-from operator import attrgetter, itemgetter
 from typing import Iterable, Sequence
 
 from ..match.view import MAX_SCAN_DEPTH, Window
@@ -18,7 +17,7 @@ from .budget import admit, extend_budget_text
 from .groups import select_in_groups
 from .result import LoopRecord, quoted
 from .tables import EntryInfo, SelectiveLogic
-from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Note, Turn, entry_window, note
+from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Turn, entry_window, note
 
 __all__ = ["run_loops", "static_gate", "gate", "GateResult", "AlwaysGates"]
 
@@ -130,18 +129,6 @@ _NEEDS_TURN = 1          # a trigger list, a character name filter or a delay: e
 _NEEDS_CHARACTER = 2     # a tag filter: only when a character is selected
 
 
-class _FirstLoop:
-    """The always-walked entries a first loop decides without looking at the turn: their
-    notes (loop 1) by global position, and the ones that activate, in global order."""
-
-    __slots__ = ("gpos", "items", "new")
-
-    def __init__(self, decided: list[tuple[EntryInfo, Note]]) -> None:
-        self.gpos = frozenset(info.gpos for info, _ in decided)
-        self.items = tuple((info.gpos, info.key, n) for info, n in decided)
-        self.new = tuple(info for info, n in decided if n[1] == "activated")
-
-
 class AlwaysGates:
     """The gate verdicts of the entries walked in every loop (constant, ``@@activate``,
     ``@@dont_activate``), decided once per engine from the entry alone.
@@ -154,14 +141,10 @@ class AlwaysGates:
     ``_NEEDS_TURN`` (ask :func:`static_gate` every turn) and ``_NEEDS_CHARACTER`` (ask it
     when a character is selected). An entry whose answer depends on the loop (delay until
     recursion, exclude recursion) has no verdict and goes through :func:`gate`. ``gpos``:
-    every walked-always entry's global position, ascending. ``first_loop`` /
-    ``first_loop_no_character``: the entries whose verdict needs no static gate (without
-    a selected character, tag filters need none either), with their first-loop notes made
-    up front, so a first loop that touches none of them takes them in bulk. Read-only once
-    built.
+    every walked-always entry's global position, ascending. Read-only once built.
     """
 
-    __slots__ = ("gpos", "verdicts", "first_loop", "first_loop_no_character")
+    __slots__ = ("gpos", "verdicts")
 
     def __init__(self, always: Sequence[EntryInfo]) -> None:
         self.gpos: tuple[int, ...] = tuple(sorted(s.gpos for s in always))
@@ -183,36 +166,6 @@ class AlwaysGates:
             elif e.constant:
                 verdicts[info.gpos] = (True, "constant", "constant entry", static)
         self.verdicts = verdicts
-        by_gpos = sorted(always, key=lambda s: s.gpos)
-
-        def first(allowed: int) -> _FirstLoop:
-            decided = []
-            for info in by_gpos:
-                v = verdicts.get(info.gpos)
-                if v is not None and not v[3] & ~allowed:
-                    decided.append((info, (info, "activated" if v[0] else "not_activated", v[1], v[2], 1, None)))
-            return _FirstLoop(decided)
-        self.first_loop = first(0)
-        self.first_loop_no_character = first(_NEEDS_CHARACTER)
-
-
-def _candidates(turn: Turn, max_depth: int, rec: int) -> list[int] | None:
-    """The global positions of this loop's candidates, ascending (None: walk every entry)."""
-    tables = turn.tables
-    gposes = set(turn.gates.gpos)
-    for bi, view in enumerate(turn.views):
-        cands = view.candidates(max_depth, rec)
-        if cands is None:          # a view that cannot narrow: walk every entry
-            return None
-        gposes.update(map(tables.entry_at[bi].__getitem__, cands))
-    by_key = tables.by_key
-    for k in turn.sticky:
-        if k in by_key:
-            gposes.add(by_key[k].gpos)
-    for k in turn.forced:
-        if k in by_key:
-            gposes.add(by_key[k].gpos)
-    return sorted(gposes)
 
 
 def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
@@ -221,15 +174,14 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     entries = tables.entries
     max_depth = min(max(tables.settings.scan_depth + turn.skew, tables.max_entry_depth), MAX_SCAN_DEPTH)
     rec = turn.chunks if turn.state != MIN_ACTIVATIONS else 0
+    narrowed = True
     basis = turn.basis
-    walk: Sequence[EntryInfo]
-    bulk: _FirstLoop | None = None
-    touched = turn.sticky or turn.cooldown or turn.forced
+    walk: Iterable[EntryInfo]
     if basis is not None and basis[0] == max_depth and basis[1] <= rec:
         # The same bounds plus recursion chunks: the candidates are the last loop's that
         # are still open plus the entries the new chunks hit (a loop costs what it adds).
         activated, failed = turn.activated, turn.failed
-        todo = [s for s in entries.many(basis[2]) if s.key not in activated and s.key not in failed]
+        todo = [s for s in basis[2] if s.key not in activated and s.key not in failed]
         if rec > basis[1]:
             found = {s.gpos for s in todo}
             for bi, view in enumerate(turn.views):
@@ -237,54 +189,32 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
             if len(found) > len(todo):
                 todo = entries.many(sorted(found))
         walk = todo
-        turn.basis = (max_depth, rec, [s.gpos for s in todo])
+        turn.basis = (max_depth, rec, todo)
     else:
-        gposes = _candidates(turn, max_depth, rec)
-        if gposes is None:
+        gposes = set(turn.gates.gpos)
+        for bi, view in enumerate(turn.views):
+            cands = view.candidates(max_depth, rec)
+            if cands is None:          # a view that cannot narrow: walk every entry
+                narrowed = False
+                break
+            gposes.update(map(tables.entry_at[bi].__getitem__, cands))
+        if not narrowed:
             walk = entries
             turn.basis = None
         else:
-            turn.basis = (max_depth, rec, gposes)
-            if loop == 1 and not touched:
-                # The first loop, and the turn touches no entry: the entries decided up
-                # front are noted in bulk, the rest walked one by one (merged below).
-                gates = turn.gates
-                bulk = gates.first_loop_no_character if turn.character is None else gates.first_loop
-                if bulk.gpos:
-                    gposes = [g for g in gposes if g not in bulk.gpos]
-                else:
-                    bulk = None
-            walk = entries.many(gposes)
-    notes = turn.notes
-    if bulk is not None:
-        turn.notes = {}              # the walked entries' notes, merged with the bulk ones below
-    new = _decide(turn, walk, loop, touched)
-    if bulk is not None:
-        walked, turn.notes = turn.notes, notes
-        merged = sorted(bulk.items + tuple((n[0].gpos, k, n) for k, n in walked.items()))
-        notes.update(zip(map(_second, merged), map(_third, merged)))   # in global order, as a walk notes them
-        if new:
-            new = sorted(bulk.new + tuple(new), key=_gpos)
-        else:
-            new = list(bulk.new)
-    # Sticky entries first, then global order. SillyTavern activates the caller's forced
-    # object in place of the entry; it is not in the global order (indexOf = -1), so it
-    # sorts before the other non-sticky entries (docs/sillytavern-mode.md#st-loop step 3).
-    if turn.sticky or turn.forced:
-        sticky = turn.sticky
-        forced_now = {s.key for s in new if notes[s.key][2] == "forced"}
-        new.sort(key=lambda s: (0 if s.key in sticky else 1, 0 if s.key in forced_now else 1))
-    return new
-
-
-_second, _third, _gpos = itemgetter(1), itemgetter(2), attrgetter("gpos")
-
-
-def _decide(turn: Turn, walk: Iterable[EntryInfo], loop: int, touched: object) -> list[EntryInfo]:
-    """Take each entry of ``walk`` through the gates; returns the ones that activate, in order."""
+            by_key = tables.by_key
+            for k in turn.sticky:
+                if k in by_key:
+                    gposes.add(by_key[k].gpos)
+            for k in turn.forced:
+                if k in by_key:
+                    gposes.add(by_key[k].gpos)
+            walk = entries.many(sorted(gposes))
+            turn.basis = (max_depth, rec, walk)
     new: list[EntryInfo] = []
     activated, failed, notes = turn.activated, turn.failed, turn.notes
     verdicts = turn.gates.verdicts
+    touched = turn.sticky or turn.cooldown or turn.forced
     static_bits = _NEEDS_TURN | (_NEEDS_CHARACTER if turn.character is not None else 0)
     for info in walk:
         key = info.key
@@ -312,6 +242,13 @@ def _decide(turn: Turn, walk: Iterable[EntryInfo], loop: int, touched: object) -
             notes[key] = (info, "not_activated", reason, detail, loop, matched)
         if window is not None:
             turn.last_windows[key] = window
+    # Sticky entries first, then global order. SillyTavern activates the caller's forced
+    # object in place of the entry; it is not in the global order (indexOf = -1), so it
+    # sorts before the other non-sticky entries (docs/sillytavern-mode.md#st-loop step 3).
+    if turn.sticky or turn.forced:
+        sticky = turn.sticky
+        forced_now = {s.key for s in new if notes[s.key][2] == "forced"}
+        new.sort(key=lambda s: (0 if s.key in sticky else 1, 0 if s.key in forced_now else 1))
     return new
 
 

@@ -86,8 +86,8 @@ class Turn:
         self.notes: dict[str, Note] = {}
         self.last_windows: dict[str, Window] = {}
         self.texts_of: list[Callable[[], WindowTexts]] = []   # per book, made when a turn ends
-        # the walk's candidates of the last loop: (max_depth, recursion chunks, global positions)
-        self.basis: tuple[int, int, list[int]] | None = None
+        # the walk's candidates of the last loop: (max_depth, recursion chunks, entries)
+        self.basis: tuple[int, int, list[EntryInfo]] | None = None
         # one Window per (scan depth field, sources, skew, chunks): entries share them, so the
         # views' per-window caches hit by identity
         self.windows: dict[tuple, Window] = {}
