@@ -33,7 +33,7 @@ tuple (a turn makes dozens); the explanation turns the ones it is asked about in
 
 def detail_text(detail: Detail) -> str:
     """A note's detail in words."""
-    return detail if type(detail) is str else detail[0](*detail[1:])
+    return detail if isinstance(detail, str) else detail[0](*detail[1:])
 
 
 class Turn:
