@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 import lorescan.match.cache as hitcache
+from lorescan.formats import book_from_entries
 from lorescan.match.compile import compile_book
 from lorescan.match.cache import ChatScan
 from lorescan.match.view import ScanView, Window
@@ -101,3 +102,38 @@ def test_cached_runs_of_old_messages_give_exact_windows_as_the_chat_grows():
         for depth in (1, 3, 4, 5, 17, 33, 64, 100):
             for i in range(3):
                 assert view.match_entry(i, Window(depth)) == ref.match_entry(i, Window(depth)), (turn, depth, i)
+
+
+def test_message_blocks_align_on_chat_positions_so_a_steady_turn_stores_little():
+    # An engine passes only the newest messages; with oldest_index the blocks of the window
+    # recur from turn to turn (a turn adds its message and now and then one block), while
+    # blocks aligned on the passed slice shift with it and are all new every turn.
+    compiled = compile_book(book_from_entries("L", [{"uid": i, "key": [f"w{i}"], "content": "c"}
+                                                    for i in range(10)]))
+    chat = [f"msg {i} w{i % 10}" for i in range(120)]
+
+    def stored_per_turn(aligned: bool) -> float:
+        cache = ChatScan()
+        grown = []
+        for length in range(40, 104):
+            newest = chat[length - 20:length][::-1]
+            before = len(cache)
+            view = ScanView(compiled, newest, cache=cache, oldest_index=length - 20 if aligned else 0)
+            expected = ScanView(compiled, chat[:length][::-1]).candidates(20, 0)
+            assert view.candidates(20, 0) == expected
+            grown.append(len(cache) - before)
+        return sum(grown[8:]) / len(grown[8:])
+    assert stored_per_turn(True) < 2 < stored_per_turn(False)
+
+
+def test_named_text_gives_the_same_string_object_turn_after_turn_within_its_bound():
+    cache = ChatScan(max_bytes=64 * 1024)
+    first = cache.named_text("Ann", "hello there")
+    assert first == "Ann: hello there" and cache.named_text("Ann", "hello there") is first
+    assert cache.named_text("Bob", "hello there") == "Bob: hello there"
+    for i in range(2000):                     # far more than the bound holds
+        assert cache.named_text("Ann", f"{i} " + "x" * 500) == f"Ann: {i} " + "x" * 500
+        assert cache._named_bytes <= cache.max_bytes // 8
+    assert len(cache._named) <= 512
+    cache.clear()
+    assert cache.named_text("Ann", "hello there") is not first     # emptied with the rest

@@ -105,9 +105,11 @@ class ReferenceScanView:
     def __init__(self, compiled: object, messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
                  injects: Sequence[str] = (), *, cache: object = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
-                 regex_timeout: float | None = 0.25, regex_budget: object = None) -> None:
+                 regex_timeout: float | None = 0.25, regex_budget: object = None,
+                 oldest_index: int = 0) -> None:
         # regex_budget is accepted and ignored: the oracle gives each evaluation its own
         # wall-clock regex_timeout, as the engines did before the scan-wide budget.
+        # oldest_index only aligns the compiled view's cache blocks: nothing to do here.
         self.compiled = compiled
         self.entries = compiled.entries
         self.options = compiled.options
@@ -143,6 +145,11 @@ class ReferenceScanView:
     def snapshot(self) -> ReferenceTexts:
         """The view's texts as plain data, for explanations after the turn."""
         return ReferenceTexts(self.segments, self.sources, self.injects, self.chunks)
+
+    def snapshot_later(self) -> Callable[[], ReferenceTexts]:
+        """:meth:`snapshot`, taken now and handed back when called."""
+        texts = self.snapshot()
+        return lambda: texts
 
     def labelled_texts(self, window: Window) -> list[tuple[str, str]]:
         """:meth:`texts` with the labels explanations use."""

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["ChatScan"]
 
 _ENTRY_OVERHEAD = 160      # key tuple + OrderedDict node, roughly
+_MAX_NAMED = 512           # named_text keeps at most this many messages, in at most max_bytes / 8
 
 # (matcher token, text) for one text; (matcher token, texts) for a block of messages
 _Key: TypeAlias = tuple[str, str | tuple[str, ...]]
@@ -54,6 +55,8 @@ class ChatScan:
         self._bytes = 0
         self._lock = threading.Lock()
         self._side: OrderedDict[object, object] = OrderedDict()
+        self._named: dict[tuple[str, str], str] = {}
+        self._named_bytes = 0
         self.hit_count = 0
         self.miss_count = 0
 
@@ -71,6 +74,8 @@ class ChatScan:
             self._lru.clear()
             self._sizes.clear()
             self._side.clear()
+            self._named.clear()
+            self._named_bytes = 0
             self._bytes = 0
 
     def lookup(self, matcher: "KeyMatcher", text: str) -> frozenset[int]:
@@ -137,6 +142,26 @@ class ChatScan:
                 while len(self._lru) > self.max_texts or self._bytes > self.max_bytes:
                     old, _ = self._lru.popitem(last=False)
                     self._bytes -= self._sizes.pop(old)
+
+    def named_text(self, name: str, text: str) -> str:
+        """``name + ": " + text`` (a message as scanned with its speaker's name), the same
+        string object turn after turn while the message stays among the newest named here. A
+        string's hash is computed once per object, so the cached hits of a message that is
+        not rebuilt every turn are found without hashing its text again. The strings kept
+        here (at most ``_MAX_NAMED``, at most ``max_bytes / 8``; emptied when either is
+        reached) come on top of ``max_bytes``."""
+        key = (name, text)
+        found = self._named.get(key)
+        if found is None:
+            found = f"{name}: {text}"
+            size = sys.getsizeof(found) + _ENTRY_OVERHEAD
+            if len(self._named) >= _MAX_NAMED or self._named_bytes + size > self.max_bytes // 8:
+                self._named.clear()      # a dict read meanwhile by another thread just misses
+                self._named_bytes = 0
+            if size <= self.max_bytes // 8:
+                self._named[key] = found
+                self._named_bytes += size
+        return found
 
     def side_matcher(self, key: object, build: Callable[[], object]) -> object:
         """A small per-expansion matcher (macro keys: their text is known only after substitution), built once per ``key``."""

@@ -142,6 +142,12 @@ def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_word
     return False
 
 
+def _segments_of(messages: Sequence[str]) -> list[str]:
+    msgs = list(messages[:MAX_SCAN_DEPTH])
+    last = max((i for i, m in enumerate(msgs) if m), default=-1)
+    return [js_trim(m) if m else "" for m in msgs[:last + 1]]
+
+
 class ScanView:
     """The texts of one scan and the key hits on them (compiled implementation).
 
@@ -156,6 +162,9 @@ class ScanView:
     is matched on its own (lorebook-slot mode). ``regex_budget``: the scan's regex time
     (shared by the views of one scan; default: ``DEFAULT_LIMITS.regex_time_per_scan``);
     ``regex_timeout``: CPU seconds one regex evaluation may take (None: the budget's rest).
+    ``oldest_index``: the chat position of the oldest message given, when the caller passes
+    only the newest messages of a longer chat (message hit blocks align on chat positions,
+    so the same blocks recur turn after turn; see :meth:`_message_hits`).
 
     Regex keys: a line-local one (see :mod:`lorescan.match.regexscope`) is tested once per text
     (cached in the ChatScan beside the literal hits) and a window's answer is a union; any
@@ -165,7 +174,8 @@ class ScanView:
     def __init__(self, compiled: "CompiledBook", messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
                  injects: Sequence[str] = (), *, cache: ChatScan | None = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
-                 regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None) -> None:
+                 regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
+                 oldest_index: int = 0) -> None:
         self.compiled = compiled
         self.entries = compiled.entries
         self.options = compiled.options
@@ -175,10 +185,12 @@ class ScanView:
         self.regex_budget = regex_budget if regex_budget is not None else RegexBudget(
             DEFAULT_LIMITS.regex_time_per_scan, regex_timeout)
         self.sources = tuple(sources)
+        self._nonempty_sources = sum(1 << i for i, text in enumerate(self.sources) if text) if any(self.sources) else 0
         self.injects = tuple(injects)
         self.chunks: list[str] = []
         self._messages = messages
         self._n_messages = min(len(messages), MAX_SCAN_DEPTH)
+        self._oldest = oldest_index
         self._cache = cache if cache is not None else ChatScan(max_texts=1 << 20, max_bytes=1 << 40)
         self._matcher = compiled.matcher
         self._plans = compiled.plans if substitute is None else compiled.plans_sub
@@ -208,9 +220,7 @@ class ScanView:
     def segments(self) -> list[str]:
         """Message segments as scanned (docs/sillytavern-mode.md#st-scan-text): trimmed, holes kept, trailing empties dropped."""
         if self._segments is None:
-            msgs = list(self._messages[:MAX_SCAN_DEPTH])
-            last = max((i for i, m in enumerate(msgs) if m), default=-1)
-            self._segments = [js_trim(m) if m else "" for m in msgs[:last + 1]]
+            self._segments = _segments_of(self._messages)
         return self._segments
 
     def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None) -> None:
@@ -234,8 +244,17 @@ class ScanView:
                 del self._special[k]
 
     def texts(self, window: Window) -> list[str]:
-        """The separate texts a window covers, in haystack order (empty if depth <= 0)."""
-        return [text for _, text in self.labelled_texts(window)]
+        """The separate texts a window covers, in haystack order (empty if depth <= 0): the
+        texts of :meth:`labelled_texts`, without making the labels."""
+        if window.depth <= 0:
+            return []
+        out = self.segments[:min(int(window.depth), MAX_SCAN_DEPTH)] or [""]
+        if window.sources:
+            out.extend(text for i, text in enumerate(self.sources) if window.sources >> i & 1 and text)
+        out.extend(self.injects)
+        if window.recursion:
+            out.extend(self.chunks[:window.recursion])
+        return out
 
     def labelled_texts(self, window: Window) -> list[tuple[str, str]]:
         """:meth:`texts` with a label each ("message 0 (newest = 0)", "scenario", "inject 0",
@@ -246,6 +265,17 @@ class ScanView:
         """The texts of this view as plain data (references, no copies of the strings), so
         an explanation can outlive the view and its caches."""
         return WindowTexts(tuple(self.segments), tuple(self.sources), tuple(self.injects), tuple(self.chunks))
+
+    def snapshot_later(self) -> Callable[[], "WindowTexts"]:
+        """:meth:`snapshot`, deferred: a function that builds the same value when an
+        explanation first needs it. It holds the view's texts, not the view or its caches."""
+        messages, segments = self._messages, self._segments
+        sources, injects, chunks = tuple(self.sources), tuple(self.injects), tuple(self.chunks)
+
+        def build() -> WindowTexts:
+            return WindowTexts(tuple(segments if segments is not None else _segments_of(messages)),
+                               sources, injects, chunks)
+        return build
 
     def haystack(self, window: Window) -> str:
         """The exact SillyTavern haystack of docs/sillytavern-mode.md#st-scan-text for this window."""
@@ -260,9 +290,10 @@ class ScanView:
     def _message_hits(self, depth: int) -> list[frozenset[int]]:
         """Hit sets covering the newest ``depth`` messages: a few cached aligned runs.
 
-        Positions count from the oldest message, so a run [a, a + 2^k) aligned on 2^k keeps
-        its texts as the chat grows; the window [L - d, L) splits into at most ~2 log2(d)
-        such runs (singles below 4), each cached in the ChatScan by its raw strings.
+        Positions count from the oldest message of the chat (``oldest_index`` plus the
+        position among the given ones), so a run [a, a + 2^k) aligned on 2^k keeps its texts
+        as the chat grows; the window [L - d, L) splits into at most ~2 log2(d) such runs
+        (singles below 4), each cached in the ChatScan by its raw strings.
         """
         d = min(depth, self._n_messages)
         found = self._msg_parts.get(d)
@@ -271,8 +302,10 @@ class ScanView:
         total = len(self._messages)
         lo, hi = total - d, total
         parts: list[frozenset[int]] = []
+        oldest = self._oldest
         while lo < hi:
-            size = (lo & -lo) if lo else 1 << 30
+            at = oldest + lo
+            size = (at & -at) if at else 1 << 30
             while size > hi - lo:
                 size >>= 1
             parts.append(self._run_hits(lo, size) if size >= 4 else self._single_hits(lo))
@@ -307,7 +340,8 @@ class ScanView:
         return have
 
     def _bounds_hits(self, depth: int, sources: int, recursion: int) -> frozenset[int]:
-        key = (depth, sources, recursion)
+        sources &= self._nonempty_sources     # an empty source adds nothing: windows that differ
+        key = (depth, sources, recursion)     # only there share one union
         found = self._bounds.get(key)
         if found is None:
             # A window over more chunks than one already known is that union plus the new

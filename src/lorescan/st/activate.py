@@ -19,7 +19,7 @@ from .result import LoopRecord, quoted
 from .tables import EntryInfo, SelectiveLogic
 from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Turn, entry_window, note
 
-__all__ = ["run_loops", "static_gate", "gate", "GateResult"]
+__all__ = ["run_loops", "static_gate", "gate", "GateResult", "AlwaysGates"]
 
 _SECONDARY_FAILS = {
     SelectiveLogic.AND_ANY: "AND ANY: no secondary key matched",
@@ -58,7 +58,7 @@ def static_gate(turn: Turn, info: EntryInfo) -> tuple[str, str] | None:
         if is_exclude == hit:
             return "tag_filter", ("a character tag is excluded" if is_exclude
                                   else "no character tag is in the filter")
-    if e.delay is not None and js_truthy(e.delay) and turn.chat_length < e.delay:
+    if e.delay and js_truthy(e.delay) and turn.chat_length < e.delay:   # (0 and None: no delay, no call)
         return "delay", (f"chat has {turn.chat_length} message{'' if turn.chat_length == 1 else 's'}, "
                          f"delay is {e.delay}")
     if info.key in turn.cooldown and info.key not in turn.sticky:
@@ -123,59 +123,132 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
     return (True, "key", f"primary key {quoted(key)} matched", key, window)
 
 
+# What a static gate (gates 2-5) of an entry reads besides the entry: AlwaysGates.verdicts
+# records which of them an entry has, and a turn asks static_gate only when one applies.
+_NEEDS_TURN = 1          # a trigger list, a character name filter or a delay: every turn
+_NEEDS_CHARACTER = 2     # a tag filter: only when a character is selected
+
+
+class AlwaysGates:
+    """The gate verdicts of the entries walked in every loop (constant, ``@@activate``,
+    ``@@dont_activate``), decided once per engine from the entry alone.
+
+    Most of these entries get the same answer in every loop of every turn: disabled, or
+    constant, or a decorator. ``verdicts`` maps such an entry's global position to
+    ``(activates, reason, detail, static)``: the answer when the turn does not touch the
+    entry (it is not sticky, on cooldown or forced). ``static`` says whether a static gate
+    (trigger, character or tag filter, delay) may stop it first: 0 never, else bits of
+    ``_NEEDS_TURN`` (ask :func:`static_gate` every turn) and ``_NEEDS_CHARACTER`` (ask it
+    when a character is selected). An entry whose answer depends on the loop (delay until
+    recursion, exclude recursion) has no verdict and goes through :func:`gate`. ``gpos``:
+    every walked-always entry's global position, ascending. Read-only once built.
+    """
+
+    __slots__ = ("gpos", "verdicts")
+
+    def __init__(self, always: Sequence[EntryInfo]) -> None:
+        self.gpos: tuple[int, ...] = tuple(sorted(s.gpos for s in always))
+        verdicts: dict[int, tuple[bool, str, str, int]] = {}
+        for info in always:
+            e = info.entry
+            if e.disable:                       # gate 1 stops it whatever the turn
+                verdicts[info.gpos] = (False, "disabled", "the entry is disabled", 0)
+                continue
+            if e.delay_until_recursion or e.exclude_recursion:
+                continue
+            _, names, tags = e.character_filter
+            static = (_NEEDS_TURN if e.triggers or names or (e.delay and js_truthy(e.delay)) else 0) \
+                | (_NEEDS_CHARACTER if tags else 0)
+            if info.activate:
+                verdicts[info.gpos] = (True, "decorator", "@@activate", static)
+            elif info.dont_activate:
+                verdicts[info.gpos] = (False, "dont_activate", "@@dont_activate", static)
+            elif e.constant:
+                verdicts[info.gpos] = (True, "constant", "constant entry", static)
+        self.verdicts = verdicts
+
+
 def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     """The entries this loop activates before groups and budget, in activation order."""
     tables = turn.tables
     entries = tables.entries
     max_depth = min(max(tables.settings.scan_depth + turn.skew, tables.max_entry_depth), MAX_SCAN_DEPTH)
     rec = turn.chunks if turn.state != MIN_ACTIVATIONS else 0
-    todo: list[EntryInfo] = []
     narrowed = True
     basis = turn.basis
+    walk: Iterable[EntryInfo]
     if basis is not None and basis[0] == max_depth and basis[1] <= rec:
         # The same bounds plus recursion chunks: the candidates are the last loop's that
         # are still open plus the entries the new chunks hit (a loop costs what it adds).
         activated, failed = turn.activated, turn.failed
         todo = [s for s in basis[2] if s.key not in activated and s.key not in failed]
         if rec > basis[1]:
+            found = {s.gpos for s in todo}
             for bi, view in enumerate(turn.views):
-                at = tables.entry_at[bi]
-                todo.extend(entries[at[i]] for i in view.chunk_candidates(basis[1], rec))
+                found.update(map(tables.entry_at[bi].__getitem__, view.chunk_candidates(basis[1], rec)))
+            if len(found) > len(todo):
+                todo = entries.many(sorted(found))
+        walk = todo
+        turn.basis = (max_depth, rec, todo)
     else:
+        gposes = set(turn.gates.gpos)
         for bi, view in enumerate(turn.views):
             cands = view.candidates(max_depth, rec)
             if cands is None:          # a view that cannot narrow: walk every entry
                 narrowed = False
                 break
-            at = tables.entry_at[bi]
-            todo.extend(entries[at[i]] for i in cands)
-    if not narrowed:
-        walk: Iterable[EntryInfo] = entries
-        turn.basis = None
-    else:
-        extra = set(turn.sticky) | turn.forced
-        todo.extend(tables.always)
-        by_key = tables.by_key
-        todo.extend(by_key[k] for k in extra if k in by_key)
-        walk = sorted(set(todo), key=lambda s: s.gpos)
-        turn.basis = (max_depth, rec, walk)
+            gposes.update(map(tables.entry_at[bi].__getitem__, cands))
+        if not narrowed:
+            walk = entries
+            turn.basis = None
+        else:
+            by_key = tables.by_key
+            for k in turn.sticky:
+                if k in by_key:
+                    gposes.add(by_key[k].gpos)
+            for k in turn.forced:
+                if k in by_key:
+                    gposes.add(by_key[k].gpos)
+            walk = entries.many(sorted(gposes))
+            turn.basis = (max_depth, rec, walk)
     new: list[EntryInfo] = []
-    activated, failed = turn.activated, turn.failed
+    activated, failed, notes = turn.activated, turn.failed, turn.notes
+    verdicts = turn.gates.verdicts
+    touched = turn.sticky or turn.cooldown or turn.forced
+    static_bits = _NEEDS_TURN | (_NEEDS_CHARACTER if turn.character is not None else 0)
     for info in walk:
-        if info.key in activated or info.key in failed:
+        key = info.key
+        if key in activated or key in failed:
             continue
-        ok, reason, detail, key, window = gate(turn, info)
+        verdict = verdicts.get(info.gpos)
+        if verdict is not None and not (touched and (key in turn.sticky or key in turn.cooldown
+                                                      or key in turn.forced)):
+            if verdict[3] & static_bits:
+                static = static_gate(turn, info)
+                if static is not None:
+                    notes[key] = (info, "not_activated", static[0], static[1], loop, None)
+                    continue
+            if verdict[0]:
+                new.append(info)
+                notes[key] = (info, "activated", verdict[1], verdict[2], loop, None)
+            else:
+                notes[key] = (info, "not_activated", verdict[1], verdict[2], loop, None)
+            continue
+        ok, reason, detail, matched, window = gate(turn, info)
         if ok:
             new.append(info)
-            note(turn, info, "activated", reason, detail, loop, key, window)
+            notes[key] = (info, "activated", reason, detail, loop, matched)
         else:
-            note(turn, info, "not_activated", reason, detail, loop, key, window)
+            notes[key] = (info, "not_activated", reason, detail, loop, matched)
+        if window is not None:
+            turn.last_windows[key] = window
     # Sticky entries first, then global order. SillyTavern activates the caller's forced
     # object in place of the entry; it is not in the global order (indexOf = -1), so it
     # sorts before the other non-sticky entries (docs/sillytavern-mode.md#st-loop step 3).
-    notes = turn.notes
-    forced_now = {s.key for s in new if notes[s.key].reason == "forced"}
-    new.sort(key=lambda s: (0 if s.key in turn.sticky else 1, 0 if s.key in forced_now else 1))
+    if turn.sticky or turn.forced:
+        sticky = turn.sticky
+        forced_now = {s.key for s in new if notes[s.key][2] == "forced"}
+        new.sort(key=lambda s: (0 if s.key in sticky else 1, 0 if s.key in forced_now else 1))
     return new
 
 

@@ -23,7 +23,7 @@ from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
 from ..model import Lorebook, js_truthy
 from ..tokens import shared_counter
-from .activate import run_loops
+from .activate import AlwaysGates, run_loops
 from .budget import turn_budget
 from .explain import explain_turn, regex_cutoffs
 from .place import place_entries
@@ -176,6 +176,7 @@ class STEngine:
             where[order_index[mask]] = gpos[mask]
             entry_at.append(where.tolist())
         # Entries that can activate without a key hit must always be walked (docs/sillytavern-mode.md#st-gates, gates 10-14).
+        timed = _flagged(entries, entry_at, compiled, FLAG_TIMED)
         always_bits = FLAG_CONSTANT | ((FLAG_ACTIVATE_STRICT | FLAG_DONT_ACTIVATE_STRICT) if strict
                                        else (FLAG_ACTIVATE | FLAG_DONT_ACTIVATE))
         self.tables = Tables(
@@ -183,11 +184,13 @@ class STEngine:
             regex_timeout=regex_timeout, strict=strict, compiled=compiled, worlds=worlds, entries=entries,
             entry_at=tuple(entry_at),
             by_key=KeyIndex(entries, worlds, compiled, order_book_list, order_index_list),
-            by_hash=HashIndex(entries, _flagged(entries, entry_at, compiled, FLAG_TIMED)),
+            by_hash=HashIndex(entries, timed),
             always=tuple(_flagged(entries, entry_at, compiled, always_bits)),
             levels=tuple(sorted({lv for cb in compiled for lv in cb.levels})),
             max_entry_depth=max((cb.max_entry_depth for cb in compiled), default=0),
             units=UnitCounts())
+        self._gates = AlwaysGates(self.tables.always)
+        self._timed_keys = frozenset(s.key for s in timed)     # the entries that start timed effects
 
     def __reduce__(self):
         # Rebuilt by the constructor from the compiled books (which pickle in their compact
@@ -311,7 +314,10 @@ class STEngine:
             active = evaluate(state, chat_length, tables.by_hash)
             active_sticky, active_cooldown = active.sticky, active.cooldown
         forced_keys = {EntryId(w, u).key for w, u in forced}
-        if settings.include_names:
+        if settings.include_names and cache is not None:
+            named = cache.named_text        # the same strings as last turn: their hashes are known
+            msgs = [named(name, text) for name, text in newest_first]
+        elif settings.include_names:
             msgs = [f"{name}: {text}" for name, text in newest_first]
         else:
             msgs = [text for _, text in newest_first]
@@ -319,20 +325,24 @@ class STEngine:
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
         views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=self.substitute,
-                          joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget)
+                          joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
+                          oldest_index=first)
                  for cb in tables.compiled]
-        turn = Turn(tables, views, regex_budget, random=self.random, substitute=self.substitute,
+        turn = Turn(tables, self._gates, views, regex_budget, random=self.random, substitute=self.substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
                     budget=budget, sticky=active_sticky, cooldown=active_cooldown, forced=forced_keys)
         if tables.entries:
             run_loops(turn)
         activated = turn.activated_order
-        if not dry_run:
+        if not dry_run and self._timed_keys:
+            timed_keys = self._timed_keys
             for s in activated:
+                if s.key not in timed_keys:
+                    continue
                 e = s.entry
-                if e.sticky is not None and js_truthy(e.sticky) and s.key not in state.sticky:
+                if e.sticky and js_truthy(e.sticky) and s.key not in state.sticky:
                     state.sticky[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
-                if e.cooldown is not None and js_truthy(e.cooldown) and s.key not in state.cooldown:
+                if e.cooldown and js_truthy(e.cooldown) and s.key not in state.cooldown:
                     state.cooldown[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
         placement = place_entries([(s.entry, turn.contents.get(s.key, s.content)) for s in activated],
                                   authors_note=authors_note, post_process=self.post_process)

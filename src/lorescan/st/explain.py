@@ -3,13 +3,15 @@ turn from data the turn kept: its notes, the windows entries matched in and the 
 windows, never the match views or the caller's cache."""
 from __future__ import annotations
 
+import threading
+
 from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
 from ..js.text import js_trim
 from ..match.view import Window, WindowTexts, match_plain_key
 from .activate import static_gate
 from .result import Diagnostic, EntryId
 from .tables import EntryInfo, Tables
-from .turn import Turn
+from .turn import Turn, detail_text
 
 __all__ = ["TurnExplanation", "explain_turn", "regex_cutoffs"]
 
@@ -18,25 +20,44 @@ class TurnExplanation:
     """What a finished turn keeps for its explanation; calling it explains every entry.
 
     Made by :func:`explain_turn`. It holds the engine's tables, the turn's notes and the
-    texts of the windows where entries fired, and none of the turn's views or caches.
+    texts of the windows where entries fired, and none of the turn's views or caches. The
+    notes become :class:`Diagnostic` records when first asked for, once (under a lock, so
+    every caller sees the same records).
     """
 
-    __slots__ = ("_turn",)
+    __slots__ = ("_turn", "_noted", "_texts", "_lock")
 
     def __init__(self, turn: Turn) -> None:
         self._turn = turn
+        self._noted: dict[str, Diagnostic] | None = None
+        self._texts: list[WindowTexts] | None = None
+        self._lock = threading.Lock()
+
+    def _diagnostics_of_notes(self) -> dict[str, Diagnostic]:
+        noted = self._noted
+        if noted is None:
+            with self._lock:
+                noted = self._noted
+                if noted is None:
+                    noted = self._noted = {k: Diagnostic(n[0].eid, n[1], n[2], detail_text(n[3]), n[4], n[5])
+                                           for k, n in self._turn.notes.items()}
+        return noted
 
     def decisions(self) -> dict[EntryId, Diagnostic]:
         """The notes of the entries a pass decided about, by entry."""
-        return {d.entry: d for d in self._turn.notes.values()}
+        return {d.entry: d for d in self._diagnostics_of_notes().values()}
 
     def __call__(self) -> dict[EntryId, Diagnostic]:
         """Returns: every entry's diagnostic, in global order."""
         turn = self._turn
         tables = turn.tables
+        noted = self._diagnostics_of_notes()
+        if self._texts is None:
+            self._texts = [build() for build in turn.texts_of]
+        texts_of = self._texts
         out: dict[EntryId, Diagnostic] = {}
         for info in tables.entries:
-            d = turn.notes.get(info.key)
+            d = noted.get(info.key)
             if d is None:
                 static = static_gate(turn, info)
                 if static is not None:
@@ -51,7 +72,7 @@ class TurnExplanation:
             if d.key is not None and d.outcome == "activated":
                 window = turn.last_windows.get(info.key)
                 if window is not None:
-                    d.where = _locate(tables, turn.texts_of[info.book], info, d.key, window)
+                    d.where = _locate(tables, texts_of[info.book], info, d.key, window)
             out[info.eid] = d
         return out
 
@@ -60,13 +81,13 @@ def explain_turn(turn: Turn) -> TurnExplanation:
     """End the turn: keep only what explanations need.
 
     Args:
-        turn: the finished turn; its views are replaced by snapshots of the window texts
-            entries fired in, and dropped.
+        turn: the finished turn; its views are replaced by deferred snapshots of their
+            texts (built when an explanation first needs them), and dropped.
 
     Returns:
         The explainer a result calls when its diagnostics are first read.
     """
-    turn.texts_of = [view.snapshot() for view in turn.views]
+    turn.texts_of = [view.snapshot_later() for view in turn.views]
     turn.views = []
     return TurnExplanation(turn)
 

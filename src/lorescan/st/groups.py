@@ -7,7 +7,7 @@ from typing import Generic, Sequence, TypeVar
 
 from ..model import js_truthy
 from .tables import EntryInfo, SelectiveLogic
-from .turn import Turn, entry_window, note
+from .turn import Detail, Turn, entry_window, note
 from .result import quoted
 
 __all__ = ["select_in_groups", "group_score", "js_key_order", "PendingList"]
@@ -26,7 +26,10 @@ def js_key_order(names: Sequence[str]) -> list[str]:
     Returns:
         ``names`` with the integer-like ones first, ascending, then the rest in first-seen order.
     """
-    ints = sorted((n for n in names if _is_array_index(n)), key=int)
+    ints = [n for n in names if _is_array_index(n)]
+    if not ints:                  # the usual case: names are words, first-seen order
+        return list(names)
+    ints.sort(key=int)
     return ints + [n for n in names if not _is_array_index(n)]
 
 
@@ -79,9 +82,29 @@ def group_score(turn: Turn, info: EntryInfo) -> int:
 
 
 def _group_already_activated(turn: Turn, name: str) -> bool:
+    if not turn.activated_order:
+        return False
     if turn.tables.compat.group_bookkeeping == "sillytavern":
         return any(s.entry.group == name for s in turn.activated_order)
     return any(name in s.groups for s in turn.activated_order)
+
+
+# Detail formats of the group notes, called only when an explanation reads them.
+def _prioritized(name: str, top: str) -> str:
+    return f"group {quoted(name)}: {quoted(top)} is prioritized"
+
+
+def _lost_roll(name: str, winner: str) -> str:
+    return f"group {quoted(name)}: lost the weighted roll to {quoted(winner)}"
+
+
+def _below_best(name: str, score: int, best: int) -> str:
+    return f"group {name!r}: score {score} is below the best score {best}"
+
+
+def _order_rank(m: EntryInfo) -> float:
+    order = m.entry.order
+    return -order if not math.isnan(order) else 0.0
 
 
 def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryInfo]:
@@ -95,31 +118,33 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
     Returns:
         The entries still pending after the timed-effect filter, scoring and winner selection.
     """
+    groups: dict[str, list[EntryInfo]] = {}
+    for s in new:
+        if s.groups:
+            for name in s.groups:
+                groups.setdefault(name, []).append(s)
+    if not groups:
+        return list(new)
     pending = PendingList(new, quirk=turn.tables.compat.group_bookkeeping == "sillytavern")
+    notes = turn.notes
 
-    def drop(m: EntryInfo, reason: str) -> None:
+    def drop(m: EntryInfo, reason: Detail) -> None:
         removed = pending.remove(m)
         if removed is None:
             return
         if removed is m:
-            note(turn, removed, "not_activated", "group", reason, loop)
+            notes[m.key] = (m, "not_activated", "group", reason, loop, None)
         else:
             note(turn, removed, "not_activated", "group",
                  f"removed in place of {quoted(m.key)}, which a group had already removed (SillyTavern quirk)", loop)
 
-    groups: dict[str, list[EntryInfo]] = {}
-    for s in new:
-        for name in s.groups:
-            groups.setdefault(name, []).append(s)
-    if not groups:
-        return pending.items
     names = js_key_order(list(groups))
     has_sticky: set[str] = set()
     sticky, cooldown, chat_length = turn.sticky, turn.cooldown, turn.chat_length
     # 8.2 timed-effect filter
     for name in names:
         members = groups[name]
-        if any(m.key in sticky for m in members):
+        if sticky and any(m.key in sticky for m in members):
             has_sticky.add(name)
             for m in members:
                 if m.key not in sticky:
@@ -127,7 +152,7 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
         for m in members:
             if m.key in cooldown:
                 drop(m, f"on cooldown (group {name!r})")
-            elif m.entry.delay is not None and js_truthy(m.entry.delay) and chat_length < m.entry.delay:
+            elif m.entry.delay and js_truthy(m.entry.delay) and chat_length < m.entry.delay:
                 drop(m, f"delayed (group {name!r})")
     # 8.3 group scoring
     g_scoring = turn.tables.settings.use_group_scoring
@@ -143,7 +168,7 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
         for m, sc in zip(members, scores):
             flag = m.entry.use_group_scoring if m.entry.use_group_scoring is not None else g_scoring
             if flag and sc < best:
-                drop(m, f"group {name!r}: score {sc} is below the best score {best}")
+                drop(m, (_below_best, name, sc, best))
             else:
                 kept.append(m)
         groups[name] = kept
@@ -160,10 +185,10 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             continue
         prio = [m for m in members if m.entry.group_override]
         if prio:
-            top = sorted(prio, key=lambda m: -m.entry.order if not math.isnan(m.entry.order) else 0.0)[0]
+            top = min(prio, key=_order_rank)     # the first of the lowest rank, as a stable sort's [0]
             for m in members:
                 if m is not top:
-                    drop(m, f"group {quoted(name)}: {quoted(top.key)} is prioritized")
+                    drop(m, (_prioritized, name, top.key))
             continue
         total = sum(m.entry.group_weight for m in members)
         roll = turn.random() * total
@@ -178,5 +203,5 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             continue
         for m in members:
             if m is not winner:
-                drop(m, f"group {quoted(name)}: lost the weighted roll to {quoted(winner.key)}")
+                drop(m, (_lost_roll, name, winner.key))
     return pending.items

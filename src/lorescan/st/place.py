@@ -27,6 +27,12 @@ class Position(IntEnum):
 POSITION_NAMES: dict[int, str] = {p.value: p.name.lower() for p in Position}
 """Position value -> short name (``"before"``, ``"at_depth"``, ...), as replay reports name them."""
 _DEFAULT_DEPTH = 4   # an @depth entry whose depth is null (SillyTavern's DEFAULT_DEPTH)
+# Plain ints for the placement loop: reading an enum member costs more than the comparison.
+_BEFORE, _AFTER, _AN_TOP, _AN_BOTTOM, _AT_DEPTH, _EM_TOP, _EM_BOTTOM, _OUTLET = (int(p) for p in Position)
+
+
+def _rank(order: float) -> float:
+    return -order if order == order else 0.0       # NaN (order != order) ranks as 0
 
 
 @dataclass(slots=True)
@@ -99,27 +105,26 @@ def place_entries(activated: Sequence[tuple[Entry, str]], *, authors_note: str |
     Returns:
         The filled :class:`Placement`.
     """
-    ranked = sorted(activated, key=lambda p: -p[0].order if not math.isnan(p[0].order) else 0.0)
+    ranked = sorted(activated, key=lambda p: _rank(p[0].order))
     before: list[str] = []
     after: list[str] = []
     out = Placement()
     for entry, content in ranked:
         pos = entry.position
         if post_process is not None:
-            depth = (entry.depth if entry.depth is not None else _DEFAULT_DEPTH) if pos == Position.AT_DEPTH \
-                else None
+            depth = (entry.depth if entry.depth is not None else _DEFAULT_DEPTH) if pos == _AT_DEPTH else None
             content = post_process(content, pos, depth)
         if not content:
             continue
-        if pos == Position.BEFORE:
-            before.insert(0, content)
-        elif pos == Position.AFTER:
-            after.insert(0, content)
-        elif pos == Position.AN_TOP:
+        if pos == _BEFORE:
+            before.append(content)
+        elif pos == _AFTER:
+            after.append(content)
+        elif pos == _AN_TOP:
             out.an_top.insert(0, content)
-        elif pos == Position.AN_BOTTOM:
+        elif pos == _AN_BOTTOM:
             out.an_bottom.insert(0, content)
-        elif pos == Position.AT_DEPTH:
+        elif pos == _AT_DEPTH:
             depth = entry.depth if entry.depth is not None else _DEFAULT_DEPTH
             role = entry.role if entry.role is not None else 0
             for g in out.depth:
@@ -128,11 +133,13 @@ def place_entries(activated: Sequence[tuple[Entry, str]], *, authors_note: str |
                     break
             else:
                 out.depth.append(DepthGroup(entry.depth, role, [content]))
-        elif pos == Position.EM_TOP or pos == Position.EM_BOTTOM:
-            out.examples.insert(0, (pos - Position.EM_TOP, content))
-        elif pos == Position.OUTLET:
+        elif pos == _EM_TOP or pos == _EM_BOTTOM:
+            out.examples.insert(0, (pos - _EM_TOP, content))
+        elif pos == _OUTLET:
             if entry.outlet_name:
                 out.outlets.setdefault(entry.outlet_name, []).append(content)
+    before.reverse()    # each content went to the front of its list: the lists read in reverse rank
+    after.reverse()
     out.before = "\n".join(before)
     out.after = "\n".join(after)
     if authors_note is not None:

@@ -4,41 +4,61 @@ change. The engine makes one :class:`Turn` per :meth:`~lorescan.st.engine.STEngi
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeAlias
 
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, ScanView, Window, WindowTexts
 from ..model import Entry
 from ..tokens import PrependCount, TextCount
-from .result import Character, Diagnostic, LoopRecord
+from .result import Character, LoopRecord
 from .tables import EntryInfo, Tables
 
-__all__ = ["Turn", "note", "entry_window", "effective_depth", "INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"]
+if TYPE_CHECKING:
+    from .activate import AlwaysGates
+
+__all__ = ["Turn", "Note", "Detail", "detail_text", "note", "entry_window", "effective_depth", "INITIAL",
+           "RECURSION", "MIN_ACTIVATIONS", "NONE"]
 
 INITIAL, RECURSION, MIN_ACTIVATIONS, NONE = "INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"
+
+Detail: TypeAlias = "str | tuple[Any, ...]"
+"""A note's detail: the words, or ``(format, *args)`` whose call gives them (built only if an
+explanation is read: most turns never format the details of the entries a group dropped)."""
+
+Note: TypeAlias = "tuple[EntryInfo, str, str, Detail, int | None, str | None]"
+"""The latest decision about an entry: ``(entry, outcome, reason, detail, loop, key)``. A plain
+tuple (a turn makes dozens); the explanation turns the ones it is asked about into
+:class:`~lorescan.st.result.Diagnostic` records."""
+
+
+def detail_text(detail: Detail) -> str:
+    """A note's detail in words."""
+    return detail if isinstance(detail, str) else detail[0](*detail[1:])
 
 
 class Turn:
     """One scan's state.
 
-    Fixed for the turn: ``tables`` (the engine's), ``views`` (one match view per book),
-    the hooks ``random``, ``substitute`` and ``counter``, ``trigger``, ``character``,
+    Fixed for the turn: ``tables`` and ``gates`` (the engine's), ``views`` (one match view per
+    book), the hooks ``random``, ``substitute`` and ``counter``, ``trigger``, ``character``,
     ``chat_length``, ``budget``, and the entry keys ``sticky``, ``cooldown`` and ``forced``.
     Changed by the stages: what activated or failed, substituted ``contents``, recursion
     ``chunks``, the budget text's count, ``overflow``, the loop records and the notes the
     explanation reads.
     """
 
-    __slots__ = ("tables", "views", "regex_budget", "random", "substitute", "counter", "trigger", "character",
-                 "chat_length", "budget", "sticky", "cooldown", "forced", "activated", "activated_order",
+    __slots__ = ("tables", "gates", "views", "regex_budget", "random", "substitute", "counter", "trigger",
+                 "character", "chat_length", "budget", "sticky", "cooldown", "forced", "activated", "activated_order",
                  "failed", "contents", "chunks", "budget_text_tokens", "budget_text", "units", "overflow",
-                 "loops", "levels", "level", "skew", "state", "notes", "last_windows", "texts_of", "basis")
+                 "loops", "levels", "level", "skew", "state", "notes", "last_windows", "texts_of", "basis",
+                 "windows")
 
-    def __init__(self, tables: Tables, views: Sequence[ScanView], regex_budget: RegexBudget, *,
-                 random: Callable[[], float], substitute: Callable[[str], str] | None,
+    def __init__(self, tables: Tables, gates: "AlwaysGates", views: Sequence[ScanView],
+                 regex_budget: RegexBudget, *, random: Callable[[], float], substitute: Callable[[str], str] | None,
                  counter: Callable[[str], int], trigger: str, character: Character | None, chat_length: int,
                  budget: int, sticky: set[str], cooldown: set[str], forced: set[str]) -> None:
         self.tables = tables
+        self.gates = gates
         self.views = list(views)
         self.regex_budget = regex_budget
         self.random, self.substitute, self.counter = random, substitute, counter
@@ -63,17 +83,20 @@ class Turn:
         self.level = self.levels.pop(0) if self.levels else 0
         self.skew = 0
         self.state = INITIAL
-        self.notes: dict[str, Diagnostic] = {}
+        self.notes: dict[str, Note] = {}
         self.last_windows: dict[str, Window] = {}
-        self.texts_of: list[WindowTexts] = []
+        self.texts_of: list[Callable[[], WindowTexts]] = []   # per book, made when a turn ends
         # the walk's candidates of the last loop: (max_depth, recursion chunks, entries)
         self.basis: tuple[int, int, list[EntryInfo]] | None = None
+        # one Window per (scan depth field, sources, skew, chunks): entries share them, so the
+        # views' per-window caches hit by identity
+        self.windows: dict[tuple, Window] = {}
 
 
-def note(turn: Turn, info: EntryInfo, outcome: str, reason: str, detail: str = "", loop: int | None = None,
+def note(turn: Turn, info: EntryInfo, outcome: str, reason: str, detail: Detail = "", loop: int | None = None,
          key: str | None = None, window: Window | None = None) -> None:
     """Record the latest decision about an entry (and the window it matched in)."""
-    turn.notes[info.key] = Diagnostic(info.eid, outcome, reason, detail, loop, key)
+    turn.notes[info.key] = (info, outcome, reason, detail, loop, key)
     if window is not None:
         turn.last_windows[info.key] = window
 
@@ -90,6 +113,11 @@ def effective_depth(entry: Entry, global_depth: int) -> float:
 
 def entry_window(turn: Turn, info: EntryInfo) -> Window:
     """The window an entry scans in the current loop."""
-    depth = effective_depth(info.entry, turn.tables.settings.scan_depth + turn.skew)
+    scan_depth = info.entry.scan_depth
     rec = turn.chunks if turn.state != MIN_ACTIVATIONS else 0
-    return Window(depth, info.sources, rec)
+    wkey = (scan_depth, info.sources, turn.skew, rec)
+    window = turn.windows.get(wkey)
+    if window is None:
+        depth = effective_depth(info.entry, turn.tables.settings.scan_depth + turn.skew)
+        window = turn.windows[wkey] = Window(depth, info.sources, rec)
+    return window
