@@ -18,7 +18,7 @@ import pytest
 
 from conftest import need_shared
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
-from tests.support.reference_matcher import ReferenceScanView
+from tests.support.reference_matcher import ReferenceScanView, forget_caches
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORT = os.environ.get("LORESCAN_BENCH_SHORT") == "1"
@@ -50,6 +50,7 @@ def _steady_turn_vs_naive(benchmark, chat, book_name: str, count_tokens=None) ->
     naive_times: list[float] = []
 
     def naive_turn() -> None:
+        forget_caches()
         with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
             engine.scan(chat[:START], max_context=16000)
 

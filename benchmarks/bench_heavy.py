@@ -41,7 +41,7 @@ from lorescan.js.regex import parse_regex_key
 from lorescan.slot.engine import SlotEngine
 from lorescan.slot.pool import BookSettings, SlotBook
 from lorescan.tokens import TiktokenCounter
-from tests.support.reference_matcher import ReferenceScanView
+from tests.support.reference_matcher import ReferenceScanView, forget_caches
 
 N_ENTRIES = 10_000
 CHAT = 1_000                     # messages before the first measured turn
@@ -141,6 +141,7 @@ def naive_depth50(heavy, engine50):
         for _ in range(NAIVE_RUNS):
             # a new engine and counter each run: no count an engine keeps from an earlier turn
             engine = st_engine(book, DEPTH, count_tokens=TiktokenCounter(cache_size=0))
+            forget_caches()
             start = time.perf_counter()
             result = engine.scan(chat[:CHAT], max_context=MAX_CONTEXT)
             times.append(time.perf_counter() - start)

@@ -36,7 +36,7 @@ from conftest import SHORT, need_shared
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
 from lorescan.js.regex import parse_regex_key
 from lorescan.tokens import TiktokenCounter
-from tests.support.reference_matcher import ReferenceScanView
+from tests.support.reference_matcher import ReferenceScanView, forget_caches
 
 ROUNDS = 10 if SHORT else 40
 LONG_ROUNDS = 30 if SHORT else 200
@@ -109,6 +109,7 @@ def bench_regex_book_steady_turn_vs_naive(benchmark, name):
         for _ in range(NAIVE_RUNS):
             # a new engine and counter each run: no count an engine keeps from an earlier turn
             naive_engine = engine_for(book, count_tokens=TiktokenCounter(cache_size=0))
+            forget_caches()
             t0 = time.perf_counter()
             naive = naive_engine.scan(chat[:start + 1], max_context=MAX_CONTEXT)
             times.append(time.perf_counter() - t0)

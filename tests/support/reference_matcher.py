@@ -20,7 +20,23 @@ from lorescan.js.text import NOSPACE_RANGES, has_js_whitespace, js_lower, js_tri
 MARKER = "\x01"
 JOINER = "\n\x01"
 
-__all__ = ["ReferenceScanView", "match_plain_key"]
+__all__ = ["ReferenceScanView", "match_plain_key", "forget_caches"]
+
+
+def forget_caches() -> None:
+    """Empty the caches a naive turn would otherwise find warm: the regex translator's
+    (``compile_js_regex``) and the ``regex`` module's compiled patterns.
+
+    The reference keeps no caches of its own and tests a regex key by translating and
+    compiling it, as SillyTavern builds a ``RegExp`` per test. Those two process-wide caches
+    made a naive weyland turn (575 compilations) fall from about 200 ms to about 18 ms after
+    four turns in a row, so a baseline sampled between other work measured whichever state
+    they happened to be in. Benchmarks call this before every naive turn: the baseline is the
+    cold one, every time.
+    """
+    from lorescan.js.regex import compile_js_regex
+    compile_js_regex.cache_clear()
+    regex.purge()
 
 
 # Written independently of lorescan.match.view on purpose. ASCII words (SillyTavern): its own
