@@ -22,6 +22,7 @@ _LAZY = {
     "ScanView": ".view", "Window": ".view", "EntryMatch": ".view", "match_plain_key": ".view",
     "SOURCE_NAMES": ".view", "MAX_SCAN_DEPTH": ".view",
     "RegexBudget": ".regexscope",
+    "RegexKey": ".keys", "PlainKey": ".keys", "MacroKey": ".keys",
 }
 
 __all__ = list(_LAZY)
@@ -29,6 +30,7 @@ __all__ = list(_LAZY)
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing alone costs more than the rest
 if TYPE_CHECKING:
     from .cache import ChatScan
+    from .keys import MacroKey, PlainKey, RegexKey
     from .compile import (CompiledBook, EntryPlan, KeyMatcher, build_matcher, classify_key, compile_book,
                           load_compiled, restore_compiled, word_model)
     from .lsc import FORMAT_VERSION, CompiledFormError, encode_compiled, save_compiled

@@ -25,7 +25,7 @@ import uuid
 import weakref
 from array import array
 from dataclasses import FrozenInstanceError, dataclass
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Sequence
 
 import ahocorasick
 import numpy as np
@@ -39,6 +39,7 @@ from ..limits import DEFAULT_LIMITS, Limits, check_book
 from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_entries, lazy_tables,
                   map_compiled_file)
 from ..model import Entry, Lorebook, js_truthy
+from .keys import KeyRef, MacroKey, PlainKey, RegexKey
 from .options import MatchOptions
 from .fuzzy import FuzzyIndex, book_threshold, entry_threshold, key_words
 from ..js.text import has_js_whitespace, js_lower, js_trim
@@ -50,16 +51,8 @@ EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
 MAX_SCAN_DEPTH = 1000   # SillyTavern's cap on any scan depth; the same as matching.MAX_SCAN_DEPTH (a test checks)
 
-# A special key, evaluated on the haystack/texts by ScanView:
-#   ("re", rx, rid, lit, raw)     regex key: rx the compiled JSRegex, rid its index in
-#                                 CompiledBook.regexes (-1: made at scan time from a macro
-#                                 key), lit the vid of a literal every match contains, a
-#                                 tuple of vids one of which every match contains, or
-#                                 SKIP; raw the entry's key string (for cut-off reports)
-#   ("plain", text, cs, ww, raw)  plain key that cannot be decided per text
-#   ("macro", raw, cs, ww)        key with {{ under a substitution hook
-Special = tuple
-KeyRef = Union[int, Special]
+# A key that cannot be decided per text is a special key (match/keys.py: RegexKey, PlainKey,
+# MacroKey), evaluated on the haystack/texts by ScanView; a plan refers to any key by a KeyRef.
 VariantSpec = tuple[str, bool, bool]     # (matched text, case-sensitive, bounded)
 
 
@@ -91,16 +84,16 @@ def literal_absent(lit: int | tuple[int, ...], hits: frozenset[int]) -> bool:
 
 
 def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str,
-                 limits: Limits = DEFAULT_LIMITS) -> VariantSpec | Special:
-    """A prepared key: its variant spec if it can be matched per text, else its special form
-    (``("re", rx, -1, SKIP, raw)`` for a regex key). Raises RegexTooComplex for a regex key past
+                 limits: Limits = DEFAULT_LIMITS) -> VariantSpec | RegexKey | PlainKey:
+    """A prepared key: its variant spec (a plain tuple) if it can be matched per text, else its
+    special key (``RegexKey(rx, -1, SKIP, raw)`` for a regex key, else a ``PlainKey``). Raises RegexTooComplex for a regex key past
     ``limits.max_regex_length`` / ``limits.max_regex_nesting``."""
     rx = (regex_key(text, max_length=limits.max_regex_length, max_nesting=limits.max_regex_nesting)
           if text.startswith("/") else None)       # a regex key has the shape /pattern/flags
     if rx is not None:
-        return ("re", rx, -1, SKIP, raw)
+        return RegexKey(rx, -1, SKIP, raw)
     if text == "" or "\x01" in text or text.endswith("\n"):
-        return ("plain", text, cs, ww, raw)
+        return PlainKey(text, cs, ww, raw)
     mt = text if cs else js_lower(text)
     bounded = ww and not (options.multiword == "substring" and has_js_whitespace(mt))
     return (mt, cs, bounded)
@@ -231,7 +224,7 @@ def _shared_automaton(words: Any) -> _SharedAutomaton:
 
 @dataclass(frozen=True, slots=True)
 class EntryPlan:
-    """How to decide one entry's keys: per key an int (vid, or SKIP) or a special tuple.
+    """How to decide one entry's keys: per key an int (vid, or SKIP) or a special key (match/keys.py).
 
     ``primary``: (key index, ref) for the activation path (substituted, trimmed keys);
     ``secondary``: one ref per secondary key; ``score_*``: raw keys (docs/sillytavern-mode.md#st-groups). ``simple`` /
@@ -254,7 +247,7 @@ class CompiledBook:
     ``always`` / ``always_sub``: entries whose primary keys need evaluation whatever the hits
     (special keys); ``content_hits[i]``: vids in ``entries[i].content``;
     ``chunk_union_exact``: no variant contains "\\n", so a "\\n"-join of contents hits exactly
-    the union of their hits; ``macro_keys``: distinct (raw, cs, ww) of macro keys.
+    the union of their hits; ``macro_keys``: the distinct :class:`MacroKey` values of the plans.
     ``regexes[rid]``: the compiled regex keys (distinct); ``regex_lits[rid]``: the vid of a
     literal every match contains, a tuple of vids of literals one of which every match
     contains, or SKIP (see :func:`literal_absent`); ``regex_line_local``: the rids of the line-local
@@ -291,7 +284,7 @@ class CompiledBook:
     always_sub: tuple[int, ...]
     content_hits: Sequence[frozenset[int]]
     chunk_union_exact: bool
-    macro_keys: tuple[tuple[str, bool, bool], ...]
+    macro_keys: tuple[MacroKey, ...]
     regexes: tuple[JSRegex, ...]
     regex_lits: tuple[int | tuple[int, ...], ...]
     regex_hazards: tuple[tuple[int, str, str], ...]
@@ -308,7 +301,7 @@ class CompiledBook:
                  plans_sub: Sequence[EntryPlan], vid_entries: Sequence[tuple[int, ...]],
                  always: tuple[int, ...], always_sub: tuple[int, ...],
                  content_hits: Sequence[frozenset[int]], chunk_union_exact: bool,
-                 macro_keys: tuple[tuple[str, bool, bool], ...], entry_order: Any, entry_flags: Any,
+                 macro_keys: tuple[MacroKey, ...], entry_order: Any, entry_flags: Any,
                  regexes: tuple[JSRegex, ...] = (), regex_lits: tuple[int | tuple[int, ...], ...] = (),
                  regex_hazards: tuple[tuple[int, str, str], ...] = (), regex_line_local: tuple[int, ...] = (),
                  levels: tuple[float, ...], max_entry_depth: int, name: str | None = None,
@@ -483,22 +476,22 @@ class _Builder:
         rx = self.parsed.get(text) if text.startswith("/") else None
         if rx is None:
             spec = classify_key(text, cs, ww, self.options, raw, self.limits)
-            if len(spec) == 3:
+            if type(spec) is PlainKey:
+                return spec
+            if type(spec) is not RegexKey:
                 vid = self.plain[(text, cs, ww)] = self.vid(spec)     # type: ignore[arg-type]
                 return vid
-            if spec[0] != "re":
-                return spec
-            rx = self.parsed[text] = spec[1]
+            rx = self.parsed[text] = spec.rx
         rid = self.rids.get(rx)
         if rid is None:
             rid = self.rids[rx] = len(self.rids)
             self.regex_lits.append(required_literal_vids(rx, self.vid))
-        return ("re", rx, rid, self.regex_lits[rid], raw)
+        return RegexKey(rx, rid, self.regex_lits[rid], raw)
 
     def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool) -> KeyRef:
         # docs/sillytavern-mode.md#st-plain-keys: substitute (if {{), skip if empty, trim; blank -> "" (match_all) or skipped.
         if substitute and "{{" in raw:
-            return ("macro", raw, cs, ww)
+            return MacroKey(raw, cs, ww)
         if not raw:
             return SKIP
         key = js_trim(raw)
@@ -572,7 +565,7 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     # plan or hit set is built again when a scan first asks for it, and pickling writes the
     # columns as they are.
     tables = TableBuilder()
-    macro: dict[tuple[str, bool, bool], None] = {}
+    macro: dict[MacroKey, None] = {}
     vid_sets: dict[int, list[int]] = {}
     always: list[int] = []
     always_sub: list[int] = []
@@ -586,28 +579,31 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
         plan = _plan(builder, entry, False, source, fuzzy)
         sub = plan
         for ref in [r for _, r in plan.primary] + list(plan.secondary):
-            if type(ref) is tuple and ref[0] == "re" and ref[1].hazard is not None:
-                hazards.append((i, ref[-1], ref[1].hazard))
+            if type(ref) is RegexKey and ref.rx.hazard is not None:
+                hazards.append((i, ref.raw, ref.rx.hazard))
         if any("{{" in k for k in entry.key + entry.keysecondary):
             sub = _plan(builder, entry, True, source, fuzzy)
             for ref in [r for _, r in sub.primary] + list(sub.secondary):
-                if type(ref) is tuple and ref[0] == "macro":
-                    macro[ref[1:]] = None
+                if type(ref) is MacroKey:
+                    macro[ref] = None
         tables.add_plans(plan, sub)
         special = False
         for _, ref in plan.primary:
-            if type(ref) is tuple and ref[0] == "re" and ref[3] != SKIP:
-                ref = ref[3]              # the regex can only match where one of its literals occurs
-            if type(ref) is tuple and ref[0] in ("re", "plain", "macro"):
+            vids: int | tuple[int, ...]
+            if type(ref) is int:
+                vids = ref
+            elif type(ref) is RegexKey and ref.lit != SKIP:
+                vids = ref.lit            # the regex can only match where one of its literals occurs
+            else:
                 special = True
                 continue
-            for vid in ((ref,) if isinstance(ref, int) else ref):
+            for vid in ((vids,) if type(vids) is int else vids):     # type: ignore[union-attr]
                 listed = vid_sets.setdefault(vid, [])
                 if not listed or listed[-1] != i:
                     listed.append(i)
         if special:
             always.append(i)
-        if special or any(type(ref) is tuple and not (ref[0] == "re" and ref[3] != SKIP)
+        if special or any(type(ref) is not int and not (type(ref) is RegexKey and ref.lit != SKIP)
                           for _, ref in sub.primary):
             always_sub.append(i)
     fuzzy_keys = builder.fuzzy

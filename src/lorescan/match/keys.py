@@ -1,0 +1,71 @@
+"""Special keys: the keys of a compiled book that cannot be decided per text.
+
+A plain key that can be matched text by text becomes a key variant (an int, its vid, in an
+:class:`~lorescan.match.compile.EntryPlan`). Every other key is one of the small immutable
+values below, evaluated by :class:`~lorescan.match.view.ScanView` on the assembled haystack
+(or text by text, for line-local regexes):
+
+- :class:`RegexKey`: a ``/pattern/flags`` key;
+- :class:`PlainKey`: a plain key that no per-text automaton can decide (it holds U+0001, is
+  empty after trimming, or ends in ``"\\n"`` so it can span the joiner);
+- :class:`MacroKey`: a key holding ``{{`` under a substitution hook, classified again per
+  scan once the macros are expanded.
+
+Code tells them apart by type (``type(ref) is RegexKey``: as cheap as the old tag check) and
+reads named fields, never positions: they are frozen slotted dataclasses, so ``ref[1]`` fails
+loudly, two kinds never compare equal, and they hash (a view caches results per
+``(key, window)``) and pickle by value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ..js.regex import JSRegex
+
+__all__ = ["RegexKey", "PlainKey", "MacroKey", "SpecialKey", "KeyRef", "SPECIAL_KEY_TYPES"]
+
+
+@dataclass(frozen=True, slots=True)
+class RegexKey:
+    """A regex key.
+
+    ``rx``: the compiled :class:`~lorescan.js.regex.JSRegex`; ``rid``: its index in
+    ``CompiledBook.regexes`` (-1: made at scan time from a macro key, so not in the book);
+    ``lit``: the prefilter, the vid of a literal every match contains, a tuple of vids one of
+    which every match contains, or ``SKIP`` (-1) for none (see ``compile.literal_absent``);
+    ``raw``: the entry's key string as stored (for cut-off reports).
+    """
+
+    rx: JSRegex
+    rid: int
+    lit: int | tuple[int, ...]
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlainKey:
+    """A plain key matched on the haystack with ``match_plain_key``: ``text`` (trimmed, as
+    matched), ``case_sensitive``, ``whole_words``, and ``raw``, the key as stored."""
+
+    text: str
+    case_sensitive: bool
+    whole_words: bool
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class MacroKey:
+    """A key holding ``{{`` when a substitution hook is given: ``raw`` is expanded by the hook
+    at scan time, then trimmed and classified like any key (``case_sensitive`` and
+    ``whole_words`` are the entry's resolved options)."""
+
+    raw: str
+    case_sensitive: bool
+    whole_words: bool
+
+
+SpecialKey = Union[RegexKey, PlainKey, MacroKey]
+# A plan's reference to one key: a vid (>= 0), SKIP (-1: never matches in this path), or a special key.
+KeyRef = Union[int, RegexKey, PlainKey, MacroKey]
+SPECIAL_KEY_TYPES = (RegexKey, PlainKey, MacroKey)
