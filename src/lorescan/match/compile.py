@@ -1,4 +1,10 @@
-"""Lorebook -> CompiledBook: everything a scan needs, built once and never changed.
+"""Key specs -> CompiledBook: everything a scan needs, built once and never changed.
+
+The input is engine-neutral: one :class:`~lorescan.match.keys.KeySpec` per entry (primary and
+secondary keys, case and whole-word options, content, fuzzy threshold). :func:`compile_keys`
+compiles specs (lorebook-slot mode builds them from its pool); :func:`compile_book` is
+SillyTavern mode's adapter, which makes each entry's spec (:func:`key_spec`) and adds the
+per-entry columns its engine precomputes.
 
 Every plain key of every entry becomes a *key variant*: (matched text, case-sensitive?,
 needs word boundaries?), with the entry's overrides resolved against the MatchOptions. All
@@ -25,7 +31,7 @@ import uuid
 import weakref
 from array import array
 from dataclasses import FrozenInstanceError, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import ahocorasick
 import numpy as np
@@ -33,19 +39,19 @@ import numpy as np
 from .. import _kernels
 from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..js.stdecorators import parse_st_decorators
-from ..errors import RegexKeyError
-from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals
+from ..errors import LorebookError, RegexKeyError
+from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals, split_regex_key
 from ..limits import DEFAULT_LIMITS, Limits, check_book
-from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_entries, lazy_tables,
+from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_tables,
                   map_compiled_file)
 from ..model import Entry, Lorebook, js_truthy
-from .keys import KeyRef, MacroKey, PlainKey, RegexKey
+from .keys import KeyRef, KeySpec, MacroKey, PlainKey, RegexKey
 from .options import MatchOptions
 from .fuzzy import FuzzyIndex, book_threshold, entry_threshold, key_words
 from ..js.text import has_js_whitespace, js_lower, js_trim
 
-__all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
-           "build_matcher", "load_compiled", "restore_compiled", "with_lazy_entries"]
+__all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "compile_keys", "key_spec", "word_model",
+           "classify_key", "build_matcher", "load_compiled", "restore_compiled"]
 
 EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
@@ -260,6 +266,10 @@ class CompiledBook:
     bits), and the book-wide ``levels`` (delayUntilRecursion levels) and
     ``max_entry_depth``. ``name`` is the book's name (``book.name``).
 
+    A book compiled from key specs (:func:`compile_keys`) has no source book and no entries
+    (``entries`` and ``uids`` are empty, ``book`` raises AttributeError) and empty engine
+    columns; entry ``i`` of its tables is ``specs[i]``.
+
     A book built by :func:`compile_book` holds tuples; one loaded from the compact form
     (pickle, :func:`lorescan.load_compiled`) holds lazy sequences over numpy columns that
     build an entry, plan or hit set the first time it is asked for (``lorescan.match.lsc``).
@@ -327,6 +337,9 @@ class CompiledBook:
         """The source book (built on first use for a loaded book)."""
         book = self._book
         if book is None:
+            if self._load_book is None:
+                raise AttributeError(f"compiled book {self.name!r} was compiled from key specs (compile_keys) "
+                                     "and has no source book")
             book = self._load_book()
             object.__setattr__(self, "_book", book)
         return book
@@ -342,26 +355,6 @@ class CompiledBook:
 
 
 _TYPES = CompiledTypes(CompiledBook, KeyMatcher, EntryPlan)
-
-
-def with_lazy_entries(cb: CompiledBook, make_entry: Callable[[int], Entry],
-                      load_book: Callable[[], Lorebook]) -> CompiledBook:
-    """``cb`` holding no entries and no book, for an engine that compiled a book it derived
-    and can derive again entry by entry (lorebook-slot mode's pool).
-
-    Args:
-        cb: the compiled book.
-        make_entry: entry ``i``, built the first time a scan asks for it and kept; it must
-            equal the entry compiled.
-        load_book: the whole book, built when asked for.
-
-    Returns:
-        A CompiledBook equal to ``cb`` in every table.
-    """
-    values = {name.lstrip("_"): getattr(cb, name) for name in CompiledBook.__slots__
-              if name not in ("_book", "_load_book", "entries")}
-    return CompiledBook(book=None, load_book=load_book, entries=lazy_entries(len(cb.entries), make_entry),
-                        **values)
 
 
 def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> CompiledBook:
@@ -500,11 +493,11 @@ class _Builder:
         return self.ref(key, cs, ww, raw)
 
 
-def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str, fuzzy: float | None = None
+def _plan(builder: _Builder, spec: KeySpec, substitute: bool, source: str, fuzzy: float | None = None
           ) -> EntryPlan:
     o = builder.options
-    cs = entry.case_sensitive if entry.case_sensitive is not None else o.case_sensitive
-    ww = entry.match_whole_words if entry.match_whole_words is not None else o.match_whole_words
+    cs = spec.case_sensitive if spec.case_sensitive is not None else o.case_sensitive
+    ww = spec.whole_words if spec.whole_words is not None else o.match_whole_words
 
     def refs(field: str, keys: Sequence[str], activation: bool) -> list[KeyRef]:
         out: list[KeyRef] = []
@@ -514,15 +507,15 @@ def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str, fuzzy:
                 out.append(builder.activation_ref(k, cs, ww, substitute) if activation
                            else builder.ref(k, cs, ww, k))
         except RegexTooComplex as exc:
-            raise RegexKeyError(f"regex key refused: {exc}", source=source, entry=entry.uid,
+            raise RegexKeyError(f"regex key refused: {exc}", source=source, entry=spec.uid,
                                 field=f"{field}[{i}]") from None
         if fuzzy:
             out = [builder.fuzzy_ref(r, fuzzy) for r in out]
         return out
-    primary = tuple((i, r) for i, r in enumerate(refs("key", entry.key, True)) if r != SKIP)
-    secondary = tuple(refs("keysecondary", entry.keysecondary, True))
-    score_p = tuple(refs("key", entry.key, False))
-    score_s = tuple(refs("keysecondary", entry.keysecondary, False))
+    primary = tuple((i, r) for i, r in enumerate(refs("key", spec.primary, True)) if r != SKIP)
+    secondary = tuple(refs("keysecondary", spec.secondary, True))
+    score_p = tuple(refs("key", spec.primary, False))
+    score_s = tuple(refs("keysecondary", spec.secondary, False))
     simple = all(type(r) is int for _, r in primary) and all(type(r) is int for r in secondary)
     score_simple = all(type(r) is int for r in score_p + score_s)
     return EntryPlan(primary, secondary, simple, score_p, score_s, score_simple)
@@ -531,6 +524,9 @@ def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str, fuzzy:
 def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
                  limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
     """Compile ``book`` for matching: one automaton, plans, content hits, compiled regex keys.
+
+    Each entry's keys go through its :func:`key_spec` (with its fuzzy threshold resolved under
+    the Unicode word rule); the book keeps its entries and the SillyTavern engine's columns.
 
     Args:
         book: the book.
@@ -557,10 +553,96 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
             gc.enable()
 
 
+def key_spec(entry: Entry, fuzzy: float | None = None) -> KeySpec:
+    """The engine-neutral key spec of a SillyTavern entry (``fuzzy``: its resolved threshold)."""
+    return KeySpec(entry.key, entry.keysecondary, entry.content, entry.case_sensitive, entry.match_whole_words,
+                   fuzzy, entry.uid)
+
+
+def compile_keys(specs: Sequence[KeySpec], options: MatchOptions = MatchOptions(), *,
+                 limits: Limits = DEFAULT_LIMITS, name: str = "keys", source: str = "<memory>") -> CompiledBook:
+    """Compile engine-neutral key specs: the match core of :func:`compile_book` without a book.
+
+    Args:
+        specs: one :class:`~lorescan.match.keys.KeySpec` per entry; entry ``i`` of every
+            table (plans, content hits, ``ScanView.match_entry(i, ...)``) is ``specs[i]``.
+        options: the matching rules.
+        limits: ``max_entries``, ``max_content_length``, ``max_key_length``,
+            ``max_regex_length`` and ``max_regex_nesting`` apply, as for a book.
+        name: the compiled book's name.
+        source: names the specs in errors.
+
+    Returns:
+        A :class:`CompiledBook` with no source book and no entries (see its docstring).
+
+    Raises:
+        RegexKeyError: a regex key past the regex limits (naming ``KeySpec.uid`` and the field).
+        LorebookError: specs over another of ``limits``.
+    """
+    specs = tuple(specs)
+    _check_specs(specs, limits, source)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        tables = _compile_tables(lambda: specs, options, limits, source)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return CompiledBook(book=None, entries=(), uids=(), name=name, options=options, **tables,
+                        entry_order=np.zeros(0, dtype=np.float64), entry_flags=np.zeros(0, dtype=np.uint8),
+                        levels=(), max_entry_depth=0)
+
+
+def _check_specs(specs: Sequence[KeySpec], limits: Limits, source: str) -> None:
+    # limits.check_book's rules over key specs (a pool of several books is checked as one).
+    if len(specs) > limits.max_entries:
+        raise LorebookError(f"the book has {len(specs)} entries, above the limit max_entries={limits.max_entries}",
+                            source=source, field="entries")
+    max_key, max_re, max_content = limits.max_key_length, limits.max_regex_length, limits.max_content_length
+    for sp in specs:
+        if len(sp.content) > max_content:
+            raise LorebookError(f"the content has {len(sp.content)} characters, above the limit "
+                                f"max_content_length={max_content}", source=source, entry=sp.uid, field="content")
+        for field, keys in (("key", sp.primary), ("keysecondary", sp.secondary)):
+            for i, k in enumerate(keys):
+                if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
+                    continue
+                parsed = split_regex_key(k) if k.startswith("/") else None
+                if parsed is None:
+                    if len(k) > max_key:
+                        raise LorebookError(f"the key has {len(k)} characters, above the limit "
+                                            f"max_key_length={max_key}", source=source, entry=sp.uid,
+                                            field=f"{field}[{i}]")
+                elif len(parsed[0]) > max_re:
+                    raise RegexKeyError(f"the regex key's pattern has {len(parsed[0])} characters, above the "
+                                        f"limit max_regex_length={max_re}", source=source, entry=sp.uid,
+                                        field=f"{field}[{i}]")
+
+
 def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledBook:
     entries = tuple(book.entries)
-    builder = _Builder(options, limits)
     source = getattr(book, "source", "<memory>")
+    fuzzy_default = None
+    if options.word_chars == "unicode":        # fuzzy keys need the Unicode word rule (match/fuzzy.py)
+        fuzzy_default = book_threshold(book)
+    thresholds: list[float | None] = [None] * len(entries)
+    if options.word_chars == "unicode":
+        thresholds = [entry_threshold(entry, fuzzy_default, source) for entry in entries]
+    # The specs are made as the compiler walks them (twice), never held all at once.
+    tables = _compile_tables(lambda: map(key_spec, entries, thresholds), options, limits, source)
+    return CompiledBook(
+        book=book, entries=entries, options=options, **tables,
+        entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
+        entry_flags=np.array([_entry_flags(e) for e in entries], dtype=np.uint8),
+        levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),
+        max_entry_depth=_max_entry_depth(entries))
+
+
+def _compile_tables(key_specs: Callable[[], Iterable[KeySpec]], options: MatchOptions, limits: Limits, source: str
+                    ) -> dict[str, Any]:
+    """The match core of a compiled book: matcher, plans, content hits, regexes (CompiledBook
+    keywords). ``key_specs()`` gives the key specs in entry order (called twice)."""
+    builder = _Builder(options, limits)
     # The tables go straight into numpy columns (lorescan.match.lsc) as each entry is planned: a
     # plan or hit set is built again when a scan first asks for it, and pickling writes the
     # columns as they are.
@@ -570,19 +652,16 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     always: list[int] = []
     always_sub: list[int] = []
     hazards: list[tuple[int, str, str]] = []
-    fuzzy_default = fuzzy = None
-    if options.word_chars == "unicode":        # fuzzy keys need the Unicode word rule (match/fuzzy.py)
-        fuzzy_default = book_threshold(book)
-    for i, entry in enumerate(entries):
-        if options.word_chars == "unicode":
-            fuzzy = entry_threshold(entry, fuzzy_default, source)
-        plan = _plan(builder, entry, False, source, fuzzy)
+    unicode = options.word_chars == "unicode"     # fuzzy keys need the Unicode word rule (match/fuzzy.py)
+    for i, spec in enumerate(key_specs()):
+        fuzzy = spec.fuzzy if unicode else None
+        plan = _plan(builder, spec, False, source, fuzzy)
         sub = plan
         for ref in [r for _, r in plan.primary] + list(plan.secondary):
             if type(ref) is RegexKey and ref.rx.hazard is not None:
                 hazards.append((i, ref.raw, ref.rx.hazard))
-        if any("{{" in k for k in entry.key + entry.keysecondary):
-            sub = _plan(builder, entry, True, source, fuzzy)
+        if any("{{" in k for k in spec.primary + spec.secondary):
+            sub = _plan(builder, spec, True, source, fuzzy)
             for ref in [r for _, r in sub.primary] + list(sub.secondary):
                 if type(ref) is MacroKey:
                     macro[ref] = None
@@ -627,19 +706,15 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
             yield spec_text[spec_offsets[v]:spec_offsets[v + 1]].tobytes().decode("utf-8", "surrogatepass")
     matcher = _matcher(words, len(first_vids), table_bytes, word_model(options), n_specs, has_newline, None)
     scan = matcher.scan
-    for entry in entries:
-        tables.add_hits(scan(entry.content))
+    for spec in key_specs():
+        tables.add_hits(scan(spec.content))
     cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
     del vid_sets
     lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials, EntryPlan)
-    return CompiledBook(
-        book=book, entries=entries, options=options, matcher=matcher, specs=lazy_specs,
+    return dict(
+        matcher=matcher, specs=lazy_specs,
         plans=lazy_plans, plans_sub=lazy_sub, vid_entries=lazy_vids, always=tuple(always),
         always_sub=tuple(always_sub), content_hits=lazy_hits, chunk_union_exact=not matcher.has_newline,
         macro_keys=tuple(macro), columns=(cols, specials),
         regexes=regexes, regex_lits=regex_lits, regex_hazards=tuple(hazards),
-        regex_line_local=tuple(rid for rid, rx in enumerate(regexes) if rx.line_local),
-        entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
-        entry_flags=np.array([_entry_flags(e) for e in entries], dtype=np.uint8),
-        levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),
-        max_entry_depth=_max_entry_depth(entries))
+        regex_line_local=tuple(rid for rid, rx in enumerate(regexes) if rx.line_local))

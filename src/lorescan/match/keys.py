@@ -1,4 +1,6 @@
-"""Special keys: the keys of a compiled book that cannot be decided per text.
+"""What the match core compiles (:class:`KeySpec`, one per entry) and the special keys of its plans.
+
+Special keys are the keys of a compiled book that cannot be decided per text.
 
 A plain key that can be matched text by text becomes a key variant (an int, its vid, in an
 :class:`~lorescan.match.compile.EntryPlan`). Every other key is one of the small immutable
@@ -23,7 +25,7 @@ from typing import Union
 
 from ..js.regex import JSRegex
 
-__all__ = ["RegexKey", "PlainKey", "MacroKey", "SpecialKey", "KeyRef", "SPECIAL_KEY_TYPES"]
+__all__ = ["RegexKey", "PlainKey", "MacroKey", "SpecialKey", "KeyRef", "SPECIAL_KEY_TYPES", "KeySpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +71,37 @@ SpecialKey = Union[RegexKey, PlainKey, MacroKey]
 # A plan's reference to one key: a vid (>= 0), SKIP (-1: never matches in this path), or a special key.
 KeyRef = Union[int, RegexKey, PlainKey, MacroKey]
 SPECIAL_KEY_TYPES = (RegexKey, PlainKey, MacroKey)
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """One entry's keys as the match core compiles them, whatever engine the entry belongs to.
+
+    SillyTavern mode builds one per :class:`~lorescan.model.Entry` (``compile.key_spec``);
+    lorebook-slot mode builds them from its pool entries. :func:`~lorescan.match.compile.compile_keys`
+    turns a sequence of them into a :class:`~lorescan.match.compile.CompiledBook` whose entry
+    ``i`` is ``specs[i]``; a :class:`~lorescan.match.view.EntryMatch` answers in their terms
+    (``primary`` indexes ``primary``, ``secondary`` has one bool per ``secondary`` key).
+
+    Attributes:
+        primary: the primary keys as stored (untrimmed, macros unexpanded). A key in
+            ``/pattern/flags`` form that parses as a regex is a regex key, any other is plain
+            text (SillyTavern's per-key rule); a key holding ``{{`` is classified after the
+            scan's substitution hook expands it.
+        secondary: the secondary keys, the same way (how they combine is the engine's business).
+        content: the text the entry contributes to recursion (its key hits are computed once).
+        case_sensitive: None: ``MatchOptions.case_sensitive``.
+        whole_words: None: ``MatchOptions.match_whole_words``.
+        fuzzy: the typo-tolerance threshold (1-100) of the plain keys, None for exact keys
+            only (applied when ``MatchOptions.word_chars`` is ``"unicode"``, see match/fuzzy.py).
+        uid: names the entry in errors (``RegexKeyError.entry``; the field is ``key[i]`` or
+            ``keysecondary[i]``).
+    """
+
+    primary: tuple[str, ...]
+    secondary: tuple[str, ...] = ()
+    content: str = ""
+    case_sensitive: bool | None = None
+    whole_words: bool | None = None
+    fuzzy: float | None = None
+    uid: int | str = 0

@@ -5,7 +5,8 @@ Pickling a :class:`~lorescan.match.compile.CompiledBook` (and so an ``STEngine``
 encoding: a few numpy columns and byte blobs instead of a graph of Python objects.
 
 - entries: one JSON record per entry (uid, fields in file order, filled defaults) in one
-  UTF-8 blob plus offsets; an :class:`Entry` is built the first time something asks for it;
+  UTF-8 blob plus offsets (none for a book compiled from key specs, ``meta["keys_only"]``);
+  an :class:`Entry` is built the first time something asks for it;
 - key tables: CSR arrays (offsets + int32 values) for ``vid_entries``, ``content_hits`` and
   the entry plans (a ref is a vid ``>= 0``, ``SKIP``, or ``-2 - i`` for special key ``i``);
 - special keys (``match.keys``): one list each, ``[kind, fields...]`` with kind ``"re"``
@@ -70,8 +71,7 @@ from ..model import Entry, FrozenMap, Lorebook, Origin, entry_from_fields, share
 from .options import MatchOptions
 
 __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "encode_compiled", "decode_compiled",
-           "save_compiled", "map_compiled_file", "encode_value", "decode_value", "register_value_type",
-           "lazy_entries"]
+           "save_compiled", "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
 
 MAGIC = b"LORESCN\x00"
 # 2: regex special keys hold a rid into meta["regexes"]; 3: special keys are [kind, fields...]
@@ -419,11 +419,6 @@ class _Lazy(Sequence):
         return (tuple, (tuple(self),))
 
 
-def lazy_entries(n: int, make_entry: Callable[[int], Entry]) -> Any:
-    """A sequence of ``n`` entries, entry ``i`` being ``make_entry(i)`` built on first use and kept."""
-    return _Lazy(n, make_entry)
-
-
 def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     if rows:
@@ -652,7 +647,16 @@ def encode_compiled(cb: Any) -> bytes:
     """The compact form of a CompiledBook (what pickling and ``.lsc`` files hold)."""
     w = _Writer()
     loaded = getattr(cb._load_book, "reader", None) if cb._book is None else None
-    if loaded is not None:
+    keys_only = cb._book is None and cb._load_book is None
+    if keys_only:
+        # Compiled from key specs (compile.compile_keys): no entries and no book to store.
+        source = "<key specs>"
+        n_entries = 0
+        w.blob("entries", b"")
+        w.array("entry_offsets", np.zeros(1, dtype=np.int64))
+        w.value("book", None)
+        w.value("uids", [])
+    elif loaded is not None:
         # A loaded book whose entries were never all built: copy its sections as they are.
         source = loaded.meta["source"]
         for name in ("entries", "book", "uids"):
@@ -696,7 +700,7 @@ def encode_compiled(cb: Any) -> bytes:
     w.array("entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
     regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard] for rx in cb.regexes]
     o = cb.options
-    meta = {"name": cb.name, "source": source, "n_entries": n_entries,
+    meta = {"name": cb.name, "source": source, "n_entries": n_entries, "keys_only": keys_only,
             "options": [o.case_sensitive, o.match_whole_words, o.word_chars, o.nospace_scripts, o.multiword,
                         o.blank_keys],
             "token": m.token, "model": m.model, "n_variants": m.n_variants, "has_newline": m.has_newline,
@@ -763,6 +767,9 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
                         entry_keys=tuple(b["entry_keys"]), source=source, format=b["format"],
                         origin=b["origin"])
     load_book.reader = r          # type: ignore[attr-defined]  # encode_compiled copies from it
+    keys_only = meta["keys_only"]
+    if type(keys_only) is not bool or (keys_only and n):
+        r.fail("inconsistent key-spec flag")
 
     automaton = None
     if meta["automaton"] is not None:
@@ -793,7 +800,8 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
     specs, plans, plans_sub, vid_entries, content_hits = lazy_tables(cols, specials, types.plan)
     opts = MatchOptions(*meta["options"])
     return types.book(
-        book=None, load_book=load_book, name=meta["name"], entries=entries, options=opts, matcher=matcher,
+        book=None, load_book=None if keys_only else load_book, name=meta["name"], entries=entries, options=opts,
+        matcher=matcher,
         specs=specs, plans=plans, plans_sub=plans_sub, vid_entries=vid_entries,
         always=tuple(meta["always"]), always_sub=tuple(meta["always_sub"]), content_hits=content_hits,
         chunk_union_exact=meta["chunk_union_exact"], macro_keys=tuple(MacroKey(*m) for m in meta["macro_keys"]),
@@ -801,7 +809,7 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
         levels=tuple(meta["levels"]), max_entry_depth=meta["max_entry_depth"],
         regexes=regexes, regex_lits=tuple(meta["regex_lits"]), regex_hazards=tuple(meta["regex_hazards"]),
         regex_line_local=tuple(meta["regex_line_local"]),
-        uids=_lazy_uids(r, n), columns=(cols, specials))
+        uids=() if keys_only else _lazy_uids(r, n), columns=(cols, specials))
 
 
 def _lazy_uids(r: _Reader, n: int) -> _Lazy:

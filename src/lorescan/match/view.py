@@ -157,6 +157,9 @@ class ScanView:
     is matched on its own (lorebook-slot mode). ``regex_budget``: the scan's regex time
     (shared by the views of one scan; default: ``DEFAULT_LIMITS.regex_time_per_scan``);
     ``regex_timeout``: CPU seconds one regex evaluation may take (None: the budget's rest).
+    ``content_of``: entry ``i``'s content, to check a recursion chunk against the entries it
+    claims to join (default: ``compiled.entries[i].content``; a book compiled from key specs
+    has no entries, so without it every chunk of such a book is scanned).
 
     Regex keys: a line-local one (see :mod:`lorescan.match.regexscope`) is tested once per text
     (cached in the ChatScan beside the literal hits) and a window's answer is a union; any
@@ -166,9 +169,13 @@ class ScanView:
     def __init__(self, compiled: "CompiledBook", messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
                  injects: Sequence[str] = (), *, cache: ChatScan | None = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
-                 regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None) -> None:
+                 regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
+                 content_of: Callable[[int], str] | None = None) -> None:
         self.compiled = compiled
         self.entries = compiled.entries
+        if content_of is None and len(self.entries):
+            content_of = lambda i: self.entries[i].content     # noqa: E731
+        self._content_of = content_of
         self.options = compiled.options
         self.substitute = substitute
         self.joined = joined
@@ -299,8 +306,8 @@ class ScanView:
         compiled = self.compiled
         for i in range(len(have), len(self.chunks)):
             text, parts = self.chunks[i], self._chunk_entries[i]
-            if (parts is not None and compiled.chunk_union_exact
-                    and "\n".join([self.entries[j].content for j in parts]) == text):
+            if (parts is not None and compiled.chunk_union_exact and self._content_of is not None
+                    and "\n".join([self._content_of(j) for j in parts]) == text):
                 content_hits = compiled.content_hits
                 have.append(_kernels.hits.window_union([content_hits[j] for j in parts]))
             else:
@@ -571,7 +578,7 @@ class ScanView:
             return EntryMatch(primary, tuple([ref in hits for ref in plan.secondary]))
         timed_out: list[str] = []
         for i, ref in plan.primary:
-            if type(ref) is int:                # a variant id, or SKIP
+            if isinstance(ref, int):            # a variant id, or SKIP
                 if ref in hits:
                     primary = i
                     break
@@ -584,7 +591,7 @@ class ScanView:
                 break
         secondary = []
         for ref in plan.secondary:
-            if type(ref) is int:                # a variant id, or SKIP
+            if isinstance(ref, int):            # a variant id, or SKIP
                 secondary.append(ref in hits)
                 continue
             hit, to = self._eval_special(ref, window)
@@ -606,11 +613,10 @@ class ScanView:
             hits = self.window_hits(window)
 
         def hit(ref: KeyRef) -> bool:
-            if type(ref) is int:                # a variant id, or SKIP
+            if isinstance(ref, int):            # a variant id, or SKIP
                 return ref in hits
             return self._eval_special(ref, window)[0]
-        entry = self.entries[index]
-        primary = [False] * len(entry.key)
+        primary = [False] * len(plan.score_primary)     # one score ref per primary key, SKIP or not
         for i, ref in plan.primary:
             primary[i] = hit(ref)
         return tuple(primary), tuple(hit(ref) for ref in plan.secondary)
@@ -627,6 +633,6 @@ class ScanView:
         for refs in (plan.score_primary, plan.score_secondary):
             n = 0
             for ref in refs:
-                n += (ref in hits) if type(ref) is int else self._eval_special(ref, window)[0]
+                n += (ref in hits) if isinstance(ref, int) else self._eval_special(ref, window)[0]
             counts.append(n)
         return counts[0], counts[1]

@@ -34,19 +34,19 @@ import bisect
 import re
 from array import array
 from collections.abc import Callable, Mapping, Sequence, Set
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
-from ..match.compile import CompiledBook, compile_book
-from ..match.fuzzy import fuzzy_field
+from ..match.compile import CompiledBook, compile_keys
+from ..match.fuzzy import entry_threshold, fuzzy_field
+from ..match.keys import KeySpec
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..match.cache import ChatScan
 from ..errors import RegexKeyError, SettingsError
 from ..js.regex import RegexTooComplex, regex_key
 from ..match.regexscope import RegexBudget
 from ..match.view import EntryMatch, ScanView, Window, match_plain_key
-from ..match.compile import with_lazy_entries
-from ..model import Entry, FrozenMap, Lorebook, entry_from_fields
+from ..model import Lorebook
 from ..match.options import MatchOptions
 from ..js.text import js_trim
 from ..tokens import count_upto, shared_counter
@@ -186,8 +186,8 @@ class SlotResult:
 class _KeyRef:
     text: str
     how: Literal["matcher", "literal", "never"]
-    slot: int = -1          # index in the derived entry's key / keysecondary list
-    primary: bool = False   # slot indexes the derived ``key`` list (else ``keysecondary``)
+    slot: int = -1          # index in the entry's KeySpec.primary / KeySpec.secondary (the matcher's keys)
+    primary: bool = False   # slot indexes ``KeySpec.primary`` (else ``KeySpec.secondary``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,31 +367,28 @@ class SlotEngine:
 
         pool: list[SlotEntry] = []
         plans: list[_Plan] = []
-        fuzzy_ext: dict[int, Any] = {}
+        specs: list[KeySpec] = []       # what the match core compiles; not kept (issue 8: memory)
         for bi, b in enumerate(slot_books):
             for ei, entry in enumerate(b.book.entries):
                 e = slot_entry_from(entry, pool_index=len(pool), book_index=bi, index=ei, book=b,
                                     user_icon=user_icon_decorator)
                 pool.append(e)
-                plans.append(_plan_keys(e, regex_keys)[0])
-                fuzzy = fuzzy_field(e.decorators.fuzzy, entry, b.book)
-                if fuzzy:                       # typo-tolerant keys (match/fuzzy.py), rare
-                    fuzzy_ext[e.pool_index] = fuzzy["extensions"]
+                plan, primary_keys, secondary_keys = _plan_keys(e, regex_keys)
+                plans.append(plan)
+                specs.append(KeySpec(tuple(primary_keys), tuple(secondary_keys), e.content, e.case_sensitive,
+                                     e.whole_words, _fuzzy_threshold(e, entry, b.book), e.pool_index))
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
-        self._fuzzy_ext = fuzzy_ext
         try:
-            compiled = compile_book(self._derived_book(), self.match_options, limits=limits)
-        except RegexKeyError as exc:    # locate it in the attached book, not the derived pool
+            self.compiled: CompiledBook = compile_keys(specs, self.match_options, limits=limits,
+                                                       name="lorebook slot pool", source="<slot pool>")
+        except RegexKeyError as exc:    # locate it in the attached book, not the pool
             if not isinstance(exc.entry, int):
                 raise
             e = self.pool[exc.entry]
             raise RegexKeyError(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
                                 field="keys") from None
-        # The derived entries are not kept: each is built again from the pool when a scan
-        # first needs it (recursion chunks need a few contents), which halves what an engine
-        # holds per entry (issue 8).
-        self.compiled: CompiledBook = with_lazy_entries(compiled, self._derived_entry, self._derived_book)
+        del specs
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
         # Most entries of a large pool do the same thing in every request: no gate decides them,
         # their keys are all the matcher's, and unless the matcher lists them as candidates
@@ -416,31 +413,9 @@ class SlotEngine:
         # (text, count, exact) per pool entry; a whole tuple is written at once (threads share it)
         self._token_cache: list[tuple[str, int, bool] | None] = [None] * len(self.pool)
 
-    # -- the matcher's view of the pool ----------------------------------------------------
-    def _derived_entry(self, i: int) -> Entry:
-        """Pool entry ``i`` as the shared matcher sees it: ST field names, every option
-        explicit, the keys the matcher answers (``_KeyRef.slot`` order)."""
-        e, plan = self.pool[i], self._plans[i]
-        refs = [ref for ref in (*plan.primary, *plan.secondary, *plan.exclude,
-                                *(r for g in plan.additional + plan.exclude_all for r in g))
-                if ref.how == "matcher"]
-        primary = sorted({ref.slot: ref.text for ref in refs if ref.primary}.items())
-        secondary = sorted({ref.slot: ref.text for ref in refs if not ref.primary}.items())
-        key = [t for _, t in primary]
-        keysecondary = [t for _, t in secondary]
-        fields = {"uid": i, "key": key, "keysecondary": keysecondary, "content": e.content, "comment": e.name,
-                  "selective": True, "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words}
-        if i in self._fuzzy_ext:
-            fields["extensions"] = self._fuzzy_ext[i]
-        # What entry_from_fields makes of these fields, with the attributes every derived entry
-        # shares (the empty card fields, the match-source and character-filter tuples) shared.
-        return replace(_DERIVED_TEMPLATE, uid=i, fields=FrozenMap(fields), key=tuple(key),
-                       keysecondary=tuple(keysecondary), content=e.content, comment=e.name,
-                       case_sensitive=e.case_sensitive, match_whole_words=e.whole_words)
-
-    def _derived_book(self) -> Lorebook:
-        return Lorebook(name="lorebook slot pool", entries=tuple(map(self._derived_entry, range(len(self.pool)))),
-                        source="<slot pool>", format="lorebook-slot")
+    def _content_of(self, i: int) -> str:
+        """Pool entry ``i``'s content (the text the compiled matcher's content hits are of)."""
+        return self.pool[i].content
 
     # -- token counts (cached per entry: a compiled book's contents are counted once) ----
     def entry_tokens(self, pool_index: int, text: str | None = None) -> int:
@@ -511,7 +486,8 @@ class SlotEngine:
         substitute = substitute if substitute is not None else self.substitute
         view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
-                        regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout))
+                        regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout),
+                        content_of=self._content_of)
         pool = self.pool
         # Explicit entries get their _Run now; an idle one when the matcher first names it.
         runs: dict[int, _Run] = {}
@@ -671,7 +647,7 @@ class SlotEngine:
             return notes
         system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
                                cache=cache, substitute=substitute, joined=False,
-                               regex_timeout=self.regex_timeout)
+                               regex_timeout=self.regex_timeout, content_of=self._content_of)
         found_in = system_view.candidates(len(system), 0)
         in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
         if idle_depths:
@@ -850,10 +826,24 @@ class SlotEngine:
 
 
 _NOTHING: frozenset[int] = frozenset()
-# A derived entry (SlotEngine._derived_entry) with the values every one of them shares.
-_DERIVED_TEMPLATE = entry_from_fields({"uid": 0, "key": [], "keysecondary": [], "content": "", "comment": "",
-                                       "selective": True, "caseSensitive": False, "matchWholeWords": False},
-                                      source="<slot pool>", fill_defaults=False)
+
+
+class _FuzzyProbe(NamedTuple):
+    # What match.fuzzy.entry_threshold reads of an entry.
+    content: str
+    fields: Mapping[str, Any]
+    uid: int
+
+
+def _fuzzy_threshold(e: SlotEntry, entry: Any, book: Lorebook) -> float | None:
+    """The fuzzy threshold of pool entry ``e`` (None: exact keys): its ``@@fuzzy`` decorator,
+    else its ``extensions.lorescan_fuzzy``, else its book's default (match/fuzzy.py). A content
+    that still starts with ``@@`` after the slot decorators are read may hold SillyTavern's
+    ``@@fuzzy`` line, which the compiler has always honoured: entry_threshold reads it here."""
+    ext = fuzzy_field(e.decorators.fuzzy, entry, book)
+    if not ext and not e.content.startswith("@@"):
+        return None                     # the common case: no fuzzy setting anywhere
+    return entry_threshold(_FuzzyProbe(e.content, ext, e.pool_index), None, "<slot pool>")
 
 
 def _gateable(e: SlotEntry) -> bool:
