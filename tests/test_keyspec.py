@@ -126,3 +126,31 @@ def test_compiled_plans_hold_special_keys_of_the_right_kind():
     assert {RegexKey, PlainKey} <= refs
     assert any(type(r) is MacroKey for p in cb.plans_sub for _, r in p.primary)
     assert all(type(m) is MacroKey for m in cb.macro_keys) and cb.macro_keys
+
+
+def test_a_literal_key_is_plain_text_even_in_regex_form():
+    specs = [KeySpec(("/dra+gon/",), literal=frozenset({"/dra+gon/"})), KeySpec(("/dra+gon/",))]
+    cb = compile_keys(specs)
+    assert type(cb.plans[0].primary[0][1]) is int and type(cb.plans[1].primary[0][1]) is RegexKey
+    view = ScanView(cb, ["a draagon flies"], joined=False)
+    assert [view.match_entry(i, Window(1)).primary for i in (0, 1)] == [None, 0]
+    view = ScanView(cb, ["it reads /dra+gon/ here"], joined=False)
+    assert view.match_entry(0, Window(1)).primary == 0
+
+
+def test_a_literal_macro_key_stays_literal_after_substitution():
+    cb = compile_keys([KeySpec(("{{x}}",), literal=frozenset({"{{x}}"})), KeySpec(("{{x}}",))])
+    assert cb.macro_keys == (MacroKey("{{x}}", False, False, True), MacroKey("{{x}}", False, False, False))
+    sub = lambda text: text.replace("{{x}}", "/a+/")          # noqa: E731
+    view = ScanView(cb, ["aaa"], substitute=sub, joined=False)
+    assert [view.match_entry(i, Window(1)).primary for i in (0, 1)] == [None, 0]
+    view = ScanView(cb, ["see /a+/"], substitute=sub, joined=False)
+    assert view.match_entry(0, Window(1)).primary == 0
+
+
+def test_fuzzy_thresholds_leave_literal_keys_exact():
+    options = MatchOptions.improved()
+    cb = compile_keys([KeySpec(("Hermione", "/Hermione/"), fuzzy=80.0, literal=frozenset({"/Hermione/"}))],
+                      options)
+    view = ScanView(cb, ["Hermoine and /Hermoine/"], joined=False)
+    assert view.key_hits(0, Window(1)) == ((True, False), ())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from slot_helpers import cc_book
 
@@ -136,19 +136,21 @@ def test_bulk_run_equals_the_per_entry_loop_turn_after_turn_on_a_larger_book():
 @settings(max_examples=200, deadline=None)
 @given(pool=pools(), mode=st.sampled_from(["form", "strict", "auto"]))
 def test_the_pools_key_specs_compile_to_the_tables_its_st_shaped_entries_did(pool, mode):
-    """The engine hands match/ its own key specs (no SillyTavern entries). They must compile to
-    the tables the SillyTavern-shaped entries it used to derive compiled to (keys in the order
-    the plans' slots index), so every match is unchanged."""
+    """The engine hands match/ its own key specs (no SillyTavern entries). Without literal keys
+    (``use_regex: false`` under ``strict``, which SillyTavern entries cannot express) they must
+    compile to the tables the SillyTavern-shaped entries it used to derive compiled to (keys in
+    the order the plans' slots index), so every match is unchanged."""
     from lorescan.formats.sillytavern import book_from_entries
     from lorescan.match.compile import compile_book
     from lorescan.slot.engine import _plan_keys
     engine = SlotEngine([cc_book("b", pool)], count_tokens=len, regex_keys=mode)
     derived = []
     for e in engine.pool:
-        _plan, primary, secondary = _plan_keys(e, engine.regex_keys)
-        derived.append({"uid": e.pool_index, "key": primary, "keysecondary": secondary, "content": e.content,
-                        "comment": e.name, "selective": True, "caseSensitive": e.case_sensitive,
-                        "matchWholeWords": e.whole_words})
+        _plan, spec = _plan_keys(e, engine.regex_keys)
+        assume(not spec.literal)
+        derived.append({"uid": e.pool_index, "key": list(spec.primary), "keysecondary": list(spec.secondary),
+                        "content": e.content, "comment": e.name, "selective": True,
+                        "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words})
     old = compile_book(book_from_entries("lorebook slot pool", derived), engine.match_options)
     new = engine.compiled
     assert len(new.entries) == 0 and len(new.plans) == len(engine.pool)

@@ -90,12 +90,13 @@ def literal_absent(lit: int | tuple[int, ...], hits: frozenset[int]) -> bool:
 
 
 def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str,
-                 limits: Limits = DEFAULT_LIMITS) -> VariantSpec | RegexKey | PlainKey:
+                 limits: Limits = DEFAULT_LIMITS, *, literal: bool = False) -> VariantSpec | RegexKey | PlainKey:
     """A prepared key: its variant spec (a plain tuple) if it can be matched per text, else its
-    special key (``RegexKey(rx, -1, SKIP, raw)`` for a regex key, else a ``PlainKey``). Raises RegexTooComplex for a regex key past
-    ``limits.max_regex_length`` / ``limits.max_regex_nesting``."""
+    special key (``RegexKey(rx, -1, SKIP, raw)`` for a regex key, else a ``PlainKey``).
+    ``literal``: plain text even in ``/pattern/flags`` form. Raises RegexTooComplex for a regex
+    key past ``limits.max_regex_length`` / ``limits.max_regex_nesting``."""
     rx = (regex_key(text, max_length=limits.max_regex_length, max_nesting=limits.max_regex_nesting)
-          if text.startswith("/") else None)       # a regex key has the shape /pattern/flags
+          if text.startswith("/") and not literal else None)     # a regex key has the shape /pattern/flags
     if rx is not None:
         return RegexKey(rx, -1, SKIP, raw)
     if text == "" or "\x01" in text or text.endswith("\n"):
@@ -435,7 +436,7 @@ class _Builder:
         self.rids: dict[JSRegex, int] = {}
         self.regex_lits: list[int | tuple[int, ...]] = []
         self.parsed: dict[str, JSRegex] = {}      # regex key text -> regex (books repeat them)
-        self.plain: dict[tuple[str, bool, bool], int] = {}   # (key text, cs, ww) -> vid of a plain key
+        self.plain: dict[tuple[str, bool, bool, bool], int] = {}   # (key text, cs, ww, literal) -> vid of a plain key
         self.fuzzy: list[tuple[int, int, str, bool, float]] = []   # FuzzyKey rows (match/fuzzy.py)
         self.spec_of: list[Any] = []             # vid -> its spec (fuzzy vids: a 5-tuple)
 
@@ -462,17 +463,17 @@ class _Builder:
         self.fuzzy.append((fvid, ref, mt, cs, threshold))
         return fvid
 
-    def ref(self, text: str, cs: bool, ww: bool, raw: str) -> KeyRef:
-        known = self.plain.get((text, cs, ww))
+    def ref(self, text: str, cs: bool, ww: bool, raw: str, literal: bool = False) -> KeyRef:
+        known = self.plain.get((text, cs, ww, literal))
         if known is not None:                    # a plain key seen before (each key is planned twice)
             return known
-        rx = self.parsed.get(text) if text.startswith("/") else None
+        rx = self.parsed.get(text) if text.startswith("/") and not literal else None
         if rx is None:
-            spec = classify_key(text, cs, ww, self.options, raw, self.limits)
+            spec = classify_key(text, cs, ww, self.options, raw, self.limits, literal=literal)
             if type(spec) is PlainKey:
                 return spec
             if type(spec) is not RegexKey:
-                vid = self.plain[(text, cs, ww)] = self.vid(spec)     # type: ignore[arg-type]
+                vid = self.plain[(text, cs, ww, literal)] = self.vid(spec)     # type: ignore[arg-type]
                 return vid
             rx = self.parsed[text] = spec.rx
         rid = self.rids.get(rx)
@@ -481,16 +482,16 @@ class _Builder:
             self.regex_lits.append(required_literal_vids(rx, self.vid))
         return RegexKey(rx, rid, self.regex_lits[rid], raw)
 
-    def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool) -> KeyRef:
+    def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool, literal: bool = False) -> KeyRef:
         # docs/sillytavern-mode.md#st-plain-keys: substitute (if {{), skip if empty, trim; blank -> "" (match_all) or skipped.
         if substitute and "{{" in raw:
-            return MacroKey(raw, cs, ww)
+            return MacroKey(raw, cs, ww, literal)
         if not raw:
             return SKIP
         key = js_trim(raw)
         if key == "" and self.options.blank_keys == "ignore":
             return SKIP
-        return self.ref(key, cs, ww, raw)
+        return self.ref(key, cs, ww, raw, literal)
 
 
 def _plan(builder: _Builder, spec: KeySpec, substitute: bool, source: str, fuzzy: float | None = None
@@ -499,18 +500,21 @@ def _plan(builder: _Builder, spec: KeySpec, substitute: bool, source: str, fuzzy
     cs = spec.case_sensitive if spec.case_sensitive is not None else o.case_sensitive
     ww = spec.whole_words if spec.whole_words is not None else o.match_whole_words
 
+    literal = spec.literal
+
     def refs(field: str, keys: Sequence[str], activation: bool) -> list[KeyRef]:
         out: list[KeyRef] = []
         i = 0
         try:
             for i, k in enumerate(keys):
-                out.append(builder.activation_ref(k, cs, ww, substitute) if activation
-                           else builder.ref(k, cs, ww, k))
+                lit = bool(literal) and k in literal
+                out.append(builder.activation_ref(k, cs, ww, substitute, lit) if activation
+                           else builder.ref(k, cs, ww, k, lit))
         except RegexTooComplex as exc:
             raise RegexKeyError(f"regex key refused: {exc}", source=source, entry=spec.uid,
                                 field=f"{field}[{i}]") from None
-        if fuzzy:
-            out = [builder.fuzzy_ref(r, fuzzy) for r in out]
+        if fuzzy:                                # literal keys stay exact
+            out = [r if literal and k in literal else builder.fuzzy_ref(r, fuzzy) for k, r in zip(keys, out)]
         return out
     primary = tuple((i, r) for i, r in enumerate(refs("key", spec.primary, True)) if r != SKIP)
     secondary = tuple(refs("keysecondary", spec.secondary, True))
@@ -607,7 +611,7 @@ def _check_specs(specs: Sequence[KeySpec], limits: Limits, source: str) -> None:
             for i, k in enumerate(keys):
                 if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
                     continue
-                parsed = split_regex_key(k) if k.startswith("/") else None
+                parsed = split_regex_key(k) if k.startswith("/") and k not in sp.literal else None
                 if parsed is None:
                     if len(k) > max_key:
                         raise LorebookError(f"the key has {len(k)} characters, above the limit "

@@ -60,11 +60,13 @@ class PlainKey:
 class MacroKey:
     """A key holding ``{{`` when a substitution hook is given: ``raw`` is expanded by the hook
     at scan time, then trimmed and classified like any key (``case_sensitive`` and
-    ``whole_words`` are the entry's resolved options)."""
+    ``whole_words`` are the entry's resolved options; ``literal``: plain text even in
+    ``/pattern/flags`` form, see :attr:`KeySpec.literal`)."""
 
     raw: str
     case_sensitive: bool
     whole_words: bool
+    literal: bool = False
 
 
 SpecialKey = Union[RegexKey, PlainKey, MacroKey]
@@ -86,8 +88,8 @@ class KeySpec:
     Attributes:
         primary: the primary keys as stored (untrimmed, macros unexpanded). A key in
             ``/pattern/flags`` form that parses as a regex is a regex key, any other is plain
-            text (SillyTavern's per-key rule); a key holding ``{{`` is classified after the
-            scan's substitution hook expands it.
+            text (SillyTavern's per-key rule), unless ``literal`` says otherwise; a key holding
+            ``{{`` is classified after the scan's substitution hook expands it.
         secondary: the secondary keys, the same way (how they combine is the engine's business).
         content: the text the entry contributes to recursion (its key hits are computed once).
         case_sensitive: None: ``MatchOptions.case_sensitive``.
@@ -96,6 +98,9 @@ class KeySpec:
             only (applied when ``MatchOptions.word_chars`` is ``"unicode"``, see match/fuzzy.py).
         uid: names the entry in errors (``RegexKeyError.entry``; the field is ``key[i]`` or
             ``keysecondary[i]``).
+        literal: keys (as stored, primary or secondary) that are plain text even in
+            ``/pattern/flags`` form: never a regex, and matched exactly even when ``fuzzy``
+            is set (lorebook-slot mode's ``use_regex: false`` keys).
     """
 
     primary: tuple[str, ...]
@@ -105,3 +110,4 @@ class KeySpec:
     whole_words: bool | None = None
     fuzzy: float | None = None
     uid: int | str = 0
+    literal: frozenset[str] = frozenset()

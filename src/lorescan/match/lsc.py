@@ -11,7 +11,7 @@ encoding: a few numpy columns and byte blobs instead of a graph of Python object
   the entry plans (a ref is a vid ``>= 0``, ``SKIP``, or ``-2 - i`` for special key ``i``);
 - special keys (``match.keys``): one list each, ``[kind, fields...]`` with kind ``"re"``
   (``[rid, lit, raw]``: the regex itself is ``meta["regexes"][rid]``), ``"plain"`` (``[text,
-  case_sensitive, whole_words, raw]``) or ``"macro"`` (``[raw, case_sensitive, whole_words]``);
+  case_sensitive, whole_words, raw]``) or ``"macro"`` (``[raw, case_sensitive, whole_words, literal]``);
 - the automaton: pyahocorasick's own pickled node blob (its ``__reduce__`` arguments),
   which restores in about a third of the time a rebuild from the pattern strings takes
   (measured: 12 ms against 33 ms for 25k patterns; ``Automaton.save``/``load`` took 98 ms);
@@ -706,7 +706,7 @@ def encode_compiled(cb: Any) -> bytes:
             "token": m.token, "model": m.model, "n_variants": m.n_variants, "has_newline": m.has_newline,
             "n_tables": len(m._table_bytes), "automaton": automaton_args,
             "always": cb.always, "always_sub": cb.always_sub, "chunk_union_exact": cb.chunk_union_exact,
-            "macro_keys": [[m.raw, m.case_sensitive, m.whole_words] for m in cb.macro_keys], "specials": [_encode_special(s) for s in specials],
+            "macro_keys": [[m.raw, m.case_sensitive, m.whole_words, m.literal] for m in cb.macro_keys], "specials": [_encode_special(s) for s in specials],
             "levels": cb.levels,
             "max_entry_depth": cb.max_entry_depth, "regexes": regexes, "regex_lits": cb.regex_lits,
             "regex_hazards": cb.regex_hazards, "regex_line_local": cb.regex_line_local}
@@ -723,7 +723,7 @@ def _encode_special(s: SpecialKey) -> list[Any]:
     if type(s) is PlainKey:
         return ["plain", s.text, s.case_sensitive, s.whole_words, s.raw]
     if type(s) is MacroKey:
-        return ["macro", s.raw, s.case_sensitive, s.whole_words]
+        return ["macro", s.raw, s.case_sensitive, s.whole_words, s.literal]
     raise TypeError(f"cannot store a {type(s).__name__} as a special key")
 
 

@@ -173,8 +173,9 @@ class ScanView:
                  content_of: Callable[[int], str] | None = None) -> None:
         self.compiled = compiled
         self.entries = compiled.entries
-        if content_of is None and len(self.entries):
-            content_of = lambda i: self.entries[i].content     # noqa: E731
+        if content_of is None and len(compiled.entries):
+            entries = compiled.entries          # (not through self: a view must not be in a cycle)
+            content_of = lambda i: entries[i].content      # noqa: E731
         self._content_of = content_of
         self.options = compiled.options
         self.substitute = substitute
@@ -517,12 +518,12 @@ class ScanView:
                     continue
                 spec: VariantSpec | RegexKey | PlainKey
                 try:
-                    if key.startswith("/"):     # maybe a regex: translate once per ChatScan, not per scan
+                    if key.startswith("/") and not macro.literal:   # maybe a regex: translate once per ChatScan
                         spec = self._cache.side_matcher(           # type: ignore[assignment]
                             ("classify", key, cs, ww, raw, self.options),
                             lambda: classify_key(key, cs, ww, self.options, raw))
                     else:
-                        spec = classify_key(key, cs, ww, self.options, raw)
+                        spec = classify_key(key, cs, ww, self.options, raw, literal=macro.literal)
                 except RegexTooComplex:
                     refs[macro] = SKIP           # a macro made a regex past the limits: never matches
                     continue
