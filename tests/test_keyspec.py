@@ -1,7 +1,6 @@
 """The match core's input (KeySpec, compile_keys) and its special keys (match/keys.py)."""
 from __future__ import annotations
 
-import dataclasses
 import pickle
 
 import pytest
@@ -46,7 +45,7 @@ def test_a_key_spec_carries_an_entrys_keys_options_and_content():
     e = book_from_entries("b", ENTRIES).entries[1]
     spec = key_spec(e, 80.0)
     assert spec == KeySpec(("{{char}}", " ", "a\x01b"), (), "A fire burns.", True, None, 80.0, 1)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         spec.content = "x"              # type: ignore[misc]
 
 

@@ -436,7 +436,8 @@ class _Builder:
         self.rids: dict[JSRegex, int] = {}
         self.regex_lits: list[int | tuple[int, ...]] = []
         self.parsed: dict[str, JSRegex] = {}      # regex key text -> regex (books repeat them)
-        self.plain: dict[tuple[str, bool, bool, bool], int] = {}   # (key text, cs, ww, literal) -> vid of a plain key
+        self.plain: dict[tuple[str, bool, bool], int] = {}   # (key text, cs, ww) -> vid of a plain key
+        self.literal_plain: dict[tuple[str, bool, bool], int] = {}   # the same for literal keys (KeySpec.literal)
         self.fuzzy: list[tuple[int, int, str, bool, float]] = []   # FuzzyKey rows (match/fuzzy.py)
         self.spec_of: list[Any] = []             # vid -> its spec (fuzzy vids: a 5-tuple)
 
@@ -464,7 +465,8 @@ class _Builder:
         return fvid
 
     def ref(self, text: str, cs: bool, ww: bool, raw: str, literal: bool = False) -> KeyRef:
-        known = self.plain.get((text, cs, ww, literal))
+        plain = self.literal_plain if literal else self.plain
+        known = plain.get((text, cs, ww))
         if known is not None:                    # a plain key seen before (each key is planned twice)
             return known
         rx = self.parsed.get(text) if text.startswith("/") and not literal else None
@@ -473,7 +475,7 @@ class _Builder:
             if type(spec) is PlainKey:
                 return spec
             if type(spec) is not RegexKey:
-                vid = self.plain[(text, cs, ww, literal)] = self.vid(spec)     # type: ignore[arg-type]
+                vid = plain[(text, cs, ww)] = self.vid(spec)     # type: ignore[arg-type]
                 return vid
             rx = self.parsed[text] = spec.rx
         rid = self.rids.get(rx)
@@ -506,10 +508,15 @@ def _plan(builder: _Builder, spec: KeySpec, substitute: bool, source: str, fuzzy
         out: list[KeyRef] = []
         i = 0
         try:
-            for i, k in enumerate(keys):
-                lit = bool(literal) and k in literal
-                out.append(builder.activation_ref(k, cs, ww, substitute, lit) if activation
-                           else builder.ref(k, cs, ww, k, lit))
+            if not literal:
+                for i, k in enumerate(keys):
+                    out.append(builder.activation_ref(k, cs, ww, substitute) if activation
+                               else builder.ref(k, cs, ww, k))
+            else:
+                for i, k in enumerate(keys):
+                    lit = k in literal
+                    out.append(builder.activation_ref(k, cs, ww, substitute, lit) if activation
+                               else builder.ref(k, cs, ww, k, lit))
         except RegexTooComplex as exc:
             raise RegexKeyError(f"regex key refused: {exc}", source=source, entry=spec.uid,
                                 field=f"{field}[{i}]") from None
@@ -588,7 +595,7 @@ def compile_keys(specs: Sequence[KeySpec], options: MatchOptions = MatchOptions(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        tables = _compile_tables(lambda: specs, options, limits, source)
+        tables = _compile_tables(specs, lambda: (sp.content for sp in specs), options, limits, source)
     finally:
         if was_enabled:
             gc.enable()
@@ -632,8 +639,9 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     thresholds: list[float | None] = [None] * len(entries)
     if options.word_chars == "unicode":
         thresholds = [entry_threshold(entry, fuzzy_default, source) for entry in entries]
-    # The specs are made as the compiler walks them (twice), never held all at once.
-    tables = _compile_tables(lambda: map(key_spec, entries, thresholds), options, limits, source)
+    # The specs are made as the compiler walks them, never held all at once.
+    tables = _compile_tables(map(key_spec, entries, thresholds), lambda: (e.content for e in entries),
+                             options, limits, source)
     return CompiledBook(
         book=book, entries=entries, options=options, **tables,
         entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
@@ -642,10 +650,11 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
         max_entry_depth=_max_entry_depth(entries))
 
 
-def _compile_tables(key_specs: Callable[[], Iterable[KeySpec]], options: MatchOptions, limits: Limits, source: str
-                    ) -> dict[str, Any]:
+def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterable[str]], options: MatchOptions,
+                    limits: Limits, source: str) -> dict[str, Any]:
     """The match core of a compiled book: matcher, plans, content hits, regexes (CompiledBook
-    keywords). ``key_specs()`` gives the key specs in entry order (called twice)."""
+    keywords). ``key_specs``: in entry order; ``contents()``: their contents, in the same
+    order (walked once the matcher is built)."""
     builder = _Builder(options, limits)
     # The tables go straight into numpy columns (lorescan.match.lsc) as each entry is planned: a
     # plan or hit set is built again when a scan first asks for it, and pickling writes the
@@ -657,7 +666,7 @@ def _compile_tables(key_specs: Callable[[], Iterable[KeySpec]], options: MatchOp
     always_sub: list[int] = []
     hazards: list[tuple[int, str, str]] = []
     unicode = options.word_chars == "unicode"     # fuzzy keys need the Unicode word rule (match/fuzzy.py)
-    for i, spec in enumerate(key_specs()):
+    for i, spec in enumerate(key_specs):
         fuzzy = spec.fuzzy if unicode else None
         plan = _plan(builder, spec, False, source, fuzzy)
         sub = plan
@@ -710,8 +719,8 @@ def _compile_tables(key_specs: Callable[[], Iterable[KeySpec]], options: MatchOp
             yield spec_text[spec_offsets[v]:spec_offsets[v + 1]].tobytes().decode("utf-8", "surrogatepass")
     matcher = _matcher(words, len(first_vids), table_bytes, word_model(options), n_specs, has_newline, None)
     scan = matcher.scan
-    for spec in key_specs():
-        tables.add_hits(scan(spec.content))
+    for content in contents():
+        tables.add_hits(scan(content))
     cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
     del vid_sets
     lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials, EntryPlan)

@@ -21,7 +21,7 @@ loudly, two kinds never compare equal, and they hash (a view caches results per
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import NamedTuple, Union
 
 from ..js.regex import JSRegex
 
@@ -75,9 +75,11 @@ KeyRef = Union[int, RegexKey, PlainKey, MacroKey]
 SPECIAL_KEY_TYPES = (RegexKey, PlainKey, MacroKey)
 
 
-@dataclass(frozen=True, slots=True)
-class KeySpec:
+class KeySpec(NamedTuple):
     """One entry's keys as the match core compiles them, whatever engine the entry belongs to.
+
+    An immutable record (a NamedTuple: a compiler makes one per entry, and this is the
+    cheapest immutable value Python builds; ``spec._replace(fuzzy=80.0)`` makes a variant).
 
     SillyTavern mode builds one per :class:`~lorescan.model.Entry` (``compile.key_spec``);
     lorebook-slot mode builds them from its pool entries. :func:`~lorescan.match.compile.compile_keys`

@@ -34,7 +34,7 @@ import bisect
 import re
 from array import array
 from collections.abc import Callable, Mapping, Sequence, Set
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
 from ..match.compile import CompiledBook, compile_keys
@@ -381,7 +381,7 @@ class SlotEngine:
                 plan, spec = _plan_keys(e, regex_keys)
                 plans.append(plan)
                 fuzzy = _fuzzy_threshold(e, entry, b.book)
-                specs.append(spec if fuzzy is None else replace(spec, fuzzy=fuzzy))
+                specs.append(spec if fuzzy is None else spec._replace(fuzzy=fuzzy))
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
         try:
