@@ -18,6 +18,7 @@ from lorescan.app.cli import main as cli_main
 from lorescan.formats import convert
 from lorescan.match import MatchOptions
 from lorescan.match.compile import restore_compiled
+from lorescan.match.keys import MacroKey, PlainKey, RegexKey
 from lorescan.match.lsc import FORMAT_VERSION, MAGIC, CompiledFormError, decode_value, encode_compiled, encode_value
 from lorescan.model import Entry, FrozenMap, Lorebook, entry_from_fields
 from lorescan.formats.sillytavern import book_from_entries
@@ -245,6 +246,47 @@ def test_another_format_version_fails_and_says_to_recompile(tmp_path, good_bytes
         _load_bytes(tmp_path, bytes(data))
 
 
+def test_a_version_2_file_with_tuple_special_keys_fails_with_a_clear_error(tmp_path, good_bytes):
+    # Version 3 stores special keys as [kind, fields...] lists (match.keys classes); a version-2
+    # file (positional tuples with string tags) must be refused by the version check, never decoded.
+    assert FORMAT_VERSION == 3
+    data = bytearray(good_bytes)
+    struct.pack_into("<I", data, len(MAGIC), 2)
+    with pytest.raises(LorebookError, match=r"bad\.lsc: compiled form version 2; this lorescan reads "
+                                            r"version 3: compile the book again") as info:
+        _load_bytes(tmp_path, bytes(data))
+    assert isinstance(info.value, CompiledFormError) and info.value.source.endswith("bad.lsc")
+
+
+def _special_book() -> Lorebook:
+    return book_from_entries("specials", [
+        {"uid": 0, "key": ["/dra+gon/i", "{{char}} hunts"], "keysecondary": ["a\x01b"], "content": "zero"},
+        {"uid": 1, "key": ["plain", "tail\n"], "keysecondary": ["/(x|xx)+y/", "{{user}}"], "content": "one"},
+    ])
+
+
+def _special_refs(cb: CompiledBook) -> list:
+    return [r for plans in (cb.plans, cb.plans_sub) for p in plans
+            for r in [r for _, r in p.primary] + list(p.secondary) + list(p.score_primary)
+            + list(p.score_secondary) if type(r) is not int]
+
+
+@pytest.mark.parametrize("how", ["pickle", "lsc"])
+def test_special_keys_come_back_as_the_same_classes_and_values(how, tmp_path):
+    fresh = compile_book(_special_book())
+    if how == "pickle":
+        loaded = pickle.loads(pickle.dumps(fresh))
+    else:
+        save_compiled(fresh, tmp_path / "s.lsc")
+        loaded = load_compiled(tmp_path / "s.lsc")
+    want, got = _special_refs(fresh), _special_refs(loaded)
+    assert {type(r) for r in want} == {RegexKey, PlainKey, MacroKey}
+    assert [type(r) for r in got] == [type(r) for r in want]
+    assert got == want
+    assert loaded.macro_keys == fresh.macro_keys and all(type(m) is MacroKey for m in loaded.macro_keys)
+    assert all(loaded.regexes[r.rid] is r.rx for r in got if type(r) is RegexKey)
+
+
 def test_another_lorescan_version_fails_and_says_to_recompile(tmp_path, good_bytes, monkeypatch):
     import lorescan.match.lsc as lsc
     monkeypatch.setattr(lsc, "lorescan_version", lambda: "0.0.0-other")
@@ -344,8 +386,8 @@ def test_compiled_regexes_survive_the_compact_form(how, tmp_path):
     assert loaded.regex_lits == fresh.regex_lits
     # every regex special key of a loaded plan holds the book's own JSRegex for its rid
     refs = [r for p in loaded.plans for r in [r for _, r in p.primary] + list(p.secondary)
-            if type(r) is tuple and r[0] == "re"]
-    assert refs and all(loaded.regexes[r[2]] is r[1] for r in refs)
+            if type(r) is RegexKey]
+    assert refs and all(loaded.regexes[r.rid] is r.rx for r in refs)
     assert pickle.loads(pickle.dumps(loaded)).regex_hazards == fresh.regex_hazards
 
 

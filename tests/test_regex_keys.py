@@ -113,7 +113,7 @@ def test_scan_view_with_a_cache_equals_searching_the_joined_haystack(keys, messa
         window = Window(depth)
         hay = view.haystack(window)
         for i, plan in enumerate(compiled.plans):
-            rx = plan.primary[0][1][1]
+            rx = plan.primary[0][1].rx
             assert (view.match_entry(i, window).primary == 0) == _search(rx, hay), (rx, hay)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from slot_helpers import cc_book
 
@@ -135,25 +135,35 @@ def test_bulk_run_equals_the_per_entry_loop_turn_after_turn_on_a_larger_book():
 
 @settings(max_examples=200, deadline=None)
 @given(pool=pools(), mode=st.sampled_from(["form", "strict", "auto"]))
-def test_the_matchers_entries_built_on_demand_equal_the_compiled_ones(pool, mode):
-    """The engine keeps no derived entry: each is built again from the pool when a scan asks.
-    It must equal what was compiled (keys in the order the plans' slots index)."""
-    from lorescan.model import entry_from_fields
+def test_the_pools_key_specs_compile_to_the_tables_its_st_shaped_entries_did(pool, mode):
+    """The engine hands match/ its own key specs (no SillyTavern entries). Without literal keys
+    (``use_regex: false`` under ``strict``, which SillyTavern entries cannot express) they must
+    compile to the tables the SillyTavern-shaped entries it used to derive compiled to (keys in
+    the order the plans' slots index), so every match is unchanged."""
+    from lorescan.formats.sillytavern import book_from_entries
+    from lorescan.match.compile import compile_book
     from lorescan.slot.engine import _plan_keys
     engine = SlotEngine([cc_book("b", pool)], count_tokens=len, regex_keys=mode)
+    derived = []
     for e in engine.pool:
-        _plan, primary, secondary = _plan_keys(e, engine.regex_keys)
-        compiled_form = entry_from_fields({
-            "uid": e.pool_index, "key": primary, "keysecondary": secondary, "content": e.content,
-            "comment": e.name, "selective": True, "caseSensitive": e.case_sensitive,
-            "matchWholeWords": e.whole_words}, source="card.json", fill_defaults=False)
-        # (repr: Entry.order is NaN here, and NaN != NaN)
-        assert repr(engine.compiled.entries[e.pool_index]) == repr(compiled_form)
-    assert repr(engine.compiled.book.entries) == repr(tuple(engine.compiled.entries))
+        _plan, spec = _plan_keys(e, engine.regex_keys)
+        assume(not spec.literal)
+        derived.append({"uid": e.pool_index, "key": list(spec.primary), "keysecondary": list(spec.secondary),
+                        "content": e.content, "comment": e.name, "selective": True,
+                        "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words})
+    old = compile_book(book_from_entries("lorebook slot pool", derived), engine.match_options)
+    new = engine.compiled
+    assert len(new.entries) == 0 and len(new.plans) == len(engine.pool)
+    for name in ("specs", "plans", "plans_sub", "vid_entries", "content_hits"):
+        assert list(getattr(new, name)) == list(getattr(old, name)), name
+    for name in ("always", "always_sub", "macro_keys", "chunk_union_exact", "regex_lits", "regex_hazards",
+                 "regex_line_local"):
+        assert getattr(new, name) == getattr(old, name), name
+    assert [(rx.source, rx.flags) for rx in new.regexes] == [(rx.source, rx.flags) for rx in old.regexes]
 
 
 def test_a_fresh_engine_shared_by_threads_gives_the_serial_results():
-    """The idle log records and the derived entries are built on first use; threads racing
+    """The idle log records and the compiled plans are built on first use; threads racing
     for them on a fresh engine must see the same results as a serial loop."""
     from concurrent.futures import ThreadPoolExecutor
     rng = random.Random(3)

@@ -8,6 +8,7 @@ from typing import Any, Iterator, Sequence
 from ..js.regex import split_regex_key
 from ..js.text import has_js_whitespace, js_lower, js_trim
 from ..match.compile import CompiledBook
+from ..match.keys import RegexKey
 from ..match.regexscope import RegexBudget
 from ..model import Entry
 from .words import hidden_in_words
@@ -52,7 +53,7 @@ def recursion_graph(compiled: CompiledBook, regex_ms: float = 20.0) -> list[list
                 if type(ref) is int:
                     if ref in hits:
                         break
-                elif isinstance(ref, tuple) and ref[0] == "re" and budget.search(ref[1], "\x01" + e.content):
+                elif type(ref) is RegexKey and budget.search(ref.rx, "\x01" + e.content):
                     break
             else:
                 continue

@@ -1,4 +1,10 @@
-"""Lorebook -> CompiledBook: everything a scan needs, built once and never changed.
+"""Key specs -> CompiledBook: everything a scan needs, built once and never changed.
+
+The input is engine-neutral: one :class:`~lorescan.match.keys.KeySpec` per entry (primary and
+secondary keys, case and whole-word options, content, fuzzy threshold). :func:`compile_keys`
+compiles specs (lorebook-slot mode builds them from its pool); :func:`compile_book` is
+SillyTavern mode's adapter, which makes each entry's spec (:func:`key_spec`) and adds the
+per-entry columns its engine precomputes.
 
 Every plain key of every entry becomes a *key variant*: (matched text, case-sensitive?,
 needs word boundaries?), with the entry's overrides resolved against the MatchOptions. All
@@ -19,13 +25,14 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import itertools
 import math
 import os
 import uuid
 import weakref
 from array import array
 from dataclasses import FrozenInstanceError, dataclass
-from typing import Any, Callable, Iterator, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import ahocorasick
 import numpy as np
@@ -34,32 +41,25 @@ from .. import _kernels
 from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..js.stdecorators import parse_st_decorators
 from ..errors import LorebookError, RegexKeyError
-from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals
+from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals, split_regex_key
 from ..limits import DEFAULT_LIMITS, Limits, check_book
-from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_entries, lazy_tables,
+from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_tables,
                   map_compiled_file)
 from ..model import Entry, Lorebook, js_truthy
+from .keys import KeyRef, KeySpec, MacroKey, PlainKey, RegexKey
 from .options import MatchOptions
 from .fuzzy import FuzzyIndex, FuzzyTooCostly, FuzzyWork, book_threshold, entry_threshold, key_words
 from ..js.text import has_js_whitespace, js_lower, js_trim
 
-__all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "word_model", "classify_key",
-           "build_matcher", "load_compiled", "restore_compiled", "with_lazy_entries"]
+__all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "compile_keys", "key_spec", "word_model",
+           "classify_key", "build_matcher", "load_compiled", "restore_compiled"]
 
 EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
 MAX_SCAN_DEPTH = 1000   # SillyTavern's cap on any scan depth; the same as matching.MAX_SCAN_DEPTH (a test checks)
 
-# A special key, evaluated on the haystack/texts by ScanView:
-#   ("re", rx, rid, lit, raw)     regex key: rx the compiled JSRegex, rid its index in
-#                                 CompiledBook.regexes (-1: made at scan time from a macro
-#                                 key), lit the vid of a literal every match contains, a
-#                                 tuple of vids one of which every match contains, or
-#                                 SKIP; raw the entry's key string (for cut-off reports)
-#   ("plain", text, cs, ww, raw)  plain key that cannot be decided per text
-#   ("macro", raw, cs, ww)        key with {{ under a substitution hook
-Special = tuple
-KeyRef = Union[int, Special]
+# A key that cannot be decided per text is a special key (match/keys.py: RegexKey, PlainKey,
+# MacroKey), evaluated on the haystack/texts by ScanView; a plan refers to any key by a KeyRef.
 VariantSpec = tuple[str, bool, bool]     # (matched text, case-sensitive, bounded)
 
 
@@ -91,16 +91,17 @@ def literal_absent(lit: int | tuple[int, ...], hits: frozenset[int]) -> bool:
 
 
 def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str,
-                 limits: Limits = DEFAULT_LIMITS) -> VariantSpec | Special:
-    """A prepared key: its variant spec if it can be matched per text, else its special form
-    (``("re", rx, -1, SKIP, raw)`` for a regex key). Raises RegexTooComplex for a regex key past
-    ``limits.max_regex_length`` / ``limits.max_regex_nesting``."""
+                 limits: Limits = DEFAULT_LIMITS, *, literal: bool = False) -> VariantSpec | RegexKey | PlainKey:
+    """A prepared key: its variant spec (a plain tuple) if it can be matched per text, else its
+    special key (``RegexKey(rx, -1, SKIP, raw)`` for a regex key, else a ``PlainKey``).
+    ``literal``: plain text even in ``/pattern/flags`` form. Raises RegexTooComplex for a regex
+    key past ``limits.max_regex_length`` / ``limits.max_regex_nesting``."""
     rx = (regex_key(text, max_length=limits.max_regex_length, max_nesting=limits.max_regex_nesting)
-          if text.startswith("/") else None)       # a regex key has the shape /pattern/flags
+          if text.startswith("/") and not literal else None)     # a regex key has the shape /pattern/flags
     if rx is not None:
-        return ("re", rx, -1, SKIP, raw)
+        return RegexKey(rx, -1, SKIP, raw)
     if text == "" or "\x01" in text or text.endswith("\n"):
-        return ("plain", text, cs, ww, raw)
+        return PlainKey(text, cs, ww, raw)
     mt = text if cs else js_lower(text)
     bounded = ww and not (options.multiword == "substring" and has_js_whitespace(mt))
     return (mt, cs, bounded)
@@ -151,7 +152,7 @@ class KeyMatcher:
                 return hits.union(found)
         return hits
 
-    def scan_many(self, texts: Sequence[str], work: FuzzyWork | None = None) -> Iterator[frozenset[int]]:
+    def scan_many(self, texts: Iterable[str], work: FuzzyWork | None = None) -> Iterator[frozenset[int]]:
         """``scan(t)`` for each of ``texts``, in order, with the fuzzy keys' comparisons shared:
         each distinct word of all the texts is compared with the fuzzy keys once (match/fuzzy.py).
         ``work`` bounds those comparisons (:class:`~lorescan.match.fuzzy.FuzzyTooCostly` past it)."""
@@ -159,8 +160,8 @@ class KeyMatcher:
             yield from map(self.scan, texts)
             return
         memo: dict[tuple[int, str], tuple[int, ...]] = {}
-        for start in range(0, len(texts), _SCAN_BATCH):
-            batch = [t or "" for t in texts[start:start + _SCAN_BATCH]]
+        it = iter(texts)
+        while batch := [t or "" for t in itertools.islice(it, _SCAN_BATCH)]:
             exact = [self._hits.text_hits(t, self.automaton, self.tables, self.model, self.scan_raw,
                                           self.scan_lower) if t else EMPTY for t in batch]
             found = self.fuzzy.hits_many(batch, exact, memo, work)
@@ -249,7 +250,7 @@ def _shared_automaton(words: Any) -> _SharedAutomaton:
 
 @dataclass(frozen=True, slots=True)
 class EntryPlan:
-    """How to decide one entry's keys: per key an int (vid, or SKIP) or a special tuple.
+    """How to decide one entry's keys: per key an int (vid, or SKIP) or a special key (match/keys.py).
 
     ``primary``: (key index, ref) for the activation path (substituted, trimmed keys);
     ``secondary``: one ref per secondary key; ``score_*``: raw keys (docs/sillytavern-mode.md#st-groups). ``simple`` /
@@ -272,7 +273,7 @@ class CompiledBook:
     ``always`` / ``always_sub``: entries whose primary keys need evaluation whatever the hits
     (special keys); ``content_hits[i]``: vids in ``entries[i].content``;
     ``chunk_union_exact``: no variant contains "\\n", so a "\\n"-join of contents hits exactly
-    the union of their hits; ``macro_keys``: distinct (raw, cs, ww) of macro keys.
+    the union of their hits; ``macro_keys``: the distinct :class:`MacroKey` values of the plans.
     ``regexes[rid]``: the compiled regex keys (distinct); ``regex_lits[rid]``: the vid of a
     literal every match contains, a tuple of vids of literals one of which every match
     contains, or SKIP (see :func:`literal_absent`); ``regex_line_local``: the rids of the line-local
@@ -284,6 +285,10 @@ class CompiledBook:
     entry): ``entry_order`` (``order``, NaN when not a number), ``entry_flags`` (``FLAG_*``
     bits), and the book-wide ``levels`` (delayUntilRecursion levels) and
     ``max_entry_depth``. ``name`` is the book's name (``book.name``).
+
+    A book compiled from key specs (:func:`compile_keys`) has no source book and no entries
+    (``entries`` and ``uids`` are empty, ``book`` raises AttributeError) and empty engine
+    columns; entry ``i`` of its tables is ``specs[i]``.
 
     A book built by :func:`compile_book` holds tuples; one loaded from the compact form
     (pickle, :func:`lorescan.load_compiled`) holds lazy sequences over numpy columns that
@@ -309,7 +314,7 @@ class CompiledBook:
     always_sub: tuple[int, ...]
     content_hits: Sequence[frozenset[int]]
     chunk_union_exact: bool
-    macro_keys: tuple[tuple[str, bool, bool], ...]
+    macro_keys: tuple[MacroKey, ...]
     regexes: tuple[JSRegex, ...]
     regex_lits: tuple[int | tuple[int, ...], ...]
     regex_hazards: tuple[tuple[int, str, str], ...]
@@ -326,7 +331,7 @@ class CompiledBook:
                  plans_sub: Sequence[EntryPlan], vid_entries: Sequence[tuple[int, ...]],
                  always: tuple[int, ...], always_sub: tuple[int, ...],
                  content_hits: Sequence[frozenset[int]], chunk_union_exact: bool,
-                 macro_keys: tuple[tuple[str, bool, bool], ...], entry_order: Any, entry_flags: Any,
+                 macro_keys: tuple[MacroKey, ...], entry_order: Any, entry_flags: Any,
                  regexes: tuple[JSRegex, ...] = (), regex_lits: tuple[int | tuple[int, ...], ...] = (),
                  regex_hazards: tuple[tuple[int, str, str], ...] = (), regex_line_local: tuple[int, ...] = (),
                  levels: tuple[float, ...], max_entry_depth: int, name: str | None = None,
@@ -352,6 +357,9 @@ class CompiledBook:
         """The source book (built on first use for a loaded book)."""
         book = self._book
         if book is None:
+            if self._load_book is None:
+                raise AttributeError(f"compiled book {self.name!r} was compiled from key specs (compile_keys) "
+                                     "and has no source book")
             book = self._load_book()
             object.__setattr__(self, "_book", book)
         return book
@@ -367,26 +375,6 @@ class CompiledBook:
 
 
 _TYPES = CompiledTypes(CompiledBook, KeyMatcher, EntryPlan)
-
-
-def with_lazy_entries(cb: CompiledBook, make_entry: Callable[[int], Entry],
-                      load_book: Callable[[], Lorebook]) -> CompiledBook:
-    """``cb`` holding no entries and no book, for an engine that compiled a book it derived
-    and can derive again entry by entry (lorebook-slot mode's pool).
-
-    Args:
-        cb: the compiled book.
-        make_entry: entry ``i``, built the first time a scan asks for it and kept; it must
-            equal the entry compiled.
-        load_book: the whole book, built when asked for.
-
-    Returns:
-        A CompiledBook equal to ``cb`` in every table.
-    """
-    values = {name.lstrip("_"): getattr(cb, name) for name in CompiledBook.__slots__
-              if name not in ("_book", "_load_book", "entries")}
-    return CompiledBook(book=None, load_book=load_book, entries=lazy_entries(len(cb.entries), make_entry),
-                        **values)
 
 
 def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> CompiledBook:
@@ -468,6 +456,7 @@ class _Builder:
         self.regex_lits: list[int | tuple[int, ...]] = []
         self.parsed: dict[str, JSRegex] = {}      # regex key text -> regex (books repeat them)
         self.plain: dict[tuple[str, bool, bool], int] = {}   # (key text, cs, ww) -> vid of a plain key
+        self.literal_plain: dict[tuple[str, bool, bool], int] = {}   # the same for literal keys (KeySpec.literal)
         self.fuzzy: list[tuple[int, int, str, bool, float]] = []   # FuzzyKey rows (match/fuzzy.py)
         self.spec_of: list[Any] = []             # vid -> its spec (fuzzy vids: a 5-tuple)
 
@@ -494,60 +483,69 @@ class _Builder:
         self.fuzzy.append((fvid, ref, mt, cs, threshold))
         return fvid
 
-    def ref(self, text: str, cs: bool, ww: bool, raw: str) -> KeyRef:
-        known = self.plain.get((text, cs, ww))
+    def ref(self, text: str, cs: bool, ww: bool, raw: str, literal: bool = False) -> KeyRef:
+        plain = self.literal_plain if literal else self.plain
+        known = plain.get((text, cs, ww))
         if known is not None:                    # a plain key seen before (each key is planned twice)
             return known
-        rx = self.parsed.get(text) if text.startswith("/") else None
+        rx = self.parsed.get(text) if text.startswith("/") and not literal else None
         if rx is None:
-            spec = classify_key(text, cs, ww, self.options, raw, self.limits)
-            if len(spec) == 3:
-                vid = self.plain[(text, cs, ww)] = self.vid(spec)     # type: ignore[arg-type]
-                return vid
-            if spec[0] != "re":
+            spec = classify_key(text, cs, ww, self.options, raw, self.limits, literal=literal)
+            if type(spec) is PlainKey:
                 return spec
-            rx = self.parsed[text] = spec[1]
+            if type(spec) is not RegexKey:
+                vid = plain[(text, cs, ww)] = self.vid(spec)     # type: ignore[arg-type]
+                return vid
+            rx = self.parsed[text] = spec.rx
         rid = self.rids.get(rx)
         if rid is None:
             rid = self.rids[rx] = len(self.rids)
             self.regex_lits.append(required_literal_vids(rx, self.vid))
-        return ("re", rx, rid, self.regex_lits[rid], raw)
+        return RegexKey(rx, rid, self.regex_lits[rid], raw)
 
-    def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool) -> KeyRef:
+    def activation_ref(self, raw: str, cs: bool, ww: bool, substitute: bool, literal: bool = False) -> KeyRef:
         # docs/sillytavern-mode.md#st-plain-keys: substitute (if {{), skip if empty, trim; blank -> "" (match_all) or skipped.
         if substitute and "{{" in raw:
-            return ("macro", raw, cs, ww)
+            return MacroKey(raw, cs, ww, literal)
         if not raw:
             return SKIP
         key = js_trim(raw)
         if key == "" and self.options.blank_keys == "ignore":
             return SKIP
-        return self.ref(key, cs, ww, raw)
+        return self.ref(key, cs, ww, raw, literal)
 
 
-def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str, fuzzy: float | None = None
+def _plan(builder: _Builder, spec: KeySpec, substitute: bool, source: str, fuzzy: float | None = None
           ) -> EntryPlan:
     o = builder.options
-    cs = entry.case_sensitive if entry.case_sensitive is not None else o.case_sensitive
-    ww = entry.match_whole_words if entry.match_whole_words is not None else o.match_whole_words
+    cs = spec.case_sensitive if spec.case_sensitive is not None else o.case_sensitive
+    ww = spec.whole_words if spec.whole_words is not None else o.match_whole_words
+
+    literal = spec.literal
 
     def refs(field: str, keys: Sequence[str], activation: bool) -> list[KeyRef]:
         out: list[KeyRef] = []
         i = 0
         try:
-            for i, k in enumerate(keys):
-                out.append(builder.activation_ref(k, cs, ww, substitute) if activation
-                           else builder.ref(k, cs, ww, k))
+            if not literal:
+                for i, k in enumerate(keys):
+                    out.append(builder.activation_ref(k, cs, ww, substitute) if activation
+                               else builder.ref(k, cs, ww, k))
+            else:
+                for i, k in enumerate(keys):
+                    lit = k in literal
+                    out.append(builder.activation_ref(k, cs, ww, substitute, lit) if activation
+                               else builder.ref(k, cs, ww, k, lit))
         except RegexTooComplex as exc:
-            raise RegexKeyError(f"regex key refused: {exc}", source=source, entry=entry.uid,
+            raise RegexKeyError(f"regex key refused: {exc}", source=source, entry=spec.uid,
                                 field=f"{field}[{i}]") from None
-        if fuzzy:
-            out = [builder.fuzzy_ref(r, fuzzy) for r in out]
+        if fuzzy:                                # literal keys stay exact
+            out = [r if literal and k in literal else builder.fuzzy_ref(r, fuzzy) for k, r in zip(keys, out)]
         return out
-    primary = tuple((i, r) for i, r in enumerate(refs("key", entry.key, True)) if r != SKIP)
-    secondary = tuple(refs("keysecondary", entry.keysecondary, True))
-    score_p = tuple(refs("key", entry.key, False))
-    score_s = tuple(refs("keysecondary", entry.keysecondary, False))
+    primary = tuple((i, r) for i, r in enumerate(refs("key", spec.primary, True)) if r != SKIP)
+    secondary = tuple(refs("keysecondary", spec.secondary, True))
+    score_p = tuple(refs("key", spec.primary, False))
+    score_s = tuple(refs("keysecondary", spec.secondary, False))
     simple = all(type(r) is int for _, r in primary) and all(type(r) is int for r in secondary)
     score_simple = all(type(r) is int for r in score_p + score_s)
     return EntryPlan(primary, secondary, simple, score_p, score_s, score_simple)
@@ -556,6 +554,9 @@ def _plan(builder: _Builder, entry: Entry, substitute: bool, source: str, fuzzy:
 def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
                  limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
     """Compile ``book`` for matching: one automaton, plans, content hits, compiled regex keys.
+
+    Each entry's keys go through its :func:`key_spec` (with its fuzzy threshold resolved under
+    the Unicode word rule); the book keeps its entries and the SillyTavern engine's columns.
 
     Args:
         book: the book.
@@ -582,50 +583,138 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
             gc.enable()
 
 
+def key_spec(entry: Entry, fuzzy: float | None = None) -> KeySpec:
+    """The engine-neutral key spec of a SillyTavern entry (``fuzzy``: its resolved threshold)."""
+    return KeySpec(entry.key, entry.keysecondary, entry.content, entry.case_sensitive, entry.match_whole_words,
+                   fuzzy, entry.uid)
+
+
+def compile_keys(specs: Sequence[KeySpec], options: MatchOptions = MatchOptions(), *,
+                 limits: Limits = DEFAULT_LIMITS, name: str = "keys", source: str = "<memory>") -> CompiledBook:
+    """Compile engine-neutral key specs: the match core of :func:`compile_book` without a book.
+
+    Args:
+        specs: one :class:`~lorescan.match.keys.KeySpec` per entry; entry ``i`` of every
+            table (plans, content hits, ``ScanView.match_entry(i, ...)``) is ``specs[i]``.
+        options: the matching rules.
+        limits: ``max_entries``, ``max_content_length``, ``max_key_length``,
+            ``max_regex_length`` and ``max_regex_nesting`` apply, as for a book.
+        name: the compiled book's name.
+        source: names the specs in errors.
+
+    Returns:
+        A :class:`CompiledBook` with no source book and no entries (see its docstring).
+
+    Raises:
+        RegexKeyError: a regex key past the regex limits (naming ``KeySpec.uid`` and the field).
+        LorebookError: specs over another of ``limits``.
+    """
+    specs = tuple(specs)
+    _check_specs(specs, limits, source)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        tables = _compile_tables(specs, lambda: (sp.content for sp in specs), options, limits, source)
+    finally:
+        if was_enabled:
+            gc.enable()
+    return CompiledBook(book=None, entries=(), uids=(), name=name, options=options, **tables,
+                        entry_order=np.zeros(0, dtype=np.float64), entry_flags=np.zeros(0, dtype=np.uint8),
+                        levels=(), max_entry_depth=0)
+
+
+def _check_specs(specs: Sequence[KeySpec], limits: Limits, source: str) -> None:
+    # limits.check_book's rules over key specs (a pool of several books is checked as one).
+    if len(specs) > limits.max_entries:
+        raise LorebookError(f"the book has {len(specs)} entries, above the limit max_entries={limits.max_entries}",
+                            source=source, field="entries")
+    max_key, max_re, max_content = limits.max_key_length, limits.max_regex_length, limits.max_content_length
+    for sp in specs:
+        if len(sp.content) > max_content:
+            raise LorebookError(f"the content has {len(sp.content)} characters, above the limit "
+                                f"max_content_length={max_content}", source=source, entry=sp.uid, field="content")
+        for field, keys in (("key", sp.primary), ("keysecondary", sp.secondary)):
+            for i, k in enumerate(keys):
+                if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
+                    continue
+                parsed = split_regex_key(k) if k.startswith("/") and k not in sp.literal else None
+                if parsed is None:
+                    if len(k) > max_key:
+                        raise LorebookError(f"the key has {len(k)} characters, above the limit "
+                                            f"max_key_length={max_key}", source=source, entry=sp.uid,
+                                            field=f"{field}[{i}]")
+                elif len(parsed[0]) > max_re:
+                    raise RegexKeyError(f"the regex key's pattern has {len(parsed[0])} characters, above the "
+                                        f"limit max_regex_length={max_re}", source=source, entry=sp.uid,
+                                        field=f"{field}[{i}]")
+
+
 def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledBook:
     entries = tuple(book.entries)
-    builder = _Builder(options, limits)
     source = getattr(book, "source", "<memory>")
+    fuzzy_default = None
+    if options.word_chars == "unicode":        # fuzzy keys need the Unicode word rule (match/fuzzy.py)
+        fuzzy_default = book_threshold(book)
+    thresholds: list[float | None] = [None] * len(entries)
+    if options.word_chars == "unicode":
+        thresholds = [entry_threshold(entry, fuzzy_default, source) for entry in entries]
+    # The specs are made as the compiler walks them, never held all at once.
+    tables = _compile_tables(map(key_spec, entries, thresholds), lambda: (e.content for e in entries),
+                             options, limits, source)
+    return CompiledBook(
+        book=book, entries=entries, options=options, **tables,
+        entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
+        entry_flags=np.array([_entry_flags(e) for e in entries], dtype=np.uint8),
+        levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),
+        max_entry_depth=_max_entry_depth(entries))
+
+
+def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterable[str]], options: MatchOptions,
+                    limits: Limits, source: str) -> dict[str, Any]:
+    """The match core of a compiled book: matcher, plans, content hits, regexes (CompiledBook
+    keywords). ``key_specs``: in entry order; ``contents()``: their contents, in the same
+    order (walked once the matcher is built)."""
+    builder = _Builder(options, limits)
     # The tables go straight into numpy columns (lorescan.match.lsc) as each entry is planned: a
     # plan or hit set is built again when a scan first asks for it, and pickling writes the
     # columns as they are.
     tables = TableBuilder()
-    macro: dict[tuple[str, bool, bool], None] = {}
+    macro: dict[MacroKey, None] = {}
     vid_sets: dict[int, list[int]] = {}
     always: list[int] = []
     always_sub: list[int] = []
     hazards: list[tuple[int, str, str]] = []
-    fuzzy_default = fuzzy = None
-    if options.word_chars == "unicode":        # fuzzy keys need the Unicode word rule (match/fuzzy.py)
-        fuzzy_default = book_threshold(book)
-    for i, entry in enumerate(entries):
-        if options.word_chars == "unicode":
-            fuzzy = entry_threshold(entry, fuzzy_default, source)
-        plan = _plan(builder, entry, False, source, fuzzy)
+    unicode = options.word_chars == "unicode"     # fuzzy keys need the Unicode word rule (match/fuzzy.py)
+    for i, spec in enumerate(key_specs):
+        fuzzy = spec.fuzzy if unicode else None
+        plan = _plan(builder, spec, False, source, fuzzy)
         sub = plan
         for ref in [r for _, r in plan.primary] + list(plan.secondary):
-            if type(ref) is tuple and ref[0] == "re" and ref[1].hazard is not None:
-                hazards.append((i, ref[-1], ref[1].hazard))
-        if any("{{" in k for k in entry.key + entry.keysecondary):
-            sub = _plan(builder, entry, True, source, fuzzy)
+            if type(ref) is RegexKey and ref.rx.hazard is not None:
+                hazards.append((i, ref.raw, ref.rx.hazard))
+        if any("{{" in k for k in spec.primary + spec.secondary):
+            sub = _plan(builder, spec, True, source, fuzzy)
             for ref in [r for _, r in sub.primary] + list(sub.secondary):
-                if type(ref) is tuple and ref[0] == "macro":
-                    macro[ref[1:]] = None
+                if type(ref) is MacroKey:
+                    macro[ref] = None
         tables.add_plans(plan, sub)
         special = False
         for _, ref in plan.primary:
-            if type(ref) is tuple and ref[0] == "re" and ref[3] != SKIP:
-                ref = ref[3]              # the regex can only match where one of its literals occurs
-            if type(ref) is tuple and ref[0] in ("re", "plain", "macro"):
+            vids: int | tuple[int, ...]
+            if type(ref) is int:
+                vids = ref
+            elif type(ref) is RegexKey and ref.lit != SKIP:
+                vids = ref.lit            # the regex can only match where one of its literals occurs
+            else:
                 special = True
                 continue
-            for vid in ((ref,) if isinstance(ref, int) else ref):
+            for vid in ((vids,) if type(vids) is int else vids):     # type: ignore[union-attr]
                 listed = vid_sets.setdefault(vid, [])
                 if not listed or listed[-1] != i:
                     listed.append(i)
         if special:
             always.append(i)
-        if special or any(type(ref) is tuple and not (ref[0] == "re" and ref[3] != SKIP)
+        if special or any(type(ref) is not int and not (type(ref) is RegexKey and ref.lit != SKIP)
                           for _, ref in sub.primary):
             always_sub.append(i)
     fuzzy_keys = builder.fuzzy
@@ -649,24 +738,20 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
             yield spec_text[spec_offsets[v]:spec_offsets[v + 1]].tobytes().decode("utf-8", "surrogatepass")
     matcher = _matcher(words, len(first_vids), table_bytes, word_model(options), n_specs, has_newline, None)
     try:
-        for hits in matcher.scan_many([entry.content for entry in entries], FuzzyWork(limits.max_fuzzy_comparisons)):
+        for hits in matcher.scan_many(contents(), FuzzyWork(limits.max_fuzzy_comparisons)):
             tables.add_hits(hits)
     except FuzzyTooCostly as exc:
         raise LorebookError(
             f"matching the contents against the book's {len(fuzzy_keys):,} fuzzy keys needs over {exc.needed:,} "
             f"word-to-key comparisons (limits.max_fuzzy_comparisons is {exc.limit:,}): turn fuzzy matching off "
-            f"for most entries, or raise the limit", source=book.source, field="extensions.lorescan_fuzzy") from None
+            f"for most entries, or raise the limit", source=source, field="extensions.lorescan_fuzzy") from None
     cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
     del vid_sets
     lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials, EntryPlan)
-    return CompiledBook(
-        book=book, entries=entries, options=options, matcher=matcher, specs=lazy_specs,
+    return dict(
+        matcher=matcher, specs=lazy_specs,
         plans=lazy_plans, plans_sub=lazy_sub, vid_entries=lazy_vids, always=tuple(always),
         always_sub=tuple(always_sub), content_hits=lazy_hits, chunk_union_exact=not matcher.has_newline,
         macro_keys=tuple(macro), columns=(cols, specials),
         regexes=regexes, regex_lits=regex_lits, regex_hazards=tuple(hazards),
-        regex_line_local=tuple(rid for rid, rx in enumerate(regexes) if rx.line_local),
-        entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
-        entry_flags=np.array([_entry_flags(e) for e in entries], dtype=np.uint8),
-        levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),
-        max_entry_depth=_max_entry_depth(entries))
+        regex_line_local=tuple(rid for rid, rx in enumerate(regexes) if rx.line_local))

@@ -5,9 +5,13 @@ Pickling a :class:`~lorescan.match.compile.CompiledBook` (and so an ``STEngine``
 encoding: a few numpy columns and byte blobs instead of a graph of Python objects.
 
 - entries: one JSON record per entry (uid, fields in file order, filled defaults) in one
-  UTF-8 blob plus offsets; an :class:`Entry` is built the first time something asks for it;
+  UTF-8 blob plus offsets (none for a book compiled from key specs, ``meta["keys_only"]``);
+  an :class:`Entry` is built the first time something asks for it;
 - key tables: CSR arrays (offsets + int32 values) for ``vid_entries``, ``content_hits`` and
   the entry plans (a ref is a vid ``>= 0``, ``SKIP``, or ``-2 - i`` for special key ``i``);
+- special keys (``match.keys``): one list each, ``[kind, fields...]`` with kind ``"re"``
+  (``[rid, lit, raw]``: the regex itself is ``meta["regexes"][rid]``), ``"plain"`` (``[text,
+  case_sensitive, whole_words, raw]``) or ``"macro"`` (``[raw, case_sensitive, whole_words, literal]``);
 - the automaton: pyahocorasick's own pickled node blob (its ``__reduce__`` arguments),
   which restores in about a third of the time a rebuild from the pattern strings takes
   (measured: 12 ms against 33 ms for 25k patterns; ``Automaton.save``/``load`` took 98 ms);
@@ -31,11 +35,12 @@ Adding data to the compiled form:
   slot and pass ``cols[name]`` to it in ``_compile`` and in :func:`_decode_compiled`.
 - a small value (a flag, a short tuple): add it to ``meta`` in :func:`encode_compiled`
   and read ``meta[name]`` in :func:`_decode_compiled`.
-- a Python object inside a special key: teach the encoder its type once with
-  :func:`register_value_type`. (Compiled regexes do not go this way: a regex special key
-  is stored with its rid, and ``meta["regexes"]`` holds each regex once as (source, flags,
-  line_local, hazard), so a loaded book shares one JSRegex per rid and translates it on
-  its first search.)
+- a new kind of special key: give it a kind name in :func:`_encode_special` and
+  :func:`_decode_special` (and raise ``FORMAT_VERSION``). A Python object inside a stored
+  value: teach the encoder its type once with :func:`register_value_type`. (Compiled regexes
+  do not go either way: a regex special key is stored with its rid, and ``meta["regexes"]``
+  holds each regex once as (source, flags, line_local, hazard), so a loaded book shares one
+  JSRegex per rid and translates it on its first search.)
 
 A reader must accept files written before the addition (``meta.get``, a missing column),
 or ``FORMAT_VERSION`` goes up.
@@ -61,15 +66,17 @@ import numpy as np
 
 from ..errors import LorebookError
 from ..js.regex import JSRegex
+from .keys import MacroKey, PlainKey, RegexKey, SpecialKey
 from ..model import Entry, FrozenMap, Lorebook, Origin, entry_from_fields, shared_names
 from .options import MatchOptions
 
 __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "encode_compiled", "decode_compiled",
-           "save_compiled", "map_compiled_file", "encode_value", "decode_value", "register_value_type",
-           "lazy_entries"]
+           "save_compiled", "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
 
 MAGIC = b"LORESCN\x00"
-FORMAT_VERSION = 2          # 2: regex special keys hold a rid into meta["regexes"]
+# 2: regex special keys hold a rid into meta["regexes"]; 3: special keys are [kind, fields...]
+# lists (match.keys classes), not positional tuples
+FORMAT_VERSION = 3
 _PRE = struct.Struct("<8sIII")        # magic, format version, header length, header CRC-32
 _ALIGN = 64
 _DTYPES = frozenset({"|u1", "<i4", "<i8", "<f8"})      # what the arrays of a compiled form may hold
@@ -412,11 +419,6 @@ class _Lazy(Sequence):
         return (tuple, (tuple(self),))
 
 
-def lazy_entries(n: int, make_entry: Callable[[int], Entry]) -> Any:
-    """A sequence of ``n`` entries, entry ``i`` being ``make_entry(i)`` built on first use and kept."""
-    return _Lazy(n, make_entry)
-
-
 def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     if rows:
@@ -645,7 +647,16 @@ def encode_compiled(cb: Any) -> bytes:
     """The compact form of a CompiledBook (what pickling and ``.lsc`` files hold)."""
     w = _Writer()
     loaded = getattr(cb._load_book, "reader", None) if cb._book is None else None
-    if loaded is not None:
+    keys_only = cb._book is None and cb._load_book is None
+    if keys_only:
+        # Compiled from key specs (compile.compile_keys): no entries and no book to store.
+        source = "<key specs>"
+        n_entries = 0
+        w.blob("entries", b"")
+        w.array("entry_offsets", np.zeros(1, dtype=np.int64))
+        w.value("book", None)
+        w.value("uids", [])
+    elif loaded is not None:
         # A loaded book whose entries were never all built: copy its sections as they are.
         source = loaded.meta["source"]
         for name in ("entries", "book", "uids"):
@@ -687,21 +698,45 @@ def encode_compiled(cb: Any) -> bytes:
         w.array(f"col:{name}", column)
     w.array("entry_order", np.asarray(cb.entry_order, dtype=np.float64))
     w.array("entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
-    # A regex special key holds its JSRegex; the file holds its rid instead and the regexes
-    # once each, so a loaded book shares one JSRegex per rid like a compiled one.
-    specials = [("re", None) + s[2:] if s[0] == "re" else s for s in specials]
     regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard] for rx in cb.regexes]
     o = cb.options
-    meta = {"name": cb.name, "source": source, "n_entries": n_entries,
+    meta = {"name": cb.name, "source": source, "n_entries": n_entries, "keys_only": keys_only,
             "options": [o.case_sensitive, o.match_whole_words, o.word_chars, o.nospace_scripts, o.multiword,
                         o.blank_keys],
             "token": m.token, "model": m.model, "n_variants": m.n_variants, "has_newline": m.has_newline,
             "n_tables": len(m._table_bytes), "automaton": automaton_args,
             "always": cb.always, "always_sub": cb.always_sub, "chunk_union_exact": cb.chunk_union_exact,
-            "macro_keys": cb.macro_keys, "specials": specials, "levels": cb.levels,
+            "macro_keys": [[m.raw, m.case_sensitive, m.whole_words, m.literal] for m in cb.macro_keys], "specials": [_encode_special(s) for s in specials],
+            "levels": cb.levels,
             "max_entry_depth": cb.max_entry_depth, "regexes": regexes, "regex_lits": cb.regex_lits,
             "regex_hazards": cb.regex_hazards, "regex_line_local": cb.regex_line_local}
     return w.finish("CompiledBook", meta)
+
+
+def _encode_special(s: SpecialKey) -> list[Any]:
+    # A regex key holds its JSRegex; the file holds its rid instead and the regexes once
+    # each (meta["regexes"]), so a loaded book shares one JSRegex per rid like a compiled one.
+    if type(s) is RegexKey:
+        if s.rid < 0:
+            raise TypeError(f"regex key {s.raw!r} is not one of the book's regexes")
+        return ["re", s.rid, s.lit, s.raw]
+    if type(s) is PlainKey:
+        return ["plain", s.text, s.case_sensitive, s.whole_words, s.raw]
+    if type(s) is MacroKey:
+        return ["macro", s.raw, s.case_sensitive, s.whole_words, s.literal]
+    raise TypeError(f"cannot store a {type(s).__name__} as a special key")
+
+
+def _decode_special(data: Any, regexes: Sequence[JSRegex]) -> SpecialKey:
+    kind, *fields = data
+    if kind == "re":
+        rid, lit, raw = fields
+        return RegexKey(regexes[rid], rid, lit, raw)
+    if kind == "plain":
+        return PlainKey(*fields)
+    if kind == "macro":
+        return MacroKey(*fields)
+    raise ValueError(f"unknown special key kind {kind!r}")
 
 
 class CompiledTypes(NamedTuple):
@@ -732,6 +767,9 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
                         entry_keys=tuple(b["entry_keys"]), source=source, format=b["format"],
                         origin=b["origin"])
     load_book.reader = r          # type: ignore[attr-defined]  # encode_compiled copies from it
+    keys_only = meta["keys_only"]
+    if type(keys_only) is not bool or (keys_only and n):
+        r.fail("inconsistent key-spec flag")
 
     automaton = None
     if meta["automaton"] is not None:
@@ -754,7 +792,7 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
     # keeps the result): a load does no regex work, a scan never translates again.
     regexes = tuple(JSRegex(source, flags, None, line_local, hazard)
                     for source, flags, line_local, hazard in meta["regexes"])
-    specials = [s[:1] + (regexes[s[2]],) + s[2:] if s[0] == "re" else s for s in meta["specials"]]
+    specials = [_decode_special(s, regexes) for s in meta["specials"]]
     cols = {name[4:]: r.array(name) for name in r.sections if name.startswith("col:")}
     missing = [name for name in TABLE_COLUMNS if name not in cols]
     if missing:
@@ -762,15 +800,16 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
     specs, plans, plans_sub, vid_entries, content_hits = lazy_tables(cols, specials, types.plan)
     opts = MatchOptions(*meta["options"])
     return types.book(
-        book=None, load_book=load_book, name=meta["name"], entries=entries, options=opts, matcher=matcher,
+        book=None, load_book=None if keys_only else load_book, name=meta["name"], entries=entries, options=opts,
+        matcher=matcher,
         specs=specs, plans=plans, plans_sub=plans_sub, vid_entries=vid_entries,
         always=tuple(meta["always"]), always_sub=tuple(meta["always_sub"]), content_hits=content_hits,
-        chunk_union_exact=meta["chunk_union_exact"], macro_keys=tuple(meta["macro_keys"]),
+        chunk_union_exact=meta["chunk_union_exact"], macro_keys=tuple(MacroKey(*m) for m in meta["macro_keys"]),
         entry_order=r.array("entry_order"), entry_flags=r.array("entry_flags"),
         levels=tuple(meta["levels"]), max_entry_depth=meta["max_entry_depth"],
         regexes=regexes, regex_lits=tuple(meta["regex_lits"]), regex_hazards=tuple(meta["regex_hazards"]),
         regex_line_local=tuple(meta["regex_line_local"]),
-        uids=_lazy_uids(r, n), columns=(cols, specials))
+        uids=() if keys_only else _lazy_uids(r, n), columns=(cols, specials))
 
 
 def _lazy_uids(r: _Reader, n: int) -> _Lazy:

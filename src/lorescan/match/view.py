@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from .. import _kernels
-from .compile import EMPTY, SKIP, Special, VariantSpec, build_matcher, classify_key, literal_absent
+from .compile import EMPTY, SKIP, VariantSpec, build_matcher, classify_key, literal_absent
+from .keys import KeyRef, MacroKey, PlainKey, RegexKey, SpecialKey
 from .cache import ChatScan
 from ..js.regex import JSRegex, JSText, RegexTooComplex
 from ..limits import DEFAULT_LIMITS
@@ -28,7 +29,7 @@ from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
-    from .compile import CompiledBook, KeyRef
+    from .compile import CompiledBook
 
 __all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "EntryMatch", "ScanView", "match_plain_key"]
 
@@ -165,6 +166,9 @@ class ScanView:
     ``oldest_index``: the chat position of the oldest message given, when the caller passes
     only the newest messages of a longer chat (message hit blocks align on chat positions,
     so the same blocks recur turn after turn; see :meth:`_message_hits`).
+    ``content_of``: entry ``i``'s content, to check a recursion chunk against the entries it
+    claims to join (default: ``compiled.entries[i].content``; a book compiled from key specs
+    has no entries, so without it every chunk of such a book is scanned).
 
     Regex keys: a line-local one (see :mod:`lorescan.match.regexscope`) is tested once per text
     (cached in the ChatScan beside the literal hits) and a window's answer is a union; any
@@ -175,9 +179,13 @@ class ScanView:
                  injects: Sequence[str] = (), *, cache: ChatScan | None = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
-                 oldest_index: int = 0) -> None:
+                 oldest_index: int = 0, content_of: Callable[[int], str] | None = None) -> None:
         self.compiled = compiled
         self.entries = compiled.entries
+        if content_of is None and len(compiled.entries):
+            entries = compiled.entries          # (not through self: a view must not be in a cycle)
+            content_of = lambda i: entries[i].content      # noqa: E731
+        self._content_of = content_of
         self.options = compiled.options
         self.substitute = substitute
         self.joined = joined
@@ -205,8 +213,8 @@ class ScanView:
         self._bounds_latest: dict[tuple[int, int], tuple[int, frozenset[int]]] = {}
         self._segments: list[str] | None = None
         self._haystacks: dict[Window, str] = {}
-        self._special: dict[tuple, tuple[bool, bool]] = {}
-        self._side: tuple | None = None                   # (matcher, {(raw, cs, ww): ref})
+        self._special: dict[tuple[SpecialKey, Window], tuple[bool, bool]] = {}
+        self._side: tuple | None = None                   # (matcher, {MacroKey: ref})
         self._side_windows: dict[Window, frozenset[int]] = {}
         self._regex_windows: dict[Window, tuple[frozenset[int], frozenset[int]]] = {}
         self._regex_texts: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
@@ -331,8 +339,8 @@ class ScanView:
         compiled = self.compiled
         for i in range(len(have), len(self.chunks)):
             text, parts = self.chunks[i], self._chunk_entries[i]
-            if (parts is not None and compiled.chunk_union_exact
-                    and "\n".join([self.entries[j].content for j in parts]) == text):
+            if (parts is not None and compiled.chunk_union_exact and self._content_of is not None
+                    and "\n".join([self._content_of(j) for j in parts]) == text):
                 content_hits = compiled.content_hits
                 have.append(_kernels.hits.window_union([content_hits[j] for j in parts]))
             else:
@@ -399,39 +407,43 @@ class ScanView:
         hits = self._bounds_hits(min(int(max_depth), MAX_SCAN_DEPTH), 0b111111, recursion)
         return _kernels.hits.entries_hit(hits, self.compiled.vid_entries, always)
 
-    def _eval_special(self, spec: tuple, window: Window) -> tuple[bool, bool]:
+    def _eval_special(self, spec: SpecialKey, window: Window) -> tuple[bool, bool]:
+        """(matches, cut off by the regex budget) for one special key in ``window``."""
         key = (spec, window)
         found = self._special.get(key)
         if found is not None:
             return found
-        kind = spec[0]
-        if kind == "re" and spec[3] != SKIP and literal_absent(spec[3], self.window_hits(window)):
-            found = (False, False)      # no literal a match needs is present: no search
-        elif kind == "re" and spec[2] >= 0 and window.depth > 0 and (spec[1].line_local or not self.joined):
-            hits, cut = self._regex_window(window)
-            rid = spec[2]
-            found = (rid in hits, rid not in hits and rid in cut)
-        elif kind == "re":
-            rx = spec[1]
-            texts: Sequence[str] = [self.haystack(window)] if self.joined else self.texts(window)
-            found = (False, False)
-            for t in texts:
-                r = self.regex_budget.search(rx, t)
-                if r:
-                    found = (True, False)
-                    break
-                if r is None:
-                    found = (False, True)
-        elif kind == "plain":
+        if type(spec) is RegexKey:
+            found = self._eval_regex(spec, window)
+            if found[1]:
+                self._cut_rx[spec.raw] = spec.rx
+        elif type(spec) is PlainKey:
             texts = [self.haystack(window)] if self.joined else self.texts(window)
-            _, text, cs, ww, _raw = spec
-            found = (any(match_plain_key(t, text, case_sensitive=cs, whole_words=ww, options=self.options)
+            found = (any(match_plain_key(t, spec.text, case_sensitive=spec.case_sensitive,
+                                         whole_words=spec.whole_words, options=self.options)
                          for t in texts), False)
-        else:
+        elif type(spec) is MacroKey:
             found = self._eval_macro(spec, window)
-        if found[1] and kind == "re":
-            self._cut_rx[spec[-1]] = spec[1]
+        else:
+            raise TypeError(f"not a special key: {spec!r}")
         self._special[key] = found
+        return found
+
+    def _eval_regex(self, spec: RegexKey, window: Window) -> tuple[bool, bool]:
+        if spec.lit != SKIP and literal_absent(spec.lit, self.window_hits(window)):
+            return (False, False)       # no literal a match needs is present: no search
+        if spec.rid >= 0 and window.depth > 0 and (spec.rx.line_local or not self.joined):
+            hits, cut = self._regex_window(window)
+            rid = spec.rid
+            return (rid in hits, rid not in hits and rid in cut)
+        texts: Sequence[str] = [self.haystack(window)] if self.joined else self.texts(window)
+        found = (False, False)
+        for t in texts:
+            r = self.regex_budget.search(spec.rx, t)
+            if r:
+                return (True, False)
+            if r is None:
+                found = (False, True)
         return found
 
     # -- regex keys tested text by text -------------------------------------------------
@@ -525,32 +537,33 @@ class ScanView:
     def _side_state(self) -> tuple:
         if self._side is None:
             assert self.substitute is not None
-            refs: dict[tuple[str, bool, bool], object] = {}
-            specs: dict[tuple, int] = {}
-            for raw, cs, ww in self.compiled.macro_keys:
+            refs: dict[MacroKey, KeyRef] = {}
+            specs: dict[VariantSpec, int] = {}
+            for macro in self.compiled.macro_keys:
+                raw, cs, ww = macro.raw, macro.case_sensitive, macro.whole_words
                 expanded = self.substitute(raw)
                 if not expanded:
-                    refs[(raw, cs, ww)] = SKIP
+                    refs[macro] = SKIP
                     continue
                 key = js_trim(expanded)
                 if key == "" and self.options.blank_keys == "ignore":
-                    refs[(raw, cs, ww)] = SKIP
+                    refs[macro] = SKIP
                     continue
-                spec: VariantSpec | Special
+                spec: VariantSpec | RegexKey | PlainKey
                 try:
-                    if key.startswith("/"):     # maybe a regex: translate once per ChatScan, not per scan
+                    if key.startswith("/") and not macro.literal:   # maybe a regex: translate once per ChatScan
                         spec = self._cache.side_matcher(           # type: ignore[assignment]
                             ("classify", key, cs, ww, raw, self.options),
                             lambda: classify_key(key, cs, ww, self.options, raw))
                     else:
-                        spec = classify_key(key, cs, ww, self.options, raw)
+                        spec = classify_key(key, cs, ww, self.options, raw, literal=macro.literal)
                 except RegexTooComplex:
-                    refs[(raw, cs, ww)] = SKIP   # a macro made a regex past the limits: never matches
+                    refs[macro] = SKIP           # a macro made a regex past the limits: never matches
                     continue
-                if len(spec) == 3:
-                    refs[(raw, cs, ww)] = specs.setdefault(spec, len(specs))
+                if type(spec) is RegexKey or type(spec) is PlainKey:
+                    refs[macro] = spec           # type: ignore[assignment]
                 else:
-                    refs[(raw, cs, ww)] = spec
+                    refs[macro] = specs.setdefault(spec, len(specs))    # type: ignore[arg-type]
             spec_list = tuple(specs)
             model = self._matcher.model
             cache_key = (self._matcher.token, spec_list)
@@ -568,8 +581,8 @@ class ScanView:
             self._side_windows[window] = found
         return found
 
-    def _eval_macro(self, spec: tuple, window: Window) -> tuple[bool, bool]:
-        ref = self._side_state()[1][spec[1:]]
+    def _eval_macro(self, spec: MacroKey, window: Window) -> tuple[bool, bool]:
+        ref = self._side_state()[1][spec]
         if type(ref) is int:
             return (ref >= 0 and ref in self._side_hits(window)), False
         return self._eval_special(ref, window)
@@ -599,25 +612,25 @@ class ScanView:
             return EntryMatch(primary, tuple([ref in hits for ref in plan.secondary]))
         timed_out: list[str] = []
         for i, ref in plan.primary:
-            if type(ref) is not tuple:          # an int: a variant id, or SKIP
+            if isinstance(ref, int):            # a variant id, or SKIP
                 if ref in hits:
                     primary = i
                     break
                 continue
             hit, to = self._eval_special(ref, window)
             if to:
-                timed_out.append(ref[-1] if ref[0] != "macro" else ref[1])
+                timed_out.append(ref.raw)
             if hit:
                 primary = i
                 break
         secondary = []
         for ref in plan.secondary:
-            if type(ref) is not tuple:          # an int: a variant id, or SKIP
+            if isinstance(ref, int):            # a variant id, or SKIP
                 secondary.append(ref in hits)
                 continue
             hit, to = self._eval_special(ref, window)
             if to:
-                timed_out.append(ref[-1] if ref[0] != "macro" else ref[1])
+                timed_out.append(ref.raw)
             secondary.append(hit)
         return EntryMatch(primary, tuple(secondary), tuple(timed_out))
 
@@ -634,11 +647,10 @@ class ScanView:
             hits = self.window_hits(window)
 
         def hit(ref: KeyRef) -> bool:
-            if type(ref) is not tuple:          # an int: a variant id, or SKIP
+            if isinstance(ref, int):            # a variant id, or SKIP
                 return ref in hits
             return self._eval_special(ref, window)[0]
-        entry = self.entries[index]
-        primary = [False] * len(entry.key)
+        primary = [False] * len(plan.score_primary)     # one score ref per primary key, SKIP or not
         for i, ref in plan.primary:
             primary[i] = hit(ref)
         return tuple(primary), tuple(hit(ref) for ref in plan.secondary)
@@ -655,6 +667,6 @@ class ScanView:
         for refs in (plan.score_primary, plan.score_secondary):
             n = 0
             for ref in refs:
-                n += (ref in hits) if type(ref) is not tuple else self._eval_special(ref, window)[0]
+                n += (ref in hits) if isinstance(ref, int) else self._eval_special(ref, window)[0]
             counts.append(n)
         return counts[0], counts[1]

@@ -18,9 +18,9 @@ description is silent, are in ``docs/slot-mode.md``. In short:
   the log says so); any other key is plain text; secondary keys combine with the entry's
   ``selectiveLogic`` (AND ANY when it has none). ``regex_keys="strict"`` is the CCv3
   reading: ``use_regex`` true = only valid ``/pattern/flags`` keys can match and secondary
-  keys are ignored; false = every key is literal, so a ``/…/``-shaped key is matched here
-  as plain text with the shared plain-key rule (``matching.match_plain_key``) instead of
-  going to the matcher, which would read it as a regex; absent = as ``"form"``.
+  keys are ignored; false = every key is literal, so a ``/…/``-shaped key goes to the matcher
+  marked literal (``KeySpec.literal``: plain text, never a regex, never fuzzy); absent = as
+  ``"form"``.
   ``regex_keys="auto"`` is SillyTavern's per-key detection (an invalid ``/…/`` key is
   literal text). Decorator key lists (``@@additional_keys`` …) follow the entry's rule.
 * Only ``@@probability`` rolls; SillyTavern's ``probability``/``useProbability`` fields and
@@ -34,19 +34,19 @@ import bisect
 import re
 from array import array
 from collections.abc import Callable, Mapping, Sequence, Set
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
-from ..match.compile import CompiledBook, compile_book
-from ..match.fuzzy import fuzzy_field
+from ..match.compile import CompiledBook, compile_keys
+from ..match.fuzzy import entry_threshold, fuzzy_field
+from ..match.keys import KeySpec
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..match.cache import ChatScan
 from ..errors import RegexKeyError, SettingsError
 from ..js.regex import RegexTooComplex, regex_key
 from ..match.regexscope import RegexBudget
-from ..match.view import EntryMatch, ScanView, Window, match_plain_key
-from ..match.compile import with_lazy_entries
-from ..model import Entry, FrozenMap, Lorebook, entry_from_fields
+from ..match.view import EntryMatch, ScanView, Window
+from ..model import Lorebook
 from ..match.options import MatchOptions
 from ..js.text import js_trim
 from ..tokens import count_upto, shared_counter
@@ -180,14 +180,15 @@ class SlotResult:
         return tuple(r for r in self.log if r.outcome == "inserted")
 
 
-# -- key plans: which keys the shared matcher answers, which are tested here -----------
+# -- key plans: the keys the shared matcher answers, and those that never match --------
 
 @dataclass(frozen=True, slots=True)
 class _KeyRef:
     text: str
-    how: Literal["matcher", "literal", "never"]
-    slot: int = -1          # index in the derived entry's key / keysecondary list
-    primary: bool = False   # slot indexes the derived ``key`` list (else ``keysecondary``)
+    how: Literal["matcher", "never"]
+    slot: int = -1          # index in the entry's KeySpec.primary / KeySpec.secondary (the matcher's keys)
+    primary: bool = False   # slot indexes ``KeySpec.primary`` (else ``KeySpec.secondary``)
+    literal: bool = False   # in KeySpec.literal: plain text even in /pattern/flags form
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +199,6 @@ class _Plan:
     exclude: tuple[_KeyRef, ...]
     exclude_all: tuple[tuple[_KeyRef, ...], ...]
     uses_matcher: bool
-    has_literal: bool
     logic: int          # selectiveLogic for ``secondary`` (docs/sillytavern-mode.md#st-key-logic; 0 = AND ANY)
     never_note: str     # names the primary keys that can never match, for the log
 
@@ -232,9 +232,12 @@ def _never_note(primary: Sequence[_KeyRef], strict: bool) -> str:
     return f" ({', '.join(map(repr, never))}: {why}, never matches)"
 
 
-def _plan_keys(e: SlotEntry, mode: RegexKeys) -> tuple[_Plan, list[str], list[str]]:
+def _plan_keys(e: SlotEntry, mode: RegexKeys) -> tuple[_Plan, KeySpec]:
+    """The entry's key plan, and the key spec the matcher compiles for it (uid: pool index;
+    the plan's ``slot`` values index its key lists)."""
     primary_keys: list[str] = []
     secondary_keys: list[str] = []
+    literal: set[str] = set()
     strict = mode == "strict" and e.use_regex is not None
 
     def ref(text: str, target: list[str]) -> _KeyRef:
@@ -248,10 +251,12 @@ def _plan_keys(e: SlotEntry, mode: RegexKeys) -> tuple[_Plan, list[str], list[st
                 how = "matcher" if kind == "regex" else "never"
             else:                           # CCv3 use_regex=false: keys are literal even when /…/-shaped
                 how = "literal" if kind == "regex" else "matcher"
-        if how != "matcher":
-            return _KeyRef(text, how)       # type: ignore[arg-type]
+        if how == "never":
+            return _KeyRef(text, "never")
         target.append(text)
-        return _KeyRef(text, "matcher", len(target) - 1, target is primary_keys)
+        if how == "literal":
+            literal.add(text)
+        return _KeyRef(text, "matcher", len(target) - 1, target is primary_keys, how == "literal")
 
     d = e.decorators
     primary = tuple(ref(k, primary_keys) for k in e.keys)
@@ -262,13 +267,13 @@ def _plan_keys(e: SlotEntry, mode: RegexKeys) -> tuple[_Plan, list[str], list[st
     additional = tuple(tuple(ref(k, secondary_keys) for k in group) for group in d.additional_keys)
     exclude = tuple(ref(k, secondary_keys) for k in d.exclude_keys)
     exclude_all = tuple(tuple(ref(k, secondary_keys) for k in group) for group in d.exclude_keys_all)
-    refs = [*primary, *secondary, *exclude, *(r for g in additional + exclude_all for r in g)]
     plan = _Plan(primary, secondary, additional, exclude, exclude_all,
                  uses_matcher=bool(primary_keys or secondary_keys),
-                 has_literal=any(r.how == "literal" for r in refs),
                  logic=e.selective_logic or 0,
                  never_note=_never_note(primary, strict))
-    return plan, primary_keys, secondary_keys
+    spec = KeySpec(tuple(primary_keys), tuple(secondary_keys), e.content, e.case_sensitive, e.whole_words,
+                   uid=e.pool_index, literal=frozenset(literal) if literal else _NO_LITERAL)
+    return plan, spec
 
 
 # -- the engine ---------------------------------------------------------------------------
@@ -367,31 +372,30 @@ class SlotEngine:
 
         pool: list[SlotEntry] = []
         plans: list[_Plan] = []
-        fuzzy_ext: dict[int, Any] = {}
+        specs: list[KeySpec] = []       # what the match core compiles; not kept (issue 8: memory)
         for bi, b in enumerate(slot_books):
             for ei, entry in enumerate(b.book.entries):
                 e = slot_entry_from(entry, pool_index=len(pool), book_index=bi, index=ei, book=b,
                                     user_icon=user_icon_decorator)
                 pool.append(e)
-                plans.append(_plan_keys(e, regex_keys)[0])
-                fuzzy = fuzzy_field(e.decorators.fuzzy, entry, b.book)
-                if fuzzy:                       # typo-tolerant keys (match/fuzzy.py), rare
-                    fuzzy_ext[e.pool_index] = fuzzy["extensions"]
+                plan, spec = _plan_keys(e, regex_keys)
+                plans.append(plan)
+                fuzzy = _fuzzy_threshold(e, entry, b.book)
+                specs.append(spec if fuzzy is None else spec._replace(fuzzy=fuzzy))
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
-        self._fuzzy_ext = fuzzy_ext
         try:
-            compiled = compile_book(self._derived_book(), self.match_options, limits=limits)
-        except RegexKeyError as exc:    # locate it in the attached book, not the derived pool
+            self.compiled: CompiledBook = compile_keys(specs, self.match_options, limits=limits,
+                                                       name="lorebook slot pool",
+                                                       source=" + ".join(dict.fromkeys(b.book.source for b in slot_books))
+                                                       or "<slot pool>")
+        except RegexKeyError as exc:    # locate it in the attached book, not the pool
             if not isinstance(exc.entry, int):
                 raise
             e = self.pool[exc.entry]
             raise RegexKeyError(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
                                 field="keys") from None
-        # The derived entries are not kept: each is built again from the pool when a scan
-        # first needs it (recursion chunks need a few contents), which halves what an engine
-        # holds per entry (issue 8).
-        self.compiled: CompiledBook = with_lazy_entries(compiled, self._derived_entry, self._derived_book)
+        del specs
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
         # Most entries of a large pool do the same thing in every request: no gate decides them,
         # their keys are all the matcher's, and unless the matcher lists them as candidates
@@ -399,7 +403,7 @@ class SlotEngine:
         # the others are walked one by one: ``_explicit`` (a gate may decide them, a key is
         # tested here, or scan depth 0) from the start, the candidates as the matcher names them.
         self._explicit = tuple(e.pool_index for e in self.pool
-                               if _gateable(e) or e.scan_depth <= 0 or self._plans[e.pool_index].has_literal)
+                               if _gateable(e) or e.scan_depth <= 0)
         explicit = set(self._explicit)
         # Idle entries whose unmatched reason is "no primary key matched", by scan depth: a
         # system message inside their window may explain them (_explain_unmatched).
@@ -416,32 +420,9 @@ class SlotEngine:
         # (text, count, exact) per pool entry; a whole tuple is written at once (threads share it)
         self._token_cache: list[tuple[str, int, bool] | None] = [None] * len(self.pool)
 
-    # -- the matcher's view of the pool ----------------------------------------------------
-    def _derived_entry(self, i: int) -> Entry:
-        """Pool entry ``i`` as the shared matcher sees it: ST field names, every option
-        explicit, the keys the matcher answers (``_KeyRef.slot`` order)."""
-        e, plan = self.pool[i], self._plans[i]
-        refs = [ref for ref in (*plan.primary, *plan.secondary, *plan.exclude,
-                                *(r for g in plan.additional + plan.exclude_all for r in g))
-                if ref.how == "matcher"]
-        primary = sorted({ref.slot: ref.text for ref in refs if ref.primary}.items())
-        secondary = sorted({ref.slot: ref.text for ref in refs if not ref.primary}.items())
-        key = [t for _, t in primary]
-        keysecondary = [t for _, t in secondary]
-        fields = {"uid": i, "key": key, "keysecondary": keysecondary, "content": e.content, "comment": e.name,
-                  "selective": True, "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words}
-        if i in self._fuzzy_ext:
-            fields["extensions"] = self._fuzzy_ext[i]
-        # What entry_from_fields makes of these fields, with the attributes every derived entry
-        # shares (the empty card fields, the match-source and character-filter tuples) shared.
-        return replace(_DERIVED_TEMPLATE, uid=i, fields=FrozenMap(fields), key=tuple(key),
-                       keysecondary=tuple(keysecondary), content=e.content, comment=e.name,
-                       case_sensitive=e.case_sensitive, match_whole_words=e.whole_words)
-
-    def _derived_book(self) -> Lorebook:
-        return Lorebook(name="lorebook slot pool", entries=tuple(map(self._derived_entry, range(len(self.pool)))),
-                        source=" + ".join(dict.fromkeys(b.book.source for b in self.books)) or "<slot pool>",
-                        format="lorebook-slot")
+    def _content_of(self, i: int) -> str:
+        """Pool entry ``i``'s content (the text the compiled matcher's content hits are of)."""
+        return self.pool[i].content
 
     # -- token counts (cached per entry: a compiled book's contents are counted once) ----
     def entry_tokens(self, pool_index: int, text: str | None = None) -> int:
@@ -512,7 +493,8 @@ class SlotEngine:
         substitute = substitute if substitute is not None else self.substitute
         view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
-                        regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout))
+                        regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout),
+                        content_of=self._content_of)
         pool = self.pool
         # Explicit entries get their _Run now; an idle one when the matcher first names it.
         runs: dict[int, _Run] = {}
@@ -672,7 +654,7 @@ class SlotEngine:
             return notes
         system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
                                cache=cache, substitute=substitute, joined=False,
-                               regex_timeout=self.regex_timeout)
+                               regex_timeout=self.regex_timeout, content_of=self._content_of)
         found_in = system_view.candidates(len(system), 0)
         in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
         if idle_depths:
@@ -690,7 +672,7 @@ class SlotEngine:
                 continue
             found = system_view.match_entry(e.pool_index, Window(inside(e.scan_depth))).primary
             key = next((ref.text for ref in plan.primary if ref.primary and ref.slot == found), None)
-            if found is not None and key is not None:
+            if key is not None:
                 r.detail = "system_message_only"
                 r.reason = (f"no primary key matched; {key!r} occurs only in a system message, and "
                             "system messages are not scanned")
@@ -744,23 +726,17 @@ class SlotEngine:
             r.reason = self._never_reason(plan.primary)
             r.detail = "invalid_regex" if self.regex_keys != "strict" or not r.e.use_regex else None
             return False
-        if allowed is not None and e.pool_index not in allowed and not plan.has_literal:
+        if allowed is not None and e.pool_index not in allowed:
             r.reason = "no primary key matched" + plan.never_note
             return False
         m = view.match_entry(e.pool_index, window) if plan.uses_matcher else EntryMatch(None, ())
-        texts: list[str] | None = None
 
         def hit(ref: _KeyRef) -> bool:
-            nonlocal texts
             if ref.how == "matcher":
                 # m.primary is the first matching key in list order; the scan stops there,
                 # and refs are visited in list order, so "== slot" is exact.
                 return m.primary == ref.slot if ref.primary else m.secondary[ref.slot]
-            if ref.how == "never":
-                return False
-            if texts is None:
-                texts = view.texts(window)
-            return self._literal_hit(ref.text, e, texts, view)
+            return False                    # "never"
 
         timed = f" ({'; '.join(view.cut_off_report(m.timed_out))})" if m.timed_out else ""
         key = next((ref.text for ref in plan.primary if hit(ref)), None)
@@ -794,18 +770,6 @@ class SlotEngine:
             return "use_regex is true and no key is a valid /pattern/flags regex (regex_keys='strict')"
         bad = ", ".join(repr(ref.text) for ref in refs)
         return f"no usable key: {bad} {'is' if len(refs) == 1 else 'are'} in /pattern/flags form but not a valid regex"
-
-    def _literal_hit(self, raw: str, e: SlotEntry, texts: Sequence[str], view: ScanView) -> bool:
-        # A /…/-shaped key of a use_regex=false entry: literal text (CCv3), so it bypasses the
-        # matcher's regex auto-detection and goes through the same plain-key rule.
-        key = raw
-        if view.substitute is not None and "{{" in key:
-            key = view.substitute(key)
-        key = js_trim(key) if key else ""
-        if not key:
-            return False
-        return any(match_plain_key(t, key, case_sensitive=e.case_sensitive, whole_words=e.whole_words,
-                                   options=self.match_options) for t in texts)
 
     def _roll(self, r: _Run, turn_id: str | int) -> bool:
         """docs/slot-mode.md#slot-gates: the stable roll; records the outcome when the entry fails it."""
@@ -851,10 +815,25 @@ class SlotEngine:
 
 
 _NOTHING: frozenset[int] = frozenset()
-# A derived entry (SlotEngine._derived_entry) with the values every one of them shares.
-_DERIVED_TEMPLATE = entry_from_fields({"uid": 0, "key": [], "keysecondary": [], "content": "", "comment": "",
-                                       "selective": True, "caseSensitive": False, "matchWholeWords": False},
-                                      source="<slot pool>", fill_defaults=False)
+_NO_LITERAL: frozenset[str] = frozenset()
+
+
+class _FuzzyProbe(NamedTuple):
+    # What match.fuzzy.entry_threshold reads of an entry.
+    content: str
+    fields: Mapping[str, Any]
+    uid: int
+
+
+def _fuzzy_threshold(e: SlotEntry, entry: Any, book: Lorebook) -> float | None:
+    """The fuzzy threshold of pool entry ``e`` (None: exact keys): its ``@@fuzzy`` decorator,
+    else its ``extensions.lorescan_fuzzy``, else its book's default (match/fuzzy.py). A content
+    that still starts with ``@@`` after the slot decorators are read may hold SillyTavern's
+    ``@@fuzzy`` line, which the compiler has always honoured: entry_threshold reads it here."""
+    ext = fuzzy_field(e.decorators.fuzzy, entry, book)
+    if not ext and not e.content.startswith("@@"):
+        return None                     # the common case: no fuzzy setting anywhere
+    return entry_threshold(_FuzzyProbe(e.content, ext, e.pool_index), None, "<slot pool>")
 
 
 def _gateable(e: SlotEntry) -> bool:
