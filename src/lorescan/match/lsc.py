@@ -61,7 +61,7 @@ import numpy as np
 
 from ..errors import LorebookError
 from ..js.regex import JSRegex
-from ..model import Entry, FrozenMap, Lorebook, Origin, entry_from_fields, shared_names
+from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields
 from .options import MatchOptions
 
 __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "encode_compiled", "decode_compiled",
@@ -148,7 +148,7 @@ class _Encoder:
             return ref if ref is not None else [run(v) for v in value]
         if t is tuple:
             return {"\x00t": [run(v) for v in value]}
-        if t is dict or t is FrozenMap:
+        if t is dict or t is FrozenMap or t is EntryFields:     # EntryFields: stored as a FrozenMap
             ref = self.share(value)
             if ref is not None:
                 return ref
@@ -158,7 +158,7 @@ class _Encoder:
                 body: Any = {k: run(v) for k, v in value.items()}
             else:
                 body = {"\x00d": [[run(k), run(v)] for k, v in value.items()]}
-            return {"\x00m": body} if t is FrozenMap else body
+            return body if t is dict else {"\x00m": body}
         if t is frozenset:
             return {"\x00s": [run(v) for v in value]}
         if t is bytes:
@@ -466,9 +466,7 @@ def _entry_from_record(record: list[Any], source: str) -> Entry:
     _, uid, fields, filled = record
     # Field names are shared by every entry; each json.loads call would make its own copies.
     fields = {sys.intern(k): v for k, v in fields.items()}
-    entry = entry_from_fields(fields, source=source, fill_defaults=False, uid=uid)
-    object.__setattr__(entry, "filled", shared_names(filled))
-    return entry
+    return entry_from_fields(fields, source=source, fill_defaults=False, uid=uid, filled=filled)
 
 
 _JSON_SCALARS = (type(None), bool, int, float, str)
@@ -477,7 +475,7 @@ _JSON_SCALARS = (type(None), bool, int, float, str)
 def _json_exact(value: Any) -> bool:
     """True when JSON gives ``value`` back with the same types (no tuples, no non-str keys)."""
     t = type(value)
-    if t is dict or t is FrozenMap:
+    if t is dict or t is FrozenMap or t is EntryFields:
         return all(type(k) is str and _json_exact(v) for k, v in value.items())
     if t is list:
         return all(_json_exact(v) for v in value)
