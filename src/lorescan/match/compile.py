@@ -573,7 +573,7 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     # columns as they are.
     tables = TableBuilder()
     macro: dict[tuple[str, bool, bool], None] = {}
-    vid_sets: dict[int, list[int]] = {}
+    vid_rows, vid_cols = array("i"), array("i")      # (vid, entry) per primary key, in entry order
     always: list[int] = []
     always_sub: list[int] = []
     hazards: list[tuple[int, str, str]] = []
@@ -602,9 +602,9 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
                 special = True
                 continue
             for vid in ((ref,) if isinstance(ref, int) else ref):
-                listed = vid_sets.setdefault(vid, [])
-                if not listed or listed[-1] != i:
-                    listed.append(i)
+                if vid >= 0:                  # SKIP: a key that never matches here
+                    vid_rows.append(vid)
+                    vid_cols.append(i)
         if special:
             always.append(i)
         if special or any(type(ref) is tuple and not (ref[0] == "re" and ref[3] != SKIP)
@@ -633,8 +633,8 @@ def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledB
     scan = matcher.scan
     for entry in entries:
         tables.add_hits(scan(entry.content))
-    cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
-    del vid_sets
+    cols, specials = tables.finish(None, vid_pairs=(vid_rows, vid_cols))
+    del vid_rows, vid_cols
     lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials, EntryPlan)
     return CompiledBook(
         book=book, entries=entries, options=options, matcher=matcher, specs=lazy_specs,
