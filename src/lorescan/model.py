@@ -60,6 +60,7 @@ class FrozenMap(dict):
         return FrozenMap(copy.deepcopy(dict(self), memo))
 
 
+EMPTY_MAP = FrozenMap()        # the card fields of every entry that has none (immutable, so shared)
 _ABSENT: Any = object()
 _UID: Any = object()          # in a defaults layer: "the entry's uid" (displayIndex)
 _dict_get = dict.get
@@ -309,7 +310,8 @@ class Entry:
 
     ``fields`` holds the entry exactly as read, in file order (including fields lorescan
     does not model), followed by any defaults the reader filled in; ``filled`` names those
-    defaults so a writer can leave them out. Typed attributes follow SillyTavern's
+    defaults so a writer can leave them out (an :class:`EntryFields` stores only the former
+    and reads the defaults from a layer shared across entries). Typed attributes follow SillyTavern's
     scan-time reading of the fields (JS truthiness, docs/sillytavern-mode.md#st-entries).
     """
 
@@ -509,10 +511,9 @@ def _same_json(a: Any, b: Any) -> bool:
 
 
 # Shared immutable attribute values: most entries of a book have the same ones.
-_MATCH_SOURCE_TUPLES = tuple(tuple(bool(bits >> i & 1) for i in range(len(_MATCH_FLAGS)))
-                             for bits in range(1 << len(_MATCH_FLAGS)))
+_MATCH_SOURCE_TUPLES: tuple[Any, ...] = tuple(tuple(bool(bits >> i & 1) for i in range(len(_MATCH_FLAGS)))
+                                              for bits in range(1 << len(_MATCH_FLAGS)))
 _NO_FILTER = {False: (False, (), ()), True: (True, (), ())}
-EMPTY_MAP = FrozenMap()
 
 
 def _deep_copy_json(value: Any) -> Any:
