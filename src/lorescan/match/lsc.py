@@ -371,6 +371,9 @@ class _Reader:
 
 # -- lazy sequences ----------------------------------------------------------------------------
 
+_UNBUILT: Any = object()
+
+
 class _Lazy(Sequence):
     """A read-only sequence whose item ``i`` is ``make(i)``, built once on first use.
 
@@ -388,14 +391,18 @@ class _Lazy(Sequence):
         return self._n
 
     def __getitem__(self, i: Any) -> Any:
-        if type(i) is slice:
+        try:
+            return self._items[i]      # built already (the path a turn takes)
+        except KeyError:
+            pass
+        except TypeError:              # a slice (unhashable)
+            if type(i) is not slice:
+                raise
             return [self[j] for j in range(*i.indices(self._n))]
-        item = self._items.get(i)
-        if item is None:
-            i = range(self._n)[i]      # IndexError / negative indexes as a list does
-            item = self._items.get(i)  # a negative index of an item built already
-            if item is None:
-                item = self._items[i] = self._make(i)
+        i = range(self._n)[i]          # IndexError / negative indexes as a list does
+        item = self._items.get(i, _UNBUILT)
+        if item is _UNBUILT:
+            item = self._items[i] = self._make(i)
         return item
 
     def __iter__(self) -> Iterator[Any]:
