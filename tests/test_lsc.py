@@ -11,6 +11,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import SHARED, need_shared, or_absent
 
 from lorescan import BookSource, ChatMessage, CompiledBook, LorebookError, SlotEngine, STEngine, STSettings, compile_book, load, load_compiled, save_compiled
@@ -409,3 +411,31 @@ def test_a_loaded_book_translates_each_regex_once(tmp_path, monkeypatch):
     assert sorted(calls) == translated and again == first
     fresh = STEngine([BookSource(_regex_book(), ("global",))], STSettings(scan_depth=4), random=_half)
     assert [fresh.scan(chat, max_context=10_000).to_json() for chat in chats] == first
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), max_size=40))
+def test_vid_table_from_pairs_lists_each_entry_once_in_order(pairs):
+    from array import array
+
+    from lorescan.match.lsc import _csr_pairs
+    pairs.sort(key=lambda p: p[1])                 # compile adds them in entry order
+    rows: dict[int, list[int]] = {}
+    for vid, entry in pairs:                       # what compile built before: a list per vid
+        listed = rows.setdefault(vid, [])
+        if not listed or listed[-1] != entry:
+            listed.append(entry)
+    offsets, values = _csr_pairs(7, array("i", [p[0] for p in pairs]), array("i", [p[1] for p in pairs]))
+    assert [values[offsets[v]:offsets[v + 1]].tolist() for v in range(7)] == [rows.get(v, []) for v in range(7)]
+
+
+def test_lazy_sequence_indexes_like_a_tuple():
+    from lorescan.match.lsc import _Lazy
+    made: list[int] = []
+    lazy = _Lazy(4, lambda i: made.append(i) or (i, "x"))
+    assert lazy[-1] == (3, "x") and lazy[3] is lazy[-1] and made == [3]
+    assert lazy[1:3] == [(1, "x"), (2, "x")] and list(lazy) == [(i, "x") for i in range(4)]
+    with pytest.raises(IndexError):
+        lazy[4]
+    with pytest.raises(IndexError):
+        lazy[-5]

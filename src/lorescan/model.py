@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from collections.abc import ItemsView, KeysView, ValuesView
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .errors import LorebookError
 from .js.text import js_trim
 
-__all__ = ["FrozenMap", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "js_truthy", "entry_from_fields", "Origin"]
+__all__ = ["FrozenMap", "EntryFields", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "js_truthy", "entry_from_fields", "Origin"]
 
 # SillyTavern's new-entry template, in the order its editor writes the fields (docs/sillytavern-mode.md#st-entries).
 # `uid` and `displayIndex` are filled from the entry's uid.
@@ -57,6 +58,153 @@ class FrozenMap(dict):
     def __deepcopy__(self, memo: dict) -> "FrozenMap":
         import copy
         return FrozenMap(copy.deepcopy(dict(self), memo))
+
+
+EMPTY_MAP = FrozenMap()        # the card fields of every entry that has none (immutable, so shared)
+_ABSENT: Any = object()
+_UID: Any = object()          # in a defaults layer: "the entry's uid" (displayIndex)
+_dict_get = dict.get
+_dict_contains = dict.__contains__
+_dict_len = dict.__len__
+_dict_iter = dict.__iter__
+_dict_items = dict.items    # the stored part only (C iteration over the storage)
+
+
+class _Defaults:
+    """The defaults a reader filled in, shared by every entry that lacks the same fields:
+    their names in the template's order and their values (``_UID``: the entry's uid).
+    Immutable; list and object values are handed out as fresh copies (see ``EntryFields``)."""
+
+    __slots__ = ("names", "order", "values")
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        pairs = [(k, _UID if k == "displayIndex" else v) for k, v in ST_ENTRY_DEFAULTS if k in names]
+        self.order: tuple[str, ...] = tuple(k for k, _ in pairs)
+        self.values: dict[str, Any] = dict(pairs)
+
+    def value(self, name: str, uid: Any) -> Any:
+        v = self.values[name]                  # KeyError: not a filled name
+        if v is _UID:
+            return uid
+        if isinstance(v, (list, dict)):
+            return _deep_copy_json(v)          # a caller may change what it was given; the layer stays
+        return v
+
+
+_NO_DEFAULTS = _Defaults(frozenset())
+_LAYERS: dict[frozenset[str], _Defaults] = {}
+
+
+def _defaults_for(names: frozenset[str]) -> _Defaults:
+    """One layer per distinct set of filled names (a book's entries nearly always lack the
+    same ones); capped like :func:`shared_names`, holding immutable values only."""
+    if not names:
+        return _NO_DEFAULTS
+    layer = _LAYERS.get(names)
+    if layer is None:
+        if len(_LAYERS) >= 4096:
+            _LAYERS.clear()
+        layer = _LAYERS[names] = _Defaults(names)
+    return layer
+
+
+class EntryFields(FrozenMap):
+    """An entry's stored fields (``Entry.fields``): the file's own fields, in file order, then the
+    defaults the reader filled in (``Entry.filled``), in the template's order.
+
+    Only the file's own fields are stored per entry; the defaults are read through from a layer
+    shared by every entry that lacks the same fields (a 100k-entry book read from a minimal file
+    held 40 default values per entry before, most of its memory). It reads as the complete
+    mapping everywhere Python looks: indexing, ``get``, ``in``, ``len``, iteration, the
+    ``keys``/``values``/``items`` views, ``==``, ``repr``, ``dict(x)``, ``{**x}`` and
+    ``json.dumps`` (which reads a dict subclass's ``items()``; the stored part is never empty
+    while defaults exist, so its empty-dict shortcut cannot drop them). Filled list and object
+    values are fresh copies on every read, so changing one cannot reach other entries.
+    Only C code that reads dict storage directly (``dict.items(x)``, ``PyDict_Next``) sees the
+    file's own fields alone.
+    """
+
+    __slots__ = ("_layer", "_uid")
+
+    def __init__(self, own: Any = (), layer: _Defaults = _NO_DEFAULTS, uid: Any = None) -> None:
+        dict.__init__(self, own)
+        self._layer = layer
+        self._uid = uid
+
+    @property
+    def own(self) -> dict[str, Any]:
+        """The fields the source itself had (a new plain dict, file order)."""
+        return dict(_dict_items(self))
+
+    def __missing__(self, key: str) -> Any:        # d[key] for a filled default
+        if key in self._layer.names:
+            return self._layer.value(key, self._uid)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        v = _dict_get(self, key, _ABSENT)
+        if v is _ABSENT:
+            layer = self._layer
+            return layer.value(key, self._uid) if key in layer.names else default
+        return v
+
+    def __contains__(self, key: object) -> bool:
+        return _dict_contains(self, key) or key in self._layer.names
+
+    def __len__(self) -> int:
+        return _dict_len(self) + len(self._layer.order)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from _dict_iter(self)
+        yield from self._layer.order
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self))
+
+    def keys(self) -> KeysView[str]:  # type: ignore[override]
+        return KeysView(self)
+
+    def values(self) -> ValuesView[Any]:  # type: ignore[override]
+        return ValuesView(self)
+
+    def items(self) -> ItemsView[str, Any]:  # type: ignore[override]
+        return ItemsView(self)
+
+    def copy(self) -> dict[str, Any]:
+        return {k: self[k] for k in self}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, dict):
+            return NotImplemented
+        return self.copy() == (other.copy() if isinstance(other, EntryFields) else other)
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __or__(self, other: Any) -> Any:
+        return self.copy() | other if isinstance(other, dict) else NotImplemented
+
+    def __ror__(self, other: Any) -> Any:
+        return dict(other) | self.copy() if isinstance(other, dict) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self.copy())
+
+    def __reduce__(self):
+        return (_entry_fields, (dict(_dict_items(self)), self._layer.order, self._uid))
+
+    def __deepcopy__(self, memo: dict) -> "EntryFields":
+        import copy
+        return EntryFields(copy.deepcopy(dict(_dict_items(self)), memo), self._layer, self._uid)
+
+
+def _entry_fields(own: dict[str, Any], filled_order: Sequence[str], uid: Any) -> EntryFields:
+    # unpickling: the layer is found again by its names, so a loaded book shares it too
+    return EntryFields(own, _defaults_for(shared_names(filled_order)), uid)
 
 
 def _frozen(value: Mapping[str, Any]) -> FrozenMap:
@@ -162,7 +310,8 @@ class Entry:
 
     ``fields`` holds the entry exactly as read, in file order (including fields lorescan
     does not model), followed by any defaults the reader filled in; ``filled`` names those
-    defaults so a writer can leave them out. Typed attributes follow SillyTavern's
+    defaults so a writer can leave them out (an :class:`EntryFields` stores only the former
+    and reads the defaults from a layer shared across entries). Typed attributes follow SillyTavern's
     scan-time reading of the fields (JS truthiness, docs/sillytavern-mode.md#st-entries).
     """
 
@@ -204,7 +353,7 @@ class Entry:
     # Character Card fields SillyTavern has no name for (``priority``, ``use_regex``, top-level
     # ``case_sensitive``, ``name``), as the card stored them; empty for other formats. Not
     # part of ``fields``: card writers keep them through the raw entry (formats/card.py).
-    card_fields: Mapping[str, Any] = field(default_factory=FrozenMap)
+    card_fields: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", _frozen(self.fields))
@@ -212,7 +361,12 @@ class Entry:
 
     def to_dict(self, *, include_filled: bool = False) -> dict[str, Any]:
         """The entry as a plain dict in field order (filled defaults left out by default)."""
-        return {k: v for k, v in self.fields.items() if include_filled or k not in self.filled}
+        f = self.fields
+        if include_filled:
+            return f.copy() if isinstance(f, EntryFields) else dict(f)
+        if isinstance(f, EntryFields) and f._layer.names is self.filled:
+            return dict(_dict_items(f))        # its stored part is exactly what the file had
+        return {k: v for k, v in f.items() if k not in self.filled}
 
 
 _MATCH_FLAGS = ("matchPersonaDescription", "matchCharacterDescription", "matchCharacterPersonality",
@@ -243,11 +397,14 @@ def _tri(value: Any) -> bool | None:
 
 def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
                       fill_defaults: bool = True, uid: Any = None,
-                      card_fields: Mapping[str, Any] | None = None) -> Entry:
+                      card_fields: Mapping[str, Any] | None = None,
+                      filled: Iterable[str] | None = None) -> Entry:
     """Build an :class:`Entry` from a SillyTavern-shaped field mapping.
 
     ``fill_defaults`` adds the new-entry defaults for absent fields, as SillyTavern's editor
     does when it opens a book; the added names are recorded in ``Entry.filled``.
+    ``filled`` (with ``fill_defaults=False``): names in ``fields`` that are such defaults
+    already (an entry stored with its defaults, as the compact compiled form does).
     ``card_fields``: the card-only fields of a Character Card entry (``Entry.card_fields``).
     Raises :class:`LorebookError` naming the entry and field for ill-typed values.
     """
@@ -259,20 +416,26 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
         raise LorebookError(f"uid must be an integer, got {uid!r:.40}", source=source, entry=uid,
                             field="uid")
     _check_fields(fields, source=source, uid=uid)
-    data = dict(fields)
-    filled: set[str] = set()
+    own = dict(fields)
+    data: Mapping[str, Any] = own          # what the typed attributes below read
+    layer = _NO_DEFAULTS
+    names: frozenset[str] = frozenset()
     if fill_defaults:
-        for name, default in ST_ENTRY_DEFAULTS:
-            if name not in data:
-                if name == "displayIndex":
-                    default = uid
-                elif isinstance(default, (list, dict)):
-                    default = _deep_copy_json(default)
-                data[name] = default
-                filled.add(name)
-        cf = data.get("characterFilter")
-        if cf is None:   # the editor replaces a null filter with the empty one
-            data["characterFilter"] = {"isExclude": False, "names": [], "tags": []}
+        if own.get("characterFilter", _ABSENT) is None:   # the editor replaces a null filter with the empty one
+            own["characterFilter"] = {"isExclude": False, "names": [], "tags": []}
+        missing = [name for name, _ in ST_ENTRY_DEFAULTS if name not in own]
+        if missing:
+            names = shared_names(missing)
+            layer = _defaults_for(names)
+            data = dict(own)
+            for name in layer.order:           # read only here: the shared values, no copies
+                data[name] = uid if name == "displayIndex" else layer.values[name]
+            if not own:   # json.dumps writes an empty dict subclass as {} without asking it
+                own = {name: layer.value(name, uid) for name in layer.order}
+                layer = _NO_DEFAULTS
+    elif filled is not None:
+        names = shared_names(filled)
+        own, layer = _relayer(own, names, uid)
     g = data.get
     key = g("key")
     keysecondary = g("keysecondary")
@@ -286,8 +449,11 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
     cf = g("characterFilter") or {}
     weight = g("groupWeight")
     order = g("order")
+    cf_names = tuple(str(x) for x in cf.get("names") or ())
+    cf_tags = tuple(str(x) for x in cf.get("tags") or ())
+    cf_exclude = js_truthy(cf.get("isExclude"))
     return Entry(
-        uid=uid, fields=FrozenMap(data), filled=shared_names(filled),
+        uid=uid, fields=EntryFields(own, layer, uid), filled=names,
         key=tuple(key) if isinstance(key, list) else (),
         keysecondary=tuple(keysecondary) if isinstance(keysecondary, list) else (),
         content=g("content") or "", comment=g("comment") or "",
@@ -301,7 +467,7 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
         exclude_recursion=js_truthy(g("excludeRecursion")),
         prevent_recursion=js_truthy(g("preventRecursion")),
         delay_until_recursion=dur_level,
-        match_sources=tuple(js_truthy(g(f)) for f in _MATCH_FLAGS),  # type: ignore[arg-type]
+        match_sources=_MATCH_SOURCE_TUPLES[sum(1 << i for i, f in enumerate(_MATCH_FLAGS) if js_truthy(g(f)))],
         probability=g("probability"), use_probability=js_truthy(g("useProbability")),
         group=g("group") or "", group_override=js_truthy(g("groupOverride")),
         group_weight=100 if weight is None else weight,
@@ -310,10 +476,44 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
         case_sensitive=_tri(g("caseSensitive")), match_whole_words=_tri(g("matchWholeWords")),
         sticky=g("sticky"), cooldown=g("cooldown"), delay=g("delay"),
         triggers=tuple(g("triggers") or ()),
-        character_filter=(js_truthy(cf.get("isExclude")), tuple(str(x) for x in cf.get("names") or ()),
-                          tuple(str(x) for x in cf.get("tags") or ())),
-        card_fields=FrozenMap(card_fields or {}),
+        character_filter=(_NO_FILTER[cf_exclude] if not cf_names and not cf_tags
+                          else (cf_exclude, cf_names, cf_tags)),
+        card_fields=FrozenMap(card_fields) if card_fields else EMPTY_MAP,
     )
+
+
+def _relayer(own: dict[str, Any], names: frozenset[str], uid: Any) -> tuple[dict[str, Any], _Defaults]:
+    """``own`` without the filled defaults ``names`` it holds, and their layer, when reading
+    them through the layer gives the same mapping (same values of the same types, same order);
+    else ``own`` unchanged with no layer."""
+    if not names:
+        return own, _NO_DEFAULTS
+    layer = _defaults_for(names)
+    keys = list(own)
+    n = len(keys) - len(layer.order)
+    if n <= 0 or tuple(keys[n:]) != layer.order:
+        return own, _NO_DEFAULTS
+    for name in layer.order:
+        if not _same_json(own[name], layer.value(name, uid)):
+            return own, _NO_DEFAULTS
+    return {k: own[k] for k in keys[:n]}, layer
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    # equal with the same types all the way down (1 != 1.0 != True)
+    if type(a) is not type(b):
+        return False
+    if type(a) is list:
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+    if type(a) is dict:
+        return list(a) == list(b) and all(_same_json(v, b[k]) for k, v in a.items())
+    return a == b
+
+
+# Shared immutable attribute values: most entries of a book have the same ones.
+_MATCH_SOURCE_TUPLES: tuple[Any, ...] = tuple(tuple(bool(bits >> i & 1) for i in range(len(_MATCH_FLAGS)))
+                                              for bits in range(1 << len(_MATCH_FLAGS)))
+_NO_FILTER = {False: (False, (), ()), True: (True, (), ())}
 
 
 def _deep_copy_json(value: Any) -> Any:

@@ -680,7 +680,7 @@ def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterabl
     # columns as they are.
     tables = TableBuilder()
     macro: dict[MacroKey, None] = {}
-    vid_sets: dict[int, list[int]] = {}
+    vid_rows, vid_cols = array("i"), array("i")      # (vid, entry) per primary key, in entry order
     always: list[int] = []
     always_sub: list[int] = []
     hazards: list[tuple[int, str, str]] = []
@@ -709,9 +709,9 @@ def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterabl
                 special = True
                 continue
             for vid in ((vids,) if type(vids) is int else vids):     # type: ignore[union-attr]
-                listed = vid_sets.setdefault(vid, [])
-                if not listed or listed[-1] != i:
-                    listed.append(i)
+                if vid >= 0:                  # SKIP: a key that never matches here
+                    vid_rows.append(vid)
+                    vid_cols.append(i)
         if special:
             always.append(i)
         if special or any(type(ref) is not int and not (type(ref) is RegexKey and ref.lit != SKIP)
@@ -745,8 +745,8 @@ def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterabl
             f"matching the contents against the book's {len(fuzzy_keys):,} fuzzy keys needs over {exc.needed:,} "
             f"word-to-key comparisons (limits.max_fuzzy_comparisons is {exc.limit:,}): turn fuzzy matching off "
             f"for most entries, or raise the limit", source=source, field="extensions.lorescan_fuzzy") from None
-    cols, specials = tables.finish(None, [vid_sets.get(v, ()) for v in range(n_specs)])
-    del vid_sets
+    cols, specials = tables.finish(None, vid_pairs=(vid_rows, vid_cols))
+    del vid_rows, vid_cols
     lazy_specs, lazy_plans, lazy_sub, lazy_vids, lazy_hits = lazy_tables(cols, specials, EntryPlan)
     return dict(
         matcher=matcher, specs=lazy_specs,

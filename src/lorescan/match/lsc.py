@@ -67,7 +67,7 @@ import numpy as np
 from ..errors import LorebookError
 from ..js.regex import JSRegex
 from .keys import MacroKey, PlainKey, RegexKey, SpecialKey
-from ..model import Entry, FrozenMap, Lorebook, Origin, entry_from_fields, shared_names
+from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields
 from .options import MatchOptions
 
 __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "encode_compiled", "decode_compiled",
@@ -155,7 +155,7 @@ class _Encoder:
             return ref if ref is not None else [run(v) for v in value]
         if t is tuple:
             return {"\x00t": [run(v) for v in value]}
-        if t is dict or t is FrozenMap:
+        if t is dict or t is FrozenMap or t is EntryFields:     # EntryFields: stored as a FrozenMap
             ref = self.share(value)
             if ref is not None:
                 return ref
@@ -165,7 +165,7 @@ class _Encoder:
                 body: Any = {k: run(v) for k, v in value.items()}
             else:
                 body = {"\x00d": [[run(k), run(v)] for k, v in value.items()]}
-            return {"\x00m": body} if t is FrozenMap else body
+            return body if t is dict else {"\x00m": body}
         if t is frozenset:
             return {"\x00s": [run(v) for v in value]}
         if t is bytes:
@@ -378,26 +378,37 @@ class _Reader:
 
 # -- lazy sequences ----------------------------------------------------------------------------
 
+_UNBUILT: Any = object()
+
+
 class _Lazy(Sequence):
-    """A read-only sequence whose item ``i`` is ``make(i)``, built once on first use."""
+    """A read-only sequence whose item ``i`` is ``make(i)``, built once on first use.
+
+    The items built so far are kept in a dict: a turn asks for a few of a large book's
+    plans and hit sets, and a list of ``n`` empty slots per table cost 13 MB at 100k entries."""
 
     __slots__ = ("_n", "_make", "_items")
 
     def __init__(self, n: int, make: Callable[[int], Any]) -> None:
         self._n = n
         self._make = make
-        self._items: list[Any] = [None] * n
+        self._items: dict[int, Any] = {}
 
     def __len__(self) -> int:
         return self._n
 
     def __getitem__(self, i: Any) -> Any:
-        if type(i) is slice:
+        try:
+            return self._items[i]      # built already (the path a turn takes)
+        except KeyError:
+            pass
+        except TypeError:              # a slice (unhashable)
+            if type(i) is not slice:
+                raise
             return [self[j] for j in range(*i.indices(self._n))]
-        item = self._items[i]          # IndexError / negative indexes as a list does
-        if item is None:
-            if i < 0:
-                i += self._n
+        i = range(self._n)[i]          # IndexError / negative indexes as a list does
+        item = self._items.get(i, _UNBUILT)
+        if item is _UNBUILT:
             item = self._items[i] = self._make(i)
         return item
 
@@ -425,6 +436,20 @@ def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
         np.cumsum([len(r) for r in rows], out=offsets[1:])
     values = np.fromiter((v for r in rows for v in r), dtype=np.int32, count=int(offsets[-1]))
     return offsets, values
+
+
+def _csr_pairs(n_rows: int, rows: array[int], values: array[int]) -> tuple[np.ndarray, np.ndarray]:
+    # Row r lists the values paired with r, ascending and distinct (values come ascending).
+    r = np.frombuffer(rows, dtype=np.int32) if len(rows) else np.zeros(0, np.int32)
+    v = np.frombuffer(values, dtype=np.int32) if len(values) else np.zeros(0, np.int32)
+    order = np.argsort(r, kind="stable")
+    r, v = r[order], v[order]
+    keep = np.ones(len(r), dtype=bool)
+    keep[1:] = (r[1:] != r[:-1]) | (v[1:] != v[:-1])
+    r, v = r[keep], v[keep]
+    offsets = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r, minlength=n_rows), out=offsets[1:])
+    return offsets, v.astype(np.int32)
 
 
 def _csr_rows(offsets: np.ndarray, values: np.ndarray, wrap: Callable[[list[int]], Any]) -> _Lazy:
@@ -468,9 +493,7 @@ def _entry_from_record(record: list[Any], source: str) -> Entry:
     _, uid, fields, filled = record
     # Field names are shared by every entry; each json.loads call would make its own copies.
     fields = {sys.intern(k): v for k, v in fields.items()}
-    entry = entry_from_fields(fields, source=source, fill_defaults=False, uid=uid)
-    object.__setattr__(entry, "filled", shared_names(filled))
-    return entry
+    return entry_from_fields(fields, source=source, fill_defaults=False, uid=uid, filled=filled)
 
 
 _JSON_SCALARS = (type(None), bool, int, float, str)
@@ -479,7 +502,7 @@ _JSON_SCALARS = (type(None), bool, int, float, str)
 def _json_exact(value: Any) -> bool:
     """True when JSON gives ``value`` back with the same types (no tuples, no non-str keys)."""
     t = type(value)
-    if t is dict or t is FrozenMap:
+    if t is dict or t is FrozenMap or t is EntryFields:
         return all(type(k) is str and _json_exact(v) for k, v in value.items())
     if t is list:
         return all(_json_exact(v) for v in value)
@@ -551,9 +574,12 @@ class TableBuilder:
         cols["spec_flags"] = np.array([(1 if cs else 0) | (2 if b else 0) for _, cs, b in specs], dtype=np.uint8)
         return cols["spec_text"], spec_off
 
-    def finish(self, specs: Sequence[Any] | None, vid_entries: Sequence[Sequence[int]]
+    def finish(self, specs: Sequence[Any] | None, vid_entries: Sequence[Sequence[int]] | None = None,
+               *, vid_pairs: tuple[array[int], array[int]] | None = None
                ) -> tuple[dict[str, np.ndarray], list[Any]]:
-        """The columns (``specs``: None when given to :meth:`add_specs` already)."""
+        """The columns (``specs``: None when given to :meth:`add_specs` already). The entries of
+        each vid come as rows, or as ``vid_pairs`` (vids, entries), one pair per primary key in
+        entry order (a pair per key costs 8 bytes; a list per vid took ~45 MB at 100k entries)."""
         if specs is not None:
             self.add_specs(specs)
         cols: dict[str, np.ndarray] = dict(self.spec_cols)
@@ -562,7 +588,11 @@ class TableBuilder:
             cols[f"{name}_values"] = np.array(pc.values, dtype=np.int32)
             cols[f"{name}_flags"] = np.frombuffer(bytes(pc.flags), dtype=np.uint8)
         cols["sub_index"] = np.array(self.sub_index, dtype=np.int32)
-        cols["vid_offsets"], cols["vid_values"] = _csr(vid_entries)
+        if vid_pairs is not None:
+            n_specs = len(cols["spec_offsets"]) - 1
+            cols["vid_offsets"], cols["vid_values"] = _csr_pairs(n_specs, *vid_pairs)
+        else:
+            cols["vid_offsets"], cols["vid_values"] = _csr(vid_entries or ())
         cols["hit_offsets"] = np.array(self.hit_offsets, dtype=np.int64)
         cols["hit_values"] = np.array(self.hit_values, dtype=np.int32)
         return cols, list(self.specials)

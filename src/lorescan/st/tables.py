@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from array import array
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Iterator, Sequence
@@ -97,7 +98,9 @@ class EntryTable(Sequence[EntryInfo]):
     def __init__(self, compiled: Sequence[CompiledBook], worlds: Sequence[str], order_book: list[int],
                  order_index: list[int], strict: bool) -> None:
         self._compiled, self._worlds, self._strict = compiled, worlds, strict
-        self._order_book, self._order_index = order_book, order_index
+        # (book, index) per global position as machine integers: lists of 100k int objects
+        # took 7 MB per engine at 100k entries
+        self._order_book, self._order_index = array("q", order_book), array("q", order_index)
         self._items: list[EntryInfo | None] = [None] * len(order_book)
         self._lock = threading.Lock()
 
@@ -145,7 +148,10 @@ class KeyIndex:
     def __init__(self, entries: EntryTable, worlds: Sequence[str], compiled: Sequence[CompiledBook],
                  order_book: list[int], order_index: list[int]) -> None:
         self._entries, self._worlds, self._compiled = entries, worlds, compiled
-        self._order_book, self._order_index = order_book, order_index
+        books, index = array("q", order_book), array("q", order_index)
+        if isinstance(entries, EntryTable) and books == entries._order_book and index == entries._order_index:
+            books, index = entries._order_book, entries._order_index      # the same order: shared
+        self._order_book, self._order_index = books, index
         self._index: dict[str, int] | None = None
 
     def _table(self) -> dict[str, int]:
@@ -237,13 +243,18 @@ class Tables:
     compiled: tuple[CompiledBook, ...]
     worlds: tuple[str, ...]
     entries: EntryTable
-    entry_at: tuple[list[int], ...]
+    entry_at: tuple[Sequence[int], ...]
     by_key: KeyIndex
     by_hash: HashIndex
     always: tuple[EntryInfo, ...]
     levels: tuple[float, ...]
     max_entry_depth: int
     units: UnitCounts
+
+    def __post_init__(self) -> None:
+        # entry_at[book][index] as machine integers (a list per book held an int object per entry)
+        object.__setattr__(self, "entry_at", tuple(at if isinstance(at, array) else array("q", at)
+                                                   for at in self.entry_at))
 
     def info(self, book: int, index: int) -> EntryInfo:
         """The record of entry ``index`` of compiled book ``book``."""
