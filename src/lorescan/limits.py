@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Container, Iterable, Sequence
 
 from .errors import LorebookError, RegexKeyError, SettingsError
 
 if TYPE_CHECKING:
     from .model import Lorebook
 
-__all__ = ["Limits", "DEFAULT_LIMITS", "check_book"]
+__all__ = ["Limits", "DEFAULT_LIMITS", "check_book", "check_entry"]
 
 MiB = 1024 * 1024
 
@@ -113,30 +113,50 @@ def check_book(book: "Lorebook", limits: Limits = DEFAULT_LIMITS, *, source: str
         LorebookError: any other limit exceeded, naming the limit, the value, the entry and
             the field.
     """
-    from .js.regex import split_regex_key  # import-cost: the `regex` package loads only for a key past a limit
     src = source or book.source
     n = len(book.entries)
     if n > limits.max_entries:
         raise LorebookError(f"the book has {n} entries, above the limit max_entries={limits.max_entries}",
                             source=src, field="entries")
-    max_key, max_re, max_content = limits.max_key_length, limits.max_regex_length, limits.max_content_length
     for e in book.entries:
-        if len(e.content) > max_content:
-            raise LorebookError(f"the content has {len(e.content)} characters, above the limit "
-                                f"max_content_length={max_content}", source=src, entry=e.uid, field="content")
-        for name, keys in (("key", e.key), ("keysecondary", e.keysecondary)):
-            for i, k in enumerate(keys):
-                # Cheap test first: only a key longer than a limit is parsed as a regex.
-                if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
-                    continue
-                # The key's shape is enough here (compiling a huge pattern is what the limit prevents)
-                parsed = split_regex_key(k) if k.startswith("/") else None
-                if parsed is None:
-                    if len(k) > max_key:
-                        raise LorebookError(f"the key has {len(k)} characters, above the limit "
-                                            f"max_key_length={max_key}", source=src, entry=e.uid,
-                                            field=f"{name}[{i}]")
-                elif len(parsed[0]) > max_re:
-                    raise RegexKeyError(f"the regex key's pattern has {len(parsed[0])} characters, above the "
-                                        f"limit max_regex_length={max_re}", source=src, entry=e.uid,
+        check_entry(limits, src, e.uid, e.content, (("key", e.key), ("keysecondary", e.keysecondary)))
+
+
+def check_entry(limits: Limits, source: str, uid: object, content: str,
+                key_lists: Iterable[tuple[str, Sequence[str]]], literal: Container[str] = ()) -> None:
+    """One entry's content and keys against ``limits`` (what :func:`check_book` checks per entry;
+    key specs from another engine are checked with it too).
+
+    Args:
+        limits: the bounds.
+        source: names the book in errors.
+        uid: names the entry.
+        content: its content.
+        key_lists: ``(field name, keys)`` per key list (``("key", ...)``, ``("keysecondary", ...)``).
+        literal: keys that are plain text even in ``/pattern/flags`` form.
+
+    Raises:
+        RegexKeyError: a regex key's pattern over ``max_regex_length``.
+        LorebookError: the content or a plain key over its limit.
+    """
+    max_key, max_re, max_content = limits.max_key_length, limits.max_regex_length, limits.max_content_length
+    if len(content) > max_content:
+        raise LorebookError(f"the content has {len(content)} characters, above the limit "
+                            f"max_content_length={max_content}", source=source, entry=uid, field="content")
+    for name, keys in key_lists:
+        for i, k in enumerate(keys):
+            # Cheap test first: only a key longer than a limit is parsed as a regex.
+            if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
+                continue
+            from .js.regex import split_regex_key  # import-cost: the `regex` package loads only for a key past a limit
+            # The key's shape is enough here (compiling a huge pattern is what the limit prevents)
+            parsed = split_regex_key(k) if k.startswith("/") and k not in literal else None
+            if parsed is None:
+                if len(k) > max_key:
+                    raise LorebookError(f"the key has {len(k)} characters, above the limit "
+                                        f"max_key_length={max_key}", source=source, entry=uid,
                                         field=f"{name}[{i}]")
+            elif len(parsed[0]) > max_re:
+                raise RegexKeyError(f"the regex key's pattern has {len(parsed[0])} characters, above the "
+                                    f"limit max_regex_length={max_re}", source=source, entry=uid,
+                                    field=f"{name}[{i}]")

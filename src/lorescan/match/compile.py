@@ -41,8 +41,8 @@ from .. import _kernels
 from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..js.stdecorators import parse_st_decorators
 from ..errors import LorebookError, RegexKeyError
-from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals, split_regex_key
-from ..limits import DEFAULT_LIMITS, Limits, check_book
+from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals
+from ..limits import DEFAULT_LIMITS, Limits, check_book, check_entry
 from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_tables,
                   map_compiled_file)
 from ..model import Entry, Lorebook, js_truthy
@@ -628,25 +628,9 @@ def _check_specs(specs: Sequence[KeySpec], limits: Limits, source: str) -> None:
     if len(specs) > limits.max_entries:
         raise LorebookError(f"the book has {len(specs)} entries, above the limit max_entries={limits.max_entries}",
                             source=source, field="entries")
-    max_key, max_re, max_content = limits.max_key_length, limits.max_regex_length, limits.max_content_length
     for sp in specs:
-        if len(sp.content) > max_content:
-            raise LorebookError(f"the content has {len(sp.content)} characters, above the limit "
-                                f"max_content_length={max_content}", source=source, entry=sp.uid, field="content")
-        for field, keys in (("key", sp.primary), ("keysecondary", sp.secondary)):
-            for i, k in enumerate(keys):
-                if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
-                    continue
-                parsed = split_regex_key(k) if k.startswith("/") and k not in sp.literal else None
-                if parsed is None:
-                    if len(k) > max_key:
-                        raise LorebookError(f"the key has {len(k)} characters, above the limit "
-                                            f"max_key_length={max_key}", source=source, entry=sp.uid,
-                                            field=f"{field}[{i}]")
-                elif len(parsed[0]) > max_re:
-                    raise RegexKeyError(f"the regex key's pattern has {len(parsed[0])} characters, above the "
-                                        f"limit max_regex_length={max_re}", source=source, entry=sp.uid,
-                                        field=f"{field}[{i}]")
+        check_entry(limits, source, sp.uid, sp.content, (("key", sp.primary), ("keysecondary", sp.secondary)),
+                    sp.literal)
 
 
 def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledBook:
