@@ -267,6 +267,14 @@ def _special_book() -> Lorebook:
     ])
 
 
+def _round_trip(compiled: CompiledBook, how: str, tmp_path) -> CompiledBook:
+    """``compiled`` through pickle, or saved as ``.lsc`` and loaded back."""
+    if how == "pickle":
+        return pickle.loads(pickle.dumps(compiled))
+    save_compiled(compiled, tmp_path / "book.lsc")
+    return load_compiled(tmp_path / "book.lsc")
+
+
 def _special_refs(cb: CompiledBook) -> list:
     return [r for plans in (cb.plans, cb.plans_sub) for p in plans
             for r in [r for _, r in p.primary] + list(p.secondary) + list(p.score_primary)
@@ -276,11 +284,7 @@ def _special_refs(cb: CompiledBook) -> list:
 @pytest.mark.parametrize("how", ["pickle", "lsc"])
 def test_special_keys_come_back_as_the_same_classes_and_values(how, tmp_path):
     fresh = compile_book(_special_book())
-    if how == "pickle":
-        loaded = pickle.loads(pickle.dumps(fresh))
-    else:
-        save_compiled(fresh, tmp_path / "s.lsc")
-        loaded = load_compiled(tmp_path / "s.lsc")
+    loaded = _round_trip(fresh, how, tmp_path)
     want, got = _special_refs(fresh), _special_refs(loaded)
     assert {type(r) for r in want} == {RegexKey, PlainKey, MacroKey}
     assert [type(r) for r in got] == [type(r) for r in want]
@@ -375,11 +379,7 @@ def _regex_book() -> Lorebook:
 @pytest.mark.parametrize("how", ["pickle", "lsc"])
 def test_compiled_regexes_survive_the_compact_form(how, tmp_path):
     fresh = compile_book(_regex_book())
-    if how == "pickle":
-        loaded = pickle.loads(pickle.dumps(fresh))
-    else:
-        save_compiled(fresh, tmp_path / "r.lsc")
-        loaded = load_compiled(tmp_path / "r.lsc")
+    loaded = _round_trip(fresh, how, tmp_path)
     assert [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in loaded.regexes] == \
         [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in fresh.regexes]
     assert len(fresh.regexes) == 5 and fresh.regex_hazards and fresh.regex_line_local
