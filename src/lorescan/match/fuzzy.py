@@ -227,9 +227,10 @@ class FuzzyIndex:
                         for lines in source]
             new = list({g for grams in per_text for g in grams if (gi, g) not in memo})
             if new:
+                bands = list(self._bands(new, lengths, tmin))
                 if work is not None:
-                    work.charge(sum(len(rows) * (hi - lo) for _, rows, lo, hi in self._bands(new, lengths, tmin)))
-                for g, found in zip(new, self._match_each(new, keys, lengths, thresholds, fvids, tmin)):
+                    work.charge(sum(len(rows) * (hi - lo) for _, rows, lo, hi in bands))
+                for g, found in zip(new, self._match_each(new, keys, bands, thresholds, fvids, tmin)):
                     memo[gi, g] = found
             for row, grams in zip(out, per_text):
                 hit: set[int] = set()
@@ -255,13 +256,14 @@ class FuzzyIndex:
             if lo < hi:
                 yield length, rows, lo, hi
 
-    def _match_each(self, grams: list[str], keys: list[str], lengths: Any, thresholds: Any, fvids: Any,
-                    tmin: float) -> list[tuple[int, ...]]:
-        # Per gram, the fuzzy vids it reaches (only keys of a possible length are compared).
+    def _match_each(self, grams: list[str], keys: list[str], bands: list[tuple[int, list[int], int, int]],
+                    thresholds: Any, fvids: Any, tmin: float) -> list[tuple[int, ...]]:
+        # Per gram, the fuzzy vids it reaches (only keys of a possible length are compared:
+        # ``bands`` is :meth:`_bands` of ``grams``).
         np = self._np
         found: list[tuple[int, ...]] = [()] * len(grams)
         cutoff = max(0.0, tmin - 0.5)       # a prefilter only: the exact test is the ">=" below
-        for _, rows, lo, hi in self._bands(grams, lengths, tmin):
+        for _, rows, lo, hi in bands:
             step = max(1, _CELLS // (hi - lo))
             for r0 in range(0, len(rows), step):
                 chunk = rows[r0:r0 + step]
