@@ -235,7 +235,7 @@ def bench_serve_load_warm_turns(benchmark, world, server):
         status, _ = loop.run_until_complete(_post(*conns[k], body))
         assert status == 200
 
-    rounds = 40 if SHORT else 200
+    rounds = 120 if SHORT else 300
     workers = server.worker_pids()
     server_cpu0 = sum(cpu_seconds(p) for p in workers)
     benchmark.pedantic(http_turn, setup=setup, rounds=rounds, iterations=1, warmup_rounds=0)

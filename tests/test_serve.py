@@ -219,6 +219,37 @@ def test_one_chats_state_never_reaches_another(client):
     assert status == 200 and a2["activated"] == [{"world": "Sticky", "uid": 0}]
 
 
+def test_each_settings_value_gives_its_own_engine_and_a_bad_one_fails_every_time(client):
+    """Validated settings are kept per value: a change of one field is seen, and a rejected
+    value is rejected again (nothing half-made is kept)."""
+    book = {"entries": {"0": {"uid": 0, "key": ["anchor"], "content": "The anchor is rusted."}}}
+    _, info = upload(client, json.dumps(book).encode(), name="Depth")
+    base = {"books": [{"id": info["id"]}], "max_context": 4096,
+            "messages": [{"mes": "drop the anchor"}] + [{"mes": f"wave {i}"} for i in range(5)]}
+    seen = []
+    for depth in (10, 2, 10, 2):
+        status, body = client.json("POST", "/v1/st/scan", {**base, "settings": {"scan_depth": depth}})
+        assert status == 200, body
+        seen.append(body["activated"])
+    assert seen == [[{"world": "Depth", "uid": 0}], [], [{"world": "Depth", "uid": 0}], []]
+    for _ in range(2):
+        status, body = client.json("POST", "/v1/st/scan", {**base, "settings": {"budget_percent": 250}})
+        assert status == 422 and body["path"].startswith("$.settings.budget_percent"), body
+
+
+def test_a_long_chat_reads_only_its_newest_messages_and_counts_them_all(client):
+    """Only the messages a window reaches become engine messages; the chat's length still
+    counts (timed effects are stamped with it)."""
+    book = {"entries": {"0": {"uid": 0, "key": ["bell"], "content": "The bell is cracked.", "sticky": 3}}}
+    _, info = upload(client, json.dumps(book).encode(), name="Long")
+    messages = [{"mes": f"line {i}"} for i in range(20_000)] + [{"mes": "ring the bell"}]
+    status, body = client.json("POST", "/v1/st/scan", {"books": [{"id": info["id"]}], "max_context": 4096,
+                                                       "messages": messages})
+    assert status == 200 and body["activated"] == [{"world": "Long", "uid": 0}]
+    (record,) = body["timed_effects"]["sticky"].values()
+    assert record["start"] == 20_001 and record["end"] == 20_004
+
+
 def test_explain_gives_one_diagnostic_per_entry(client):
     _, info = upload(client, EXAMPLE)
     status, got = client.json("POST", "/v1/st/scan", {"books": [{"id": info["id"]}], "explain": True,

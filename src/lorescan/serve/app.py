@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any, AsyncIterator, Awaitable, Callable, MutableMapping, Sequence, overload
 
 import msgspec
 from starlette.applications import Starlette
@@ -155,6 +155,7 @@ class ChatCaches:
         return len(self._lru)
 
 
+SETTINGS_CACHE = 256        # distinct request settings kept validated (oldest dropped first)
 TOKEN_CACHE_TEXTS = 1024    # the counter caches by text; every turn brings new (long) budget texts
 
 
@@ -164,6 +165,32 @@ def _counter(name: str) -> Callable[[str], int]:
     if name == "chars":
         return len
     return TiktokenCounter(cache_size=TOKEN_CACHE_TEXTS)
+
+
+class _Messages(Sequence[ChatMessage]):
+    """A request's messages as the engine reads them: a ``ChatMessage`` is made only for the
+    messages the engine reaches (it reads the newest ``scan_depth`` or so), so a long chat costs
+    its JSON decoding and no more."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[m.MessageIn]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, i: int) -> ChatMessage: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[ChatMessage]: ...
+
+    def __getitem__(self, i: int | slice) -> ChatMessage | list[ChatMessage]:
+        if isinstance(i, slice):
+            return [ChatMessage(x.name, x.mes, x.is_user) for x in self._items[i]]
+        x = self._items[i]
+        return ChatMessage(x.name, x.mes, x.is_user)
 
 
 def _substitute(macros: dict[str, str] | None) -> Callable[[str], str] | None:
@@ -186,6 +213,7 @@ class Runtime:
                                 config.chat_cache_texts)
         self.engines: OrderedDict[tuple, Any] = OrderedDict()
         self.counters: dict[str, Callable[[str], int]] = {}
+        self._settings: dict[tuple, STSettings] = {}
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lorescan-engine")
         token = read_token(config.token_file)
         self.token = token.encode() if token else None
@@ -266,12 +294,23 @@ class Runtime:
         self.chats.trim()
 
     # -- SillyTavern mode ------------------------------------------------------------------
+    def _st_settings(self, s: Any) -> STSettings:
+        """The validated ``STSettings`` of a request's settings; the same settings (most
+        requests repeat their client's) are validated once."""
+        key = msgspec.structs.astuple(s)
+        found = self._settings.get(key)
+        if found is None:
+            try:
+                found = STSettings(**msgspec.structs.asdict(s))
+            except LorebookError as exc:
+                raise _input_error(exc) from None
+            if len(self._settings) >= SETTINGS_CACHE:
+                self._settings.pop(next(iter(self._settings)))
+            self._settings[key] = found
+        return found
+
     def st_scan(self, req: m.STScanRequest) -> bytes:
-        s = req.settings
-        try:
-            settings = STSettings(**msgspec.structs.asdict(s))
-        except LorebookError as exc:
-            raise _input_error(exc) from None
+        settings = self._st_settings(req.settings)
         compat = Compat.of(req.compat)
         options = compat.match_options(case_sensitive=settings.case_sensitive,
                                        match_whole_words=settings.match_whole_words)
@@ -296,7 +335,7 @@ class Runtime:
                 engine.substitute = _substitute(req.macros)
         ch = req.character
         character = Character(ch.name, ch.avatar, tuple(ch.tags) if ch.tags is not None else None) if ch else None
-        messages = [ChatMessage(x.name, x.mes, x.is_user) for x in req.messages]
+        messages = _Messages(req.messages)
         cache = self._chat_cache(req.chat_id)
         h0, m0 = (cache.hit_count, cache.miss_count) if cache is not None else (0, 0)
         try:
