@@ -173,6 +173,38 @@ def test_a_100_kb_key_against_a_1_mb_message_is_refused_and_the_longest_allowed_
     """, cpu=10)
 
 
+def test_counted_repeats_that_would_build_gigabytes_are_refused_before_compiling():
+    # `regex` builds one copy of an atom per repetition of its minimum count: a{10000000}
+    # alone took 4 s and 2.6 GB, and a{1000000000} (translated with a capped count) the same.
+    # One key over the limit, or many keys that together are, is refused naming the entry and
+    # field; an allowance's worth of keys builds, within a few hundred MB; a large upper
+    # bound costs nothing (only the minimum is copied). Both engines and lint agree.
+    limit = DEFAULT_LIMITS.max_regex_expansion
+    run_child(f"""
+        def book(keys):
+            return load(json.dumps({{"entries": {{str(i): {{"uid": i, "key": [k], "content": "x"}}
+                                                  for i, k in enumerate(keys)}}}}).encode())
+        for key in ("/a{{1000000000}}/", "/(?:(?:ab){{1000}}){{1000}}/i", "/x{{{limit}}}y/"):
+            b = book([key])
+            expect_error(lambda: STEngine([BookSource(b, ("global",))], count_tokens=len),
+                         "entry 0", "key[0]", "max_regex_expansion")
+            expect_error(lambda: SlotEngine([SlotBook(b, "b")]), "entry 0", "keys", "max_regex_expansion")
+        # ten keys of a tenth of the allowance each: the eleventh goes over, and says why
+        part = {limit} // 10 - 2
+        keys = [f"/k{{i}}z{{{{{{part}}}}}}/" for i in range(11)]
+        exc = expect_error(lambda: STEngine([BookSource(book(keys), ("global",))], count_tokens=len),
+                           "entry 10", "book's other regex keys", "max_regex_expansion")
+        engine = STEngine([BookSource(book(keys[:9] + ["/a{{2,100000000}}b/"]), ("global",))], count_tokens=len)
+        r = engine.scan([ChatMessage("u", "k0" + "z" * part + " aaab", True)], max_context=1000)
+        assert [e.uid for e in r.activated] == [0, 9], r.activated
+        from lorescan.lint import lint_book
+        codes = {{f.code for f in lint_book(book(["/a{{1000000000}}/"]))}}
+        print("lint codes", codes, "peak MB", peak_mb())
+        assert "LS205" in codes, codes
+        assert peak_mb() < 700, peak_mb()
+    """, cpu=20, memory=1536 * MiB)
+
+
 def test_keys_that_are_suffixes_of_one_another_cost_at_most_one_hit_per_key_length():
     # a, aa, aaa, ...: every position of "aaa..." ends one occurrence of each key
     n = DEFAULT_LIMITS.max_key_length

@@ -398,7 +398,7 @@ def test_a_loaded_book_translates_each_regex_once(tmp_path, monkeypatch):
     save_compiled(compile_book(_regex_book()), tmp_path / "r.lsc")
     calls = []
     real = jsregex._compile_translated
-    monkeypatch.setattr(jsregex, "_compile_translated", lambda p, f: calls.append((p, f)) or real(p, f))
+    monkeypatch.setattr(jsregex, "_compile_translated", lambda p, f, *rest: calls.append((p, f)) or real(p, f, *rest))
     loaded = load_compiled(tmp_path / "r.lsc")
     assert calls == []                       # loading does no regex work
     engine = STEngine([BookSource(loaded, ("global",))], STSettings(scan_depth=4), random=_half)

@@ -3,6 +3,7 @@ scan-wide regex time budget and its cut-off reports."""
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -16,10 +17,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings
+from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load_compiled, save_compiled
 from lorescan.match.compile import compile_book
 from lorescan.errors import RegexKeyError
-from lorescan.js.regex import JSRegex, JSRegexError, RegexTimeout, compile_regex_key
+from lorescan.js.regex import (REGEX_MAX_EXPANSION, JSRegex, JSRegexError, RegexTimeout, RegexTooComplex,
+                               compile_regex_key)
 from lorescan.limits import DEFAULT_LIMITS
 from lorescan.match.view import JOINER, MARKER, ScanView, Window
 from lorescan.model import Lorebook, entry_from_fields
@@ -39,7 +41,7 @@ def _compiles(case: dict) -> JSRegex | None:
         return None
     try:
         return compile_regex_key(case["pattern"], case["flags"])
-    except JSRegexError:
+    except (JSRegexError, RegexTooComplex):     # not a key the engine accepts (a{99999999999})
         return None
 
 
@@ -153,6 +155,42 @@ def test_raised_limits_give_a_clear_error_instead_of_a_recursion_error():
         assert "nested" in str(exc)
     else:
         assert compiled.regexes[0].search("\x01a")
+
+
+@pytest.mark.parametrize("pattern, flags, terms", [
+    ("cat", "", 3),                          # one term per atom
+    ("a{3}", "", 3),                         # a counted atom is built once per repetition of its minimum
+    ("a{0,1000000000}b", "", 2),             # an upper bound costs nothing
+    ("a{2,}", "", 2),
+    ("(?:ab){1000}", "", 3000),              # the group and its two atoms, a thousand times
+    ("(?:(?:a){10}){10}", "", 210),          # nested counts multiply: (1 + (1 + 1) x 10) x 10
+    ("(a)\\1{4}", "", 6),
+    ("\\u{10FFFF}{2}", "u", 2),            # a u-mode code point escape is one atom, not a count
+    ("x|y{5}", "", 6),                       # alternatives add up
+])
+def test_the_terms_a_pattern_builds_multiply_counted_repeats_by_their_minimum(pattern, flags, terms):
+    assert compile_regex_key(pattern, flags).expansion == terms
+
+
+def test_counted_repeats_past_the_expansion_limit_are_refused_before_compiling(tmp_path):
+    with mock.patch("lorescan.js.regex.regex.compile", side_effect=AssertionError("compiled")):
+        with pytest.raises(RegexTooComplex, match="1,000,000,000 terms.*max_regex_expansion=1,000,000") as info:
+            compile_regex_key("a{1000000000}", "")
+    assert info.value.expansion == 1_000_000_000
+    assert DEFAULT_LIMITS.max_regex_expansion == REGEX_MAX_EXPANSION     # one default, in two layers
+    # the book's regexes share one allowance; each key's error names it
+    limits = replace(DEFAULT_LIMITS, max_regex_expansion=100)
+    with pytest.raises(RegexKeyError, match="40 terms; with the 80 of the book's other regex keys") as err:
+        compile_book(_book("/a{40}/", "/b{40}/", "/c{40}/"), limits=limits)
+    assert (err.value.entry, err.value.field) == (2, "key[0]")
+    assert len(compile_book(_book("/a{40}/", "/a{40}/", "/b{40}/"), limits=limits).regexes) == 2   # one copy each
+    # a raised limit admits the key, and the compiled book keeps it through pickle and .lsc
+    raised = replace(DEFAULT_LIMITS, max_regex_expansion=2_000_000)
+    compiled = compile_book(_book("/z{1500000}/"), limits=raised)
+    save_compiled(compiled, tmp_path / "z.lsc")
+    for restored in (pickle.loads(pickle.dumps(compiled)), load_compiled(tmp_path / "z.lsc")):
+        assert restored.regexes[0].expansion == 1_500_000
+        assert restored.regexes[0].search("\x01" + "z" * 1_500_000)
 
 
 def test_catastrophic_shapes_are_flagged_at_compile_time():

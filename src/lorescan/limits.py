@@ -38,7 +38,12 @@ class Limits:
 
     Books: ``max_entries`` per book, ``max_key_length`` (characters of one key, plain or regex),
     ``max_regex_length`` (characters of one regex key's pattern), ``max_regex_nesting`` (group
-    nesting depth of one regex key), ``max_content_length`` (characters of one entry's content).
+    nesting depth of one regex key), ``max_regex_expansion`` (terms the regex engine builds for
+    all of a book's regex keys together once counted repeats are multiplied out: ``regex``
+    copies an atom once per repetition of its minimum count, about 0.4 us and 260 bytes each,
+    so one ``/a{10000000}/`` took 4 s and 2.6 GB; the default bounds a book's regexes to about
+    0.4 s and 260 MB; weyland's 128 regex keys hold 1,642),
+    ``max_content_length`` (characters of one entry's content).
     Why keys are short: every plain key is a path in one Aho-Corasick trie, and pyahocorasick
     (2.3) frees that trie recursively (about 16 bytes of C stack per character of the longest
     key: a 700,000-character key crashes the 8 MiB main thread, 65,000 a 1 MiB thread, 1,580 a
@@ -76,6 +81,7 @@ class Limits:
     max_key_length: int = 256
     max_regex_length: int = 1_000
     max_regex_nesting: int = 64
+    max_regex_expansion: int = 1_000_000     # js.regex.REGEX_MAX_EXPANSION (the default when no limit is given)
     max_content_length: int = 2_000_000
     max_recursion_text: int = 16 * MiB
     regex_time_per_scan: float = 2.0

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Iterator
 import regex
 
 __all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "JSText", "parse_regex_key", "compile_js_regex",
+           "REGEX_MAX_EXPANSION",
            "compile_regex_key", "regex_key", "group_nesting"]
 
 
@@ -64,7 +65,10 @@ class RegexTooComplex(Exception):
     """A pattern past a size limit (length, group nesting): refused before it is translated.
 
     Not a JSRegexError: the key is a valid JS regex, so it must not silently become a plain key.
+    ``expansion``: the pattern's terms when that was the limit passed (else None).
     """
+
+    expansion: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -73,6 +77,9 @@ class RegexTooComplex(Exception):
 
 _MAX_CP = 0x10FFFF
 _REGEX_MAX_REPEAT = 10_000_000           # larger bounds make regex hang at compile time
+# The most terms (after counted repeats multiply their atoms) a regex key may build when no
+# limit is given: ``regex`` spends ~0.4 us and ~260 bytes per term at compile time.
+REGEX_MAX_EXPANSION = 1_000_000
 _LINE_TERMINATORS = ((0x0A, 0x0A), (0x0D, 0x0D), (0x2028, 0x2029))   # ES LineTerminator
 # ES WhiteSpace + LineTerminator (Appendix A): the set of \s.
 _JS_SPACE = ((0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
@@ -334,6 +341,9 @@ class _Translator:
         self.text_anchor = False
         self.hazard: str | None = None
         self.unbounded = 0                 # unbounded quantifiers emitted so far
+        # Terms the regex engine builds: `regex` makes one copy of a quantified atom per
+        # repetition of its minimum count (a{1000000} holds a million nodes, ~260 bytes each).
+        self.units = 0
         self.charset_memo: dict[tuple, tuple[str, bool]] = {}   # (ranges, props, negate) -> (atom, newline)
         self.alternations: list[bool] = []   # per disjunction closed: do two alternatives overlap
 
@@ -409,6 +419,8 @@ class _Translator:
 
     def term(self) -> str:
         start_groups = self.group_count
+        units_before = self.units
+        self.units += 1
         ch = self.peek()
         # Assertions (not quantifiable, except lookahead in Annex B non-u mode).
         if ch == "^":
@@ -437,14 +449,14 @@ class _Translator:
                     raise self.error("Unterminated group")
                 atom = f"{emitted}{inner})"
                 if quantifiable:
-                    return self.quantified(f"(?:{atom})", start_groups)
+                    return self.quantified(f"(?:{atom})", start_groups, units_before)
                 return self.no_quantifier(atom)
         before = self.unbounded
         n_alternations = len(self.alternations)
         atom = self.atom()
         inner_unbounded = self.unbounded > before
         overlapping = len(self.alternations) > n_alternations and self.alternations[-1]
-        out = self.quantified(atom, start_groups)
+        out = self.quantified(atom, start_groups, units_before)
         if self.hazard is None and self.unbounded > before + inner_unbounded:
             # This atom got an unbounded quantifier: classic catastrophic shapes under it.
             if inner_unbounded:
@@ -471,7 +483,7 @@ class _Translator:
         ch = self.peek()
         return ch in ("*", "+", "?") and ch != "" or (ch == "{" and self.braced_quantifier() is not None)
 
-    def quantified(self, atom: str, start_groups: int) -> str:
+    def quantified(self, atom: str, start_groups: int, units_before: int) -> str:
         ch = self.peek()
         if ch == "*":
             lo, hi, length = 0, None, 1
@@ -494,6 +506,8 @@ class _Translator:
         lazy = "?" if self.eat("?") else ""
         if hi is None:
             self.unbounded += 1
+        if lo > 1:                          # the atom (and what it nests) is built lo times
+            self.units += (self.units - units_before) * (lo - 1)
         lo = min(lo, _REGEX_MAX_REPEAT)
         hi = None if hi is None or hi > _REGEX_MAX_REPEAT else hi
         if self.reset_groups and self.group_count > start_groups:
@@ -941,11 +955,18 @@ _Compiled = tuple[regex.Pattern, "dict[int, int] | None", "regex.Pattern | None"
 _UNSET: object = object()        # JSRegex._lead before its first search
 
 
-def _compile_translated(pattern: str, flags: str) -> tuple[_Compiled, bool, str | None]:
+def _compile_translated(pattern: str, flags: str, max_expansion: int | None = REGEX_MAX_EXPANSION
+                        ) -> tuple[_Compiled, bool, str | None, int]:
     """((the compiled pattern, the Canonicalize table to apply to texts or None, the fast
     variant for texts without the characters of ``_FOLDS_TO_ASCII`` or None), whether the
-    regex is line-local (see :attr:`JSRegex.line_local`), its catastrophic shape or None)."""
+    regex is line-local (see :attr:`JSRegex.line_local`), its catastrophic shape or None, the
+    terms it builds). RegexTooComplex, before compiling, past ``max_expansion`` terms (None: no limit)."""
     text, canonical, tr = _translate(pattern, flags)
+    if max_expansion is not None and tr.units > max_expansion:
+        exc = RegexTooComplex(f"counted repeats expand the pattern to {tr.units:,} terms, more than the "
+                              f"limit max_regex_expansion={max_expansion:,}")
+        exc.expansion = tr.units
+        raise exc
     table = _canon_table("u" in flags) if canonical else None
     fast_text = None
     if "i" in flags and "u" not in flags and not canonical:
@@ -956,7 +977,7 @@ def _compile_translated(pattern: str, flags: str) -> tuple[_Compiled, bool, str 
     except regex.error as exc:  # a translator bug, not a user error: say so loudly
         raise RuntimeError(f"lorescan.js.regex produced an invalid regex for /{pattern}/{flags}: {exc}") from exc
     line_local = not (tr.newline or tr.text_anchor or "y" in flags)
-    return (compiled, table, fast), line_local, tr.hazard
+    return (compiled, table, fast), line_local, tr.hazard, tr.units
 
 
 class JSRegex:
@@ -969,14 +990,18 @@ class JSRegex:
     text's lines, and its assertions see a line break and the input edge alike, so on a
     SillyTavern haystack the regex can be tested text by text (see ``lorescan.match.regexscope``).
     ``hazard``: a classic catastrophic-backtracking shape found in the pattern, or None.
+    ``expansion``: the terms the compiled pattern holds, counted repeats multiplied out (0 when
+    not known: a regex unpickled and not compiled by :func:`compile_regex_key`).
     """
 
-    __slots__ = ("source", "flags", "line_local", "hazard", "_compiled", "_sticky", "_unicode", "_hash", "_lead")
+    __slots__ = ("source", "flags", "line_local", "hazard", "expansion", "_compiled", "_sticky", "_unicode",
+                 "_hash", "_lead")
     # slot types (set once, via object.__setattr__, in __init__; _compiled also on first search)
     source: str
     flags: str
     line_local: bool
     hazard: str | None
+    expansion: int
     _compiled: _Compiled | None
     _sticky: bool
     _hash: int
@@ -984,11 +1009,12 @@ class JSRegex:
     _lead: object                 # tuple[str, ...] | None once known; _UNSET before
 
     def __init__(self, source: str, flags: str, compiled: _Compiled | None = None, line_local: bool = False,
-                 hazard: str | None = None) -> None:
+                 hazard: str | None = None, expansion: int = 0) -> None:
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "flags", flags)
         object.__setattr__(self, "line_local", line_local)
         object.__setattr__(self, "hazard", hazard)
+        object.__setattr__(self, "expansion", expansion)
         object.__setattr__(self, "_compiled", compiled)
         object.__setattr__(self, "_sticky", "y" in flags)
         object.__setattr__(self, "_unicode", "u" in flags)
@@ -1003,7 +1029,7 @@ class JSRegex:
 
     def __reduce__(self):
         # recompiled lazily on first search (the facts travel, so no translation is needed)
-        return (JSRegex, (self.source, self.flags, None, self.line_local, self.hazard))
+        return (JSRegex, (self.source, self.flags, None, self.line_local, self.hazard, self.expansion))
 
     def __repr__(self) -> str:
         return f"JSRegex(/{self.source}/{self.flags})"
@@ -1023,7 +1049,7 @@ class JSRegex:
         """
         compiled = self._compiled
         if compiled is None:                            # unpickled: recompile (idempotent, race-safe)
-            compiled = _compile_translated(self.source, self.flags)[0]
+            compiled = _compile_translated(self.source, self.flags, max(self.expansion, REGEX_MAX_EXPANSION))[0]
             object.__setattr__(self, "_compiled", compiled)
         lead = self._lead
         if lead is _UNSET:                              # computed once, like the translation
@@ -1115,13 +1141,16 @@ def _match_at_literals(pattern: regex.Pattern, text: str, seen: str, lead: tuple
 
 
 def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,
-                      max_nesting: int | None = None) -> JSRegex:
+                      max_nesting: int | None = None, max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex:
     """Compile a JS RegExp (``new RegExp(pattern, flags)``) into a :class:`JSRegex`, uncached.
 
     ``max_length`` / ``max_nesting``: refuse a pattern longer than this many characters or
     with groups nested deeper (RegexTooComplex), before translating it: translation is
-    recursive in the nesting and costs time in the length. Raises JSRegexError wherever JS
-    would throw a SyntaxError, and for the ``v`` flag.
+    recursive in the nesting and costs time in the length. ``max_expansion``: refuse a
+    pattern whose counted repeats multiply out to more terms than this (RegexTooComplex),
+    after translating and before compiling it (None: no limit): ``regex`` builds one copy of an
+    atom per repetition of its minimum count, so ``a{10000000}`` alone takes 4 s and 2.6 GB. Raises
+    JSRegexError wherever JS would throw a SyntaxError, and for the ``v`` flag.
     """
     if max_length is not None and len(pattern) > max_length:
         raise RegexTooComplex(f"the pattern has {len(pattern):,} characters, more than the limit "
@@ -1132,18 +1161,19 @@ def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None
             raise RegexTooComplex(f"groups are nested {depth} deep, more than the limit "
                                   f"max_regex_nesting={max_nesting}")
     try:
-        compiled, line_local, hazard = _compile_translated(pattern, flags)
+        compiled, line_local, hazard, expansion = _compile_translated(pattern, flags, max_expansion)
     except RecursionError:          # nesting allowed by raised limits but deeper than the stack
         raise RegexTooComplex(f"groups are nested {group_nesting(pattern)} deep, too deep to "
                               "translate here") from None
-    return JSRegex(pattern, flags, compiled, line_local, hazard)
+    return JSRegex(pattern, flags, compiled, line_local, hazard, expansion)
 
 
 @functools.lru_cache(maxsize=1024)
 def compile_js_regex(pattern: str, flags: str) -> JSRegex:
     """:func:`compile_regex_key` without limits, memoised: a convenience for tools, tests and
-    explanations. Engines never use it: a compiled book holds its own compiled regexes."""
-    return compile_regex_key(pattern, flags)
+    explanations of keys an engine has accepted. Engines never use it: a compiled book holds
+    its own compiled regexes."""
+    return compile_regex_key(pattern, flags, max_expansion=None)
 
 
 _KEY_SHAPE = re.compile(r"/([\s\S]+?)/([gimsuy]*)\Z")
@@ -1165,16 +1195,18 @@ def _split_key(key: str) -> tuple[str, str] | None:
     return body.replace("\\/", "/", 1), flags
 
 
-def regex_key(key: str, *, max_length: int | None = None, max_nesting: int | None = None) -> JSRegex | None:
+def regex_key(key: str, *, max_length: int | None = None, max_nesting: int | None = None,
+              max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex | None:
     """The compiled regex of a SillyTavern regex key, or None for a plain key (docs/sillytavern-mode.md#st-regex-keys; see
     :func:`parse_regex_key`). Uncached. Raises RegexTooComplex past ``max_length`` (of the
-    pattern) or ``max_nesting`` (see :func:`compile_regex_key`): such a key is a regex to
-    SillyTavern, so it is refused rather than read as text."""
+    pattern), ``max_nesting`` or ``max_expansion`` (see :func:`compile_regex_key`): such a key
+    is a regex to SillyTavern, so it is refused rather than read as text."""
     split = _split_key(key)
     if split is None:
         return None
     try:
-        return compile_regex_key(split[0], split[1], max_length=max_length, max_nesting=max_nesting)
+        return compile_regex_key(split[0], split[1], max_length=max_length, max_nesting=max_nesting,
+                                 max_expansion=max_expansion)
     except JSRegexError:
         return None
 

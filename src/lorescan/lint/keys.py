@@ -154,7 +154,8 @@ def _check_regex(key: str, field: str, ctx: KeyContext) -> Generator[Raw, None, 
     pattern, flags = split
     try:
         rx = compile_regex_key(pattern, flags, max_length=DEFAULT_LIMITS.max_regex_length,
-                               max_nesting=DEFAULT_LIMITS.max_regex_nesting)
+                               max_nesting=DEFAULT_LIMITS.max_regex_nesting,
+                               max_expansion=DEFAULT_LIMITS.max_regex_expansion)
     except JSRegexError as exc:
         yield ("LS201", field, f"{_s(key)} is not a valid JavaScript regex ({exc}), so it is matched as plain text",
                "fix the pattern; test it in a browser console with new RegExp(pattern, flags)")

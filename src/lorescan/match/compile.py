@@ -91,12 +91,15 @@ def literal_absent(lit: int | tuple[int, ...], hits: frozenset[int]) -> bool:
 
 
 def classify_key(text: str, cs: bool, ww: bool, options: MatchOptions, raw: str,
-                 limits: Limits = DEFAULT_LIMITS, *, literal: bool = False) -> VariantSpec | RegexKey | PlainKey:
+                 limits: Limits = DEFAULT_LIMITS, *, literal: bool = False,
+                 max_expansion: int | None = None) -> VariantSpec | RegexKey | PlainKey:
     """A prepared key: its variant spec (a plain tuple) if it can be matched per text, else its
     special key (``RegexKey(rx, -1, SKIP, raw)`` for a regex key, else a ``PlainKey``).
     ``literal``: plain text even in ``/pattern/flags`` form. Raises RegexTooComplex for a regex
-    key past ``limits.max_regex_length`` / ``limits.max_regex_nesting``."""
-    rx = (regex_key(text, max_length=limits.max_regex_length, max_nesting=limits.max_regex_nesting)
+    key past ``limits.max_regex_length`` / ``limits.max_regex_nesting``, or expanding to more
+    terms than ``max_expansion`` (default ``limits.max_regex_expansion``)."""
+    rx = (regex_key(text, max_length=limits.max_regex_length, max_nesting=limits.max_regex_nesting,
+                    max_expansion=limits.max_regex_expansion if max_expansion is None else max_expansion)
           if text.startswith("/") and not literal else None)     # a regex key has the shape /pattern/flags
     if rx is not None:
         return RegexKey(rx, -1, SKIP, raw)
@@ -459,6 +462,7 @@ class _Builder:
         self.literal_plain: dict[tuple[str, bool, bool], int] = {}   # the same for literal keys (KeySpec.literal)
         self.fuzzy: list[tuple[int, int, str, bool, float]] = []   # FuzzyKey rows (match/fuzzy.py)
         self.spec_of: list[Any] = []             # vid -> its spec (fuzzy vids: a 5-tuple)
+        self.expansion = 0                       # terms of the book's distinct regexes (Limits.max_regex_expansion)
 
     def vid(self, spec: VariantSpec) -> int:
         vid = self.vids.get(spec)
@@ -490,13 +494,24 @@ class _Builder:
             return known
         rx = self.parsed.get(text) if text.startswith("/") and not literal else None
         if rx is None:
-            spec = classify_key(text, cs, ww, self.options, raw, self.limits, literal=literal)
+            left = self.limits.max_regex_expansion - self.expansion   # the book's regexes share one allowance
+            try:
+                spec = classify_key(text, cs, ww, self.options, raw, self.limits, literal=literal,
+                                    max_expansion=left)
+            except RegexTooComplex as exc:
+                if exc.expansion is not None and self.expansion:
+                    raise RegexTooComplex(
+                        f"counted repeats expand the pattern to {exc.expansion:,} terms; with the "
+                        f"{self.expansion:,} of the book's other regex keys that is more than the limit "
+                        f"max_regex_expansion={self.limits.max_regex_expansion:,}") from None
+                raise
             if type(spec) is PlainKey:
                 return spec
             if type(spec) is not RegexKey:
                 vid = plain[(text, cs, ww)] = self.vid(spec)     # type: ignore[arg-type]
                 return vid
             rx = self.parsed[text] = spec.rx
+            self.expansion += rx.expansion
         rid = self.rids.get(rx)
         if rid is None:
             rid = self.rids[rx] = len(self.rids)

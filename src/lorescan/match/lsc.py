@@ -39,7 +39,7 @@ Adding data to the compiled form:
   :func:`_decode_special` (and raise ``FORMAT_VERSION``). A Python object inside a stored
   value: teach the encoder its type once with :func:`register_value_type`. (Compiled regexes
   do not go either way: a regex special key is stored with its rid, and ``meta["regexes"]``
-  holds each regex once as (source, flags, line_local, hazard), so a loaded book shares one
+  holds each regex once as (source, flags, line_local, hazard, expansion), so a loaded book shares one
   JSRegex per rid and translates it on its first search.)
 
 A reader must accept files written before the addition (``meta.get``, a missing column),
@@ -728,7 +728,7 @@ def encode_compiled(cb: Any) -> bytes:
         w.array(f"col:{name}", column)
     w.array("entry_order", np.asarray(cb.entry_order, dtype=np.float64))
     w.array("entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
-    regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard] for rx in cb.regexes]
+    regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard, rx.expansion] for rx in cb.regexes]
     o = cb.options
     meta = {"name": cb.name, "source": source, "n_entries": n_entries, "keys_only": keys_only,
             "options": [o.case_sensitive, o.match_whole_words, o.word_chars, o.nospace_scripts, o.multiword,
@@ -820,8 +820,8 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
                             meta["has_newline"])
     # The regexes are translated on their first search (JSRegex compiles itself once and
     # keeps the result): a load does no regex work, a scan never translates again.
-    regexes = tuple(JSRegex(source, flags, None, line_local, hazard)
-                    for source, flags, line_local, hazard in meta["regexes"])
+    regexes = tuple(JSRegex(row[0], row[1], None, row[2], row[3], row[4] if len(row) > 4 else 0)
+                    for row in meta["regexes"])          # a 4-item row (an older file): expansion unknown
     specials = [_decode_special(s, regexes) for s in meta["specials"]]
     cols = {name[4:]: r.array(name) for name in r.sections if name.startswith("col:")}
     missing = [name for name in TABLE_COLUMNS if name not in cols]

@@ -47,7 +47,8 @@ def regex_hazard(pattern: str, flags: str, limits: Limits = DEFAULT_LIMITS) -> s
     over the limits."""
     try:
         return compile_regex_key(pattern, flags, max_length=limits.max_regex_length,
-                                 max_nesting=limits.max_regex_nesting).hazard
+                                 max_nesting=limits.max_regex_nesting,
+                                 max_expansion=limits.max_regex_expansion).hazard
     except (JSRegexError, RegexTooComplex):
         return None
 

@@ -212,7 +212,8 @@ def _regex_kind(key: str) -> str:
     ``"plain"`` (not in that form: ``/usr/bin``, ``a/b/``)."""
     k = js_trim(key)
     try:
-        rx = regex_key(k, max_length=DEFAULT_LIMITS.max_regex_length, max_nesting=DEFAULT_LIMITS.max_regex_nesting)
+        rx = regex_key(k, max_length=DEFAULT_LIMITS.max_regex_length, max_nesting=DEFAULT_LIMITS.max_regex_nesting,
+                       max_expansion=DEFAULT_LIMITS.max_regex_expansion)
     except RegexTooComplex:     # a regex all the same: compile_book applies the engine's limits
         return "regex"
     if rx is not None:
