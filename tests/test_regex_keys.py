@@ -130,6 +130,20 @@ def test_compiled_books_hold_their_regexes_and_scans_never_translate():
     assert sorted(e.uid for e in result.activated) == [0, 1, 2]
 
 
+def test_regex_keys_are_compiled_by_regex_on_their_first_search_only():
+    # translation (and every check) happens when the book is compiled; regex.compile, the
+    # larger cost, waits for a search, so keys whose literals never occur never pay it
+    book = _book("/\\bdrag(?:on|oon)s?\\b/i", "/never(?:seen|met)/")
+    with mock.patch("lorescan.js.regex.regex.compile", side_effect=AssertionError("compiled early")):
+        engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5))
+    with mock.patch("lorescan.js.regex._translate", side_effect=AssertionError("translated on the hot path")):
+        result = engine.scan([ChatMessage("u", "Two DRAGONS flew")], max_context=9000)
+    assert [e.uid for e in result.activated] == [0]
+    dragon, never = engine.compiled[0].regexes
+    assert dragon._compiled is not None and never._compiled is None     # only the searched one
+    assert pickle.loads(pickle.dumps(never)).search("\x01neverseen")
+
+
 def test_regex_keys_past_the_limits_are_refused_with_the_entry_and_field():
     deep = "/" + "(" * 200 + "a" + ")" * 200 + "/"
     with pytest.raises(RegexKeyError, match="max_regex_nesting") as info:

@@ -955,29 +955,48 @@ _Compiled = tuple[regex.Pattern, "dict[int, int] | None", "regex.Pattern | None"
 _UNSET: object = object()        # JSRegex._lead before its first search
 
 
-def _compile_translated(pattern: str, flags: str, max_expansion: int | None = REGEX_MAX_EXPANSION
-                        ) -> tuple[_Compiled, bool, str | None, int]:
-    """((the compiled pattern, the Canonicalize table to apply to texts or None, the fast
-    variant for texts without the characters of ``_FOLDS_TO_ASCII`` or None), whether the
-    regex is line-local (see :attr:`JSRegex.line_local`), its catastrophic shape or None, the
-    terms it builds). RegexTooComplex, before compiling, past ``max_expansion`` terms (None: no limit)."""
+_Translated = tuple[str, bool, "str | None"]     # (regex text, canonicalise texts?, fast variant or None)
+
+
+def _translation(pattern: str, flags: str, max_expansion: int | None = REGEX_MAX_EXPANSION
+                 ) -> tuple[_Translated, bool, str | None, int]:
+    """((the ``regex`` pattern text, whether texts must be canonicalised, the fast variant for
+    texts without the characters of ``_FOLDS_TO_ASCII`` or None), whether the regex is
+    line-local (see :attr:`JSRegex.line_local`), its catastrophic shape or None, the terms it
+    builds). RegexTooComplex past ``max_expansion`` terms (None: no limit). Nothing is compiled."""
     text, canonical, tr = _translate(pattern, flags)
     if max_expansion is not None and tr.units > max_expansion:
         exc = RegexTooComplex(f"counted repeats expand the pattern to {tr.units:,} terms, more than the "
                               f"limit max_regex_expansion={max_expansion:,}")
         exc.expansion = tr.units
         raise exc
-    table = _canon_table("u" in flags) if canonical else None
     fast_text = None
     if "i" in flags and "u" not in flags and not canonical:
         fast_text, _, _ = _translate(pattern, flags, True)
+        if fast_text == text:
+            fast_text = None
+    line_local = not (tr.newline or tr.text_anchor or "y" in flags)
+    return (text, canonical, fast_text), line_local, tr.hazard, tr.units
+
+
+def _compile_texts(pattern: str, flags: str, translated: _Translated) -> _Compiled:
+    """(the compiled pattern, the Canonicalize table to apply to texts or None, the compiled
+    fast variant or None) of a :func:`_translation`."""
+    text, canonical, fast_text = translated
+    table = _canon_table("u" in flags) if canonical else None
     try:
         compiled = regex.compile(text, regex.V0)
-        fast = regex.compile(fast_text, regex.V0) if fast_text is not None and fast_text != text else None
+        fast = regex.compile(fast_text, regex.V0) if fast_text is not None else None
     except regex.error as exc:  # a translator bug, not a user error: say so loudly
         raise RuntimeError(f"lorescan.js.regex produced an invalid regex for /{pattern}/{flags}: {exc}") from exc
-    line_local = not (tr.newline or tr.text_anchor or "y" in flags)
-    return (compiled, table, fast), line_local, tr.hazard, tr.units
+    return compiled, table, fast
+
+
+def _compile_translated(pattern: str, flags: str, max_expansion: int | None = REGEX_MAX_EXPANSION
+                        ) -> tuple[_Compiled, bool, str | None, int]:
+    """:func:`_translation`, compiled: (the :func:`_compile_texts` triple, line-local, hazard, terms)."""
+    translated, line_local, hazard, units = _translation(pattern, flags, max_expansion)
+    return _compile_texts(pattern, flags, translated), line_local, hazard, units
 
 
 class JSRegex:
@@ -994,8 +1013,8 @@ class JSRegex:
     not known: a regex unpickled and not compiled by :func:`compile_regex_key`).
     """
 
-    __slots__ = ("source", "flags", "line_local", "hazard", "expansion", "_compiled", "_sticky", "_unicode",
-                 "_hash", "_lead")
+    __slots__ = ("source", "flags", "line_local", "hazard", "expansion", "_compiled", "_translated", "_sticky",
+                 "_unicode", "_hash", "_lead")
     # slot types (set once, via object.__setattr__, in __init__; _compiled also on first search)
     source: str
     flags: str
@@ -1003,19 +1022,21 @@ class JSRegex:
     hazard: str | None
     expansion: int
     _compiled: _Compiled | None
+    _translated: _Translated | None   # compiled on the first search (regex.compile costs ~0.5 ms a pattern)
     _sticky: bool
     _hash: int
     _unicode: bool
     _lead: object                 # tuple[str, ...] | None once known; _UNSET before
 
     def __init__(self, source: str, flags: str, compiled: _Compiled | None = None, line_local: bool = False,
-                 hazard: str | None = None, expansion: int = 0) -> None:
+                 hazard: str | None = None, expansion: int = 0, translated: _Translated | None = None) -> None:
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "flags", flags)
         object.__setattr__(self, "line_local", line_local)
         object.__setattr__(self, "hazard", hazard)
         object.__setattr__(self, "expansion", expansion)
         object.__setattr__(self, "_compiled", compiled)
+        object.__setattr__(self, "_translated", translated)
         object.__setattr__(self, "_sticky", "y" in flags)
         object.__setattr__(self, "_unicode", "u" in flags)
         object.__setattr__(self, "_hash", hash((source, flags)))
@@ -1048,9 +1069,14 @@ class JSRegex:
         past it. ``text`` may be a :class:`JSText`, prepared once for many regexes.
         """
         compiled = self._compiled
-        if compiled is None:                            # unpickled: recompile (idempotent, race-safe)
-            compiled = _compile_translated(self.source, self.flags, max(self.expansion, REGEX_MAX_EXPANSION))[0]
+        if compiled is None:                            # first search (idempotent, race-safe)
+            translated = self._translated
+            if translated is not None:                  # translated when the key was compiled
+                compiled = _compile_texts(self.source, self.flags, translated)
+            else:                                       # unpickled: translate again
+                compiled = _compile_translated(self.source, self.flags, max(self.expansion, REGEX_MAX_EXPANSION))[0]
             object.__setattr__(self, "_compiled", compiled)
+            object.__setattr__(self, "_translated", None)
         lead = self._lead
         if lead is _UNSET:                              # computed once, like the translation
             lead = leading_literals(self.source, self.flags)
@@ -1143,6 +1169,9 @@ def _match_at_literals(pattern: regex.Pattern, text: str, seen: str, lead: tuple
 def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,
                       max_nesting: int | None = None, max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex:
     """Compile a JS RegExp (``new RegExp(pattern, flags)``) into a :class:`JSRegex`, uncached.
+    The pattern is translated (and checked) now; ``regex`` compiles the translation on the
+    first search, so a key that is never searched (its required literals never occur)
+    never pays that (~0.5 ms a pattern, more than the translation).
 
     ``max_length`` / ``max_nesting``: refuse a pattern longer than this many characters or
     with groups nested deeper (RegexTooComplex), before translating it: translation is
@@ -1161,11 +1190,11 @@ def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None
             raise RegexTooComplex(f"groups are nested {depth} deep, more than the limit "
                                   f"max_regex_nesting={max_nesting}")
     try:
-        compiled, line_local, hazard, expansion = _compile_translated(pattern, flags, max_expansion)
+        translated, line_local, hazard, expansion = _translation(pattern, flags, max_expansion)
     except RecursionError:          # nesting allowed by raised limits but deeper than the stack
         raise RegexTooComplex(f"groups are nested {group_nesting(pattern)} deep, too deep to "
                               "translate here") from None
-    return JSRegex(pattern, flags, compiled, line_local, hazard, expansion)
+    return JSRegex(pattern, flags, None, line_local, hazard, expansion, translated)
 
 
 @functools.lru_cache(maxsize=1024)
