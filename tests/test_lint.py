@@ -17,7 +17,8 @@ from lorescan.lint.book import NEAR_SCORE, _similar_pairs
 from lorescan.lint import CODES, Finding, LintOptions, Severity, lint_book, worst_severity
 from lorescan.lint.command import github_line, lint_command, summary
 from lorescan.lint.keys import probe_regex
-from lorescan.lint.words import common_words, detect_language, hidden_in_words
+from lorescan.lint.words import (book_vocabulary, common_words, detect_language, hidden_in_vocabulary,
+                                 hidden_in_words)
 from lorescan.formats import book_from_entries
 
 from conftest import need_shared, shared_files
@@ -55,6 +56,7 @@ EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
     "ls601": [("LS601", 2, "key[0]")],
     "ls602": [("LS602", 2, "key[0]")],
     "ls701": [("LS701", 0, "key[0]")],
+    "ls701-ru": [("LS701", 0, "key[0]")],      # no word list: the book's own words
 }
 
 
@@ -86,6 +88,21 @@ def test_messages_say_what_sillytavern_does() -> None:
     assert "1 (Entry 1), 2 (Entry 2)" in by_code["LS301"].message
     assert "2,401 tokens" in by_code["LS501"].message and "2,048" in by_code["LS501"].message
     assert "'self'" in by_code["LS701"].message
+
+
+def test_a_book_without_a_word_list_is_checked_against_its_own_words() -> None:
+    # Russian: 'кот' (cat) fires inside 'который' (which), used 3 times; 'огонька' is a form
+    # of 'огонь' (the key plus up to three letters) and is never reported
+    book = load(DATA / "ls701-ru.json")
+    assert detect_language(e.content for e in book.entries) is None
+    (finding,) = lint_book(book)
+    assert "'кот'" in finding.message and "который (3x)" in finding.message and "огон" not in finding.message
+    assert "LS701" not in {f.code for f in lint_book(book, LintOptions(match_whole_words=True))}
+    vocabulary = book_vocabulary(e.content for e in book.entries)
+    assert vocabulary.counts["огонька"] == 3 and "огонь" not in vocabulary.counts     # seen once
+    assert hidden_in_vocabulary("огонь", vocabulary) == [] and hidden_in_vocabulary("кот", vocabulary) == ["который"]
+    # words of scripts written without spaces are phrases, never words of the vocabulary
+    assert book_vocabulary(["東京タワー" * 5, "tower " * 5]).words == ("tower",)
 
 
 def test_settings_change_the_findings() -> None:

@@ -20,7 +20,7 @@ from ..match.compile import compile_book
 from .book import (check_budget, check_common_words, check_duplicates, check_flags, check_recursion,
                    entry_name, recursion_graph)
 from .keys import KeyContext, check_keys
-from .words import detect_language
+from .words import book_vocabulary, detect_language
 
 __all__ = ["LintOptions", "lint_book", "Finding", "Severity", "CODES", "worst_severity"]
 
@@ -101,6 +101,9 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
         language = detect_language(e.content for e in entries if not e.disable)
         if language is not None:
             out.extend(check_common_words(entries, language, options.match_whole_words))
+        else:                       # no word list: the book's own words
+            vocabulary = book_vocabulary(e.content for e in entries if not e.disable)
+            out.extend(check_common_words(entries, None, options.match_whole_words, vocabulary))
     findings = []
     for at, code, field, message, suggestion in out:
         if not options.wants(code):

@@ -11,7 +11,7 @@ from ..match.compile import CompiledBook
 from ..match.keys import RegexKey
 from ..match.regexscope import RegexBudget
 from ..model import Entry
-from .words import hidden_in_words
+from .words import Vocabulary, hidden_in_vocabulary, hidden_in_words, is_book_word
 
 __all__ = ["recursion_graph", "check_recursion", "check_flags", "check_budget", "check_duplicates",
            "check_common_words"]
@@ -268,7 +268,10 @@ def _forms_of_each_other(a: str, b: str) -> bool:
     return short in long_
 
 
-def check_common_words(entries: Sequence[Entry], language: str, whole_words: bool) -> Iterator[Raw]:
+def check_common_words(entries: Sequence[Entry], language: str | None, whole_words: bool,
+                       vocabulary: Vocabulary | None = None) -> Iterator[Raw]:
+    """LS701 against ``language``'s word list, or (``language`` None) against ``vocabulary``,
+    the book's own common words."""
     for i, e in enumerate(entries):
         if e.disable or e.constant:
             continue
@@ -277,10 +280,19 @@ def check_common_words(entries: Sequence[Entry], language: str, whole_words: boo
             continue
         for k, raw in enumerate(e.key):
             key = js_trim(raw)
-            if not key.isascii() or not key.isalpha() or has_js_whitespace(key) or len(key) < 2:
+            if len(key) < 2 or has_js_whitespace(key):
                 continue
-            words = hidden_in_words(key.lower(), language)
+            if language is not None:
+                if not key.isascii() or not key.isalpha():
+                    continue
+                words = hidden_in_words(key.lower(), language)
+                where = "common words"
+            elif vocabulary is not None and is_book_word(key):
+                words = [f"{w} ({vocabulary.counts[w]}x)" for w in hidden_in_vocabulary(key.lower(), vocabulary)]
+                where = "words the book's own text uses often"
+            else:
+                continue
             if words:
-                shown = ", ".join(repr(w) for w in words)
+                shown = ", ".join(repr(w) for w in words) if language is not None else ", ".join(words)
                 yield (i, "LS701", f"key[{k}]", f"whole words are off, so the key {key!r} also fires inside "
-                       f"common words such as {shown}", "turn on whole words for this entry, or use a longer key")
+                       f"{where} such as {shown}", "turn on whole words for this entry, or use a longer key")

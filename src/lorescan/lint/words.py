@@ -3,23 +3,34 @@
 Languages with a word list: English (``words_en.txt``: the 4,000 most frequent words, most
 frequent first; how it is made: ``tests/data/lint/make_words_en.py``). Detection looks at the
 entries' contents only: the share of letters that are ASCII, then the share of words that
-are among the most frequent ones of a language. A book in another language (or a mix) is
-not checked.
+are among the most frequent ones of a language. A book in any other language (or a mix) is
+checked against its own text instead (:func:`book_vocabulary`): the words its contents use
+at least :data:`BOOK_MIN_COUNT` times, in scripts written with spaces.
 """
 from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from importlib import resources
-from typing import Iterable
+from typing import Callable, Iterable, NamedTuple
 
-__all__ = ["detect_language", "common_words", "hidden_in_words", "LANGUAGES"]
+import regex
+
+from ..js.text import is_nospace_char
+
+__all__ = ["detect_language", "common_words", "hidden_in_words", "LANGUAGES", "Vocabulary", "book_vocabulary",
+           "hidden_in_vocabulary", "BOOK_MIN_COUNT"]
 
 LANGUAGES = ("en",)
 _SAMPLE = 200_000                   # characters of content looked at
 _WORD = re.compile(r"[A-Za-z]+")
 # Endings that make a word a form of the key rather than another word ("dragon" in "dragons").
 _INFLECTIONS = ("", "s", "es", "ed", "d", "ing", "er", "ers", "ly", "y", "n", "en", "ness", "ish")
+# A book without a word list: its own words, letters and marks of any script.
+_UNICODE_WORD = regex.compile(r"[\p{L}\p{M}]+")
+BOOK_MIN_COUNT = 3                  # a word of the book's text is common from this many occurrences
+_BOOK_FORM_SUFFIX = 3               # ... and the key plus up to this many letters is a form of the key
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,14 +70,55 @@ def detect_language(texts: Iterable[str]) -> str | None:
 def hidden_in_words(key: str, language: str, limit: int = 4) -> list[str]:
     """Common words of ``language`` that contain ``key`` (lowercase) and are not merely a form
     of it, most frequent first, at most ``limit``."""
-    joined = _joined(language)
+    return _hidden(key, _joined(language), lambda word: word.startswith(key) and word[len(key):] in _INFLECTIONS,
+                   limit)
+
+
+class Vocabulary(NamedTuple):
+    """A book's own common words (lowercase, most frequent first) and how often each occurs."""
+
+    words: tuple[str, ...]
+    counts: dict[str, int]
+    joined: str                     # "\n" + the words joined by "\n" + "\n"
+
+
+def book_vocabulary(texts: Iterable[str]) -> Vocabulary:
+    """The words of ``texts`` (up to 200,000 characters) seen at least :data:`BOOK_MIN_COUNT`
+    times, most frequent first; words with a character of a script written without spaces
+    are left out (there a run of letters is a phrase, not a word)."""
+    counts: Counter[str] = Counter()
+    size = 0
+    for t in texts:
+        counts.update(w.lower() for w in _UNICODE_WORD.findall(t[:_SAMPLE - size]))
+        size += len(t)
+        if size >= _SAMPLE:
+            break
+    common = {w: n for w, n in counts.most_common() if n >= BOOK_MIN_COUNT and not any(map(is_nospace_char, w))}
+    words = tuple(common)
+    return Vocabulary(words, common, "\n" + "\n".join(words) + "\n")
+
+
+def is_book_word(key: str) -> bool:
+    """Whether ``key`` is one word as :func:`book_vocabulary` splits text."""
+    return _UNICODE_WORD.fullmatch(key) is not None and not any(map(is_nospace_char, key))
+
+
+def hidden_in_vocabulary(key: str, vocabulary: Vocabulary, limit: int = 4) -> list[str]:
+    """Words of the book's own text that contain ``key`` (lowercase) and are not a form of it
+    (the key plus up to three letters, as inflections go in most languages), most frequent
+    first, at most ``limit``."""
+    return _hidden(key, vocabulary.joined,
+                   lambda word: word.startswith(key) and len(word) - len(key) <= _BOOK_FORM_SUFFIX, limit)
+
+
+def _hidden(key: str, joined: str, is_form: Callable[[str], bool], limit: int) -> list[str]:
     found: list[tuple[int, str]] = []
     start = joined.find(key)
     while start != -1:
         line_start = joined.rfind("\n", 0, start) + 1
         line_end = joined.find("\n", start)
         word = joined[line_start:line_end]
-        if not (word.startswith(key) and word[len(key):] in _INFLECTIONS):
+        if not is_form(word):
             found.append((line_start, word))
         start = joined.find(key, line_end)
     found.sort()
