@@ -245,6 +245,26 @@ def test_a_content_over_the_limit_is_refused_naming_the_entry():
     """)
 
 
+def test_keys_past_the_total_key_length_are_refused_at_the_entry_that_crosses_it():
+    # each key character costs ~50 bytes compiled: a 64 MB file of keys alone (~3 million keys
+    # of 15 letters) would take ~2.5 GB and half a minute to compile
+    run_child("""
+        from dataclasses import replace
+        lim = replace(DEFAULT_LIMITS, max_total_key_length=100)
+        doc = {"entries": {str(i): {"uid": i, "key": ["k" * 10, "j" * 10], "content": ""} for i in range(8)}}
+        data = json.dumps(doc).encode()
+        expect_error(lambda: load(data, limits=lim), "entry 5", "'key'", "reach 120 characters",
+                     "max_total_key_length=100")
+        small = load(json.dumps({"entries": {str(i): doc["entries"][str(i)] for i in range(4)}}).encode())
+        STEngine([BookSource(small, ("global",))], count_tokens=len, limits=lim)      # 80 characters: fine
+        # a slot pool is compiled as one: two books of 80 key characters each are 160
+        expect_error(lambda: SlotEngine([SlotBook(small, "a"), SlotBook(small, "b")], limits=lim),
+                     "max_total_key_length=100")
+        # the default admits the 100k-entry benchmark book's 3.5 million with room to spare
+        assert DEFAULT_LIMITS.max_total_key_length >= 2 * 3_500_000
+    """)
+
+
 # -- 4. state and arguments ----------------------------------------------------------------
 
 ENGINE = """

@@ -20,7 +20,7 @@ from .errors import LorebookError, RegexKeyError, SettingsError
 if TYPE_CHECKING:
     from .model import Lorebook
 
-__all__ = ["Limits", "DEFAULT_LIMITS", "check_book", "check_entry"]
+__all__ = ["Limits", "DEFAULT_LIMITS", "check_book", "check_entry", "check_total_key_length"]
 
 MiB = 1024 * 1024
 
@@ -37,6 +37,9 @@ class Limits:
     entry is read), ``max_png_chunks``.
 
     Books: ``max_entries`` per book, ``max_key_length`` (characters of one key, plain or regex),
+    ``max_total_key_length`` (characters of all of a book's keys together: each costs ~50 bytes
+    of trie and tables once compiled, so a 64 MB file of keys alone would take ~2.5 GB and half a
+    minute; the default is 2.3x the 100k-entry benchmark book's 3.5 million),
     ``max_regex_length`` (characters of one regex key's pattern), ``max_regex_nesting`` (group
     nesting depth of one regex key), ``max_regex_expansion`` (terms the regex engine builds for
     all of a book's regex keys together once counted repeats are multiplied out: ``regex``
@@ -79,6 +82,7 @@ class Limits:
     max_png_chunks: int = 100_000
     max_entries: int = 100_000
     max_key_length: int = 256
+    max_total_key_length: int = 8_000_000
     max_regex_length: int = 1_000
     max_regex_nesting: int = 64
     max_regex_expansion: int = 1_000_000     # js.regex.REGEX_MAX_EXPANSION (the default when no limit is given)
@@ -124,12 +128,23 @@ def check_book(book: "Lorebook", limits: Limits = DEFAULT_LIMITS, *, source: str
     if n > limits.max_entries:
         raise LorebookError(f"the book has {n} entries, above the limit max_entries={limits.max_entries}",
                             source=src, field="entries")
+    total = 0
     for e in book.entries:
-        check_entry(limits, src, e.uid, e.content, (("key", e.key), ("keysecondary", e.keysecondary)))
+        total += check_entry(limits, src, e.uid, e.content, (("key", e.key), ("keysecondary", e.keysecondary)))
+        check_total_key_length(limits, total, src, e.uid)
+
+
+def check_total_key_length(limits: Limits, total: int, source: str, uid: object) -> None:
+    """LorebookError when ``total``, the key characters of a book's entries up to ``uid``, is
+    over ``max_total_key_length``."""
+    if total > limits.max_total_key_length:
+        raise LorebookError(f"the book's keys reach {total:,} characters by this entry, above the limit "
+                            f"max_total_key_length={limits.max_total_key_length:,}", source=source, entry=uid,
+                            field="key")
 
 
 def check_entry(limits: Limits, source: str, uid: object, content: str,
-                key_lists: Iterable[tuple[str, Sequence[str]]], literal: Container[str] = ()) -> None:
+                key_lists: Iterable[tuple[str, Sequence[str]]], literal: Container[str] = ()) -> int:
     """One entry's content and keys against ``limits`` (what :func:`check_book` checks per entry;
     key specs from another engine are checked with it too).
 
@@ -141,16 +156,21 @@ def check_entry(limits: Limits, source: str, uid: object, content: str,
         key_lists: ``(field name, keys)`` per key list (``("key", ...)``, ``("keysecondary", ...)``).
         literal: keys that are plain text even in ``/pattern/flags`` form.
 
+    Returns:
+        The characters of the entry's keys (for ``max_total_key_length``).
+
     Raises:
         RegexKeyError: a regex key's pattern over ``max_regex_length``.
         LorebookError: the content or a plain key over its limit.
     """
+    chars = 0
     max_key, max_re, max_content = limits.max_key_length, limits.max_regex_length, limits.max_content_length
     if len(content) > max_content:
         raise LorebookError(f"the content has {len(content)} characters, above the limit "
                             f"max_content_length={max_content}", source=source, entry=uid, field="content")
     for name, keys in key_lists:
         for i, k in enumerate(keys):
+            chars += len(k)
             # Cheap test first: only a key longer than a limit is parsed as a regex.
             if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
                 continue
@@ -166,3 +186,4 @@ def check_entry(limits: Limits, source: str, uid: object, content: str,
                 raise RegexKeyError(f"the regex key's pattern has {len(parsed[0])} characters, above the "
                                     f"limit max_regex_length={max_re}", source=source, entry=uid,
                                     field=f"{name}[{i}]")
+    return chars

@@ -42,7 +42,7 @@ from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..js.stdecorators import parse_st_decorators
 from ..errors import LorebookError, RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals
-from ..limits import DEFAULT_LIMITS, Limits, check_book, check_entry
+from ..limits import DEFAULT_LIMITS, Limits, check_book, check_entry, check_total_key_length
 from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_tables,
                   map_compiled_file)
 from ..model import Entry, Lorebook, js_truthy
@@ -643,9 +643,11 @@ def _check_specs(specs: Sequence[KeySpec], limits: Limits, source: str) -> None:
     if len(specs) > limits.max_entries:
         raise LorebookError(f"the book has {len(specs)} entries, above the limit max_entries={limits.max_entries}",
                             source=source, field="entries")
+    total = 0
     for sp in specs:
-        check_entry(limits, source, sp.uid, sp.content, (("key", sp.primary), ("keysecondary", sp.secondary)),
-                    sp.literal)
+        total += check_entry(limits, source, sp.uid, sp.content, (("key", sp.primary), ("keysecondary", sp.secondary)),
+                             sp.literal)
+        check_total_key_length(limits, total, source, sp.uid)
 
 
 def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledBook:
