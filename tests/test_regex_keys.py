@@ -130,6 +130,18 @@ def test_compiled_books_hold_their_regexes_and_scans_never_translate():
     assert sorted(e.uid for e in result.activated) == [0, 1, 2]
 
 
+def test_class_translations_are_shared_between_patterns_only_under_the_same_flags():
+    # the memo of translated classes is keyed by flags and negation: each order gives the same answers
+    # (pattern, flags, text, matches, line-local: the class cannot match "\n")
+    cases = [("[k]", "", "K", False, True), ("[k]", "i", "K", True, True), ("[k]", "iu", "\u212a", True, True),
+             ("[k]", "i", "\u212a", False, True), ("[^k]", "i", "K", False, False), ("[^k]", "", "K", True, False),
+             ("[\\s\\S]", "", "\n", True, False), ("[^\\s\\S]", "", "\n", False, True)]
+    for order in (cases, cases[::-1]):
+        for pattern, flags, text, want, local in order:
+            rx = compile_regex_key(pattern, flags)
+            assert (rx.search(text), rx.line_local) == (want, local), (pattern, flags, text)
+
+
 def test_regex_keys_are_compiled_by_regex_on_their_first_search_only():
     # translation (and every check) happens when the book is compiled; regex.compile, the
     # larger cost, waits for a search, so keys whose literals never occur never pay it
