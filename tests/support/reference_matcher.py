@@ -25,7 +25,8 @@ __all__ = ["ReferenceScanView", "match_plain_key", "forget_caches"]
 
 def forget_caches() -> None:
     """Empty the caches a naive turn would otherwise find warm: the regex translator's
-    (``compile_js_regex``) and the ``regex`` module's compiled patterns.
+    (``compile_js_regex``, and its memo of translated classes) and the ``regex`` module's
+    compiled patterns.
 
     The reference keeps no caches of its own and tests a regex key by translating and
     compiling it, as SillyTavern builds a ``RegExp`` per test. Those two process-wide caches
@@ -34,8 +35,9 @@ def forget_caches() -> None:
     they happened to be in. Benchmarks call this before every naive turn: the baseline is the
     cold one, every time.
     """
-    from lorescan.js.regex import compile_js_regex
+    from lorescan.js.regex import _charset_emission, compile_js_regex
     compile_js_regex.cache_clear()
+    _charset_emission.cache_clear()
     regex.purge()
 
 
