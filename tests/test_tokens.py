@@ -137,6 +137,19 @@ def test_any_other_counter_recounts_the_whole_text_exactly():
     assert running.append("") == 5           # nothing appended, nothing counted
 
 
+def test_characters_add_across_joins_without_counting_the_joined_text_again():
+    # len is additive: a join or a prepend costs its new parts, never the whole text again
+    appended, growing = ConcatCount(len), PrependCount(len)
+    back = front = ""
+    for part in ["abc", "", "\n\ud83d", "\ude00 y", "   ", "z" * 1000]:
+        back += part
+        front = part + front
+        assert appended.append(part) == len(back) and appended.exact
+        assert growing.prepend([(part, None)]) == len(front) and growing.exact
+    assert appended.text == back and growing.text == front
+    assert count_text(len, "héllo").total == 5
+
+
 def test_a_tiktoken_counter_pickles_by_encoding_name():
     import pickle
     counter = TiktokenCounter(cache_size=10)

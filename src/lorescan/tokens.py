@@ -423,6 +423,8 @@ _EMPTY = TextCount(0)
 def _mode(counter: TokenCounter) -> str:
     if counter is count_words or counter is js_count_words:
         return "words"
+    if counter is len:                  # characters: counts add across any join
+        return "chars"
     if isinstance(counter, TiktokenCounter):
         return "tiktoken"
     return "generic"
@@ -442,7 +444,7 @@ def count_text(counter: TokenCounter, text: str, *, limit: int | None = None) ->
     mode = _mode(counter)
     if mode == "words":
         return TextCount(js_count_words(text), True, text[0], text[-1])
-    if mode == "generic":
+    if mode == "generic" or mode == "chars":
         return TextCount(_checked(counter(text)), True, text[0], text[-1])
     tik = counter
     assert isinstance(tik, TiktokenCounter)
@@ -608,6 +610,9 @@ class ConcatCount:
         if not self.exact:
             return self._total
         mode = self._mode
+        if mode == "chars":
+            self._total += len(text)
+            return self._total
         if mode == "generic":
             self._total = _checked(self.counter("".join(self._parts)))
             return self._total
@@ -729,6 +734,9 @@ class PrependCount:
         n_new = len(parts)
         self._parts[:0] = parts
         if not self.exact:
+            return self.total
+        if self._mode == "chars":
+            self.total += sum(len(t) for t, _ in parts)
             return self.total
         if self._mode == "generic":
             self.total = _checked(self.counter(self.text))
