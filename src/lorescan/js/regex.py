@@ -62,7 +62,8 @@ class RegexTimeout(Exception):
 
 
 class RegexTooComplex(Exception):
-    """A pattern past a size limit (length, group nesting): refused before it is translated.
+    """A pattern past a size limit: its length or group nesting (refused before it is
+    translated), or the terms its counted repeats build (refused before it is compiled).
 
     Not a JSRegexError: the key is a valid JS regex, so it must not silently become a plain key.
     ``expansion``: the pattern's terms when that was the limit passed (else None).
