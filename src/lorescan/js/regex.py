@@ -357,7 +357,6 @@ class _Translator:
         # Terms the regex engine builds: `regex` makes one copy of a quantified atom per
         # repetition of its minimum count (a{1000000} holds a million nodes, ~260 bytes each).
         self.units = 0
-        self.charset_memo: dict[tuple, tuple[str, bool]] = {}   # (ranges, props, negate) -> (atom, newline)
         self.alternations: list[bool] = []   # per disjunction closed: do two alternatives overlap
 
     # -- helpers --------------------------------------------------------------------------------
@@ -375,10 +374,7 @@ class _Translator:
         return False
 
     def charset_atom(self, cs: _CharSet, negate: bool = False) -> str:
-        memo_key = (cs.ranges, cs.props, negate)
-        found = self.charset_memo.get(memo_key)
-        if found is None:
-            found = self.charset_memo[memo_key] = _charset_emission(cs.ranges, cs.props, negate, self.i, self.u)
+        found = _charset_emission(cs.ranges, cs.props, negate, self.i, self.u)
         self.newline = self.newline or found[1]
         return found[0]
 

@@ -286,13 +286,13 @@ def check_common_words(entries: Sequence[Entry], language: str | None, whole_wor
                 if not key.isascii() or not key.isalpha():
                     continue
                 words = hidden_in_words(key.lower(), language)
-                where = "common words"
+                shown, where = ", ".join(repr(w) for w in words), "common words"
             elif vocabulary is not None and is_book_word(key):
-                words = [f"{w} ({vocabulary.counts[w]}x)" for w in hidden_in_vocabulary(key.lower(), vocabulary)]
+                words = hidden_in_vocabulary(key.lower(), vocabulary)
+                shown = ", ".join(f"{w} ({vocabulary.counts[w]}x)" for w in words)
                 where = "words the book's own text uses often"
             else:
                 continue
             if words:
-                shown = ", ".join(repr(w) for w in words) if language is not None else ", ".join(words)
                 yield (i, "LS701", f"key[{k}]", f"whole words are off, so the key {key!r} also fires inside "
                        f"{where} such as {shown}", "turn on whole words for this entry, or use a longer key")

@@ -75,11 +75,14 @@ def hidden_in_words(key: str, language: str, limit: int = 4) -> list[str]:
 
 
 class Vocabulary(NamedTuple):
-    """A book's own common words (lowercase, most frequent first) and how often each occurs."""
+    """A book's own common words (lowercase) and how often each occurs, most frequent first."""
 
-    words: tuple[str, ...]
     counts: dict[str, int]
     joined: str                     # "\n" + the words joined by "\n" + "\n"
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return tuple(self.counts)
 
 
 def book_vocabulary(texts: Iterable[str]) -> Vocabulary:
@@ -94,8 +97,7 @@ def book_vocabulary(texts: Iterable[str]) -> Vocabulary:
         if size >= _SAMPLE:
             break
     common = {w: n for w, n in counts.most_common() if n >= BOOK_MIN_COUNT and not any(map(is_nospace_char, w))}
-    words = tuple(common)
-    return Vocabulary(words, common, "\n" + "\n".join(words) + "\n")
+    return Vocabulary(common, "\n" + "\n".join(common) + "\n")
 
 
 def is_book_word(key: str) -> bool:
