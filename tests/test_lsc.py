@@ -439,3 +439,35 @@ def test_lazy_sequence_indexes_like_a_tuple():
         lazy[4]
     with pytest.raises(IndexError):
         lazy[-5]
+
+
+def test_a_file_written_under_another_import_path_of_the_same_release_loads(tmp_path):
+    # An installed lorescan and a bare checkout (PYTHONPATH=src, no installed metadata) of one release
+    # must agree on the version a compiled file carries. A copy of the package under another path, in a
+    # process where no installed distribution is found, writes; this process reads.
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import lorescan
+    from lorescan import __version__
+    from lorescan.match.lsc import lorescan_version
+
+    other = tmp_path / "checkout"
+    shutil.copytree(Path(lorescan.__file__).parent, other / "lorescan", ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "written-by-checkout.lsc"
+    code = ("import sys, importlib.metadata as md\n"
+            "def hidden(name):\n"
+            "    raise md.PackageNotFoundError(name)\n"
+            "md.version = hidden\n"
+            "import lorescan\n"
+            "assert lorescan.__file__.startswith(sys.argv[2]), lorescan.__file__\n"
+            "from lorescan import compile_book, save_compiled\n"
+            "from lorescan.formats import book_from_entries\n"
+            "save_compiled(compile_book(book_from_entries('b', [{'uid': 0, 'key': ['x'], 'content': 'y'}])), sys.argv[1])\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(other)
+    subprocess.run([sys.executable, "-c", code, str(out), str(other)], check=True, env=env, cwd=tmp_path)
+    assert lorescan_version() == __version__
+    assert len(load_compiled(out).book.entries) == 1

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import functools
 import gc
 import json
 import math
@@ -64,6 +63,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 import ahocorasick
 import numpy as np
 
+from .._version import __version__
 from ..errors import LorebookError
 from ..js.regex import JSRegex
 from .keys import MacroKey, PlainKey, RegexKey, SpecialKey
@@ -86,31 +86,10 @@ class CompiledFormError(LorebookError):
     """A compiled form (``.lsc`` file or pickled book) that cannot be read."""
 
 
-@functools.lru_cache(maxsize=1)
 def lorescan_version() -> str:
-    """The running lorescan's version (written into every compiled form)."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-        try:
-            return version("lorescan")
-        except PackageNotFoundError:
-            pass
-    except ImportError:      # pragma: no cover - Python < 3.8
-        pass
-    return _pyproject_version()
-
-
-def _pyproject_version() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "..", "pyproject.toml")
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("version"):
-                    return line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
-    return "unknown"
+    """The running lorescan's version (written into every compiled form): the package's own
+    ``_version``, so an installed copy and a bare checkout of one release agree."""
+    return __version__
 
 
 # -- small values ------------------------------------------------------------------------
