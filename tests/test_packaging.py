@@ -35,6 +35,8 @@ IMPORT_NAME = {
     "msgspec": "msgspec",
     "pyarrow": "pyarrow",
     "ray": "ray",
+    "tomli": "tomli",
+    "prometheus-client": "prometheus_client",
 }
 # Distributions the code uses without importing them, and the text in src/ that proves the use.
 USED_WITHOUT_IMPORT = {

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import sys
 import gc
 import json
 import logging
+import logging.config
 import os
 import random as _random
 import re
+import signal
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -28,8 +31,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable, MutableMapping, Sequ
 
 import msgspec
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import LorebookError
@@ -41,13 +45,17 @@ from ..slot import BookSettings, SlotBook, SlotEngine
 from ..tokens import TiktokenCounter, count_words
 from . import models as m
 from .auth import check_header, read_token
-from .metrics import Metrics, render
+from .logs import ACCESS_LOGGER, REQUEST_ID, logging_config, request_id_from
+from .metrics import Metrics, multiprocess_dir, remove_multiprocess_dir
+from .ops import books_dir_problem, version_info
 from .store import BookNotFound, BookStore
 
 __all__ = ["ServeConfig", "create_app", "build_app", "CONFIG_ENV"]
 
 log = logging.getLogger("lorescan.serve")
-CONFIG_ENV = "LORESCAN_SERVE_CONFIG"
+access_log = logging.getLogger(ACCESS_LOGGER)
+# how `serve` hands a ServeConfig to its worker processes (LORESCAN_SERVE_CONFIG names the user's TOML file)
+CONFIG_ENV = "LORESCAN_SERVE_WORKER_CONFIG"
 API_VERSION = "v1"
 
 
@@ -62,6 +70,7 @@ class ServeConfig:
     largest book upload. ``time_limit``: seconds per scan request (503 past it);
     ``upload_time_limit``: seconds per upload. ``token_file``: bearer token file (else
     ``LORESCAN_SERVE_TOKEN``; neither = no auth). ``engines``: engines kept per worker.
+    ``access_log``: one log line per request; ``log_level``, ``log_format`` (``json`` or ``text``).
     """
 
     books_dir: str = "lorescan-books"
@@ -75,6 +84,9 @@ class ServeConfig:
     upload_time_limit: float = 120.0
     token_file: str | None = None
     engines: int = 32
+    access_log: bool = False
+    log_level: str = "info"
+    log_format: str = "json"
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -208,7 +220,10 @@ class Runtime:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.store = BookStore(config.books_dir, cache_bytes=int(config.book_cache_mb * (1 << 20)))
-        self.metrics = Metrics(os.path.join(self.store.directory, ".metrics"))
+        self.metrics = Metrics()
+        self.metrics.set("lorescan_book_cache_capacity_bytes", self.store.cache_bytes)
+        self.ready = False              # set once the engine thread has run its first job
+        self._synced: dict[str, int] = {}
         self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)),
                                 config.chat_cache_texts)
         self.engines: OrderedDict[tuple, Any] = OrderedDict()
@@ -235,7 +250,8 @@ class Runtime:
                 if timing is not None:
                     timing[:] = [started - submitted, time.monotonic() - started]
 
-        future = asyncio.get_running_loop().run_in_executor(self.executor, job)
+        # the job runs in a copy of the request's context: its log lines carry the request id
+        future = asyncio.get_running_loop().run_in_executor(self.executor, contextvars.copy_context().run, job)
         # a job that outlives its request ends unobserved: retrieve its outcome so asyncio does
         # not log "exception was never retrieved" for a 4xx it raised
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -416,8 +432,16 @@ class Runtime:
         mt.set("lorescan_books_loaded_bytes", self.store.nbytes)
         mt.set("lorescan_chats_cached", len(self.chats))
         mt.set("lorescan_chat_cache_bytes", self.chats.nbytes)
-        mt.counters[("lorescan_book_file_loads_total", ())] = self.store.file_loads
-        mt.counters[("lorescan_book_compiles_total", ())] = self.store.compiles
+        st = self.store
+        lookups = st.hits + st.misses
+        mt.set("lorescan_book_cache_hit_ratio", st.hits / lookups if lookups else 0.0)
+        for name, total in (("lorescan_book_file_loads_total", st.file_loads),
+                            ("lorescan_book_compiles_total", st.compiles),
+                            ("lorescan_book_cache_hits_total", st.hits),
+                            ("lorescan_book_cache_misses_total", st.misses)):
+            mt.inc(name, total - self._synced.get(name, 0))     # the store counts; the counter follows
+            self._synced[name] = total
+        mt.sample_process()
 
 
 # -- HTTP -------------------------------------------------------------------------------------
@@ -460,13 +484,24 @@ def build_app(config: ServeConfig) -> Starlette:
     max_body = int(config.max_body_mb * (1 << 20))
     max_upload = int(config.max_upload_mb * (1 << 20))
     openapi = msgspec.json.encode(openapi_document())
+    version_bytes = msgspec.json.encode(version_info())
 
     async def healthz(request: Request) -> Response:
         return _json(b'{"status":"ok"}')
 
+    async def readyz(request: Request) -> Response:
+        problems = [p for p in (books_dir_problem(rt.store.directory),
+                                None if rt.ready else "the worker has not finished starting") if p]
+        if problems:
+            raise HTTPError(503, "not ready: " + "; ".join(problems), reasons=problems)
+        return _json(msgspec.json.encode({"status": "ready", "books_dir": rt.store.directory}))
+
+    async def version(request: Request) -> Response:
+        return _json(version_bytes)
+
     async def metrics(request: Request) -> Response:
         rt.gauges()
-        return PlainTextResponse(render(rt.metrics.gather()), media_type="text/plain; version=0.0.4")
+        return Response(rt.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def openapi_json(request: Request) -> Response:
         return _json(openapi)
@@ -560,6 +595,8 @@ def build_app(config: ServeConfig) -> Starlette:
 
     routes = [
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
+        Route("/readyz", readyz, methods=["GET"], name="readyz"),
+        Route("/version", version, methods=["GET"], name="version"),
         Route("/metrics", metrics, methods=["GET"], name="metrics"),
         Route("/openapi.json", openapi_json, methods=["GET"], name="openapi"),
         Route("/v1/books", books_post, methods=["POST"], name="books"),
@@ -574,6 +611,17 @@ def build_app(config: ServeConfig) -> Starlette:
         headers = {"www-authenticate": "Bearer"} if exc.status == 401 else None
         return JSONResponse(exc.body, status_code=exc.status, headers=headers)
 
+    async def routing_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)    # Starlette's 404 (no route) and 405 (wrong method)
+        if exc.status_code == 404:
+            text = f"no route {request.method} {request.url.path} (/openapi.json lists the routes)"
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("allow", "")
+            text = f"{request.method} is not allowed on {request.url.path}" + (f" (allowed: {allowed})" if allowed else "")
+        else:
+            text = str(exc.detail)
+        return JSONResponse({"error": text}, status_code=exc.status_code, headers=exc.headers)
+
     async def internal_error(request: Request, exc: Exception) -> Response:
         log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
@@ -581,24 +629,27 @@ def build_app(config: ServeConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async def publish() -> None:      # other workers' /metrics read this worker's numbers
+        async def publish() -> None:      # other workers' /metrics read this worker's gauges
             while True:
                 await asyncio.sleep(1.0)
                 try:
                     rt.gauges()
-                    rt.metrics.maybe_publish(force=True)
                 except Exception:  # noqa: BLE001 - a full disk must not stop the worker's numbers for good
-                    log.exception("could not publish this worker's metrics")
+                    log.exception("could not update this worker's metrics")
 
+        await rt.run(lambda: None, 60.0)          # the engine thread runs: the worker is ready
+        rt.ready = True
         task = asyncio.create_task(publish())
         try:
             yield
         finally:
+            rt.ready = False
             task.cancel()
             rt.metrics.withdraw()
             rt.executor.shutdown(wait=False, cancel_futures=True)
 
-    app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, Exception: internal_error},
+    app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, StarletteHTTPException: routing_error,
+                                                       Exception: internal_error},
                     lifespan=lifespan)
     app.state.runtime = rt
     return _Guard(app, rt)  # type: ignore[return-value]
@@ -607,7 +658,8 @@ def build_app(config: ServeConfig) -> Starlette:
 class _Guard:
     """Outermost ASGI layer: auth, error bodies, the 'nothing crashes a worker' net, metrics."""
 
-    _ROUTES = {"/healthz": "healthz", "/metrics": "metrics", "/openapi.json": "openapi",
+    _ROUTES = {"/healthz": "healthz", "/readyz": "readyz", "/version": "version", "/metrics": "metrics",
+               "/openapi.json": "openapi",
                "/v1/books": "books", "/v1/st/scan": "st_scan", "/v1/slot/run": "slot_run"}
 
     def __init__(self, app: Starlette, rt: Runtime) -> None:
@@ -630,18 +682,26 @@ class _Guard:
         t0 = time.perf_counter()
         route = self._route(scope["path"])
         status = {"code": 500, "sent": False}
+        rid_header = None
+        for k, v in scope["headers"]:
+            if k == b"x-request-id":
+                rid_header = v
+                break
+        rid = request_id_from(rid_header)
+        rid_token = REQUEST_ID.set(rid)
 
         async def send_wrapped(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 status["sent"] = True
                 message["headers"] = [*message.get("headers", ()), (b"x-lorescan-worker", self.pid),
+                                      (b"x-request-id", rid.encode()),
                                       (b"server-timing", b"app;dur=%.3f" % ((time.perf_counter() - t0) * 1000))]
             await send(message)
 
         try:
             token = self.rt.token
-            if token is not None and route != "healthz":
+            if token is not None and route not in ("healthz", "readyz"):
                 auth = None
                 for k, v in scope["headers"]:
                     if k == b"authorization":
@@ -663,18 +723,23 @@ class _Guard:
             mt = self.rt.metrics
             mt.inc("lorescan_requests_total", route=route, method=scope.get("method", ""),
                    status=str(status["code"]))
-            mt.observe("lorescan_request_seconds", time.perf_counter() - t0, route=route)
+            elapsed = time.perf_counter() - t0
+            mt.observe("lorescan_request_seconds", elapsed, route=route)
+            if self.rt.config.access_log:
+                client = scope.get("client")
+                access_log.info("%s %s %d", scope.get("method"), scope.get("path"), status["code"],
+                                extra={"method": scope.get("method"), "path": scope.get("path"), "route": route,
+                                       "status": status["code"], "duration_ms": round(elapsed * 1000, 3),
+                                       "client": f"{client[0]}:{client[1]}" if client else None})
+            REQUEST_ID.reset(rid_token)
 
 
 def create_app() -> Any:
-    """Factory for uvicorn workers: the config comes from ``LORESCAN_SERVE_CONFIG``."""
-    level = os.environ.get("LORESCAN_SERVE_LOG", "INFO").upper()
-    logging.getLogger("lorescan.serve").setLevel(level)
-    if not logging.getLogger("lorescan.serve").handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s:     lorescan: %(message)s"))
-        logging.getLogger("lorescan.serve").addHandler(handler)
-    return build_app(ServeConfig.from_env())
+    """Factory for uvicorn workers: the config comes from ``LORESCAN_SERVE_WORKER_CONFIG``."""
+    config = ServeConfig.from_env()
+    if not logging.getLogger("lorescan.serve").handlers:      # run by uvicorn directly, not by `serve`
+        logging.config.dictConfig(logging_config(config.log_level, config.log_format))
+    return build_app(config)
 
 
 # -- OpenAPI --------------------------------------------------------------------------------
@@ -748,15 +813,27 @@ def openapi_document() -> dict[str, Any]:
 
 
 def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
-          log_level: str = "info", access_log: bool = False) -> None:
-    """Run the service under uvicorn (blocks)."""
+          settings: dict[str, Any] | None = None) -> None:
+    """Run the service under uvicorn (blocks). ``settings`` (name -> value and source, no secret)
+    is logged at start-up."""
     import uvicorn  # import-cost: the serve extra loads only when serving
     read_token(config.token_file)                 # a bad token file fails here, not in every worker
     os.makedirs(config.books_dir, exist_ok=True)
     os.environ[CONFIG_ENV] = config.to_env()
+    log_config = logging_config(config.log_level, config.log_format)
+    logging.config.dictConfig(log_config)
+    metrics_dir = multiprocess_dir()              # before any worker imports prometheus_client
+    log.info("starting lorescan serve on %s:%d with %d worker(s)", host, port, workers,
+             extra={"settings": settings or {}, "metrics_dir": metrics_dir})
     # uvloop and httptools are the serve extra's fast event loop and HTTP parser (named here so
     # a missing one fails loudly instead of uvicorn falling back to the slow pure-Python ones).
     loop = "uvloop" if sys.platform != "win32" else "asyncio"
-    uvicorn.run("lorescan.serve.app:create_app", factory=True, host=host, port=port,
-                workers=workers if workers > 1 else None, log_level=log_level, access_log=access_log,
-                loop=loop, http="httptools")
+    # uvicorn ends by raising the signal that stopped it again, to the handler found before it ran:
+    # this one turns SIGTERM into SystemExit, so the metrics directory is removed below
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    try:
+        uvicorn.run("lorescan.serve.app:create_app", factory=True, host=host, port=port,
+                    workers=workers if workers > 1 else None, log_level=config.log_level, log_config=log_config,
+                    access_log=False, loop=loop, http="httptools")
+    finally:
+        remove_multiprocess_dir(metrics_dir)
