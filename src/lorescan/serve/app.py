@@ -616,7 +616,7 @@ def build_app(config: ServeConfig) -> Starlette:
         if exc.status_code == 404:
             text = f"no route {request.method} {request.url.path} (/openapi.json lists the routes)"
         elif exc.status_code == 405:
-            allowed = (exc.headers or {}).get("allow", "")
+            allowed = next((v for k, v in (exc.headers or {}).items() if k.lower() == "allow"), "")
             text = f"{request.method} is not allowed on {request.url.path}" + (f" (allowed: {allowed})" if allowed else "")
         else:
             text = str(exc.detail)
