@@ -770,6 +770,11 @@ def openapi_document() -> dict[str, Any]:
                  "description": "Exact, fast lorebook (World Info) engine as an HTTP service. See docs/service.md."},
         "paths": {
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "ok"}}}},
+            "/readyz": {"get": {"summary": "Readiness: the books directory is usable and the worker has started",
+                                "responses": {"200": {"description": "ready"},
+                                              "503": {"description": "not ready; `reasons` says why", **body(err)}}}},
+            "/version": {"get": {"summary": "Package version, kernels (native or python) and Python version",
+                                 "responses": {"200": {"description": "the build"}, "401": errors["401"]}}},
             "/metrics": {"get": {"summary": "Prometheus metrics (text format)",
                                  "responses": {"200": {"description": "metrics",
                                                        "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
