@@ -5,7 +5,8 @@ A ```` ```bash ```` block's lines are commands (``&&`` joins several; a ``#`` co
 indented comment-only line continues the previous one's comment). ``lorescan ...`` commands run as
 written, through a ``lorescan`` on ``PATH`` that is this checkout's, in a scratch directory that
 sees the checkout's ``examples/`` and ``tests/`` (so files the docs write, such as ``report.html``,
-land there); each must end with the status its documentation gives.
+land there, and paths under ``/tmp/`` are moved under it, so a second run finds no file of the first);
+each must end with the status its documentation gives.
 """
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ def scratch(tmp_path_factory):
     work = tmp_path_factory.mktemp("doc-commands")
     for name in ("examples", "tests"):
         (work / name).symlink_to(ROOT / name)
+    (work / "tmp").mkdir()
     bin_dir = work / ".bin"
     bin_dir.mkdir()
     shim = bin_dir / "lorescan"
@@ -84,6 +86,6 @@ def test_a_documented_command_runs_as_written(scratch, page, cmd):
     if cmd.startswith(("lorescan replay-batch", "lorescan summarize")):
         pytest.importorskip("pyarrow", reason="replay needs pyarrow (pip install '.[replay]')")
     work, env = scratch
-    r = subprocess.run(["bash", "-c", cmd], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(["bash", "-c", cmd.replace("/tmp/", f"{work}/tmp/")], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == STATUS.get(cmd, 0), f"{page}: {cmd}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}"
     assert "Traceback" not in r.stderr
