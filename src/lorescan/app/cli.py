@@ -90,7 +90,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ..serve.config import resolve_options  # import-cost: the serve command's checks load when it runs
     opts = resolve_options(vars(args), os.environ)       # a bad setting: SettingsError, one line, exit 2
     try:
-        from ..serve.app import ServeConfig, serve  # import-cost: a command loads only what it runs
+        from ..serve.app import ServeConfig  # import-cost: a command loads only what it runs
+        from ..serve.run import serve  # import-cost: as above
     except ImportError as exc:
         print(f"lorescan serve: {exc.name or exc} is missing; from a checkout: pip install \".[serve]\" "
               "(lorescan is not on a public package index yet)", file=sys.stderr)

@@ -1,6 +1,6 @@
 """``lorescan serve``: the engine as an HTTP service (from a checkout: ``pip install ".[serve]"``).
 
-:mod:`.app` (the ASGI app and :func:`serve`), :mod:`.models` (request/response shapes),
+:mod:`.app` (the ASGI app), :mod:`.run` (:func:`serve`: uvicorn and its workers), :mod:`.models` (request/response shapes),
 :mod:`.store` (compiled books on disk and in memory), :mod:`.metrics`, :mod:`.auth`,
 :mod:`.config` (settings from flags, environment and a TOML file), :mod:`.logs` (JSON logs,
 request ids). The API is documented in ``docs/service.md`` and served as OpenAPI at ``/openapi.json``.
@@ -13,8 +13,8 @@ from typing import Any
 
 __all__ = ["ServeConfig", "build_app", "create_app", "openapi_document", "serve", "BookStore"]
 
-_HOME = {"ServeConfig": "app", "build_app": "app", "create_app": "app", "openapi_document": "app",
-         "serve": "app", "BookStore": "store"}
+_HOME = {"ServeConfig": "app", "build_app": "app", "create_app": "run", "openapi_document": "app",
+         "serve": "run", "BookStore": "store"}
 
 
 def __getattr__(name: str) -> Any:

@@ -14,15 +14,12 @@ import asyncio
 import contextlib
 import contextvars
 import copy
-import sys
 import gc
 import json
 import logging
-import logging.config
 import os
 import random as _random
 import re
-import signal
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -45,15 +42,14 @@ from ..slot import BookSettings, SlotBook, SlotEngine
 from ..tokens import TiktokenCounter, count_words
 from . import models as m
 from .auth import check_header, read_token
-from .logs import ACCESS_LOGGER, REQUEST_ID, logging_config, request_id_from
-from .metrics import Metrics, multiprocess_dir, remove_multiprocess_dir
-from .ops import books_dir_problem, version_info
+from .logs import REQUEST_ID, log_access, request_id_of
+from .metrics import Metrics
+from .ops import readiness_problems, routing_error_text, version_info
 from .store import BookNotFound, BookStore
 
-__all__ = ["ServeConfig", "create_app", "build_app", "CONFIG_ENV"]
+__all__ = ["ServeConfig", "build_app", "CONFIG_ENV", "openapi_document"]
 
 log = logging.getLogger("lorescan.serve")
-access_log = logging.getLogger(ACCESS_LOGGER)
 # how `serve` hands a ServeConfig to its worker processes (LORESCAN_SERVE_CONFIG names the user's TOML file)
 CONFIG_ENV = "LORESCAN_SERVE_WORKER_CONFIG"
 API_VERSION = "v1"
@@ -221,9 +217,7 @@ class Runtime:
         self.config = config
         self.store = BookStore(config.books_dir, cache_bytes=int(config.book_cache_mb * (1 << 20)))
         self.metrics = Metrics()
-        self.metrics.set("lorescan_book_cache_capacity_bytes", self.store.cache_bytes)
         self.ready = False              # set once the engine thread has run its first job
-        self._synced: dict[str, int] = {}
         self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)),
                                 config.chat_cache_texts)
         self.engines: OrderedDict[tuple, Any] = OrderedDict()
@@ -428,19 +422,9 @@ class Runtime:
 
     def gauges(self) -> None:
         mt = self.metrics
-        mt.set("lorescan_books_loaded", self.store.loaded)
-        mt.set("lorescan_books_loaded_bytes", self.store.nbytes)
         mt.set("lorescan_chats_cached", len(self.chats))
         mt.set("lorescan_chat_cache_bytes", self.chats.nbytes)
-        st = self.store
-        lookups = st.hits + st.misses
-        mt.set("lorescan_book_cache_hit_ratio", st.hits / lookups if lookups else 0.0)
-        for name, total in (("lorescan_book_file_loads_total", st.file_loads),
-                            ("lorescan_book_compiles_total", st.compiles),
-                            ("lorescan_book_cache_hits_total", st.hits),
-                            ("lorescan_book_cache_misses_total", st.misses)):
-            mt.inc(name, total - self._synced.get(name, 0))     # the store counts; the counter follows
-            self._synced[name] = total
+        mt.follow_store(self.store)
         mt.sample_process()
 
 
@@ -490,8 +474,7 @@ def build_app(config: ServeConfig) -> Starlette:
         return _json(b'{"status":"ok"}')
 
     async def readyz(request: Request) -> Response:
-        problems = [p for p in (books_dir_problem(rt.store.directory),
-                                None if rt.ready else "the worker has not finished starting") if p]
+        problems = readiness_problems(rt.store.directory, started=rt.ready)
         if problems:
             raise HTTPError(503, "not ready: " + "; ".join(problems), reasons=problems)
         return _json(msgspec.json.encode({"status": "ready", "books_dir": rt.store.directory}))
@@ -613,13 +596,7 @@ def build_app(config: ServeConfig) -> Starlette:
 
     async def routing_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)    # Starlette's 404 (no route) and 405 (wrong method)
-        if exc.status_code == 404:
-            text = f"no route {request.method} {request.url.path} (/openapi.json lists the routes)"
-        elif exc.status_code == 405:
-            allowed = next((v for k, v in (exc.headers or {}).items() if k.lower() == "allow"), "")
-            text = f"{request.method} is not allowed on {request.url.path}" + (f" (allowed: {allowed})" if allowed else "")
-        else:
-            text = str(exc.detail)
+        text = routing_error_text(request.method, request.url.path, exc.status_code, exc.headers, exc.detail)
         return JSONResponse({"error": text}, status_code=exc.status_code, headers=exc.headers)
 
     async def internal_error(request: Request, exc: Exception) -> Response:
@@ -682,12 +659,7 @@ class _Guard:
         t0 = time.perf_counter()
         route = self._route(scope["path"])
         status = {"code": 500, "sent": False}
-        rid_header = None
-        for k, v in scope["headers"]:
-            if k == b"x-request-id":
-                rid_header = v
-                break
-        rid = request_id_from(rid_header)
+        rid = request_id_of(scope)
         rid_token = REQUEST_ID.set(rid)
 
         async def send_wrapped(message: MutableMapping[str, Any]) -> None:
@@ -726,20 +698,8 @@ class _Guard:
             elapsed = time.perf_counter() - t0
             mt.observe("lorescan_request_seconds", elapsed, route=route)
             if self.rt.config.access_log:
-                client = scope.get("client")
-                access_log.info("%s %s %d", scope.get("method"), scope.get("path"), status["code"],
-                                extra={"method": scope.get("method"), "path": scope.get("path"), "route": route,
-                                       "status": status["code"], "duration_ms": round(elapsed * 1000, 3),
-                                       "client": f"{client[0]}:{client[1]}" if client else None})
+                log_access(scope, route, status["code"], elapsed)
             REQUEST_ID.reset(rid_token)
-
-
-def create_app() -> Any:
-    """Factory for uvicorn workers: the config comes from ``LORESCAN_SERVE_WORKER_CONFIG``."""
-    config = ServeConfig.from_env()
-    if not logging.getLogger("lorescan.serve").handlers:      # run by uvicorn directly, not by `serve`
-        logging.config.dictConfig(logging_config(config.log_level, config.log_format))
-    return build_app(config)
 
 
 # -- OpenAPI --------------------------------------------------------------------------------
@@ -815,30 +775,3 @@ def openapi_document() -> dict[str, Any]:
         "components": {"schemas": components,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }
-
-
-def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
-          settings: dict[str, Any] | None = None) -> None:
-    """Run the service under uvicorn (blocks). ``settings`` (name -> value and source, no secret)
-    is logged at start-up."""
-    import uvicorn  # import-cost: the serve extra loads only when serving
-    read_token(config.token_file)                 # a bad token file fails here, not in every worker
-    os.makedirs(config.books_dir, exist_ok=True)
-    os.environ[CONFIG_ENV] = config.to_env()
-    log_config = logging_config(config.log_level, config.log_format)
-    logging.config.dictConfig(log_config)
-    metrics_dir = multiprocess_dir()              # before any worker imports prometheus_client
-    log.info("starting lorescan serve on %s:%d with %d worker(s)", host, port, workers,
-             extra={"settings": settings or {}, "metrics_dir": metrics_dir})
-    # uvloop and httptools are the serve extra's fast event loop and HTTP parser (named here so
-    # a missing one fails loudly instead of uvicorn falling back to the slow pure-Python ones).
-    loop = "uvloop" if sys.platform != "win32" else "asyncio"
-    # uvicorn ends by raising the signal that stopped it again, to the handler found before it ran:
-    # this one turns SIGTERM into SystemExit, so the metrics directory is removed below
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    try:
-        uvicorn.run("lorescan.serve.app:create_app", factory=True, host=host, port=port,
-                    workers=workers if workers > 1 else None, log_level=config.log_level, log_config=log_config,
-                    access_log=False, loop=loop, http="httptools")
-    finally:
-        remove_multiprocess_dir(metrics_dir)

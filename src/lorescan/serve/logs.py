@@ -15,12 +15,14 @@ import os
 import re
 import uuid
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["REQUEST_ID", "JSONFormatter", "TextFormatter", "logging_config", "request_id_from", "ACCESS_LOGGER"]
+__all__ = ["REQUEST_ID", "JSONFormatter", "TextFormatter", "logging_config", "request_id_from", "request_id_of",
+           "log_access", "ACCESS_LOGGER"]
 
 REQUEST_ID: ContextVar[str | None] = ContextVar("lorescan_request_id", default=None)
 ACCESS_LOGGER = "lorescan.serve.access"
+_access = logging.getLogger(ACCESS_LOGGER)
 _SANE_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 # attributes every LogRecord has; anything else on a record came in through ``extra=`` and is logged
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName",
@@ -93,3 +95,19 @@ def logging_config(level: str = "info", fmt: str = "json") -> dict[str, Any]:
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
         },
     }
+
+
+def request_id_of(scope: Mapping[str, Any]) -> str:
+    """The request id of an ASGI request (its ``X-Request-Id`` header if sane, else a new one)."""
+    for k, v in scope["headers"]:
+        if k == b"x-request-id":
+            return request_id_from(v)
+    return request_id_from(None)
+
+
+def log_access(scope: Mapping[str, Any], route: str, status: int, seconds: float) -> None:
+    """One access-log line for a request answered with ``status`` after ``seconds``."""
+    client = scope.get("client")
+    _access.info("%s %s %d", scope.get("method"), scope.get("path"), status,
+                 extra={"method": scope.get("method"), "path": scope.get("path"), "route": route, "status": status,
+                        "duration_ms": round(seconds * 1000, 3), "client": f"{client[0]}:{client[1]}" if client else None})

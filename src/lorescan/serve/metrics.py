@@ -113,6 +113,7 @@ class Metrics:
                       "process_cpu_seconds": "Total user and system CPU time spent in seconds"}
         self._process = pc.ProcessCollector(registry=None)
         self._cpu_seen = 0.0
+        self._followed: dict[str, int] = {}
         if self.directory:
             self._process_gauges = {n: pc.Gauge(n, h, ["pid"], registry=self.registry, multiprocess_mode="liveall")
                                     for n, h in _PROCESS.items()}
@@ -147,6 +148,20 @@ class Metrics:
     def observe(self, name: str, seconds: float, **labels: str) -> None:
         """Count one observation in a histogram."""
         self._child(name, labels).observe(seconds)
+
+    def follow_store(self, store: Any) -> None:
+        """Bring the book-cache series up to ``store``'s (a BookStore's) own counts and sizes."""
+        self.set("lorescan_books_loaded", store.loaded)
+        self.set("lorescan_books_loaded_bytes", store.nbytes)
+        self.set("lorescan_book_cache_capacity_bytes", store.cache_bytes)
+        lookups = store.hits + store.misses
+        self.set("lorescan_book_cache_hit_ratio", store.hits / lookups if lookups else 0.0)
+        for name, total in (("lorescan_book_file_loads_total", store.file_loads),
+                            ("lorescan_book_compiles_total", store.compiles),
+                            ("lorescan_book_cache_hits_total", store.hits),
+                            ("lorescan_book_cache_misses_total", store.misses)):
+            self.inc(name, total - self._followed.get(name, 0))     # the store counts; the counter follows
+            self._followed[name] = total
 
     def sample_process(self) -> None:
         """Copy this worker's process numbers (memory, CPU, file descriptors) into its series."""

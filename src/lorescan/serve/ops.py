@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import platform
 import tempfile
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["books_dir_problem", "version_info"]
+__all__ = ["books_dir_problem", "readiness_problems", "routing_error_text", "version_info"]
 
 
 def books_dir_problem(directory: str) -> str | None:
@@ -32,3 +32,20 @@ def version_info() -> dict[str, Any]:
     from .. import BACKEND, __version__  # import-cost: the kernels load when a worker first answers /version
     return {"version": __version__, "backend": BACKEND, "python": platform.python_version(),
             "implementation": platform.python_implementation(), "api": "v1"}
+
+
+def readiness_problems(directory: str, *, started: bool) -> list[str]:
+    """Why a worker is not ready (empty: ready): its books directory, and whether it has started."""
+    problems = [] if started else ["the worker has not finished starting"]
+    found = books_dir_problem(directory)
+    return [found, *problems] if found else problems
+
+
+def routing_error_text(method: str, path: str, status: int, headers: Mapping[str, str] | None, detail: str) -> str:
+    """The ``error`` text of a routing error: 404 (no such route), 405 (another method), else ``detail``."""
+    if status == 404:
+        return f"no route {method} {path} (/openapi.json lists the routes)"
+    if status == 405:
+        allowed = next((v for k, v in (headers or {}).items() if k.lower() == "allow"), "")
+        return f"{method} is not allowed on {path}" + (f" (allowed: {allowed})" if allowed else "")
+    return str(detail)
