@@ -125,6 +125,25 @@ def test_a_non_loopback_host_passes_the_checks_with_a_token_or_allow_anonymous(t
     assert resolve_options({"host": "0.0.0.0", "token_file": str(token)}, {}).token_source == f"token file {token}"
 
 
+def test_switches_read_words_from_the_environment_and_no_flags_beat_the_file(tmp_path):
+    cfg = tmp_path / "serve.toml"
+    cfg.write_text("access_log = true\nallow_anonymous = true\n")
+    for word, value in (("yes", True), ("off", False), ("1", True), ("FALSE", False)):
+        got = resolve_options({}, {"LORESCAN_SERVE_ACCESS_LOG": word})
+        assert got.values["access_log"] is value and got.sources["access_log"] == "env LORESCAN_SERVE_ACCESS_LOG"
+    with pytest.raises(SettingsError, match="LORESCAN_SERVE_ACCESS_LOG: must be true or false"):
+        resolve_options({}, {"LORESCAN_SERVE_ACCESS_LOG": "sometimes"})
+    got = resolve_options({"config": str(cfg), "access_log": False}, {})      # --no-access-log
+    assert got.values["access_log"] is False and got.sources["access_log"] == "flag"
+    assert got.values["allow_anonymous"] is True and got.sources["allow_anonymous"] == f"file {cfg}"
+
+
+def test_the_older_log_level_variable_still_works_below_the_new_one():
+    assert resolve_options({}, {"LORESCAN_SERVE_LOG": "DEBUG"}).values["log_level"] == "debug"
+    both = resolve_options({}, {"LORESCAN_SERVE_LOG": "debug", "LORESCAN_SERVE_LOG_LEVEL": "warning"})
+    assert both.values["log_level"] == "warning" and both.sources["log_level"] == "env LORESCAN_SERVE_LOG_LEVEL"
+
+
 # -- configuration: flag > environment > file > default ------------------------------------------
 
 @pytest.fixture(scope="module")
