@@ -83,6 +83,7 @@ REFUSALS = [
     ("max-body-negative", ["--max-body-mb", "-1"], {}, "", "--max-body-mb: must be above 0"),
     ("workers-not-a-number", [], {"LORESCAN_SERVE_WORKERS": "two"}, "",
      "LORESCAN_SERVE_WORKERS: must be a whole number (got 'two')"),
+    ("unknown-variable", [], {"LORESCAN_SERVE_WORKER": "2"}, "", "LORESCAN_SERVE_WORKER: unknown variable"),
     ("token-file-missing", ["--token-file", "{tmp}/no-such-token"], {}, "", "cannot read the token file"),
     ("token-file-a-directory", ["--token-file", "{tmp}"], {}, "", "cannot read the token file"),
     ("token-file-empty", ["--token-file", "{tmp}/empty"], {}, "", "the token file is empty"),

@@ -42,6 +42,7 @@ from ..slot import BookSettings, SlotBook, SlotEngine
 from ..tokens import TiktokenCounter, count_words
 from . import models as m
 from .auth import check_header, read_token
+from .config import WORKER_CONFIG_ENV
 from .logs import REQUEST_ID, log_access, request_id_of
 from .metrics import Metrics
 from .ops import readiness_problems, routing_error_text, version_info
@@ -51,7 +52,7 @@ __all__ = ["ServeConfig", "build_app", "CONFIG_ENV", "openapi_document"]
 
 log = logging.getLogger("lorescan.serve")
 # how `serve` hands a ServeConfig to its worker processes (LORESCAN_SERVE_CONFIG names the user's TOML file)
-CONFIG_ENV = "LORESCAN_SERVE_WORKER_CONFIG"
+CONFIG_ENV = WORKER_CONFIG_ENV
 API_VERSION = "v1"
 
 

@@ -23,6 +23,7 @@ __all__ = ["Option", "OPTIONS", "ResolvedOptions", "add_serve_arguments", "resol
 
 ENV_PREFIX = "LORESCAN_SERVE_"
 CONFIG_FILE_ENV = "LORESCAN_SERVE_CONFIG"
+WORKER_CONFIG_ENV = "LORESCAN_SERVE_WORKER_CONFIG"   # serve -> its workers (app.CONFIG_ENV), never set by hand
 LEGACY_LOG_ENV = "LORESCAN_SERVE_LOG"          # the log level, as it was named before LORESCAN_SERVE_LOG_LEVEL
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -97,12 +98,6 @@ class ResolvedOptions:
     sources: dict[str, str]
     config_file: str | None = None
     token_source: str | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.values[name]
-        except KeyError:
-            raise AttributeError(name) from None
 
     def describe(self) -> dict[str, dict[str, Any]]:
         """The settings for the start-up log: ``{name: {"value": ..., "from": ...}}`` (no secret)."""
@@ -214,9 +209,14 @@ def resolve_options(flags: Mapping[str, Any], environ: Mapping[str, str]) -> Res
     """Every setting from ``flags`` (argparse values, None = not given), ``environ`` and the config file.
 
     Raises SettingsError (naming the flag, variable or file and field) for a value of the wrong
-    type or out of range, an unreadable config or token file, and a non-loopback host with no
+    type or out of range, an unknown ``LORESCAN_SERVE_*`` variable or file key, an unreadable config or token file, and a non-loopback host with no
     token unless ``allow_anonymous``.
     """
+    known = {o.env for o in OPTIONS} | {CONFIG_FILE_ENV, LEGACY_LOG_ENV, TOKEN_ENV, WORKER_CONFIG_ENV}
+    for name in sorted(environ):
+        if name.startswith(ENV_PREFIX) and name not in known:      # a typo would be silently ignored
+            raise SettingsError(f"unknown variable; the settings are {', '.join(sorted(o.env for o in OPTIONS))}, "
+                                f"and {CONFIG_FILE_ENV}, {TOKEN_ENV}", source=name)
     config_file = flags.get("config") or environ.get(CONFIG_FILE_ENV) or None
     from_file = _read_file(config_file) if config_file else {}
     values: dict[str, Any] = {}

@@ -11,6 +11,7 @@ from typing import Any
 
 from .app import CONFIG_ENV, ServeConfig, build_app
 from .auth import read_token
+from .config import is_loopback
 from .logs import logging_config
 from .metrics import multiprocess_dir, remove_multiprocess_dir
 
@@ -32,7 +33,7 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     """Run the service under uvicorn (blocks). ``settings`` (name -> value and source, no secret)
     is logged at start-up."""
     import uvicorn  # import-cost: the serve extra loads only when serving
-    read_token(config.token_file)                 # a bad token file fails here, not in every worker
+    token = read_token(config.token_file)         # a bad token file fails here, not in every worker
     os.makedirs(config.books_dir, exist_ok=True)
     os.environ[CONFIG_ENV] = config.to_env()
     log_config = logging_config(config.log_level, config.log_format)
@@ -40,6 +41,8 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     metrics_dir = multiprocess_dir()              # before any worker imports prometheus_client
     log.info("starting lorescan serve on %s:%d with %d worker(s)", host, port, workers,
              extra={"settings": settings or {}, "metrics_dir": metrics_dir})
+    if token is None and not is_loopback(host):    # only with --allow-anonymous (the checks refuse it otherwise)
+        log.warning("serving %s without a token: anyone who can reach it can upload, delete and scan books", host)
     # uvloop and httptools are the serve extra's fast event loop and HTTP parser (named here so
     # a missing one fails loudly instead of uvicorn falling back to the slow pure-Python ones).
     loop = "uvloop" if sys.platform != "win32" else "asyncio"
