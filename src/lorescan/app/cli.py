@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from typing import Sequence
@@ -92,6 +93,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     try:
         from ..serve.app import ServeConfig  # import-cost: a command loads only what it runs
         from ..serve.run import serve  # import-cost: as above
+        # found, not imported: the workers import it once PROMETHEUS_MULTIPROC_DIR is set
+        if importlib.util.find_spec("prometheus_client") is None:
+            raise ModuleNotFoundError(name="prometheus_client")
     except ImportError as exc:
         print(f"lorescan serve: {exc.name or exc} is missing; from a checkout: pip install \".[serve]\" "
               "(lorescan is not on a public package index yet)", file=sys.stderr)
