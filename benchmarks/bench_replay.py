@@ -21,7 +21,7 @@ import pytest
 
 from conftest import SHORT, make_book, make_chat
 
-pytest.importorskip("pyarrow", reason="replay needs pyarrow (pip install 'lorescan[replay]')")
+pytest.importorskip("pyarrow", reason="replay needs pyarrow (pip install '.[replay]')")
 
 from lorescan.replay import replay_batch  # noqa: E402
 
@@ -143,7 +143,7 @@ def bench_replay_ray_two_actors_vs_one_worker(benchmark, workload):
         pytest.skip("full mode only: Ray's fixed start-up (~15 s here) swamps a short run; "
                     "tests/test_replay_ray.py checks Ray's results")
     if importlib.util.find_spec("ray") is None:
-        pytest.skip("ray is not installed (pip install 'lorescan[ray]')")
+        pytest.skip("ray is not installed (pip install '.[ray]')")
     import ray
     book, root = workload
     t = time.perf_counter()

@@ -35,6 +35,8 @@ IMPORT_NAME = {
     "msgspec": "msgspec",
     "pyarrow": "pyarrow",
     "ray": "ray",
+    "tomli": "tomli",
+    "prometheus-client": "prometheus_client",
 }
 # Distributions the code uses without importing them, and the text in src/ that proves the use.
 USED_WITHOUT_IMPORT = {
@@ -247,3 +249,14 @@ def test_extras_used_without_an_import_are_really_used():
     text = "\n".join(p.read_text(encoding="utf-8") for p in SRC.rglob("*.py"))
     for dist in declared & set(EXTRA_USED_WITHOUT_IMPORT):
         assert EXTRA_USED_WITHOUT_IMPORT[dist] in text, dist
+
+
+def test_the_classifiers_name_the_pythons_requires_python_allows_and_the_license():
+    project = PYPROJECT["project"]
+    floor = re.fullmatch(r">=(3\.\d+)", project["requires-python"]).group(1)
+    named = sorted((c.rsplit(" :: ", 1)[1] for c in project["classifiers"]
+                    if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)), key=lambda v: int(v[2:]))
+    assert named and named[0] == floor, (named, floor)
+    assert f"{sys.version_info.major}.{sys.version_info.minor}" in named       # the Python running the tests
+    assert project["license"] == {"text": "MIT"} and "License :: OSI Approved :: MIT License" in project["classifiers"]
+    assert "urls" not in project or all(re.match(r"https://", u) for u in project["urls"].values())

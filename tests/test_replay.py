@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyarrow", reason="replay needs pyarrow (pip install 'lorescan[replay]')")
+pytest.importorskip("pyarrow", reason="replay needs pyarrow (pip install '.[replay]')")
 
 from lorescan.app.cli import main
 from lorescan.errors import LorebookError, SettingsError

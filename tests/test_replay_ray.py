@@ -20,7 +20,7 @@ def ray_runtime():
     if os.environ.get("LORESCAN_REQUIRE_RAY") != "1":
         for mod, extra in (("pyarrow", "replay"), ("ray", "ray")):
             if importlib.util.find_spec(mod) is None:
-                pytest.skip(f"{mod} is not installed (pip install 'lorescan[{extra}]')")
+                pytest.skip(f"{mod} is not installed (pip install '.[{extra}]')")
     import ray
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray

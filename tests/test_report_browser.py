@@ -53,7 +53,7 @@ def _chromium() -> str:
     try:
         import websockets.sync.client  # noqa: F401
     except ImportError:
-        _need(False, "the websockets package is missing (pip install 'lorescan[test]')")
+        _need(False, "the websockets package is missing (pip install '.[test]')")
     return str(path)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from typing import Sequence
@@ -78,35 +79,36 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    v = sub.add_parser("serve", help="run the engine as an HTTP service (needs lorescan[serve])")
-    v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    v.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    v.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    v.add_argument("--books-dir", default="lorescan-books", help="where compiled books are stored")
-    v.add_argument("--book-cache-mb", type=float, default=512, help="in-memory compiled books per worker")
-    v.add_argument("--chat-cache-chats", type=int, default=1000, help="chats whose hit cache a worker keeps")
-    v.add_argument("--chat-cache-texts", type=int, default=256, help="texts one chat's hit cache keeps")
-    v.add_argument("--chat-cache-mb", type=float, default=256, help="bytes of those hit caches per worker")
-    v.add_argument("--max-body-mb", type=float, default=16, help="largest scan request body")
-    v.add_argument("--max-upload-mb", type=float, default=64, help="largest book upload")
-    v.add_argument("--time-limit", type=float, default=10.0, help="seconds per scan request (503 past it)")
-    v.add_argument("--token-file", default=None,
-                   help="bearer token file (default: $LORESCAN_SERVE_TOKEN; neither: no auth)")
+    from ..serve.config import add_serve_arguments  # import-cost: the serve parser's module loads with it
+    v = sub.add_parser("serve", help='run the engine as an HTTP service (needs the serve extra: pip install ".[serve]")',
+                       description="Every setting is also a LORESCAN_SERVE_* variable and a key of the --config "
+                                   "TOML file; precedence: flag > environment > file > default.")
+    add_serve_arguments(v)
     v.set_defaults(func=_cmd_serve)
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from ..serve.config import resolve_options  # import-cost: the serve command's checks load when it runs
+    opts = resolve_options(vars(args), os.environ)       # a bad setting: SettingsError, one line, exit 2
     try:
-        from ..serve.app import ServeConfig, serve  # import-cost: a command loads only what it runs
+        from ..serve.app import ServeConfig  # import-cost: a command loads only what it runs
+        from ..serve.run import serve  # import-cost: as above
+        # found, not imported: the workers import it once PROMETHEUS_MULTIPROC_DIR is set
+        if importlib.util.find_spec("prometheus_client") is None:
+            raise ModuleNotFoundError(name="prometheus_client")
     except ImportError as exc:
-        print(f"lorescan serve: {exc.name or exc} is missing; install lorescan[serve]", file=sys.stderr)
+        print(f"lorescan serve: {exc.name or exc} is missing; from a checkout: pip install \".[serve]\" "
+              "(lorescan is not on a public package index yet)", file=sys.stderr)
         return 2
-    config = ServeConfig(books_dir=args.books_dir, book_cache_mb=args.book_cache_mb,
-                         chat_cache_chats=args.chat_cache_chats, chat_cache_texts=args.chat_cache_texts,
-                         chat_cache_mb=args.chat_cache_mb,
-                         max_body_mb=args.max_body_mb, max_upload_mb=args.max_upload_mb,
-                         time_limit=args.time_limit, token_file=args.token_file)
-    serve(config, host=args.host, port=args.port, workers=args.workers)
+    v = opts.values
+    config = ServeConfig(books_dir=v["books_dir"], book_cache_mb=v["book_cache_mb"],
+                         chat_cache_chats=v["chat_cache_chats"], chat_cache_texts=v["chat_cache_texts"],
+                         chat_cache_mb=v["chat_cache_mb"], max_body_mb=v["max_body_mb"],
+                         max_upload_mb=v["max_upload_mb"], time_limit=v["time_limit"],
+                         upload_time_limit=v["upload_time_limit"], token_file=v["token_file"],
+                         engines=v["engines"], access_log=v["access_log"], log_level=v["log_level"],
+                         log_format=v["log_format"])
+    serve(config, host=v["host"], port=v["port"], workers=v["workers"], settings=opts.describe())
     return 0
 
 

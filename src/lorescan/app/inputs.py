@@ -182,7 +182,10 @@ def _load_settings_file(path: str) -> dict[str, Any]:
         raise SettingsError("the settings file is not UTF-8", source=path) from exc
     data: Any
     if path.lower().endswith(".toml"):
-        import tomllib
+        try:
+            import tomllib
+        except ModuleNotFoundError:     # Python 3.10: tomli is a dependency there (pyproject.toml)
+            import tomli as tomllib  # type: ignore[no-redef]  # import-cost: the 3.10 fallback of the stdlib tomllib
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -1,8 +1,8 @@
 """Replaying many chats against a lorebook, turn by turn, in process, on a local process
 pool or on Ray; rows out as Parquet; a summary over them.
 
-pyarrow (``lorescan[replay]``) and Ray (``lorescan[ray]``) are optional and imported only
-when used.
+pyarrow (the ``replay`` extra: ``pip install ".[replay]"`` from a checkout) and Ray
+(``".[ray]"``) are optional and imported only when used.
 """
 from .chats import Chat, ChatItem, Problem, iter_items, parse_item
 from .run import RunInfo, replay_batch

@@ -114,7 +114,8 @@ def _settings(path: str | None) -> dict[str, Any]:
 
 def _need(module: str, extra: str) -> None:
     if importlib.util.find_spec(module) is None:
-        raise LorebookError(f"needs {module}: pip install 'lorescan[{extra}]'", source="replay-batch")
+        raise LorebookError(f"needs {module}: pip install \".[{extra}]\" from a checkout (lorescan is not on a "
+                            "public index yet)", source="replay-batch")
 
 
 def replay_batch_command(args: argparse.Namespace, *, out: TextIO) -> int:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
-import sys
 import gc
 import json
 import logging
@@ -28,8 +28,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable, MutableMapping, Sequ
 
 import msgspec
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import LorebookError
@@ -41,13 +42,17 @@ from ..slot import BookSettings, SlotBook, SlotEngine
 from ..tokens import TiktokenCounter, count_words
 from . import models as m
 from .auth import check_header, read_token
-from .metrics import Metrics, render
+from .config import WORKER_CONFIG_ENV
+from .logs import REQUEST_ID, log_access, request_id_of
+from .metrics import Metrics
+from .ops import readiness_problems, routing_error_text, version_info
 from .store import BookNotFound, BookStore
 
-__all__ = ["ServeConfig", "create_app", "build_app", "CONFIG_ENV"]
+__all__ = ["ServeConfig", "build_app", "CONFIG_ENV", "openapi_document"]
 
 log = logging.getLogger("lorescan.serve")
-CONFIG_ENV = "LORESCAN_SERVE_CONFIG"
+# how `serve` hands a ServeConfig to its worker processes (LORESCAN_SERVE_CONFIG names the user's TOML file)
+CONFIG_ENV = WORKER_CONFIG_ENV
 API_VERSION = "v1"
 
 
@@ -62,6 +67,7 @@ class ServeConfig:
     largest book upload. ``time_limit``: seconds per scan request (503 past it);
     ``upload_time_limit``: seconds per upload. ``token_file``: bearer token file (else
     ``LORESCAN_SERVE_TOKEN``; neither = no auth). ``engines``: engines kept per worker.
+    ``access_log``: one log line per request; ``log_level``, ``log_format`` (``json`` or ``text``).
     """
 
     books_dir: str = "lorescan-books"
@@ -75,6 +81,9 @@ class ServeConfig:
     upload_time_limit: float = 120.0
     token_file: str | None = None
     engines: int = 32
+    access_log: bool = False
+    log_level: str = "info"
+    log_format: str = "json"
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -208,7 +217,8 @@ class Runtime:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         self.store = BookStore(config.books_dir, cache_bytes=int(config.book_cache_mb * (1 << 20)))
-        self.metrics = Metrics(os.path.join(self.store.directory, ".metrics"))
+        self.metrics = Metrics()
+        self.ready = False              # set once the engine thread has run its first job
         self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)),
                                 config.chat_cache_texts)
         self.engines: OrderedDict[tuple, Any] = OrderedDict()
@@ -235,7 +245,8 @@ class Runtime:
                 if timing is not None:
                     timing[:] = [started - submitted, time.monotonic() - started]
 
-        future = asyncio.get_running_loop().run_in_executor(self.executor, job)
+        # the job runs in a copy of the request's context: its log lines carry the request id
+        future = asyncio.get_running_loop().run_in_executor(self.executor, contextvars.copy_context().run, job)
         # a job that outlives its request ends unobserved: retrieve its outcome so asyncio does
         # not log "exception was never retrieved" for a 4xx it raised
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -412,12 +423,10 @@ class Runtime:
 
     def gauges(self) -> None:
         mt = self.metrics
-        mt.set("lorescan_books_loaded", self.store.loaded)
-        mt.set("lorescan_books_loaded_bytes", self.store.nbytes)
         mt.set("lorescan_chats_cached", len(self.chats))
         mt.set("lorescan_chat_cache_bytes", self.chats.nbytes)
-        mt.counters[("lorescan_book_file_loads_total", ())] = self.store.file_loads
-        mt.counters[("lorescan_book_compiles_total", ())] = self.store.compiles
+        mt.follow_store(self.store)
+        mt.sample_process()
 
 
 # -- HTTP -------------------------------------------------------------------------------------
@@ -460,13 +469,23 @@ def build_app(config: ServeConfig) -> Starlette:
     max_body = int(config.max_body_mb * (1 << 20))
     max_upload = int(config.max_upload_mb * (1 << 20))
     openapi = msgspec.json.encode(openapi_document())
+    version_bytes = msgspec.json.encode(version_info())
 
     async def healthz(request: Request) -> Response:
         return _json(b'{"status":"ok"}')
 
+    async def readyz(request: Request) -> Response:
+        problems = readiness_problems(rt.store.directory, started=rt.ready)
+        if problems:
+            raise HTTPError(503, "not ready: " + "; ".join(problems), reasons=problems)
+        return _json(msgspec.json.encode({"status": "ready", "books_dir": rt.store.directory}))
+
+    async def version(request: Request) -> Response:
+        return _json(version_bytes)
+
     async def metrics(request: Request) -> Response:
         rt.gauges()
-        return PlainTextResponse(render(rt.metrics.gather()), media_type="text/plain; version=0.0.4")
+        return Response(rt.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def openapi_json(request: Request) -> Response:
         return _json(openapi)
@@ -560,6 +579,8 @@ def build_app(config: ServeConfig) -> Starlette:
 
     routes = [
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
+        Route("/readyz", readyz, methods=["GET"], name="readyz"),
+        Route("/version", version, methods=["GET"], name="version"),
         Route("/metrics", metrics, methods=["GET"], name="metrics"),
         Route("/openapi.json", openapi_json, methods=["GET"], name="openapi"),
         Route("/v1/books", books_post, methods=["POST"], name="books"),
@@ -574,6 +595,11 @@ def build_app(config: ServeConfig) -> Starlette:
         headers = {"www-authenticate": "Bearer"} if exc.status == 401 else None
         return JSONResponse(exc.body, status_code=exc.status, headers=headers)
 
+    async def routing_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)    # Starlette's 404 (no route) and 405 (wrong method)
+        text = routing_error_text(request.method, request.url.path, exc.status_code, exc.headers, exc.detail)
+        return JSONResponse({"error": text}, status_code=exc.status_code, headers=exc.headers)
+
     async def internal_error(request: Request, exc: Exception) -> Response:
         log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
@@ -581,24 +607,27 @@ def build_app(config: ServeConfig) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async def publish() -> None:      # other workers' /metrics read this worker's numbers
+        async def publish() -> None:      # other workers' /metrics read this worker's gauges
             while True:
                 await asyncio.sleep(1.0)
                 try:
                     rt.gauges()
-                    rt.metrics.maybe_publish(force=True)
                 except Exception:  # noqa: BLE001 - a full disk must not stop the worker's numbers for good
-                    log.exception("could not publish this worker's metrics")
+                    log.exception("could not update this worker's metrics")
 
+        await rt.run(lambda: None, 60.0)          # the engine thread runs: the worker is ready
+        rt.ready = True
         task = asyncio.create_task(publish())
         try:
             yield
         finally:
+            rt.ready = False
             task.cancel()
             rt.metrics.withdraw()
             rt.executor.shutdown(wait=False, cancel_futures=True)
 
-    app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, Exception: internal_error},
+    app = Starlette(routes=routes, exception_handlers={HTTPError: http_error, StarletteHTTPException: routing_error,
+                                                       Exception: internal_error},
                     lifespan=lifespan)
     app.state.runtime = rt
     return _Guard(app, rt)  # type: ignore[return-value]
@@ -607,7 +636,8 @@ def build_app(config: ServeConfig) -> Starlette:
 class _Guard:
     """Outermost ASGI layer: auth, error bodies, the 'nothing crashes a worker' net, metrics."""
 
-    _ROUTES = {"/healthz": "healthz", "/metrics": "metrics", "/openapi.json": "openapi",
+    _ROUTES = {"/healthz": "healthz", "/readyz": "readyz", "/version": "version", "/metrics": "metrics",
+               "/openapi.json": "openapi",
                "/v1/books": "books", "/v1/st/scan": "st_scan", "/v1/slot/run": "slot_run"}
 
     def __init__(self, app: Starlette, rt: Runtime) -> None:
@@ -630,18 +660,21 @@ class _Guard:
         t0 = time.perf_counter()
         route = self._route(scope["path"])
         status = {"code": 500, "sent": False}
+        rid = request_id_of(scope)
+        rid_token = REQUEST_ID.set(rid)
 
         async def send_wrapped(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
                 status["sent"] = True
                 message["headers"] = [*message.get("headers", ()), (b"x-lorescan-worker", self.pid),
+                                      (b"x-request-id", rid.encode()),
                                       (b"server-timing", b"app;dur=%.3f" % ((time.perf_counter() - t0) * 1000))]
             await send(message)
 
         try:
             token = self.rt.token
-            if token is not None and route != "healthz":
+            if token is not None and route not in ("healthz", "readyz"):
                 auth = None
                 for k, v in scope["headers"]:
                     if k == b"authorization":
@@ -663,18 +696,11 @@ class _Guard:
             mt = self.rt.metrics
             mt.inc("lorescan_requests_total", route=route, method=scope.get("method", ""),
                    status=str(status["code"]))
-            mt.observe("lorescan_request_seconds", time.perf_counter() - t0, route=route)
-
-
-def create_app() -> Any:
-    """Factory for uvicorn workers: the config comes from ``LORESCAN_SERVE_CONFIG``."""
-    level = os.environ.get("LORESCAN_SERVE_LOG", "INFO").upper()
-    logging.getLogger("lorescan.serve").setLevel(level)
-    if not logging.getLogger("lorescan.serve").handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s:     lorescan: %(message)s"))
-        logging.getLogger("lorescan.serve").addHandler(handler)
-    return build_app(ServeConfig.from_env())
+            elapsed = time.perf_counter() - t0
+            mt.observe("lorescan_request_seconds", elapsed, route=route)
+            if self.rt.config.access_log:
+                log_access(scope, route, status["code"], elapsed)
+            REQUEST_ID.reset(rid_token)
 
 
 # -- OpenAPI --------------------------------------------------------------------------------
@@ -705,6 +731,11 @@ def openapi_document() -> dict[str, Any]:
                  "description": "Exact, fast lorebook (World Info) engine as an HTTP service. See docs/service.md."},
         "paths": {
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "ok"}}}},
+            "/readyz": {"get": {"summary": "Readiness: the books directory is usable and the worker has started",
+                                "responses": {"200": {"description": "ready"},
+                                              "503": {"description": "not ready; `reasons` says why", **body(err)}}}},
+            "/version": {"get": {"summary": "Package version, kernels (native or python) and Python version",
+                                 "responses": {"200": {"description": "the build"}, "401": errors["401"]}}},
             "/metrics": {"get": {"summary": "Prometheus metrics (text format)",
                                  "responses": {"200": {"description": "metrics",
                                                        "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
@@ -745,18 +776,3 @@ def openapi_document() -> dict[str, Any]:
         "components": {"schemas": components,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
     }
-
-
-def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, workers: int = 1,
-          log_level: str = "info", access_log: bool = False) -> None:
-    """Run the service under uvicorn (blocks)."""
-    import uvicorn  # import-cost: the serve extra loads only when serving
-    read_token(config.token_file)                 # a bad token file fails here, not in every worker
-    os.makedirs(config.books_dir, exist_ok=True)
-    os.environ[CONFIG_ENV] = config.to_env()
-    # uvloop and httptools are the serve extra's fast event loop and HTTP parser (named here so
-    # a missing one fails loudly instead of uvicorn falling back to the slow pure-Python ones).
-    loop = "uvloop" if sys.platform != "win32" else "asyncio"
-    uvicorn.run("lorescan.serve.app:create_app", factory=True, host=host, port=port,
-                workers=workers if workers > 1 else None, log_level=log_level, access_log=access_log,
-                loop=loop, http="httptools")

@@ -287,13 +287,15 @@ class BookList(Struct):
 
 class ErrorBody(Struct):
     """Every error answer: ``error`` says what is wrong; ``path`` locates it in the request
-    (422); ``source``/``entry``/``field`` locate it in a book (400)."""
+    (422); ``source``/``entry``/``field`` locate it in a book (400); ``reasons`` lists why a
+    worker is not ready (503 from /readyz)."""
 
     error: str
     path: Union[str, None] = None
     source: Union[str, None] = None
     entry: Union[int, str, None] = None
     field: Union[str, None] = None
+    reasons: Union[list[str], None] = None
 
 
 def decoder(kind: type) -> msgspec.json.Decoder:

@@ -114,7 +114,8 @@ class BookStore:
         self._version = _version()
         self.compiles = 0           # counters for /metrics
         self.file_loads = 0
-        self.hits = 0
+        self.hits = 0               # in-memory LRU hits and misses (a miss reads a file or compiles)
+        self.misses = 0
         self.on_change: Callable[[], None] | None = None
 
     # -- paths ----------------------------------------------------------------------------
@@ -228,6 +229,7 @@ class BookStore:
                 self._lru.move_to_end(key)
                 self.hits += 1
                 return found[0]
+            self.misses += 1
         path = self._compiled_path(book_id, options)
         try:
             t0 = time.perf_counter()
