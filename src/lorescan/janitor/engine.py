@@ -14,13 +14,14 @@ text, and repeats the trigger pass to a fixed point; everything else is the scri
 """
 from __future__ import annotations
 
+import heapq
 import math
 import random as _random
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import LorebookError
-from ..js.coerce import is_js_number, js_get, js_length, js_number_to_string, js_parse_int, js_string
-from ..js.coerce import utf16_sort_key
+from ..js.coerce import is_js_number, js_get, js_length, js_parse_int, js_string
+from ..js.coerce import js_sorted
 from ..model import js_truthy
 from .entries import Entry, TermTable, read_book
 from .normalise import IMPROVED, PROFILES, SCRIPT, normalise_improved, normalise_script
@@ -101,6 +102,17 @@ class JanitorEngine:
         self.entries: tuple[Entry, ...] = read_book(book, self.terms, self._norm)
         self.scanner = TermScanner(self.terms.terms, profile)
         self._norm_cache: dict[str, str] = {}
+        # the fast path visits only entries a matched keyword or an emitted tag can reach
+        self.always_on = tuple(e.index for e in self.entries if e.always_on)
+        by_term: dict[int, list[int]] = {}
+        by_tag: dict[str, list[int]] = {}
+        for e in self.entries:
+            for t in set(e.keywords):
+                by_term.setdefault(t, []).append(e.index)
+            if e.tag is not None:
+                by_tag.setdefault(e.tag, []).append(e.index)
+        self.by_term = {t: tuple(v) for t, v in by_term.items()}
+        self.by_tag = {t: tuple(v) for t, v in by_tag.items()}
 
     # -- the window ---------------------------------------------------------------------
     def normalise(self, text: str) -> str:
@@ -133,6 +145,16 @@ class JanitorEngine:
         return ([single] if single else []), count
 
     def _window_items(self, lm: Any, length: float) -> list[str]:
+        if isinstance(lm, list):
+            out = []
+            for item in lm[max(0, length - self.window_depth):]:
+                msg = item.get("message") if isinstance(item, dict) else None
+                if isinstance(msg, str):
+                    out.append(msg)
+                else:
+                    msg = js_get(item, "message") if js_truthy(item) else None
+                    out.append(msg if isinstance(msg, str) else "" if item is None else js_string(item))
+            return out
         i: float = max(0, length - self.window_depth)
         out: list[str] = []
         while i < length:
@@ -279,23 +301,27 @@ class _Run:
             tags.update(e.triggers)
             self._note(e, stage, "accepted", detail)
 
-        for e in entries:                                        # the direct pass
+        candidates = set(engine.always_on)
+        by_term = engine.by_term
+        for t in self.matched:
+            candidates.update(by_term.get(t, ()))
+        for i in sorted(candidates):                              # the direct pass
+            e = entries[i]
             pos = self._hit(e)
-            if pos is None:
-                self._note(e, "direct", "no_keyword", {})
+            if pos is None:                                       # only reached through a term
                 continue
             why, detail = self._stop(e, _NO_TAGS)
             detail["keyword"] = pos
             if why is not None:
                 self._note(e, "direct", why, detail)
-                self.log.append(f"filtered entry[{e.index}]")
+                self.log.append(f"filtered entry[{i}]")
                 continue
             accept(e, "direct", detail)
-            trace["direct"].append(e.index)
-            self.log.append(f"hit entry[{e.index}] p={js_number_to_string(e.priority)}")
+            trace["direct"].append(i)
+            self.log.append(f"hit entry[{i}] p={e.p_text}")
 
         self._trigger_pass(entries, picked, tags, accept)
-        trace["tags"] = sorted(tags, key=utf16_sort_key)
+        trace["tags"] = js_sorted(tags)
 
         limit = engine.apply_limit
         trace["apply_limit"] = limit
@@ -332,11 +358,13 @@ class _Run:
                     continue
                 self._note(sh, "shift", "applied", detail, shift=sh.index)
                 self._texts(sh, bufp, bufs)
-        trace["post_shift_tags"] = sorted(post_tags, key=utf16_sort_key)
+        trace["post_shift_tags"] = js_sorted(post_tags)
 
         union = tags | post_tags
-        for e in entries:                                        # the post-shift pass
-            if picked[e.index] or e.tag is None or e.tag not in post_tags:
+        post = sorted({i for t in post_tags for i in engine.by_tag.get(t, ())})
+        for i in post:                                           # the post-shift pass
+            e = entries[i]
+            if picked[i]:
                 continue
             why, detail = self._stop(e, union)
             if why is not None:
@@ -346,30 +374,43 @@ class _Run:
             self._note(e, "post_shift", "applied", detail)
             self._texts(e, bufp, bufs)
             trace["post_shift"].append(e.index)
-            self.log.append(f"post-shift triggered entry[{e.index}] p={js_number_to_string(e.priority)}")
+            self.log.append(f"post-shift triggered entry[{e.index}] p={e.p_text}")
         return "".join(bufp), "".join(bufs)
 
     def _trigger_pass(self, entries: Sequence[Entry], picked: list[bool], tags: set[str],
                       accept: Callable[[Entry, str, dict], None]) -> None:
+        """The script's single front-to-back pass over entries whose tag was emitted: an
+        entry sees the tags of the direct pass and of the entries accepted before it. The
+        improved profile repeats the pass until no tag is added (an entry stopped by a
+        gate other than a tag gate is not retried)."""
+        by_tag = self.engine.by_tag
         fixed_point = self.engine.profile == IMPROVED
         final: set[int] = set()
         while True:
             before = len(tags)
-            for e in entries:
-                if picked[e.index] or e.index in final:
+            heap = sorted({i for t in tags for i in by_tag.get(t, ()) if not picked[i] and i not in final})
+            seen: set[int] = set()
+            while heap:
+                i = heapq.heappop(heap)
+                if i in seen:
                     continue
-                if e.tag is None or e.tag not in tags:
-                    continue
+                seen.add(i)
+                e = entries[i]
                 why, detail = self._stop(e, tags)
                 if why is not None:
                     self._note(e, "trigger", why, detail)
-                    self.log.append(f"filtered triggered entry[{e.index}]")
+                    self.log.append(f"filtered triggered entry[{i}]")
                     if not why.startswith("tags_"):
-                        final.add(e.index)
+                        final.add(i)
                     continue
+                new = [t for t in e.triggers if t not in tags]
                 accept(e, "trigger", detail)
-                self.trace["triggered"].append(e.index)
-                self.log.append(f"triggered entry[{e.index}] p={js_number_to_string(e.priority)}")
+                self.trace["triggered"].append(i)
+                self.log.append(f"triggered entry[{i}] p={e.p_text}")
+                for t in new:                          # later entries only: the pass runs forward
+                    for j in by_tag.get(t, ()):
+                        if j > i and not picked[j] and j not in seen and j not in final:
+                            heapq.heappush(heap, j)
             if not fixed_point or len(tags) == before:
                 return
 

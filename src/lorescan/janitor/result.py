@@ -2,8 +2,8 @@
 record ``explain`` reads."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, NamedTuple
 
 __all__ = ["JanitorResult", "JanitorError", "Decision", "TRACE_FIELDS"]
 
@@ -21,8 +21,7 @@ class JanitorError:
         return {"name": self.name, "message": self.message}
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     """How one entry (``shift`` is None) or one shift of it fared in one stage.
 
     ``stage``: ``"direct"``, ``"trigger"``, ``"shift"``, ``"post_shift"``, ``"select"``;
@@ -37,7 +36,7 @@ class Decision:
     shift: int | None
     stage: str
     outcome: str
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    detail: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
