@@ -124,15 +124,16 @@ class JanitorEngine:
             got = self._norm_cache[text] = self._norm(text)
         return got
 
-    def read_window(self, context: Any) -> tuple[list[str], Any]:
-        """The window's messages (raw strings, oldest first) and the message count."""
+    def read_window(self, context: Any) -> tuple[list[str], Any, bool]:
+        """The window's messages (raw strings, oldest first), the message count, and whether
+        they came from ``last_messages`` (else from ``lastMessage`` / ``last_message``)."""
         chat = js_get(context, "chat") if js_truthy(context) else None
         lm = js_get(chat, "last_messages") if js_truthy(chat) else None
         length = js_length(lm) if js_truthy(lm) else None
         if is_js_number(length):
             count: Any = length
             if length > 0:
-                return self._window_items(lm, length), count
+                return self._window_items(lm, length), count, True
         else:
             count = 0
             mc = js_get(chat, "message_count") if js_truthy(chat) else None
@@ -142,7 +143,7 @@ class JanitorEngine:
         if js_truthy(chat):
             a, b = js_get(chat, "lastMessage"), js_get(chat, "last_message")
             single = (a if isinstance(a, str) else "") or (b if isinstance(b, str) else "")
-        return ([single] if single else []), count
+        return ([single] if single else []), count, False
 
     def _window_items(self, lm: Any, length: float) -> list[str]:
         if isinstance(lm, list):
@@ -172,8 +173,14 @@ class JanitorEngine:
 
     # -- one run ------------------------------------------------------------------------
     def run(self, context: Any, random: Callable[[], float] | Sequence[float] | None = None) -> JanitorResult:
-        """One run of the script on ``context``; ``random`` replaces ``Math.random``."""
+        """One run of the script on ``context``; ``random`` replaces ``Math.random`` (a
+        zero-argument callable, or a sequence of the values to return in order)."""
         return _Run(self, context, _random_source(random)).result()
+
+    def explain(self, context: Any, index: int | None = None,
+                random: Callable[[], float] | Sequence[float] | None = None) -> str:
+        """Run once and explain every entry (or only entry ``index``): see ``JanitorResult.explain``."""
+        return self.run(context, random=random).explain(index)
 
 
 class _Run:
@@ -190,6 +197,7 @@ class _Run:
         self.trace.update(direct=[], triggered=[], post_shift=[], tags=[], post_shift_tags=[], log=self.log)
         self.context = context
         self.parts: tuple[str, ...] = ()
+        self.window_start = 0
 
     # -- gates ---------------------------------------------------------------------------
     def _stop(self, e: Entry, tags: Iterable[str] | frozenset[str] | set[str]) -> tuple[str | None, dict]:
@@ -271,13 +279,14 @@ class _Run:
 
     def _finish(self, texts: tuple[str | None, str | None], error: JanitorError | None) -> JanitorResult:
         return JanitorResult(texts[0], texts[1], error, self.calls, self.trace, tuple(self.decisions),
-                             self.parts, self.engine.profile)
+                             self.parts, self.engine.profile, self.window_start, self.engine)
 
     def _script(self, context: Any, character: Any) -> tuple[str, str]:
         engine = self.engine
         trace = self.trace
         trace["window_depth"] = engine.window_depth
-        raw, self.count = engine.read_window(context)
+        raw, self.count, from_array = engine.read_window(context)
+        self.window_start = max(0, math.ceil(self.count - len(raw))) if from_array else -1
         norms = [engine.normalise(m) for m in raw]
         self.parts = tuple(norms)
         trace["haystack"] = " " + " ".join(n for n in norms if n) + " "
@@ -294,7 +303,7 @@ class _Run:
 
         def accept(e: Entry, stage: str, detail: dict) -> None:
             if not e.bucket_ok:
-                self._note(e, stage, "bucket", {"priority": e.priority})
+                self._note(e, stage, "bucket", {**detail, "priority": e.priority})
                 raise _Throw("TypeError", "Cannot read properties of undefined (reading 'push')")
             buckets[int(e.priority)].append(e.index)
             picked[e.index] = True

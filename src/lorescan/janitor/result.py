@@ -2,7 +2,7 @@
 record ``explain`` reads."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 __all__ = ["JanitorResult", "JanitorError", "Decision", "TRACE_FIELDS"]
@@ -54,8 +54,10 @@ class JanitorResult:
     random_calls: int
     trace: Mapping[str, Any]
     decisions: tuple[Decision, ...] = ()
-    haystack_parts: tuple[str, ...] = ()
+    haystack_parts: tuple[str, ...] = ()     # each window message normalised, oldest first
     profile: str = "script"
+    window_start: int = 0                    # last_messages index of the window's first message (-1: last_message)
+    engine: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The vectors' ``expected`` shape."""
@@ -64,10 +66,15 @@ class JanitorResult:
                 "random_calls": self.random_calls,
                 "trace": {k: _plain(self.trace.get(k)) for k in TRACE_FIELDS}}
 
-    def explain(self, index: int | None = None, book: Any = None) -> str:
-        """Readable account of why each entry (or entry ``index``) did or did not apply."""
-        from .explain import explain_result  # import-cost: explain is text formatting, loaded on use
-        return explain_result(self, index)
+    def explain(self, index: int | None = None) -> str:
+        """Readable account of why each entry (or only entry ``index``) did or did not apply."""
+        from .explain import explain_text  # import-cost: explain is text formatting, loaded on use
+        return explain_text(self, index)
+
+    def explanations(self, index: int | None = None) -> list[Any]:
+        """The same account as :class:`~lorescan.janitor.explain.EntryExplanation` records."""
+        from .explain import explain_entries  # import-cost: explain is text formatting, loaded on use
+        return explain_entries(self, index)
 
 
 def _plain(v: Any) -> Any:
