@@ -10,9 +10,9 @@ from lorescan.janitor import JanitorEngine
 from lorescan.janitor.entries import TermTable
 from lorescan.janitor.normalise import SCRIPT, normalise_script
 from lorescan.janitor.scan import TermScanner
+from tests.support.janitor_gen import WORDS, random_book as _book
 from tests.support.janitor_reference import has_term, normalise, run_reference
 
-WORDS = ["dark", "dar", "darkness", "ma", "mage", "mages", "12", "a1", "dark12", "the", "x"]
 NOISE = [" ", "  ", ",", "-", "_", "!", "\t", "\n", "\u00a0", "\u0085", "é", "İ", "\u212a", "*", "'"]
 
 words = st.sampled_from(WORDS)
@@ -54,47 +54,6 @@ def test_a_phrase_across_three_messages_and_a_spaced_stem_at_a_join():
     got = scanner.scan(["mage", "12 dark"])          # the next message's first word has a digit
     assert foo_any not in got
     assert foo_end in scanner.scan(["dark x"]) and foo_end not in scanner.scan(["dark x", "a1"])
-
-
-def _book(draw_rng: _random.Random, n: int) -> list:
-    tags = ["t0", "t1", "t2", 7, "7"]
-    book = []
-    for _ in range(n):
-        e: dict = {}
-        r = draw_rng.random
-        if r() < 0.8:
-            e["keywords"] = [draw_rng.choice(WORDS) + draw_rng.choice(["", "*", " mage", " *"])
-                             for _ in range(draw_rng.randint(1, 3))]
-        for key in ("requireAny", "requireAll", "requireNone", "notAll", "block"):
-            if r() < 0.15:
-                e[key] = [draw_rng.choice(WORDS) for _ in range(draw_rng.randint(1, 2))]
-        if r() < 0.1:
-            e["requires"] = {"any": [draw_rng.choice(WORDS)]}
-        if r() < 0.3:
-            e["tag"] = draw_rng.choice(tags)
-        if r() < 0.3:
-            e["triggers"] = draw_rng.sample(tags, draw_rng.randint(1, 2))
-        for key in ("andAnyTags", "notAnyTags", "andAllTags", "notAllTags"):
-            if r() < 0.08:
-                e[key] = [draw_rng.choice(tags)]
-        if r() < 0.5:
-            e["priority"] = draw_rng.choice([1, 2, 3, 4, 5, "4", None, 9, -1])
-        if r() < 0.3:
-            e["probability"] = draw_rng.choice([0, 0.5, 1, "50%", "0.3", "junk"])
-        if r() < 0.15:
-            e["minMessages"] = draw_rng.randint(0, 4)
-        if r() < 0.1:
-            e["maxMessages"] = draw_rng.choice([2, 6, None])
-        if r() < 0.1:
-            e["nameBlock"] = [draw_rng.choice(["Mira", "mi", "Mira Vale", "x"])]
-        if r() < 0.2:
-            e["Shifts"] = [{"keywords": [draw_rng.choice(WORDS)], "personality": "shift",
-                            "triggers": [draw_rng.choice(tags)]} for _ in range(draw_rng.randint(1, 2))]
-        e["personality"] = f"P{len(book)}"
-        if r() < 0.3:
-            e["scenario"] = f"S{len(book)}"
-        book.append(e)
-    return book
 
 
 @settings(max_examples=150, deadline=None)

@@ -389,15 +389,21 @@ class _Run:
     def _trigger_pass(self, entries: Sequence[Entry], picked: list[bool], tags: set[str],
                       accept: Callable[[Entry, str, dict], None]) -> None:
         """The script's single front-to-back pass over entries whose tag was emitted: an
-        entry sees the tags of the direct pass and of the entries accepted before it. The
-        improved profile repeats the pass until no tag is added (an entry stopped by a
-        gate other than a tag gate is not retried)."""
+        entry sees the tags of the direct pass and of the entries accepted before it.
+
+        The improved profile repeats the pass while it adds tags. A later pass evaluates an
+        entry whose tag became active only then, and one that a positive tag gate
+        (``andAnyTags`` / ``andAllTags``) stopped, once one of that gate's tags is new;
+        any other stop is final (the text, the count and the roll do not change)."""
         by_tag = self.engine.by_tag
         fixed_point = self.engine.profile == IMPROVED
         final: set[int] = set()
+        waiting: dict[int, frozenset[str]] = {}
+        new_tags: set[str] = set(tags)
         while True:
-            before = len(tags)
-            heap = sorted({i for t in tags for i in by_tag.get(t, ()) if not picked[i] and i not in final})
+            before = set(tags)
+            heap = sorted({i for t in tags for i in by_tag.get(t, ())
+                           if not picked[i] and i not in final and (i not in waiting or waiting[i] & new_tags)})
             seen: set[int] = set()
             while heap:
                 i = heapq.heappop(heap)
@@ -409,18 +415,22 @@ class _Run:
                 if why is not None:
                     self._note(e, "trigger", why, detail)
                     self.log.append(f"filtered triggered entry[{i}]")
-                    if not why.startswith("tags_"):
+                    if why in ("tags_any", "tags_all"):
+                        waiting[i] = frozenset(e.any_tags + e.all_tags)
+                    else:
                         final.add(i)
                     continue
+                waiting.pop(i, None)
                 new = [t for t in e.triggers if t not in tags]
                 accept(e, "trigger", detail)
                 self.trace["triggered"].append(i)
                 self.log.append(f"triggered entry[{i}] p={e.p_text}")
                 for t in new:                          # later entries only: the pass runs forward
                     for j in by_tag.get(t, ()):
-                        if j > i and not picked[j] and j not in seen and j not in final:
+                        if j > i and not picked[j] and j not in seen and j not in final and j not in waiting:
                             heapq.heappush(heap, j)
-            if not fixed_point or len(tags) == before:
+            new_tags = tags - before
+            if not fixed_point or not new_tags:
                 return
 
     @staticmethod

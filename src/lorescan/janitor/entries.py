@@ -1,4 +1,4 @@
-"""Reading the raw ``dynamicLore`` value with the script's own coercions (docs/janitor-mode.md#entries).
+"""Reading the raw ``dynamicLore`` value with the script's own coercions (docs/janitor-mode.md#janitor-entries).
 
 Nothing here rejects input: the script accepts any JSON, and so do we. A book that is not
 an array has no entries; an entry that is not an object has no fields (it is always-on and

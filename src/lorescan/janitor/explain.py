@@ -1,4 +1,4 @@
-"""Why each entry of a JanitorAI book did or did not apply in one run (docs/janitor-mode.md#explain).
+"""Why each entry of a JanitorAI book did or did not apply in one run (docs/janitor-mode.md#janitor-explain).
 
 Built from the run's decisions (the engine notes every evaluation it makes, in order) and
 its normalised window: which keyword hit and where (the window message and the offset in

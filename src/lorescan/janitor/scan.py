@@ -1,5 +1,5 @@
 """The fast path: every term of a book in one pyahocorasick automaton over the haystack,
-with a per-message cache (docs/janitor-mode.md#fast-path).
+with a per-message cache (docs/janitor-mode.md#janitor-fast-path).
 
 The haystack of a window is ``" " + " ".join(parts) + " "`` where ``parts`` are the
 non-empty normalised messages. A term's occurrence either lies inside one message's own
