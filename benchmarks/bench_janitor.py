@@ -1,5 +1,6 @@
 """JanitorAI script engine: a turn of a growing chat, against the straightforward per-entry
-implementation (tests/support/janitor_reference.py: a regex per term per entry, every turn).
+implementation (tests/support/janitor_reference.py: a regex search per term per entry, every
+turn, with the compiled regexes cached so the baseline is not dominated by compiling).
 
 Books are the synthetic ones of conftest.py turned into ``dynamicLore`` entries (keywords
 from the keys, some wildcards, gates, tags and triggers, a few shifts); the chat is the

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import TESTS_DIR
 from lorescan.errors import LorebookError
 from lorescan.janitor import JanitorEngine
 from tests.support.janitor_gen import has_backward_chain, random_book
-
-import pytest
 
 
 def _chat(*messages, name="Mira"):

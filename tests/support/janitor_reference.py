@@ -3,13 +3,15 @@ fast path and the baseline of benchmarks/bench_janitor.py.
 
 It does what the script does, turn by turn: normalise the joined window with three regex
 substitutions, then, for every entry, test every keyword and gate term with a regular
-expression over the whole haystack. Nothing is indexed, compiled ahead or cached (Python's
-own ``re`` cache aside). Value coercions come from ``lorescan.js.coerce`` and the two field
+expression over the whole haystack. Nothing is indexed or cached but the compiled regular
+expressions (one per distinct pattern), so as a baseline it pays for the matching, not for
+recompiling. Value coercions come from ``lorescan.js.coerce`` and the two field
 parsers of ``lorescan.janitor.entries``; the matching, the window and the passes are
 written again here, independently of the engine.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any, Callable
@@ -39,7 +41,13 @@ def has_term(hay: str, term: Any) -> bool:
         pattern = f"(?:^|[{_WS}])" + re.escape(t[:-1]) + f"[a-z]*?(?=[{_WS}]|$)"
     else:
         pattern = f"(?:^|[{_WS}])" + re.escape(t) + f"(?=[{_WS}]|$)"
-    return re.search(pattern, hay) is not None
+    return _regex(pattern).search(hay) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def _regex(pattern: str) -> "re.Pattern[str]":
+    # re's own cache holds only 512 patterns: a 300-entry book would recompile every turn
+    return re.compile(pattern)
 
 
 def _arr(x: Any) -> list:

@@ -129,13 +129,13 @@ class JanitorEngine:
         they came from ``last_messages`` (else from ``lastMessage`` / ``last_message``)."""
         chat = js_get(context, "chat") if js_truthy(context) else None
         lm = js_get(chat, "last_messages") if js_truthy(chat) else None
-        length = js_length(lm) if js_truthy(lm) else None
+        length: Any = js_length(lm) if js_truthy(lm) else None
+        count: Any = 0
         if is_js_number(length):
-            count: Any = length
+            count = length
             if length > 0:
-                return self._window_items(lm, length), count, True
+                return self._window_items(lm, float(length)), count, True
         else:
-            count = 0
             mc = js_get(chat, "message_count") if js_truthy(chat) else None
             if is_js_number(mc):
                 count = mc
@@ -146,9 +146,9 @@ class JanitorEngine:
         return ([single] if single else []), count, False
 
     def _window_items(self, lm: Any, length: float) -> list[str]:
+        out: list[str] = []
         if isinstance(lm, list):
-            out = []
-            for item in lm[max(0, length - self.window_depth):]:
+            for item in lm[max(0, len(lm) - self.window_depth):]:
                 msg = item.get("message") if isinstance(item, dict) else None
                 if isinstance(msg, str):
                     out.append(msg)
@@ -157,7 +157,6 @@ class JanitorEngine:
                     out.append(msg if isinstance(msg, str) else "" if item is None else js_string(item))
             return out
         i: float = max(0, length - self.window_depth)
-        out: list[str] = []
         while i < length:
             item = js_get(lm, i)
             msg = js_get(item, "message") if js_truthy(item) else None
@@ -251,9 +250,8 @@ class _Run:
 
     # -- the script ----------------------------------------------------------------------
     def result(self) -> JanitorResult:
-        engine = self.engine
         context = self.context
-        initial = (None, None)
+        initial: tuple[str | None, str | None] = (None, None)
         character: Any = None
         if isinstance(context, (dict, list)):
             character = js_get(context, "character") if isinstance(context, dict) else None
@@ -271,7 +269,7 @@ class _Run:
             if not writable:
                 return self._finish((None, None), None)
             bufp, bufs = out
-            return self._finish((initial[0] + bufp, initial[1] + bufs), None)
+            return self._finish(((initial[0] or "") + bufp, (initial[1] or "") + bufs), None)
         what = "null" if context is None else "undefined"
         return self._finish(initial, JanitorError(
             "TypeError", f"Cannot read properties of {what} (reading 'character')" if context is None

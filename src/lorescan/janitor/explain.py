@@ -128,7 +128,7 @@ def _shifts(result: JanitorResult, entry: Any, decisions: list[Decision]) -> tup
 
 def _explain_one(result: JanitorResult, i: int, decisions: list[Decision]) -> EntryExplanation:
     entry = result.engine.entries[i]
-    mine = [d for d in decisions if d.index == i and d.shift is None]
+    mine = [d for d in decisions if d.entry == i and d.shift is None]
     head = f"entry[{i}]"
     accepted = next((d for d in mine if d.outcome == "accepted"), None)
     stopped = next((d for d in mine if d.outcome not in ("accepted", "applied")), None)
@@ -149,7 +149,7 @@ def _explain_one(result: JanitorResult, i: int, decisions: list[Decision]) -> En
         applied = any(d.stage == "select" and d.outcome == "applied" for d in mine)
         if applied:
             return EntryExplanation(i, "applied", accepted.stage, "applied", f"{head} applied ({where}): {how}",
-                                    _shifts(result, entry, [d for d in decisions if d.index == i]))
+                                    _shifts(result, entry, [d for d in decisions if d.entry == i]))
         return EntryExplanation(i, "stopped", accepted.stage, "error",
                                 f"{head} accepted in {where} ({how}); the run stopped before its text")
     if stopped is not None:

@@ -32,7 +32,7 @@ class Decision(NamedTuple):
     priority that throws). ``detail`` holds what explain prints (the keyword, the term,
     the roll and the probability, ...).
     """
-    index: int
+    entry: int                       # the entry's position in the book (a shift's parent)
     shift: int | None
     stage: str
     outcome: str
