@@ -72,6 +72,9 @@ def _random_source(random: Any) -> Callable[[], float]:
             v = next(values)
         except StopIteration:
             raise LorebookError(f"the random sequence ran out after {taken} value(s)", source="random") from None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise LorebookError(f"random value {taken} is not a number: {v!r:.40}", source="random",
+                                field=f"[{taken}]")
         taken += 1
         return float(v)
     return next_value

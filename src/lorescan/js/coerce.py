@@ -19,8 +19,9 @@ __all__ = ["js_string", "js_to_number", "js_parse_int", "js_parse_float", "js_is
 
 NAN = float("nan")
 _LEADING_WS = "".join(sorted(JS_WHITESPACE))
-_DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
-_INT_PREFIX = re.compile(r"[+-]?\d+")
+# ASCII digits only: Python's \d would also take other scripts' digits, which JS rejects
+_DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+_INT_PREFIX = re.compile(r"[+-]?[0-9]+")
 _RADIX_LITERAL = re.compile(r"0([xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
 
 
