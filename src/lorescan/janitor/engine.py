@@ -200,6 +200,7 @@ class _Run:
         self.context = context
         self.parts: tuple[str, ...] = ()
         self.window_start = 0
+        self.tags: set[str] = set()
 
     # -- gates ---------------------------------------------------------------------------
     def _stop(self, e: Entry, tags: Iterable[str] | frozenset[str] | set[str]) -> tuple[str | None, dict]:
@@ -268,6 +269,7 @@ class _Run:
             try:
                 out = self._script(context, character)
             except _Throw as exc:
+                self.trace["tags"] = js_sorted(self.tags)
                 return self._finish(initial, JanitorError(exc.name, exc.message))
             if not writable:
                 return self._finish((None, None), None)
@@ -301,6 +303,7 @@ class _Run:
         buckets: dict[int, list[int]] = {p: [] for p in (5, 4, 3, 2, 1)}
         picked = [False] * len(entries)
         tags: set[str] = set()
+        self.tags = tags                  # the trace shows the tags emitted so far if the script throws
 
         def accept(e: Entry, stage: str, detail: dict) -> None:
             if not e.bucket_ok:
