@@ -3,18 +3,27 @@ from __future__ import annotations
 
 import random
 
+from lorescan.js.coerce import js_string
+from lorescan.model import js_truthy
+
 WORDS = ["dark", "dar", "darkness", "ma", "mage", "mages", "12", "a1", "dark12", "the", "x"]
 SUFFIXES = ["", "*", " mage", " *"]
 
 
 def has_backward_chain(book: list) -> bool:
     """Whether an entry's tag, or a tag its tag gates name, is emitted only by later entries
-    (the script's single trigger pass never sees those; the improved profile does)."""
-    for i, e in enumerate(book):
-        wanted = {e.get("tag")} | set(e.get("andAnyTags", [])) | set(e.get("andAllTags", []))
-        wanted |= set(e.get("notAnyTags", [])) | set(e.get("notAllTags", []))
-        wanted = {str(t) for t in wanted if t is not None}
-        later = {str(t) for f in book[i + 1:] for t in f.get("triggers", [])}
+    (the script's single trigger pass never sees those; the improved profile does). Values
+    are compared as the script compares them, as JS strings."""
+    def arr(v):
+        return v if isinstance(v, list) else [] if v is None else [v]
+
+    entries = [e if isinstance(e, dict) else {} for e in book]
+    for i, e in enumerate(entries):
+        wanted = {js_string(e["tag"])} if js_truthy(e.get("tag")) else set()
+        for key in ("andAnyTags", "andAllTags", "notAnyTags", "notAllTags"):
+            wanted |= {js_string(t) for t in arr(e.get(key))}
+        later = {js_string(t) for f in entries[i + 1:]
+                 for t in (f["triggers"] if isinstance(f.get("triggers"), list) else [])}
         if wanted & later:
             return True
     return False
