@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 import random as _random
-from typing import Any, Callable, Iterable, Sequence
+from typing import AbstractSet, Any, Callable, Sequence
 
 from ..errors import LorebookError
 from ..js.coerce import is_js_number, js_get, js_length, js_parse_int, js_string
@@ -201,9 +201,13 @@ class _Run:
         self.parts: tuple[str, ...] = ()
         self.window_start = 0
         self.tags: set[str] = set()
+        self.count: Any = 0
+        self.active_name = ""
+        self.matched: set[int] = set()
+        self._parent = -1
 
     # -- gates ---------------------------------------------------------------------------
-    def _stop(self, e: Entry, tags: Iterable[str] | frozenset[str] | set[str]) -> tuple[str | None, dict]:
+    def _stop(self, e: Entry, tags: AbstractSet[str]) -> tuple[str | None, dict]:
         """The first gate that stops ``e`` (``None``: it passes; the roll is drawn)."""
         if not (e.min_messages <= self.count <= e.max_messages):
             return "count", {"count": self.count, "min": e.min_messages, "max": e.max_messages}
