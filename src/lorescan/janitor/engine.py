@@ -130,6 +130,11 @@ class JanitorEngine:
     def read_window(self, context: Any) -> tuple[list[str], Any, bool]:
         """The window's messages (raw strings, oldest first), the message count, and whether
         they came from ``last_messages`` (else from ``lastMessage`` / ``last_message``)."""
+        if type(context) is dict:                 # the usual shape, read without the general rules
+            chat = context.get("chat")
+            lm = chat.get("last_messages") if type(chat) is dict else None
+            if type(lm) is list and lm:
+                return self._window_items(lm, len(lm)), len(lm), True
         chat = js_get(context, "chat") if js_truthy(context) else None
         lm = js_get(chat, "last_messages") if js_truthy(chat) else None
         length: Any = js_length(lm) if js_truthy(lm) else None
@@ -358,7 +363,6 @@ class _Run:
         post_tags: set[str] = set()
         for i in selected:
             e = entries[i]
-            self._note(e, "select", "applied", {})
             self._texts(e, bufp, bufs)
             self._parent = i
             for sh in e.shifts:

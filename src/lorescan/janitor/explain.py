@@ -146,7 +146,7 @@ def _explain_one(result: JanitorResult, i: int, decisions: list[Decision]) -> En
         if cut is not None:
             return EntryExplanation(i, "cut", accepted.stage, "apply_limit",
                                     f"{head} accepted in {where} ({how}), then {_detail(result, cut)}")
-        applied = any(d.stage == "select" and d.outcome == "applied" for d in mine)
+        applied = i in (result.trace.get("selected") or ())
         if applied:
             return EntryExplanation(i, "applied", accepted.stage, "applied", f"{head} applied ({where}): {how}",
                                     _shifts(result, entry, [d for d in decisions if d.entry == i]))

@@ -24,7 +24,8 @@ class JanitorError:
 class Decision(NamedTuple):
     """How one entry (``shift`` is None) or one shift of it fared in one stage.
 
-    ``stage``: ``"direct"``, ``"trigger"``, ``"shift"``, ``"post_shift"``, ``"select"``;
+    ``stage``: ``"direct"``, ``"trigger"``, ``"shift"``, ``"post_shift"``, ``"select"`` (only
+    the APPLY_LIMIT cut: the applied entries are the trace's ``selected``);
     ``outcome``: ``"accepted"``, ``"applied"``, or the reason it stopped: ``"no_keyword"``,
     ``"no_tag"``, ``"count"``, ``"name_block"``, ``"gate_any"``, ``"gate_all"``,
     ``"gate_none"``, ``"gate_not_all"``, ``"tags_any"``, ``"tags_all"``, ``"tags_none"``,
