@@ -7,7 +7,8 @@ import threading
 
 from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
 from ..js.text import js_trim
-from ..match.view import Window, WindowTexts, match_plain_key
+from ..match.spans import KeySpan, locate_key
+from ..match.view import Window, WindowTexts
 from .activate import static_gate
 from .result import Diagnostic, EntryId
 from .tables import EntryInfo, Tables
@@ -69,10 +70,12 @@ class TurnExplanation:
             elif d.outcome == "activated" and info.key not in turn.activated:
                 d = Diagnostic(info.eid, "not_activated", "not_reached", "matched, but the scan ended first",
                                d.loop, d.key)
-            if d.key is not None and d.outcome == "activated":
+            if d.key is not None and d.outcome == "activated" and d.span is None:
                 window = turn.last_windows.get(info.key)
                 if window is not None:
-                    d.where = _locate(tables, texts_of[info.book], info, d.key, window)
+                    d.span = _locate(turn, texts_of[info.book], info, d.key, window)
+                    if d.span is not None:
+                        d.where = d.span.label
             out[info.eid] = d
         return out
 
@@ -92,24 +95,30 @@ def explain_turn(turn: Turn) -> TurnExplanation:
     return TurnExplanation(turn)
 
 
-def _locate(tables: Tables, texts: WindowTexts, info: EntryInfo, key: str, window: Window) -> str | None:
-    """Which scanned text ``key`` matched in (a label such as ``message 2``), or None."""
+def _locate(turn: Turn, texts: WindowTexts, info: EntryInfo, raw: str, window: Window) -> KeySpan | None:
+    """Where key ``raw`` of an entry first matched in ``window``, rebuilt from the window's
+    texts with the rules the engine applied (macros substituted, JS trim, case and whole
+    words, regex); None when it cannot be shown (a fuzzy match, a regex cut off)."""
+    tables = turn.tables
     e = info.entry
     options = tables.match_options
     cs = e.case_sensitive if e.case_sensitive is not None else options.case_sensitive
     ww = e.match_whole_words if e.match_whole_words is not None else options.match_whole_words
-    k = js_trim(key)
-    parsed = parse_regex_key(k)
-    for label, text in texts.labelled_texts(window):
-        if parsed is not None:
-            try:
-                if compile_js_regex(*parsed).search(text, timeout=tables.regex_timeout):
-                    return label
-            except RegexTimeout:
-                return None
-        elif match_plain_key(text, k, case_sensitive=cs, whole_words=ww, options=options):
-            return label
-    return None   # e.g. a regex that only matches across two texts
+    key = js_trim(turn.substitute(raw) if turn.substitute is not None and "{{" in raw else raw)
+    parsed = parse_regex_key(key)
+    try:
+        span = locate_key(texts.parts(window), key, regex=compile_js_regex(*parsed) if parsed is not None else None,
+                          case_sensitive=cs, whole_words=ww, options=options, timeout=tables.regex_timeout)
+    except RegexTimeout:
+        return None
+    if span is None or span.kind != "recursion" or span.index > len(turn.chunk_parts):
+        return span
+    offset = 0
+    for key_of, content in turn.chunk_parts[span.index - 1]:     # the chunk: contents joined by "\n"
+        if span.start <= offset + len(content):
+            return span.with_source(key_of)
+        offset += len(content) + 1
+    return span
 
 
 def regex_cutoffs(turn: Turn) -> tuple[str, ...]:
