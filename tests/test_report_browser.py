@@ -310,3 +310,43 @@ def test_report_of_real_books_with_hundreds_of_entries(browser: Browser, tmp_pat
         assert got["rows"] == len(replay.entries) and got["cut"] == len(turn.cut)
         assert sorted(got["fired"]) == sorted(names[i] for i in turn.fired)
     assert browser.errors() == []
+
+
+def test_the_explain_table_marks_each_matched_span_and_its_case(browser: Browser, tmp_path: Path) -> None:
+    """tests/data/spans: a key inside a longer word, a regex across two messages, a key in a
+    recursion text; the last turn's table marks each matched text and names its case."""
+    data = Path(__file__).resolve().parent / "data" / "spans"
+    replay = replay_chat([load(str(data / "book.json"))], load_chat(str(data / "chat.jsonl")),
+                         settings={"scan_depth": 3, "recursive": True}, chat="spans.jsonl")
+    page = tmp_path / "spans.html"
+    page.write_text(render_report(replay), encoding="utf-8")
+    browser.open(page)
+    last = replay.turns[-1].number
+    browser.js(f"(() => {{ const s = document.getElementById('turn-select'); s.value = '{last}';"
+               "s.dispatchEvent(new Event('change')); })()")
+    cells = browser.js("""(() => {
+        const out = {};
+        for (const tr of document.querySelectorAll('#explain tbody tr')) {
+            const td = tr.querySelector('td.matched');
+            out[tr.cells[0].textContent] = {
+                mark: Array.from(td.querySelectorAll('mark')).map(m => m.textContent),
+                context: Array.from(td.querySelectorAll('.context')).map(c => c.textContent),
+                cases: Array.from(td.querySelectorAll('.case')).map(c => c.getAttribute('data-case')),
+                where: Array.from(td.querySelectorAll('.where')).map(c => c.textContent)};
+        }
+        return out;
+    })()""")
+    assert cells["Race"]["mark"] == ["race"] and cells["Race"]["cases"] == ["inside_word"]
+    assert cells["Race"]["context"] == ["You: She ran to embrace her brother at the door."]
+    assert "inside the longer word \u2018embrace\u2019" in cells["Race"]["where"][0]
+    assert cells["Storm warning"]["mark"] == ["storm\u23ceYou: Is coming"]
+    assert cells["Storm warning"]["cases"] == ["across"]
+    assert cells["Storm warning"]["where"] == ["message 1 (newest = 0) into message 2 (newest = 0)"]
+    assert cells["Saltmere guild"]["mark"] == ["Saltmere"] and cells["Saltmere guild"]["cases"] == ["recursion"]
+    assert cells["Saltmere guild"]["where"] == ["recursion text 1, the content of spans.2"]
+    assert cells["Lighthouse"]["mark"] == ["lighthouse"] and cells["Lighthouse"]["cases"] == []
+    # the mark is laid out (visible), and the case badge reads as words
+    assert browser.js("document.querySelector('#explain mark').getBoundingClientRect().width") > 0
+    assert browser.js("document.querySelector('#explain .case[data-case=\"across\"]').textContent") == \
+        "across two texts"
+    assert browser.errors() == []

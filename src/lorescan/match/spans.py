@@ -73,7 +73,12 @@ class KeySpan:
     def shown(self) -> str:
         """The match with its context on one line, e.g. ``…a warm [embrace] by the fire…``
         (line breaks as ``⏎``; the U+0001 markers left out)."""
-        return (_visible(self.before) + "[" + _visible(self.matched) + "]" + _visible(self.after)).strip()
+        before, matched, after = self.shown_parts()
+        return (before + "[" + matched + "]" + after).strip()
+
+    def shown_parts(self) -> tuple[str, str, str]:
+        """:attr:`before`, :attr:`matched` and :attr:`after` as :meth:`shown` writes them."""
+        return _visible(self.before), _visible(self.matched), _visible(self.after)
 
     def with_source(self, source_entry: str | None) -> "KeySpan":
         return replace(self, source_entry=source_entry)

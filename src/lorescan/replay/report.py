@@ -19,6 +19,7 @@ import re
 from collections import Counter
 from typing import Iterable, Sequence
 
+from ..match.spans import KeySpan
 from .single import ChatReplay
 
 __all__ = ["render_report", "timeline_rows", "MAX_TIMELINE_ROWS"]
@@ -233,6 +234,9 @@ tr.fired td:first-child{border-left:4px solid #2b6cb0}tr.cut td:first-child{bord
 tr.not td{color:#4a5568}#explain td:nth-child(4){white-space:nowrap}.detail{white-space:pre-wrap;word-break:break-word}
 #turn-message{white-space:pre-wrap;word-break:break-word;background:#f7fafc;border-left:3px solid #a0aec0;padding:6px 10px;margin:8px 0}
 #turn-summary{font-weight:600}select{font:inherit;padding:2px 4px}
+.matched{word-break:break-word;min-width:16em}.matched mark{background:#fefcbf;font-weight:600}
+.case{display:inline-block;margin:2px 4px 0 0;padding:0 6px;border-radius:8px;background:#fed7d7;color:#742a2a;font-size:12px}
+.where{color:#4a5568;font-size:12px}
 """
 
 _SCRIPT = """
@@ -243,11 +247,38 @@ _SCRIPT = """
   var body = document.querySelector("#explain tbody");
   var order = {fired: 0, cut: 1, not: 2};
   var words = {fired: "fired", cut: "cut by budget", not: "did not fire"};
+  var caseWords = {inside_word: "inside a longer word", across: "across two texts", recursion: "in a recursion text"};
   function cell(tr, text, cls) {
     var td = document.createElement("td");
     td.textContent = text;
     if (cls) { td.className = cls; }
     tr.appendChild(td);
+  }
+  function matchedCell(ref) {
+    var td = document.createElement("td");
+    td.className = "matched";
+    var span = ref >= 0 ? data.spans[ref] : null;
+    if (!span) { return td; }
+    var text = document.createElement("span");
+    text.className = "context";
+    text.appendChild(document.createTextNode(data.strings[span[0]]));
+    var mark = document.createElement("mark");
+    mark.textContent = data.strings[span[1]];
+    text.appendChild(mark);
+    text.appendChild(document.createTextNode(data.strings[span[2]]));
+    td.appendChild(text);
+    span[3].forEach(function (c) {
+      var badge = document.createElement("span");
+      badge.className = "case";
+      badge.setAttribute("data-case", c);
+      badge.textContent = caseWords[c] || c;
+      td.appendChild(badge);
+    });
+    var where = document.createElement("div");
+    where.className = "where";
+    where.textContent = data.strings[span[4]];
+    td.appendChild(where);
+    return td;
   }
   function show(n) {
     var turn = data.turns[n - 1];
@@ -262,7 +293,7 @@ _SCRIPT = """
       turn.tokens + " of " + turn.budget + " tokens; " + turn.messages + " messages scanned, the last by " +
       (turn.speaker || "(no name)") + ":";
     document.getElementById("turn-message").textContent = turn.last;
-    var rows = data.defaults.map(function (d, e) { return [e, d[0], d[1], d[2]]; });
+    var rows = data.defaults.map(function (d, e) { return [e, d[0], d[1], d[2], d[3]]; });
     turn.rows.forEach(function (r) { rows[r[0]] = r; });
     rows.sort(function (a, b) {
       return order[data.outcomes[a[1]]] - order[data.outcomes[b[1]]] || a[0] - b[0];
@@ -274,6 +305,7 @@ _SCRIPT = """
       tr.className = outcome;
       cell(tr, e[2]); cell(tr, e[0]); cell(tr, e[1], "num");
       cell(tr, words[outcome]); cell(tr, data.strings[r[2]]); cell(tr, data.strings[r[3]], "detail");
+      tr.appendChild(matchedCell(r[4]));
       frag.appendChild(tr);
     });
     body.textContent = "";
@@ -303,6 +335,18 @@ def _json_for_html(obj: object) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def _span_place(span: KeySpan) -> str:
+    """Which text a match is in, and the case, in words (the report's matched-text column)."""
+    words = span.label
+    if span.across:
+        words += f" into {span.end_label}"
+    if span.kind == "recursion" and span.source_entry:
+        words += f", the content of {span.source_entry}"
+    if span.inside_word is not None:
+        words += f"; inside the longer word \u2018{span.inside_word}\u2019"
+    return words
+
+
 def _page_data(replay: ChatReplay) -> tuple[dict, int]:
     strings: dict[str, int] = {}
 
@@ -316,14 +360,24 @@ def _page_data(replay: ChatReplay) -> tuple[dict, int]:
     code = {o: i for i, o in enumerate(outcomes)}
     # Most entries say the same thing on most turns ("no primary key occurs ..."): each
     # entry's most frequent row is its default, and a turn lists only the rows that differ.
-    seen: list[Counter[tuple[int, int, int]]] = [Counter() for _ in replay.entries]
+    spans: dict[tuple, int] = {}
+
+    def span_ref(span: KeySpan | None) -> int:
+        """-1, or the index in ``data["spans"]`` of [before, matched, after, cases, where]."""
+        if span is None:
+            return -1
+        before, matched, after = span.shown_parts()
+        value = (s(before), s(matched), s(after), tuple(span.cases), s(_span_place(span)))
+        return spans.setdefault(value, len(spans))
+
+    seen: list[Counter[tuple[int, int, int, int]]] = [Counter() for _ in replay.entries]
     rows_of = []
     for t in replay.turns:
-        rows = [(x.entry, (code[x.outcome], s(x.reason), s(x.detail))) for x in t.explained]
+        rows = [(x.entry, (code[x.outcome], s(x.reason), s(x.detail), span_ref(x.span))) for x in t.explained]
         for e, row in rows:
             seen[e][row] += 1
         rows_of.append(rows)
-    none = (code["not"], s(""), s(""))
+    none = (code["not"], s(""), s(""), -1)
     defaults = [min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] if c else none for c in seen]
     turns = []
     for t, rows in zip(replay.turns, rows_of):
@@ -334,6 +388,7 @@ def _page_data(replay: ChatReplay) -> tuple[dict, int]:
     initial = max(replay.turns, key=lambda t: (len(t.fired), -t.number)).number if replay.turns else 0
     data = {"entries": [[_clean(e.book), _clean(e.id), _clean(e.name)] for e in replay.entries],
             "outcomes": outcomes, "strings": list(strings), "defaults": [list(d) for d in defaults],
+            "spans": [[b, m, a, list(cases), w] for b, m, a, cases, w in spans],
             "turns": turns, "initial": initial}
     return data, initial
 
@@ -395,7 +450,7 @@ def render_report(replay: ChatReplay, *, version: str = "") -> str:
         f'<p><label for="turn-select">Turn: </label><select id="turn-select">{options}</select></p>',
         '<p id="turn-summary"></p><div id="turn-message"></div>',
         '<div class="scroll"><table id="explain"><thead><tr><th>entry</th><th>book</th><th>id</th><th>outcome</th>'
-        "<th>reason</th><th>detail</th></tr></thead><tbody></tbody></table></div>",
+        "<th>reason</th><th>detail</th><th>matched text</th></tr></thead><tbody></tbody></table></div>",
         f'<script type="application/json" id="replay-data">{_json_for_html(data)}</script>',
         f"<script>{_SCRIPT}</script>",
         "</body></html>",
