@@ -21,6 +21,7 @@ from ..st.settings import STSettings
 from ..st import BookSource, ChatMessage, STEngine
 from ..app.chats import read_chat
 from .chats import Message
+from .pairing import entry_name
 from .turns import EXTRA_SETTINGS, check_settings, turn_points, turn_seed
 
 __all__ = ["EntryInfo", "TurnRecord", "ChatReplay", "load_chat", "replay_chat", "text_summary"]
@@ -90,13 +91,6 @@ def load_chat(path: str) -> list[Message]:
 
 
 # -- one engine per mode -------------------------------------------------------------------
-def _entry_name(entry: Any) -> str:
-    name = (getattr(entry, "comment", "") or getattr(entry, "name", "") or "").strip()
-    if not name and entry.key:
-        name = str(entry.key[0])
-    return name or f"#{entry.uid}"
-
-
 class _ST:
     def __init__(self, books: Sequence[Lorebook], settings: Mapping[str, Any]) -> None:
         self.rng = random.Random(0)
@@ -107,7 +101,7 @@ class _ST:
         self.cache = ChatScan()
         self.state: Any = None
         self.index = {s.eid: i for i, s in enumerate(self.engine.tables.entries)}
-        self.entries = tuple(EntryInfo(s.eid.world, str(s.eid.uid), _entry_name(s.entry)) for s in self.engine.tables.entries)
+        self.entries = tuple(EntryInfo(s.eid.world, str(s.eid.uid), entry_name(s.entry)) for s in self.engine.tables.entries)
         self._tokens = [-1] * len(self.entries)
 
     def _count(self, i: int) -> int:
@@ -215,7 +209,7 @@ def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode:
             on_turn(n, len(points))
     entries = engine.entries
     if mode == "slot" and not entries:    # no turn ran: list the pool without scanning
-        entries = tuple(EntryInfo(b.name, str(e.uid), _entry_name(e)) for b in books for e in b.entries)
+        entries = tuple(EntryInfo(b.name, str(e.uid), entry_name(e)) for b in books for e in b.entries)
     return ChatReplay(mode, seed, chat, tuple(b.name for b in books), entries, tuple(turns))
 
 
