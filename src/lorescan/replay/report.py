@@ -236,7 +236,7 @@ def _timed_svg(replay: ChatReplay) -> str:
     n = len(replay.turns)
     cell_w = max(4.0, min(80.0, 760.0 / max(n, 1)))
     cell_h, left, top = 16, 250, 24
-    width = left + cell_w * max(n, 1) + 20
+    width = left + cell_w * max(n, 1) + 20 if rows else left + 360     # room for the note when empty
     height = top + cell_h * max(len(rows), 1) + 10
     out = [f'<svg id="timed" class="chart" xmlns="http://www.w3.org/2000/svg" width="{_num(width)}" '
            f'height="{_num(height)}" viewBox="0 0 {_num(width)} {_num(height)}" role="img" data-entries="{len(rows)}" '
