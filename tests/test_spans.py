@@ -26,6 +26,8 @@ from lorescan.match.view import WindowPart, match_plain_key
 from lorescan.replay.single import load_chat, replay_chat, text_summary
 from lorescan.st import BookSource, ChatMessage, STEngine, STSettings
 
+from matchgen import books, texts
+
 DATA = Path(__file__).resolve().parent / "data" / "spans"
 BOOK, CHAT = DATA / "book.json", DATA / "chat.jsonl"
 # the chat as the engine scans it (names included), newest first
@@ -166,3 +168,26 @@ def test_replay_summary_flags_unusual_matches():
     assert "Storm warning (" in last and "across message 1 (newest = 0) and message 2 (newest = 0)" in last
     assert "Saltmere guild (" in last and "in recursion text 1, the content of spans.2" in last
     assert "Lighthouse," in last or last.rstrip().endswith("Lighthouse")
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(book=books(), chat=st.lists(texts, min_size=1, max_size=4), cs=st.booleans(), ww=st.booleans(),
+       depth=st.integers(1, 4))
+def test_every_key_activation_has_a_span_where_the_engine_matched(book, chat, cs, ww, depth):
+    """Differential: whatever the engine fired by key, the explanation finds the match again (the
+    trap-laden texts and keys of tests/matchgen.py, macros, recursion), and the span's offsets
+    cut the matched text out of the message it names."""
+    from lorescan.js.text import js_trim
+    engine = STEngine([BookSource(book, ("global",))],
+                      STSettings(recursive=True, case_sensitive=cs, match_whole_words=ww, scan_depth=depth),
+                      substitute=lambda s: s.replace("{{char}}", "Alice").replace("{{user}}", "Bob"))
+    messages = [ChatMessage("N", t) for t in chat]
+    scanned = [js_trim(f"N: {t}") for t in reversed(chat)]          # newest first, as the haystack runs
+    r = engine.scan(messages, max_context=100_000)
+    for d in r.diagnostics.values():
+        if d.outcome != "activated" or d.reason != "key":
+            continue
+        span = d.span
+        assert span is not None, (d, chat)
+        if span.kind == "message" and not span.across:
+            assert scanned[span.index][span.start:span.end] == span.matched
