@@ -190,4 +190,7 @@ def test_every_key_activation_has_a_span_where_the_engine_matched(book, chat, cs
         span = d.span
         assert span is not None, (d, chat)
         if span.kind == "message" and not span.across:
-            assert scanned[span.index][span.start:span.end] == span.matched
+            # a regex may take in the U+0001 before its text or the "\n" after it: offsets stay in the text
+            inner = span.matched.removeprefix("\x01")
+            inner = inner.removesuffix("\n") if span.end == len(scanned[span.index]) else inner
+            assert scanned[span.index][span.start:span.end] == inner

@@ -18,7 +18,7 @@ from ..js.text import has_js_whitespace, js_lower
 from .options import MatchOptions
 from .view import JOINER, MARKER, WindowPart, _boundary_ok, _empty_key_matches
 
-__all__ = ["KeySpan", "find_plain_key", "locate_key", "CONTEXT_CHARS"]
+__all__ = ["KeySpan", "WindowHaystack", "find_plain_key", "locate_key", "CONTEXT_CHARS"]
 
 CONTEXT_CHARS = 40
 """About how much text :attr:`KeySpan.before` and :attr:`KeySpan.after` keep (cut at a word edge)."""
@@ -34,7 +34,8 @@ class KeySpan:
         start: where the match starts in that text (character offset).
         end: where it ends, in the text it ends in (``end_label``'s, when set).
         matched: the matched text as it stands in the haystack: across two texts it holds
-            the separator, ``"\\n"`` + U+0001.
+            the separator, ``"\\n"`` + U+0001; a regex may also take in the U+0001 before its
+            text or the ``"\\n"`` after it (``start`` and ``end`` stay inside the text).
         before, after: a few words of context on either side, from the same texts.
         inside_word: the longer word the match lies inside (a letter, digit or ``_``
             right before or after it, any script), or None.
@@ -109,11 +110,15 @@ def _lowered_offsets(text: str) -> list[int] | None:
 
 
 def find_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_words: bool,
-                   options: MatchOptions) -> tuple[int, int] | None:
+                   options: MatchOptions, lowered: str | None = None) -> tuple[int, int] | None:
     """The first span of ``haystack`` where plain ``key`` matches, or None: exactly when
     :func:`lorescan.match.view.match_plain_key` is true (docs/sillytavern-mode.md#st-plain-keys).
-    Offsets index ``haystack`` itself, also when lowercasing changed its length."""
-    hs, k = (haystack, key) if case_sensitive else (js_lower(haystack), js_lower(key))
+    Offsets index ``haystack`` itself, also when lowercasing changed its length. ``lowered``:
+    ``js_lower(haystack)`` when the caller has it."""
+    if case_sensitive:
+        hs, k = haystack, key
+    else:
+        hs, k = (lowered if lowered is not None else js_lower(haystack)), js_lower(key)
     span: tuple[int, int] | None = None
     if not whole_words or (has_js_whitespace(k) and options.multiword == "substring"):
         at = hs.find(k)
@@ -158,6 +163,64 @@ def _context_after(text: str, at: int) -> str:
     return piece
 
 
+class WindowHaystack:
+    """One window's joined haystack, built once for every key an explanation locates in it.
+
+    ``parts``: the window's texts in haystack order. The haystack is U+0001 + the texts
+    joined by ``"\n"`` + U+0001 (docs/sillytavern-mode.md#st-scan-text); its lowercase form
+    is made when a case-insensitive key first needs it.
+    """
+
+    __slots__ = ("parts", "text", "bases", "_lowered")
+
+    def __init__(self, parts: Sequence[WindowPart]) -> None:
+        self.parts = tuple(parts)
+        self.text = MARKER + JOINER.join(p.text for p in self.parts) if self.parts else ""
+        self.bases = list(itertools.accumulate((len(p.text) + len(JOINER) for p in self.parts[:-1]),
+                                               initial=len(MARKER)))
+        self._lowered: str | None = None
+
+    def lowered(self) -> str:
+        if self._lowered is None:
+            self._lowered = js_lower(self.text)
+        return self._lowered
+
+    def locate(self, key: str, *, regex: JSRegex | None = None, case_sensitive: bool = False,
+               whole_words: bool = False, options: MatchOptions, timeout: float | None = 0.25) -> KeySpan | None:
+        """:func:`locate_key` on this haystack (joined)."""
+        if not self.parts:
+            return None
+        haystack = self.text
+        if regex is not None:
+            span = regex.find(haystack, timeout=timeout)
+        else:
+            span = find_plain_key(haystack, key, case_sensitive=case_sensitive, whole_words=whole_words,
+                                  options=options, lowered=None if case_sensitive else self.lowered())
+        if span is None:
+            return None
+        s, e = span
+        bases, parts = self.bases, self.parts
+
+        def part_at(pos: int) -> int:     # the marker belongs to the text after it, the "\n" to the one before
+            return max(0, bisect.bisect_right(bases, pos + 1) - 1)
+        i = part_at(s)
+        j = part_at(e - 1) if e > s else i
+        first, last = parts[i], parts[j]
+        start = min(max(0, s - bases[i]), len(first.text))
+        end = min(max(0, e - bases[j]), len(last.text))
+        lo, hi = s, e
+        while lo > 0 and _is_word(haystack[lo - 1]):
+            lo -= 1
+        while hi < len(haystack) and _is_word(haystack[hi]):
+            hi += 1
+        inside = None
+        if e > s and (lo < s and _is_word(haystack[s]) or hi > e and _is_word(haystack[e - 1])):
+            inside = haystack[lo:hi]
+        return KeySpan(key, first.kind, first.index, first.label, start, end, haystack[s:e],
+                       _context_before(first.text, start), _context_after(last.text, end), inside,
+                       *((last.kind, last.index, last.label) if j != i else (None, None, None)))
+
+
 def locate_key(parts: Sequence[WindowPart], key: str, *, regex: JSRegex | None = None,
                case_sensitive: bool = False, whole_words: bool = False, options: MatchOptions,
                joined: bool = True, timeout: float | None = 0.25) -> KeySpan | None:
@@ -175,41 +238,12 @@ def locate_key(parts: Sequence[WindowPart], key: str, *, regex: JSRegex | None =
     Raises:
         RegexTimeout: the regex search ran past ``timeout``.
     """
-    if not parts:
-        return None
-    if not joined:
-        for part in parts:
-            found = locate_key([part], key, regex=regex, case_sensitive=case_sensitive, whole_words=whole_words,
-                               options=options, joined=True, timeout=timeout)
-            if found is not None:
-                return found
-        return None
-    haystack = MARKER + JOINER.join(p.text for p in parts)
-    if regex is not None:
-        span = regex.find(haystack, timeout=timeout)
-    else:
-        span = find_plain_key(haystack, key, case_sensitive=case_sensitive, whole_words=whole_words,
-                              options=options)
-    if span is None:
-        return None
-    s, e = span
-    bases = list(itertools.accumulate((len(p.text) + len(JOINER) for p in parts[:-1]), initial=len(MARKER)))
-
-    def part_at(pos: int) -> int:         # the marker belongs to the text after it, the "\n" to the one before
-        return max(0, bisect.bisect_right(bases, pos + 1) - 1)
-    i = part_at(s)
-    j = part_at(e - 1) if e > s else i
-    first, last = parts[i], parts[j]
-    start = min(max(0, s - bases[i]), len(first.text))
-    end = min(max(0, e - bases[j]), len(last.text))
-    lo, hi = s, e
-    while lo > 0 and _is_word(haystack[lo - 1]):
-        lo -= 1
-    while hi < len(haystack) and _is_word(haystack[hi]):
-        hi += 1
-    inside = None
-    if e > s and (lo < s and _is_word(haystack[s]) or hi > e and _is_word(haystack[e - 1])):
-        inside = haystack[lo:hi]
-    return KeySpan(key, first.kind, first.index, first.label, start, end, haystack[s:e],
-                   _context_before(first.text, start), _context_after(last.text, end), inside,
-                   *((last.kind, last.index, last.label) if j != i else (None, None, None)))
+    rules = {"regex": regex, "case_sensitive": case_sensitive, "whole_words": whole_words, "options": options,
+             "timeout": timeout}
+    if joined:
+        return WindowHaystack(parts).locate(key, **rules)    # type: ignore[arg-type]
+    for part in parts:
+        found = WindowHaystack([part]).locate(key, **rules)   # type: ignore[arg-type]
+        if found is not None:
+            return found
+    return None

@@ -7,7 +7,7 @@ import threading
 
 from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
 from ..js.text import js_trim
-from ..match.spans import KeySpan, locate_key
+from ..match.spans import KeySpan, WindowHaystack
 from ..match.view import Window, WindowTexts
 from .activate import static_gate
 from .result import Diagnostic, EntryId
@@ -56,6 +56,7 @@ class TurnExplanation:
         if self._texts is None:
             self._texts = [build() for build in turn.texts_of]
         texts_of = self._texts
+        haystacks: dict[tuple[int, Window], WindowHaystack] = {}    # entries share windows: join each once
         out: dict[EntryId, Diagnostic] = {}
         for info in tables.entries:
             d = noted.get(info.key)
@@ -73,7 +74,10 @@ class TurnExplanation:
             if d.key is not None and d.outcome == "activated" and d.span is None:
                 window = turn.last_windows.get(info.key)
                 if window is not None:
-                    d.span = _locate(turn, texts_of[info.book], info, d.key, window)
+                    hay = haystacks.get((info.book, window))
+                    if hay is None:
+                        hay = haystacks[(info.book, window)] = WindowHaystack(texts_of[info.book].parts(window))
+                    d.span = _locate(turn, hay, info, d.key)
                     if d.span is not None:
                         d.where = d.span.label
             out[info.eid] = d
@@ -95,10 +99,10 @@ def explain_turn(turn: Turn) -> TurnExplanation:
     return TurnExplanation(turn)
 
 
-def _locate(turn: Turn, texts: WindowTexts, info: EntryInfo, raw: str, window: Window) -> KeySpan | None:
-    """Where key ``raw`` of an entry first matched in ``window``, rebuilt from the window's
-    texts with the rules the engine applied (macros substituted, JS trim, case and whole
-    words, regex); None when it cannot be shown (a fuzzy match, a regex cut off)."""
+def _locate(turn: Turn, hay: WindowHaystack, info: EntryInfo, raw: str) -> KeySpan | None:
+    """Where key ``raw`` of an entry first matched in the window of ``hay``, found again with
+    the rules the engine applied (macros substituted, JS trim, case and whole words, regex);
+    None when it cannot be shown (a fuzzy match, a regex cut off)."""
     tables = turn.tables
     e = info.entry
     options = tables.match_options
@@ -107,7 +111,7 @@ def _locate(turn: Turn, texts: WindowTexts, info: EntryInfo, raw: str, window: W
     key = js_trim(turn.substitute(raw) if turn.substitute is not None and "{{" in raw else raw)
     parsed = parse_regex_key(key)
     try:
-        span = locate_key(texts.parts(window), key, regex=compile_js_regex(*parsed) if parsed is not None else None,
+        span = hay.locate(key, regex=compile_js_regex(*parsed) if parsed is not None else None,
                           case_sensitive=cs, whole_words=ww, options=options, timeout=tables.regex_timeout)
     except RegexTimeout:
         return None
