@@ -11,7 +11,7 @@ from ..match.spans import KeySpan, WindowHaystack
 from ..match.view import Window, WindowTexts
 from .activate import static_gate
 from .result import Diagnostic, EntryId
-from .tables import EntryInfo, Tables
+from .tables import EntryInfo
 from .turn import Turn, detail_text
 
 __all__ = ["TurnExplanation", "explain_turn", "regex_cutoffs"]
