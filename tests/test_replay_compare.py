@@ -93,6 +93,8 @@ def test_the_summary_says_how_entries_were_paired(runs: dict[str, dict]) -> None
     renumbered = runs["renumbered"]["compare"]["pairing"]["books"][0]
     assert (renumbered["by_uid"], renumbered["by_content"]) == (0, n - 1)
     assert renumbered["only_base"] == ["0"] and renumbered["only_compare"] == ["1102"]
+    added = next(r for r in runs["renumbered"]["compare"]["responsible"] if r["entry"] == "1102")
+    assert (added["book"], added["name"]) == ("weyland-v3", "added")     # named from the compare version
     text = io.StringIO()
     print_summary(runs["renumbered"], text)
     assert f"entries of 'weyland' with 'weyland-v3' (by position): 0 by uid, {n - 1} by content (their uids " \

@@ -213,7 +213,11 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
                     _tally(info, bar, f.result())
         info.seconds = time.perf_counter() - t0
         bar.show(end="\n")
-        names = {b.name: {str(e.uid): entry_name(e) for e in b.entries} for b in loaded}
+        names: dict[str, dict[str, str]] = {}
+        for b in [*loaded, *(other or [])]:          # a compare-only entry keeps its own book and uid
+            per = names.setdefault(b.name, {})
+            for e in b.entries:
+                per.setdefault(str(e.uid), entry_name(e))
         (out_dir / "run.json").write_text(json.dumps({
             "books": [b.name for b in loaded], "compare": None if other is None else [b.name for b in other],
             "entries": [[b.name, str(e.uid)] for b in loaded for e in b.entries], "names": names,
