@@ -19,14 +19,14 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from lorescan import load
 from lorescan.formats import book_from_entries
-from lorescan.js.regex import compile_js_regex
+from lorescan.js.regex import compile_js_regex, parse_regex_key
 from lorescan.match.options import MatchOptions
 from lorescan.match.spans import find_plain_key, locate_key
 from lorescan.match.view import WindowPart, match_plain_key
 from lorescan.replay.single import load_chat, replay_chat, text_summary
 from lorescan.st import BookSource, ChatMessage, STEngine, STSettings
 
-from matchgen import books, texts
+from matchgen import KEY_ATOMS, books, texts
 
 DATA = Path(__file__).resolve().parent / "data" / "spans"
 BOOK, CHAT = DATA / "book.json", DATA / "chat.jsonl"
@@ -194,3 +194,16 @@ def test_every_key_activation_has_a_span_where_the_engine_matched(book, chat, cs
             inner = span.matched.removeprefix("\x01")
             inner = inner.removesuffix("\n") if span.end == len(scanned[span.index]) else inner
             assert scanned[span.index][span.start:span.end] == inner
+
+
+_REGEX_KEYS = [parsed for parsed in (parse_regex_key(k) for k in KEY_ATOMS) if parsed is not None]
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(which=st.integers(0, len(_REGEX_KEYS) - 1), text=texts)
+def test_regex_find_agrees_with_search_and_its_span_matches_there(which, text):
+    rx = compile_js_regex(*_REGEX_KEYS[which])
+    span = rx.find(text)
+    assert (span is not None) == rx.search(text)
+    if span is not None:
+        assert 0 <= span[0] <= span[1] <= len(text)
