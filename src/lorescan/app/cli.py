@@ -54,8 +54,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lorescan", description="Exact, fast lorebook (World Info) engine.")
     p.add_argument("--version", action="version", version=_version_line())
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("conformance", help="run SillyTavern conformance vector files")
-    c.add_argument("files", nargs="+", help="vector files (sillytavern-world-info-conformance JSON)")
+    c = sub.add_parser("conformance", help="run SillyTavern or JanitorAI conformance vector files")
+    c.add_argument("files", nargs="+", help="vector files (sillytavern-world-info-conformance or "
+                                            "janitor-lorebook-conformance JSON)")
     c.add_argument("-v", "--verbose", action="store_true", help="also list passing turns")
     c.add_argument("--loops", action="store_true", help="show differences in the informative 'loops' field")
     c.set_defaults(func=_cmd_conformance)

@@ -1,4 +1,5 @@
-"""Run SillyTavern conformance vectors (``shared/conformance/README.md`` format).
+"""Run SillyTavern conformance vectors (``shared/conformance/README.md`` format), and JanitorAI
+script ones (``conformance/janitor/README.md``, run by :mod:`.conformance_janitor`).
 
 Each case builds an :class:`~lorescan.st.engine.STEngine` in the ``sillytavern`` profile with
 the suite's fixed rules (word-count tokens, a constant random number, identity macros),
@@ -19,8 +20,12 @@ from ..formats.sillytavern import read_world
 from ..st.settings import STSettings
 from ..st import BookSource, Character, ChatMessage, STEngine
 from ..js.text import js_count_words
+from .conformance_janitor import FORMAT as JANITOR_FORMAT, check_janitor_case, janitor_turn_diffs
 
-__all__ = ["CaseOutcome", "run_case", "run_file", "run_files", "CONTRACT_FIELDS"]
+__all__ = ["CaseOutcome", "run_case", "run_janitor_case", "run_file", "run_files", "iter_cases",
+           "iter_janitor_cases", "CONTRACT_FIELDS"]
+
+ST_FORMAT = "sillytavern-world-info-conformance"
 
 CONTRACT_FIELDS = ("activated", "world_info_before", "world_info_after", "depth_entries", "an_top",
                    "an_bottom", "em_entries", "outlets", "authors_note", "budget_overflowed", "timed_effects")
@@ -123,25 +128,56 @@ def run_case(case: dict[str, Any], *, source: str = "<memory>", engine_kwargs: d
     return CaseOutcome(name, turns)
 
 
-def iter_cases(path: str) -> Iterator[dict[str, Any]]:
-    """The cases of one vector file, each checked for the shape ``run_case`` reads.
-
-    Raises :class:`FormatError` naming the file, the case and the field for anything
-    malformed (deep nesting and huge integers included)."""
+def _load_vectors(path: str) -> tuple[str, list[Any]]:
+    """The ``format`` and the ``cases`` list of one vector file (either format)."""
     try:
         with open(path, "rb") as fh:
             raw = fh.read(DEFAULT_LIMITS.max_file_bytes + 1)
     except OSError as exc:
         raise FormatError(f"cannot read conformance file: {exc.strerror or exc}", source=path) from exc
     data = parse_json(raw, source=path)
-    if not isinstance(data, dict) or data.get("format") != "sillytavern-world-info-conformance":
-        raise FormatError("not a sillytavern-world-info-conformance file", source=path, field="format")
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if fmt not in (ST_FORMAT, JANITOR_FORMAT):
+        raise FormatError(f"not a {ST_FORMAT} or {JANITOR_FORMAT} file", source=path, field="format")
     cases = data.get("cases")
     if not isinstance(cases, list):
         raise FormatError("'cases' must be a list", source=path, field="cases")
+    return fmt, cases
+
+
+def iter_cases(path: str) -> Iterator[dict[str, Any]]:
+    """The cases of one SillyTavern vector file, each checked for the shape ``run_case`` reads.
+
+    Raises :class:`FormatError` naming the file, the case and the field for anything
+    malformed (deep nesting and huge integers included)."""
+    fmt, cases = _load_vectors(path)
+    if fmt != ST_FORMAT:
+        raise FormatError(f"not a {ST_FORMAT} file", source=path, field="format")
     for i, case in enumerate(cases):
         _check_case(case, path, i)
     yield from cases
+
+
+def iter_janitor_cases(path: str) -> Iterator[dict[str, Any]]:
+    """The cases of one JanitorAI script vector file, each checked for the shape the runner reads."""
+    fmt, cases = _load_vectors(path)
+    if fmt != JANITOR_FORMAT:
+        raise FormatError(f"not a {JANITOR_FORMAT} file", source=path, field="format")
+    for i, case in enumerate(cases):
+        check_janitor_case(case, path, i)
+    yield from cases
+
+
+def run_janitor_case(case: dict[str, Any], *, source: str = "<memory>") -> CaseOutcome:
+    """Run every turn of one JanitorAI case (each turn is an independent run)."""
+    turns: list[TurnOutcome] = []
+    for ti, turn in enumerate(case["turns"]):
+        try:
+            diffs = janitor_turn_diffs(case, turn)
+        except Exception as exc:  # noqa: BLE001 - a crash is a failing turn, reported with its type
+            diffs = [f"    raised {type(exc).__name__}: {exc}"]
+        turns.append(TurnOutcome(ti, not diffs, diffs))
+    return CaseOutcome(case.get("name", "?"), turns)
 
 
 def _check_case(case: Any, path: str, i: int) -> None:
@@ -181,7 +217,10 @@ def _check_case(case: Any, path: str, i: int) -> None:
 
 
 def run_file(path: str, **kwargs: Any) -> list[CaseOutcome]:
-    """Run every case of one vector file."""
+    """Run every case of one vector file (SillyTavern or JanitorAI, by its ``format``)."""
+    fmt, _ = _load_vectors(path)
+    if fmt == JANITOR_FORMAT:
+        return [run_janitor_case(c, source=path) for c in iter_janitor_cases(path)]
     return [run_case(c, source=path, **kwargs) for c in iter_cases(path)]
 
 
