@@ -151,6 +151,8 @@ class _Parser:
             if text[pos] == "-":
                 sign = -sign
             pos = self.space(pos + 1)
+        if text[pos:pos + 1] == "0" and text[pos + 1:pos + 2].isdigit():
+            raise self.fail(pos, "a legacy octal number (leading 0) is ambiguous; write it without the 0")
         m = _NUMBER.match(text, pos)
         if m is None:
             raise self.fail(start, "a sign must be followed by a number literal")
@@ -159,8 +161,6 @@ class _Parser:
         if end < len(text) and (_IDENT_START.match(text, end) or text[end].isdigit()):
             what = "a BigInt (n suffix)" if text[end] == "n" else "a malformed number"
             raise self.fail(pos, f"{what} is not a JSON number")
-        if len(raw) > 1 and raw[0] == "0" and raw[1].isdigit():
-            raise self.fail(pos, "a legacy octal number (leading 0) is ambiguous; write it without the 0")
         if len(raw) > 4300:
             raise self.fail(pos, "a number literal of more than 4,300 digits")
         low = raw.lower()
@@ -174,10 +174,7 @@ class _Parser:
             value = float(value)           # a JavaScript number: the nearest double
         if isinstance(value, float) and not math.isfinite(value):
             raise self.fail(pos, f"the number {raw[:40]} is out of range (not finite)")
-        value = sign * value
-        if value == 0:
-            value = 0 if isinstance(value, int) else 0.0   # -0 is written as 0 by JSON.stringify
-        return value, end
+        return sign * value, end
 
     def concatenation(self, pos: int) -> tuple[str, int]:
         parts = []
@@ -291,8 +288,10 @@ class _Parser:
             name, pos = self.key(pos)
             pos = self.space(pos)
             nxt = text[pos:pos + 1]
-            if name in ("get", "set", "async") and nxt not in (":", ",", "}", "(") or nxt == "(" or (
-                    name == "*"):
+            bare = text[start] not in "'\"" and not text[start].isdigit()
+            if nxt == "(":
+                raise self.fail(start, "a method is code, not data; lorescan runs no code")
+            if bare and name in ("get", "set", "async") and nxt not in (":", ",", "}"):
                 what = {"get": "a getter", "set": "a setter"}.get(name, "a method")
                 raise self.fail(start, f"{what} is code, not data; lorescan runs no code")
             if nxt in (",", "}"):
@@ -300,7 +299,7 @@ class _Parser:
                                        f"{name}: value")
             if nxt != ":":
                 raise self.fail(pos, f"expected ':' after the property name {name!r}")
-            if name == "__proto__" and text[start] not in "[":
+            if name == "__proto__":
                 raise self.fail(start, "__proto__ in a literal sets the prototype instead of a field")
             self.path.append(name)
             value, pos = self.value(pos + 1, depth)
