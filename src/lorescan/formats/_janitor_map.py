@@ -19,7 +19,7 @@ from ..js.text import js_lower, js_trim
 
 __all__ = ["js_string", "js_number", "term_text", "Term", "read_term", "term_key", "gates_of", "is_always_on",
            "keywords_of", "priority_of", "TEXT_GATES", "TAG_GATES", "count_gate_values", "book_links",
-           "effective_window_depth", "key_term", "to_st", "StMapping"]
+           "effective_window_depth", "key_term", "to_st", "StMapping", "JANITOR_FIELDS"]
 
 # The text-gate aliases (merged in this order by the script) and the tag gates.
 TEXT_GATES: Mapping[str, tuple[str, ...]] = {
@@ -29,6 +29,10 @@ TEXT_GATES: Mapping[str, tuple[str, ...]] = {
     "nall": ("notAll",),
 }
 TAG_GATES = ("andAnyTags", "andAllTags", "notAnyTags", "notAllTags")
+# Every entry field the script reads (README "Entries"); other fields are kept but ignored.
+JANITOR_FIELDS = frozenset({"keywords", "tag", "triggers", "priority", "probability", "minMessages", "maxMessages",
+                            "nameBlock", "requires", "personality", "scenario", "Shifts", *TAG_GATES,
+                            *(a for aliases in TEXT_GATES.values() for a in aliases if "." not in a)})
 
 _MATCHABLE = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")
 
@@ -335,6 +339,8 @@ def to_st(raw: Any, index: int, *, emitted: frozenset[str] = frozenset(), tagged
     trg = raw.get("triggers")
     if isinstance(trg, list) and any(js_string(t) in tagged for t in trg):
         losses.append(("triggers", "triggers an entry by its tag; SillyTavern has no triggers"))
+    losses += [(k, "not a field the script reads; SillyTavern has no place for it") for k in raw
+               if k not in JANITOR_FIELDS]
     shifts = raw.get("Shifts")
     if isinstance(shifts, list) and shifts:
         losses.append(("Shifts", f"{len(shifts)} shift(s): sub-entries applied after their parent have no "
@@ -358,6 +364,8 @@ def to_st(raw: Any, index: int, *, emitted: frozenset[str] = frozenset(), tagged
     if isinstance(names, list) and names:
         out["characterFilter"] = {"isExclude": True, "names": [js_string(n) for n in names if n is not None],
                                   "tags": []}
+        losses.append(("nameBlock", "the script also blocks names that contain a listed name (normalised); "
+                                    "SillyTavern's character filter matches the exact name"))
     if any(read_term(k).kind == "word" for k in keywords_of(raw)) or any(
             not k.startswith("/") for ks in kinds.values() for k in ks):
         out["matchWholeWords"], out["caseSensitive"] = True, False

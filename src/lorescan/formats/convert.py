@@ -19,7 +19,7 @@ from . import card, charx, png
 from ._safety import dump_json_bytes
 from .card import CC_EXT_NAMES, CC_RULES, cc_entry_unmapped, write_character_book
 from .foreign import foreign_unmapped
-from .janitor import janitor_source, write_janitor
+from .janitor import janitor_source, slot_text, write_janitor
 from .janitor_convert import janitor_to_st
 from .load import load, load_data, read_bytes
 from .novelai import novelai_unmapped
@@ -320,6 +320,8 @@ def main_convert(argv: Sequence[str]) -> int:
         book = load(args.input)
         data, report = convert(book, to)
         content = write_bytes(data)
+        if to == "janitor" and os.path.splitext(args.output)[1].lower() in (".js", ".txt"):
+            content = slot_text(data).encode("utf-8")     # the script's data slot, as JavaScript
         with open(args.output, "wb" if args.force else "xb") as fh:
             fh.write(content)
     except LorebookError as exc:
@@ -337,7 +339,7 @@ def main_convert(argv: Sequence[str]) -> int:
 
 # Output extensions that name one format. ``.json`` names none: SillyTavern worlds, cards,
 # lorebook_v3, Risu, Agnai and entry lists are all JSON, so a .json output needs --to.
-_BY_EXTENSION = {".png": "png", ".charx": "charx", ".lorebook": "novelai"}
+_BY_EXTENSION = {".png": "png", ".charx": "charx", ".lorebook": "novelai", ".js": "janitor"}
 
 
 def _target_from_extension(path: str) -> str:

@@ -38,6 +38,7 @@ declaration as written. A knob the script does not declare is None in :class:`Ja
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from typing import Any, Mapping
 from ..errors import FormatError
 from ..limits import Limits
 from ..model import Entry, FrozenMap, Lorebook, Origin, entry_from_fields
-from ._janitor_map import (TAG_GATES, TEXT_GATES, book_links, effective_window_depth, keywords_of, read_term,
+from ._janitor_map import (JANITOR_FIELDS, book_links, effective_window_depth, keywords_of, read_term,
                            to_st)
 from .janitor_convert import entry_to_janitor, st_to_janitor
 from ._jsliteral import find_declarations, location, parse_literal, skip_space
@@ -54,14 +55,10 @@ from ._mapping import Loss
 from ._safety import DEFAULT_LIMITS, cap_entries
 
 __all__ = ["JanitorSource", "janitor_source", "read_script", "read_janitor_json", "is_janitor_script",
-           "is_janitor_json", "write_janitor", "format_data_slot", "KNOBS", "JANITOR_FIELDS", "never_matching_keywords", "view_fields"]
+           "is_janitor_json", "write_janitor", "format_data_slot", "slot_text", "KNOBS", "JANITOR_FIELDS", "never_matching_keywords", "view_fields"]
 
 KNOBS = ("APPLY_LIMIT", "WINDOW_DEPTH")
 _KNOB_ARGS = {"APPLY_LIMIT": "apply_limit", "WINDOW_DEPTH": "window_depth"}
-# Every entry field the script reads (README "Entries"); other fields are kept but ignored.
-JANITOR_FIELDS = frozenset({"keywords", "tag", "triggers", "priority", "probability", "minMessages", "maxMessages",
-                            "nameBlock", "requires", "personality", "scenario", "Shifts", *TAG_GATES,
-                            *(a for aliases in TEXT_GATES.values() for a in aliases if "." not in a)})
 # Names a generic entry list reads (formats.foreign.LIST_RULES): an array using any of them is not janitor's.
 _LIST_NAMES = frozenset({"key", "keys", "keysecondary", "secondary_keys", "secondkey", "comment", "title",
                          "displayName", "name", "content", "text", "entry", "constant", "alwaysActive",
@@ -100,7 +97,8 @@ def is_janitor_script(data: bytes) -> bool:
 
 
 def _janitor_entry(raw: Any) -> bool:
-    return isinstance(raw, Mapping) and not (_LIST_NAMES & raw.keys())
+    # a non-object item is read by the script as an empty entry (a generic entry list refuses it)
+    return not isinstance(raw, Mapping) or not (_LIST_NAMES & raw.keys())
 
 
 def is_janitor_json(doc: Any) -> bool:
@@ -109,7 +107,7 @@ def is_janitor_json(doc: Any) -> bool:
     if isinstance(doc, Mapping):
         return "dynamicLore" in doc and not ({"entries", "spec", "data", "kind", "type"} & doc.keys())
     return (isinstance(doc, list) and bool(doc) and all(_janitor_entry(e) for e in doc)
-            and any(JANITOR_FIELDS & e.keys() for e in doc))
+            and any(isinstance(e, Mapping) and JANITOR_FIELDS & e.keys() for e in doc))
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -320,8 +318,11 @@ def _apply_view(raw: dict[str, Any], e: Entry, read: Mapping[str, Any]) -> tuple
 def format_data_slot(book: Lorebook, *, keyword: str = "var") -> str:
     """JavaScript text for the author's part of the script: the knobs and ``dynamicLore``
     declarations (JSON is a JavaScript literal), never the engine."""
-    import json
-    data, _ = write_janitor(book)
+    return slot_text(write_janitor(book)[0], keyword=keyword)
+
+
+def slot_text(data: Any, *, keyword: str = "var") -> str:
+    """:func:`format_data_slot` for data :func:`write_janitor` returned."""
     value = data["dynamicLore"] if isinstance(data, Mapping) else data
     lines = [f"{keyword} {k} = {json.dumps(data[k])};" for k in KNOBS if isinstance(data, Mapping) and k in data]
     lines.append(f"{keyword} dynamicLore = {json.dumps(value, ensure_ascii=False, indent=2)};")

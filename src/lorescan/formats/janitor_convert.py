@@ -13,10 +13,9 @@ first, the script puts higher buckets first), ``minMessages`` (``delay``, exact 
 SillyTavern's chat length is the script's message count), probability. Reported: tags that
 some entry triggers, triggers that reach a tagged entry, tag gates of triggered entries,
 Shifts, a fractional priority (the script throws), a finite ``maxMessages``, a stem the
-script matches oddly, two kinds of text gate in one entry, and ``APPLY_LIMIT`` when more
-entries than the limit can fire. ``nameBlock`` becomes an excluding character filter: the
-script compares normalised names by substring, SillyTavern the character's exact name; that
-is not reported.
+script matches oddly, two kinds of text gate in one entry, ``APPLY_LIMIT`` when more
+entries than the limit can fire, and ``nameBlock``: it becomes an excluding character filter,
+but the script compares normalised names by substring, SillyTavern the exact name.
 
 SillyTavern -> JanitorAI (:func:`st_to_janitor`): keys to keywords (plain keys lower-cased; a
 regex key only when it is one :func:`~lorescan.formats._janitor_map.term_key` writes),

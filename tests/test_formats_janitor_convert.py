@@ -1,0 +1,220 @@
+"""JanitorAI <-> SillyTavern world and CCv3 conversion: what maps, what is reported lost, and
+the cross-engine check: the converted book run by lorescan's SillyTavern engine fires the
+same entries as the JanitorAI engine on every turn where no reported loss applies."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lorescan import BookSource, ChatMessage, STEngine, STSettings
+from lorescan.formats import convert, load_data
+from lorescan.formats._janitor_map import effective_window_depth
+from lorescan.formats.janitor import janitor_source
+from lorescan.formats.janitor_convert import janitor_to_st
+from lorescan.formats.sillytavern import book_from_entries
+from lorescan.janitor import JanitorEngine
+from lorescan.st.result import Character
+
+VECTORS = Path(__file__).parent / "conformance" / "janitor"
+# the realistic books, and the feature files whose contexts are ordinary chats
+CROSS_FILES = ("books.json", "mixed.json", "keywords.json", "gates.json", "tags.json", "priority.json",
+               "shifts.json", "probability.json")
+# Losses that change no entry's firing: shift texts apply after their parent; tags and
+# triggers matter only on turns with a trigger (those turns are skipped below).
+_SELECTION_NEUTRAL = {"Shifts", "tag", "triggers"}
+
+
+def _cases(name: str) -> list[dict]:
+    return json.loads((VECTORS / name).read_text(encoding="utf-8"))["cases"]
+
+
+def _book(case: dict, settings: dict):
+    knobs = {k.upper(): v for k, v in settings.items()}
+    return load_data({"dynamicLore": case["book"], **knobs}, source=case["name"])
+
+
+def _ordinary_chat(context: dict) -> tuple[list[str], str] | None:
+    chat = context.get("chat") if isinstance(context, dict) else None
+    msgs = chat.get("last_messages") if isinstance(chat, dict) else None
+    if not isinstance(msgs, list) or not msgs or not all(
+            isinstance(m, dict) and isinstance(m.get("message"), str) for m in msgs):
+        return None
+    name = (context.get("character") or {}).get("name", "")
+    return [m["message"] for m in msgs], name if isinstance(name, str) else ""
+
+
+def _st_fired(st_book, n: int, messages: list[str], name: str, depth: int) -> set[int]:
+    engine = STEngine([BookSource(st_book, ("global",))], STSettings(scan_depth=depth, include_names=False),
+                      random=lambda: 0.0)
+    result = engine.scan([ChatMessage("user", m) for m in messages], max_context=10**6,
+                         character=Character(name, avatar=name + ".png"))
+    return {e.uid if e.uid < n else e.uid - n for e in result.activated}
+
+
+def test_the_sillytavern_side_fires_what_the_janitor_engine_fires_where_no_loss_applies():
+    compared = entries_compared = fired = 0
+    for file in CROSS_FILES:
+        for case in _cases(file):
+            if not isinstance(case["book"], list):
+                continue
+            for turn in case["turns"]:
+                chat = _ordinary_chat(turn["context"])
+                if chat is None:
+                    continue
+                book = _book(case, turn["settings"])
+                src = janitor_source(book)
+                st_book, losses = janitor_to_st(book, src)
+                got = JanitorEngine(src.entries, **src.knobs()).run(turn["context"], random=lambda: 0.0)
+                trace = got.trace
+                if got.error is not None or trace["triggered"] or trace["post_shift"] or (
+                        len(trace["direct"]) > trace["apply_limit"]):
+                    continue          # a thrown priority, a trigger, or the limit: reported losses apply
+                lossy = {x.entry for x in losses if x.field not in _SELECTION_NEUTRAL}
+                n = len(case["book"])
+                st_fired = _st_fired(st_book, n, *chat, effective_window_depth(src.window_depth))
+                keep = set(range(n)) - lossy
+                assert st_fired & keep == set(trace["selected"]) & keep, (case["name"], trace["haystack"])
+                compared += 1
+                entries_compared += len(keep)
+                fired += len(set(trace["selected"]) & keep)
+    assert compared >= 200 and entries_compared >= 1000 and fired >= 300, (compared, entries_compared, fired)
+
+
+@pytest.mark.parametrize("text, fires", [
+    ("The docks are busy.", True), ("dock-hands shout", True), ("DOCKSIDE", True), ("a dock's edge", True),
+    ("dock9 is closed", False), ("undocked", False), ("dock_worker", True), ("the dóck", False),
+])
+def test_a_stem_wildcard_becomes_a_regex_key_matching_what_the_script_matches(text, fires):
+    raw = [{"keywords": ["dock*"], "scenario": "Docks."}]
+    context = {"chat": {"last_messages": [{"message": text}]}, "character": {"name": "C"}}
+    janitor = JanitorEngine(raw).run(context, random=lambda: 0.0).trace["selected"] == [0]
+    st_book, losses = janitor_to_st(load_data(raw), janitor_source(load_data(raw)))
+    assert janitor is fires
+    assert (_st_fired(st_book, 1, [text], "C", 5) == {0}) is fires and not losses
+
+
+@pytest.mark.parametrize("text, fires", [
+    ("at the gilded gull tonight", True), ("the Gilded-Gull!", True), ("gilded  gull", True),
+    ("the gilded gulls", False), ("gilded, gull", True), ("gildedgull", False),
+])
+def test_a_phrase_becomes_a_regex_key_matching_what_the_script_matches(text, fires):
+    raw = [{"keywords": ["gilded gull"], "scenario": "Inn."}]
+    context = {"chat": {"last_messages": [{"message": text}]}}
+    assert (JanitorEngine(raw).run(context, random=lambda: 0.0).trace["selected"] == [0]) is fires
+    st_book, _ = janitor_to_st(load_data(raw), janitor_source(load_data(raw)))
+    assert (_st_fired(st_book, 1, [text], "", 5) == {0}) is fires
+
+
+def test_the_loss_report_names_shifts_triggers_tags_limits_and_max_messages_only_where_they_exist():
+    book = [
+        {"keywords": ["inn"], "triggers": ["ale"], "scenario": "Inn.", "Shifts": [{"keywords": ["night"]}]},
+        {"tag": "ale", "scenario": "Ale."},
+        {"keywords": ["road"], "triggers": ["nobody"], "tag": "unused", "maxMessages": 9, "scenario": "Road."},
+        {"keywords": ["sea"], "priority": 2.5, "scenario": "Sea."},
+        {"keywords": ["sky"], "scenario": "Sky."},
+    ]
+    _, report = convert(load_data({"dynamicLore": book, "APPLY_LIMIT": 2}), "sillytavern")
+    assert {(x.entry, x.field) for x in report} == {
+        (0, "triggers"), (0, "Shifts"), (1, "tag"), (2, "maxMessages"), (3, "priority"), (None, "APPLY_LIMIT")}
+
+
+def test_entries_that_map_exactly_report_nothing():
+    book = [{"keywords": ["inn", "old road", "dock*"], "priority": 4, "probability": "50%", "minMessages": 2,
+             "requireAny": ["ale"], "personality": "P.", "scenario": "S."},
+            {"personality": "Always."}, {"keywords": ["x"], "requireAll": ["a"], "notAny": ["b!"]}]
+    data, report = convert(load_data(book), "sillytavern")
+    assert not report
+    e = data["entries"]["0"]
+    assert e["delay"] == 2 and e["probability"] == 50 and e["keysecondary"] == ["ale"] and e["selectiveLogic"] == 0
+    assert (e["content"], e["position"]) == ("P.", 0)
+    assert (data["entries"]["3"]["content"], data["entries"]["3"]["position"]) == ("S.", 1)
+    assert data["entries"]["1"]["constant"] is True
+    # a never-matching none-of term is left out: only the all-of gate remains
+    assert data["entries"]["2"]["keysecondary"] == ["a"] and data["entries"]["2"]["selectiveLogic"] == 3
+
+
+def test_two_kinds_of_gate_in_one_entry_are_a_loss():
+    _, report = convert(load_data([{"keywords": ["x"], "requireAny": ["a"], "notAny": ["b"]}]), "sillytavern")
+    assert [(x.entry, x.field) for x in report] == [(0, "gates")]
+
+
+def test_priority_buckets_become_orders_that_keep_the_scripts_text_order():
+    book = [{"keywords": ["a"], "priority": 1, "scenario": "low"}, {"keywords": ["a"], "priority": 5,
+            "scenario": "high"}, {"keywords": ["a"], "scenario": "mid1"}, {"keywords": ["a"], "scenario": "mid2"}]
+    context = {"chat": {"last_messages": [{"message": "a"}]}}
+    janitor = JanitorEngine(book).run(context, random=lambda: 0.0).scenario
+    st_book, _ = janitor_to_st(load_data(book), janitor_source(load_data(book)))
+    engine = STEngine([BookSource(st_book, ("global",))], STSettings(scan_depth=5), random=lambda: 0.0)
+    placed = engine.scan([ChatMessage("u", "a")], max_context=10**6).placement
+    assert janitor == "\n\nhigh\n\nmid1\n\nmid2\n\nlow"
+    assert placed.after == "high\nmid1\nmid2\nlow" and placed.before == ""
+
+
+def test_janitor_to_ccv3_carries_the_same_entries_and_losses():
+    case = _cases("books.json")[0]
+    book = load_data(case["book"])
+    st_data, st_report = convert(book, "sillytavern")
+    card, card_report = convert(book, "ccv3")
+    assert card["spec"] == "chara_card_v3"
+    assert len(card["data"]["character_book"]["entries"]) == len(st_data["entries"])
+    janitor_losses = {(x.entry, x.field) for x in st_report}
+    assert janitor_losses and janitor_losses <= {(x.entry, x.field) for x in card_report}
+
+
+def test_sillytavern_to_janitor_maps_keys_gates_text_and_order():
+    st_book = book_from_entries("w", [
+        {"uid": 0, "key": ["Inn"], "keysecondary": ["ale"], "selective": True, "selectiveLogic": 2,
+         "content": "Late.", "position": 1, "order": 200, "matchWholeWords": True, "delay": 3, "probability": 40},
+        {"uid": 1, "key": [], "constant": True, "content": "Always.", "position": 0, "order": 100},
+        {"uid": 2, "key": ["x"], "content": "Off.", "disable": True}])
+    data, report = convert(st_book, "janitor")
+    assert data["dynamicLore"] == [
+        {"personality": "Always."},
+        {"keywords": ["inn"], "requireNone": ["ale"], "scenario": "Late.", "probability": 0.4, "minMessages": 3}]
+    assert data["APPLY_LIMIT"] == 0 and data["WINDOW_DEPTH"] == 2
+    assert [(x.entry, x.field) for x in report] == [(2, "disable")]
+
+
+def test_sillytavern_to_janitor_reports_what_the_script_cannot_do():
+    st_book = book_from_entries("w", [
+        {"uid": 0, "key": ["inn"], "content": "Mentions the tavern.", "sticky": 2},
+        {"uid": 1, "key": ["/ta.ern/i", "tavern"], "content": "T.", "position": 4, "matchWholeWords": True},
+        {"uid": 2, "key": ["sir.", "ok"], "content": "K.", "group": "g", "matchWholeWords": True,
+         "characterFilter": {"isExclude": False, "names": ["Bob"], "tags": []}}])
+    _, report = convert(st_book, "janitor")
+    assert {(x.entry, x.field) for x in report} == {
+        (0, "matchWholeWords"), (0, "sticky"), (1, "key[0]"), (1, "position"), (2, "key[0]"), (2, "group"),
+        (2, "characterFilter"), (None, "recursion")}
+
+
+def test_a_janitor_book_converted_to_sillytavern_and_back_keeps_what_maps():
+    book = [{"keywords": ["inn", "old road", "dock*"], "requireAny": ["ale"], "scenario": "S.", "minMessages": 2},
+            {"personality": "Always."}]
+    st_data, _ = convert(load_data(book), "sillytavern")
+    back, report = convert(load_data(st_data), "janitor")
+    assert back["dynamicLore"] == [
+        {"keywords": ["inn", "old road", "dock*"], "requireAny": ["ale"], "scenario": "S.", "minMessages": 2},
+        {"personality": "Always."}]
+    assert back["WINDOW_DEPTH"] == 5
+    assert not [x for x in report if x.entry is not None]
+
+
+def test_a_field_the_script_does_not_read_is_reported_when_converting():
+    _, report = convert(load_data([{"keywords": ["inn"], "scenario": "S.", "note": "mine"}]), "sillytavern")
+    assert [(x.entry, x.field) for x in report] == [(0, "note")]
+
+
+def test_lorescan_convert_reads_a_script_and_writes_the_data_slot_back(tmp_path, capsys):
+    from lorescan.formats import main_convert
+    from lorescan.formats.janitor import read_script
+    script = tmp_path / "bot.js"
+    script.write_text("var APPLY_LIMIT = 3;\nconst dynamicLore = [{keywords: ['inn'], scenario: 'The inn.',},];\n")
+    assert main_convert([str(script), str(tmp_path / "world.json"), "--to", "st"]) == 0
+    assert "janitor -> sillytavern" in capsys.readouterr().out
+    world = json.loads((tmp_path / "world.json").read_text())
+    assert world["entries"]["0"]["key"] == ["inn"]
+    assert main_convert([str(tmp_path / "world.json"), str(tmp_path / "back.js")]) == 0
+    back = read_script((tmp_path / "back.js").read_bytes(), source="back.js")
+    assert janitor_source(back).entries == [{"keywords": ["inn"], "scenario": "The inn."}]
