@@ -59,6 +59,25 @@ EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
     "ls701-ru": [("LS701", 0, "key[0]")],      # no word list: the book's own words
 }
 
+# JanitorAI script books (tests/data/lint/janitor/lsNNN.js): the janitor entry's index and own field names
+JANITOR_EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
+    "clean": [],
+    "ls801": [("LS801", 1, "keywords[0]")],
+    "ls802": [("LS802", 1, "keywords[0]")],
+    "ls803": [("LS803", 1, "keywords[0]")],
+    "ls804": [("LS804", 1, "notAny[0]")],
+    "ls810": [("LS810", 1, "minMessages")],
+    "ls811": [("LS811", 1, "maxMessages")],
+    "ls812": [("LS812", 1, "keywords")],
+    "ls813": [("LS802", 1, "keywords[0]"), ("LS802", 1, "keywords[1]"), ("LS813", 1, "keywords")],
+    "ls820": [("LS820", 1, "priority")],
+    "ls830": [("LS830", 1, "triggers[0]")],
+    "ls831": [("LS831", 1, "tag")],
+    "ls832": [("LS832", 1, "tag")],
+    "ls840": [("LS840", 1, "priority")],
+    "ls850": [("LS850", 2, "keywords[0]")],
+}
+
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_book_gives_exactly_its_findings(name: str) -> None:
@@ -72,10 +91,54 @@ def test_each_book_gives_exactly_its_findings(name: str) -> None:
             assert f.name == f"Entry {f.entry}"
 
 
+@pytest.mark.parametrize("name", sorted(JANITOR_EXPECTED))
+def test_each_janitor_script_book_gives_exactly_its_findings(name: str) -> None:
+    path = DATA / "janitor" / f"{name}.js"
+    book = load(path)
+    assert book.format == "janitor"
+    findings = lint_book(book)
+    assert [(f.code, f.entry, f.field) for f in findings] == JANITOR_EXPECTED[name]
+    for f in findings:
+        assert f.source == str(path) and f.message and f.suggestion and f.severity == CODES[f.code][0]
+        assert f.name.startswith(f"dynamicLore[{f.entry}]")
+
+
 def test_every_code_has_a_book_that_triggers_it() -> None:
     covered = {code for found in EXPECTED.values() for code, _, _ in found}
-    assert covered == set(CODES)
+    janitor = {code for found in JANITOR_EXPECTED.values() for code, _, _ in found}
+    assert covered | janitor == set(CODES)
+    assert janitor == {c for c in CODES if c.startswith("LS8")}
     assert set(EXPECTED) == {p.stem for p in DATA.glob("*.json")}
+    assert set(JANITOR_EXPECTED) == {p.stem for p in (DATA / "janitor").glob("*.js")}
+
+
+def test_janitor_messages_say_what_the_script_does() -> None:
+    by_code = {f.code: f for name in JANITOR_EXPECTED for f in lint_book(load(DATA / "janitor" / f"{name}.js"))}
+    assert "non-ASCII" in by_code["LS801"].message and "'café'" in by_code["LS801"].message
+    assert "throws a TypeError" in by_code["LS820"].message
+    assert "later entries (2)" in by_code["LS832"].message
+    assert "APPLY_LIMIT lets 2 through" in by_code["LS840"].message
+    assert "'lanterm' is nearly 'lantern'" in by_code["LS850"].message
+
+
+def test_a_janitor_book_gets_only_janitor_checks_and_select_works() -> None:
+    book = load(DATA / "janitor" / "ls813.js")
+    assert {f.code for f in lint_book(book, LintOptions(select=("LS81",)))} == {"LS813"}
+    assert lint_book(book, LintOptions(ignore=("LS8",))) == []
+    # the same entries as JSON data read the same
+    from lorescan.formats.janitor import janitor_source
+    from lorescan.formats import load_data
+    again = load_data(janitor_source(book).entries, source="ls813.json")
+    assert [(f.code, f.entry, f.field) for f in lint_book(again)] == JANITOR_EXPECTED["ls813"]
+
+
+def test_a_backward_chain_is_fine_when_a_later_entry_fires_directly() -> None:
+    from lorescan.formats import load_data
+    book = load_data([{"tag": "crew", "scenario": "Crew."}, {"keywords": ["gull"], "triggers": ["crew"]}])
+    assert [f.code for f in lint_book(book)] == []      # the direct pass runs before the trigger pass
+    shifted = load_data([{"tag": "crew", "scenario": "Crew."}, {"tag": "x", "triggers": ["crew"]},
+                         {"keywords": ["a"], "triggers": ["x"]}])
+    assert [(f.code, f.entry) for f in lint_book(shifted)] == [("LS832", 0)]
 
 
 def test_messages_say_what_sillytavern_does() -> None:
