@@ -218,3 +218,14 @@ def test_lorescan_convert_reads_a_script_and_writes_the_data_slot_back(tmp_path,
     assert main_convert([str(tmp_path / "world.json"), str(tmp_path / "back.js")]) == 0
     back = read_script((tmp_path / "back.js").read_bytes(), source="back.js")
     assert janitor_source(back).entries == [{"keywords": ["inn"], "scenario": "The inn."}]
+
+
+def test_the_engine_is_built_from_a_read_book_with_its_knobs():
+    from lorescan.errors import LorebookError
+    book = load_data({"dynamicLore": [{"keywords": ["a"], "scenario": "A."}, {"keywords": ["a"], "scenario": "B."}],
+                      "APPLY_LIMIT": 1})
+    context = {"chat": {"last_messages": [{"message": "a"}]}}
+    assert JanitorEngine.from_book(book).run(context, random=lambda: 0.0).scenario == "\n\nA."
+    assert JanitorEngine.from_book(book, apply_limit=2).run(context, random=lambda: 0.0).scenario == "\n\nA.\n\nB."
+    with pytest.raises(LorebookError, match="janitor_source"):
+        JanitorEngine.from_book(book_from_entries("w", []))

@@ -37,6 +37,10 @@ _NUMBER = re.compile(r"""0[xX][0-9a-fA-F](?:_?[0-9a-fA-F])*
                         |0[bB][01](?:_?[01])*
                         |(?:(?:0|[1-9](?:_?[0-9])*)(?:\.(?:[0-9](?:_?[0-9])*)?)?|\.[0-9](?:_?[0-9])*)
                          (?:[eE][+-]?[0-9](?:_?[0-9])*)?""", re.X)
+_SPACE_CHARS = "".join(sorted(_SPACE))
+_SKIP = re.compile("(?:[" + _SPACE_CHARS + "]+|//[^" + _LINE_TERMINATORS + "]*|/\\*.*?\\*/)*", re.S)
+_PLAIN = {"'": re.compile(r"[^'\\\n\r]+"), '"': re.compile(r'[^"\\\n\r]+'), "`": re.compile(r"[^`\\$\r]+")}
+_BORING = re.compile(r"[^'\"`/A-Za-z_$0-9\u0080-\U0010ffff]+")     # punctuation and whitespace between tokens
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v"}
 _EXACT_INT = 2**53
 _WORDS = {"true": True, "false": False, "null": None}
@@ -50,22 +54,10 @@ def location(text: str, pos: int) -> str:
 
 def skip_space(text: str, pos: int, *, source: str = "<memory>") -> int:
     """The first position at or after ``pos`` that is neither whitespace nor a comment."""
-    n = len(text)
-    while pos < n:
-        ch = text[pos]
-        if ch in _SPACE:
-            pos += 1
-        elif text.startswith("//", pos):
-            while pos < n and text[pos] not in _LINE_TERMINATORS:
-                pos += 1
-        elif text.startswith("/*", pos):
-            end = text.find("*/", pos + 2)
-            if end < 0:
-                raise FormatError(f"{location(text, pos)}: a block comment is never closed", source=source)
-            pos = end + 2
-        else:
-            break
-    return pos
+    end = _SKIP.match(text, pos).end()
+    if text.startswith("/*", end):
+        raise FormatError(f"{location(text, end)}: a block comment is never closed", source=source)
+    return end
 
 
 def _path_field(path: list[Any]) -> str | None:
@@ -196,7 +188,12 @@ class _Parser:
         pos += 1
         out: list[str] = []
         n = len(text)
+        plain = _PLAIN[quote].match
         while True:
+            m = plain(text, pos)
+            if m is not None:
+                out.append(m.group())
+                pos = m.end()
             if pos >= n:
                 raise self.fail(pos, "a string is never closed")
             ch = text[pos]
@@ -425,6 +422,14 @@ def find_declarations(text: str, names: frozenset[str], *, source: str = "<memor
     prev_word = ""
     while pos < n:
         ch = text[pos]
+        if ch not in "/'\"`" and not ch.isalnum() and ch not in "_$":
+            m = _BORING.match(text, pos)
+            if m is not None:
+                run = m.group().strip(_SPACE_CHARS)
+                if run:
+                    prev, prev_word = run[-1], ""
+                pos = m.end()
+                continue
         if ch in _SPACE:
             pos += 1
             continue
@@ -463,7 +468,13 @@ def _skip_string(text: str, pos: int, source: str) -> int:
     pos += 1
     n = len(text)
     depth = 0                       # ${ ... } nesting inside a template (skipped as code)
+    plain = _PLAIN[quote].match
     while pos < n:
+        m = plain(text, pos)
+        if m is not None and not depth:
+            pos = m.end()
+            if pos >= n:
+                break
         ch = text[pos]
         if ch == "\\":
             pos += 2
