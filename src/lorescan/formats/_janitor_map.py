@@ -149,22 +149,27 @@ def term_key(term: Term) -> str | None:
     """The SillyTavern key matching what the script matches, or None (``never`` / ``odd``).
 
     A single word is a plain key (the entry gets whole-word matching); a phrase is a regex
-    allowing any run of non-alphanumerics between its words; ``stem*`` is
+    allowing any run of non-alphanumerics between its words (but not SillyTavern's message
+    joiner: the script can match a phrase across two messages, SillyTavern cannot); ``stem*`` is
     ``/(?<![a-z0-9])stem[a-z]*(?![a-z0-9])/i`` (letters only after the stem, as the script's
     ``[a-z]*`` then a space); a bare ``*`` is a regex matching every text.
     """
     if term.kind == "word":
         return term.text
     if term.kind == "phrase":
-        return "/(?<![a-z0-9])" + "[^a-z0-9]+".join(term.text.split(" ")) + "(?![a-z0-9])/i"
+        return "/(?<![a-z0-9])" + _GAP.join(term.text.split(" ")) + "(?![a-z0-9])/i"
     if term.kind == "stem":
-        return "/(?<![a-z0-9])" + "[^a-z0-9]+".join(term.text.split(" ")) + "[a-z]*(?![a-z0-9])/i"
+        return "/(?<![a-z0-9])" + _GAP.join(term.text.split(" ")) + "[a-z]*(?![a-z0-9])/i"
     if term.kind == "always":
         return "/(?:)/"
     return None
 
 
-_KEY_BACK = re.compile(r"/\(\?<!\[a-z0-9\]\)((?:[a-z0-9]+\[\^a-z0-9\]\+)*[a-z0-9]+)(\[a-z\]\*)?\(\?!\[a-z0-9\]\)/i")
+# Between a phrase's words: what the script's normalisation turns into one space, except
+# SillyTavern's message joiner marker (U+0001), so a phrase stays inside one message.
+_GAP = "[^a-z0-9\\x01]+"
+_KEY_BACK = re.compile(r"/\(\?<!\[a-z0-9\]\)((?:[a-z0-9]+" + re.escape(_GAP) + r")*[a-z0-9]+)(\[a-z\]\*)?"
+                       r"\(\?!\[a-z0-9\]\)/i")
 
 
 def key_term(key: str) -> str | None:
@@ -174,7 +179,7 @@ def key_term(key: str) -> str | None:
     m = _KEY_BACK.fullmatch(key)
     if m is None:
         return None
-    return m.group(1).replace("[^a-z0-9]+", " ") + ("*" if m.group(2) else "")
+    return m.group(1).replace(_GAP, " ") + ("*" if m.group(2) else "")
 
 
 def _arr(value: Any) -> list[Any]:

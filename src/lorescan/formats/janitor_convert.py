@@ -14,7 +14,8 @@ SillyTavern's chat length is the script's message count), probability. Reported:
 some entry triggers, triggers that reach a tagged entry, tag gates of triggered entries,
 Shifts, a fractional priority (the script throws), a finite ``maxMessages``, a stem the
 script matches oddly, two kinds of text gate in one entry, ``APPLY_LIMIT`` when more
-entries than the limit can fire, and ``nameBlock``: it becomes an excluding character filter,
+entries than the limit can fire, phrases (once per book: the script can match one across two
+messages, SillyTavern only inside one), and ``nameBlock``: it becomes an excluding character filter,
 but the script compares normalised names by substring, SillyTavern the exact name.
 
 SillyTavern -> JanitorAI (:func:`st_to_janitor`): keys to keywords (plain keys lower-cased; a
@@ -34,7 +35,8 @@ from typing import Any, Mapping
 
 from ..js.text import js_lower, js_trim
 from ..model import ST_ENTRY_DEFAULTS, Entry, Lorebook
-from ._janitor_map import book_links, effective_window_depth, is_always_on, key_term, read_term, to_st
+from ._janitor_map import (book_links, effective_window_depth, gates_of, is_always_on, key_term, keywords_of,
+                           read_term, to_st)
 from ._mapping import Loss, json_equal
 from .sillytavern import book_from_entries
 
@@ -68,12 +70,22 @@ def janitor_to_st(book: Lorebook, src: Any) -> tuple[Lorebook, list[Loss]]:
         losses += [Loss(i, f, w) for f, w in m.losses]
         if not m.primary.get("disable") and (m.primary["key"] or m.primary["constant"]):
             can_fire += 1
+    if depth > 1 and any(_has_phrase(raw) for raw in raws):
+        losses.append(Loss(None, "keywords", "the script joins the window's messages with a space, so a phrase "
+                                             "can match across two messages; in SillyTavern it matches inside one"))
     limit = apply_limit_of(src.apply_limit if "APPLY_LIMIT" in src.written else 6)
     if can_fire > limit:
         losses.append(Loss(None, "APPLY_LIMIT", f"at most {limit:g} of the {can_fire} entries that can fire "
                                                 "apply per turn; SillyTavern has no count limit"))
     st_book = book_from_entries(book.name, entries + seconds, source=book.source)
     return st_book, losses
+
+
+def _has_phrase(raw: Any) -> bool:
+    if not isinstance(raw, Mapping):
+        return False
+    terms = list(keywords_of(raw)) + [t for items in gates_of(raw).values() for _, t in items]
+    return any(read_term(t).kind in ("phrase", "stem") and " " in read_term(t).text for t in terms)
 
 
 _POSITIONS = {0: "personality", 1: "scenario"}
