@@ -259,3 +259,43 @@ def test_the_engine_is_built_from_a_read_book_with_its_knobs():
     assert JanitorEngine.from_book(book, apply_limit=2).run(context, random=lambda: 0.0).scenario == "\n\nA.\n\nB."
     with pytest.raises(LorebookError, match="janitor_source"):
         JanitorEngine.from_book(book_from_entries("w", []))
+
+
+def test_a_sillytavern_book_converted_to_janitor_fires_the_same_entries_where_no_loss_applies():
+    synthetic = Path(__file__).parent / "data" / "synthetic"
+    source = load_data(json.loads((synthetic / "harbor-watch.json").read_text(encoding="utf-8")))
+    # whole-word keys (SillyTavern's substring default is a reported loss for every keyed entry)
+    st_book = book_from_entries("hw", [{**dict(e.fields), "matchWholeWords": True} for e in source.entries])
+    data, report = convert(st_book, "janitor")
+    lossy = {x.entry for x in report if x.entry is not None}
+    assert {x.field for x in report if x.entry is None} == {"recursion"}    # the ST side runs without it here
+    visit = [e.uid for e in st_book.entries]
+    kept = sorted((e for e in st_book.entries if not e.disable), key=lambda e: (e.order, -visit.index(e.uid)))
+    uid_of = [e.uid for e in kept]                 # janitor index -> SillyTavern uid
+    chat = [m["mes"] for m in map(json.loads, (synthetic / "harbor-watch-chat.jsonl").read_text(
+        encoding="utf-8").splitlines()) if "mes" in m and not m.get("is_system")]
+    st_engine = STEngine([BookSource(st_book, ("global",))], STSettings(scan_depth=data["WINDOW_DEPTH"]),
+                         random=lambda: 0.0)
+    janitor = JanitorEngine(data["dynamicLore"], apply_limit=data["APPLY_LIMIT"], window_depth=data["WINDOW_DEPTH"])
+    fired = 0
+    for n in range(1, 60):
+        st_fired = {e.uid for e in st_engine.scan([ChatMessage("u", m) for m in chat[:n]], max_context=10**6).activated}
+        run = janitor.run({"chat": {"last_messages": [{"message": m} for m in chat[:n]]}}, random=lambda: 0.0)
+        janitor_fired = {uid_of[i] for i in run.trace["selected"]}
+        assert st_fired - lossy == janitor_fired - lossy, n
+        fired += len(janitor_fired - lossy)
+    assert len(st_book.entries) - len(lossy) >= 10 and fired >= 50, fired
+
+
+def test_a_ccv3_card_converts_to_janitor_like_its_sillytavern_world():
+    st_book = book_from_entries("w", [
+        {"uid": 0, "key": ["Inn"], "keysecondary": ["ale"], "selective": True, "selectiveLogic": 3,
+         "content": "Late.", "position": 1, "order": 200, "matchWholeWords": True},
+        {"uid": 1, "key": ["harbor"], "content": "Early.", "position": 0, "order": 100, "matchWholeWords": True}])
+    card, _ = convert(st_book, "ccv3")
+    from_card, card_report = convert(load_data(card), "janitor")
+    from_world, world_report = convert(st_book, "janitor")
+    assert from_card["dynamicLore"] == from_world["dynamicLore"] == [
+        {"keywords": ["harbor"], "personality": "Early."},
+        {"keywords": ["inn"], "requireAll": ["ale"], "scenario": "Late."}]
+    assert not card_report and not world_report

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..js.text import js_lower, js_trim
-from ..model import ST_ENTRY_DEFAULTS, Entry, Lorebook
+from ..model import ST_ENTRY_DEFAULTS, Entry, Lorebook, js_truthy
 from ._janitor_map import (book_links, effective_window_depth, gates_of, is_always_on, key_term, keywords_of,
                            read_term, to_st)
 from ._mapping import Loss, json_equal
@@ -175,8 +175,9 @@ def entry_to_janitor(entry: Entry) -> tuple[dict[str, Any], list[tuple[str, str]
     for name, value in f.items():
         if name in _READ or name in entry.filled:
             continue
-        if name in _DEFAULTS and (value is None or json_equal(value, _DEFAULTS[name])):
-            continue
+        if name in _DEFAULTS and (value is None or json_equal(value, _DEFAULTS[name])
+                                  or (not js_truthy(value) and not js_truthy(_DEFAULTS[name]))):
+            continue                           # the default, or off the way the default is off
         if name not in _DEFAULTS and value in (None, False, "", [], {}):
             continue
         losses.append((name, f"{_WHY.get(name, 'this field')} has no JanitorAI counterpart"))
