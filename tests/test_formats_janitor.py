@@ -143,7 +143,7 @@ def test_the_view_entries_map_keywords_text_and_priority():
     book = read("var dynamicLore = [{keywords: ['inn', 'gilded gull', 'dock*'], priority: 5, personality: 'p',"
                 " scenario: 's', minMessages: 3, nameBlock: ['Bob'], requireAny: ['ale']}, {}];")
     e, always = book.entries
-    assert list(e.key) == ["inn", "/(?<![a-z0-9])gilded[^a-z0-9]+gull(?![a-z0-9])/i",
+    assert list(e.key) == ["inn", "/(?<![a-z0-9])gilded[^a-z0-9\\x01]+gull(?![a-z0-9])/i",
                            "/(?<![a-z0-9])dock[a-z]*(?![a-z0-9])/i"]
     assert e.fields["matchWholeWords"] is True and e.content == "p\n\ns" and e.fields["delay"] == 3
     assert list(e.keysecondary) == ["ale"] and e.selective_logic == 0
