@@ -1,6 +1,6 @@
-"""JanitorAI script lorebooks: the ``dynamicLore`` array of the "ADVANCED LORE BOOK SYSTEM v12"
-script, read from the script text (never run) or from JSON, and written back as the data for
-the script's slot (never the script itself).
+"""JanitorAI script lorebooks (docs/janitor-format.md#janitor-read): the ``dynamicLore`` array
+of the "ADVANCED LORE BOOK SYSTEM v12" script, read from the script text (never run) or from
+JSON, and written back as the data for the script's slot (never the script itself).
 
 Read from:
 

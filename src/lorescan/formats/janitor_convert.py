@@ -1,5 +1,5 @@
 """Converting between JanitorAI script books and SillyTavern-shaped books (world JSON, CCv3),
-with a report of what did not carry over.
+with a report of what did not carry over (docs/janitor-format.md#janitor-to-st).
 
 JanitorAI -> SillyTavern (:func:`janitor_to_st`): each janitor entry becomes the entry
 :func:`lorescan.formats._janitor_map.to_st` describes (uid = its index; an entry with both a

@@ -1,5 +1,5 @@
 """Checks of JanitorAI script books (``LS8xx``), read the way "ADVANCED LORE BOOK SYSTEM v12"
-reads them (docs/janitor-mode.md, the conformance README's quirks).
+reads them (docs/janitor-format.md, the conformance README's quirks).
 
 Terms that can never match (LS801-LS804), entries that can never fire (LS810-LS813), the
 fractional priority that makes the script throw (LS820), tags and triggers that link nothing
