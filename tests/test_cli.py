@@ -129,7 +129,7 @@ def test_every_st_setting_is_a_flag_with_its_default_in_help():
         assert "--" + f.name.replace("_", "-") in text, f.name
         shown = f.default if isinstance(f.default, str) else json.dumps(f.default)
         assert f"(default: {shown})" in text
-    assert "--mode {sillytavern,slot}" in text and "(default: sillytavern)" in text
+    assert "--mode {sillytavern,slot,janitor}" in text and "(default: sillytavern)" in text
     assert "(default: 8192)" in text
 
 

@@ -27,7 +27,8 @@ def test_number_of_a_json_value(value, want):
     assert js_to_number(value) == want
 
 
-@pytest.mark.parametrize("value", ["1_000", "-0x10", "12px", "abc", "infinity", "1e", [1, 2], {}, "0x"])
+@pytest.mark.parametrize("value", ["1_000", "-0x10", "12px", "abc", "infinity", "1e", [1, 2], {}, "0x",
+                                   "\u0661\u0662", "\uff11"])
 def test_number_of_junk_is_nan(value):
     assert math.isnan(js_to_number(value))
 
@@ -40,7 +41,7 @@ def test_parse_int(value, want):
     assert js_parse_int(value) == want
 
 
-@pytest.mark.parametrize("value", [None, True, "abc", "", "-", {}, "\u00857"])
+@pytest.mark.parametrize("value", [None, True, "abc", "", "-", {}, "\u00857", "\u0663"])
 def test_parse_int_of_junk_is_nan(value):
     assert math.isnan(js_parse_int(value))
 

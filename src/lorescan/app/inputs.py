@@ -142,8 +142,12 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the character's filter id, its avatar file name without extension (default: NAME)")
     g.add_argument("--user", metavar="NAME", help="the user's name, for {{user}} (default: the chat's metadata)")
     r = parser.add_argument_group("engine")
-    r.add_argument("--mode", choices=("sillytavern", "slot"), default="sillytavern",
-                   help="engine: SillyTavern's World Info, or the lorebook-slot platform (default: %(default)s)")
+    r.add_argument("--mode", choices=("sillytavern", "slot", "janitor"), default="sillytavern",
+                   help="engine: SillyTavern's World Info, the lorebook-slot platform, or the JanitorAI script "
+                        "(a raw dynamicLore JSON array; --compat improved is its improved profile) "
+                        "(default: %(default)s)")
+    r.add_argument("--apply-limit", metavar="JSON", help="janitor mode: the APPLY_LIMIT knob (default: 6)")
+    r.add_argument("--window-depth", metavar="JSON", help="janitor mode: the WINDOW_DEPTH knob (default: 5)")
     r.add_argument("--compat", choices=("sillytavern", "improved"), default="sillytavern",
                    help="SillyTavern's exact matching rules, or lorescan's improved ones (default: %(default)s)")
     r.add_argument("--max-context", type=int, default=8192, metavar="TOKENS",

@@ -255,6 +255,9 @@ def _write_json(data: Any, out: TextIO) -> None:
 
 def scan_command(args: argparse.Namespace, *, out: TextIO) -> int:
     """``lorescan scan``: what fires, why, and where it lands in the prompt."""
+    if args.mode == "janitor":
+        from .janitorscan import janitor_scan_command  # import-cost: janitor mode loads only when asked for
+        return janitor_scan_command(args, out=out)
     report = _Report(read_inputs(args))
     if args.json:
         _write_json(report.to_json(near=False), out)
@@ -333,6 +336,9 @@ def _select(report: _Report, wanted: str | None) -> list[EntryId]:
 
 def explain_command(args: argparse.Namespace, *, out: TextIO) -> int:
     """``lorescan explain``: every entry (or ``--entry``), why it fired or not, with near-misses."""
+    if args.mode == "janitor":
+        from .janitorscan import janitor_explain_command  # import-cost: janitor mode loads only when asked for
+        return janitor_explain_command(args, out=out)
     report = _Report(read_inputs(args))
     if report.slot is not None:
         return _explain_slot(report, args, out)

@@ -14,13 +14,14 @@ text, and repeats the trigger pass to a fixed point; everything else is the scri
 """
 from __future__ import annotations
 
+import heapq
 import math
 import random as _random
-from typing import Any, Callable, Iterable, Sequence
+from typing import AbstractSet, Any, Callable, Sequence
 
 from ..errors import LorebookError
-from ..js.coerce import is_js_number, js_get, js_length, js_number_to_string, js_parse_int, js_string
-from ..js.coerce import utf16_sort_key
+from ..js.coerce import is_js_number, js_get, js_length, js_parse_int, js_string
+from ..js.coerce import js_sorted
 from ..model import js_truthy
 from .entries import Entry, TermTable, read_book
 from .normalise import IMPROVED, PROFILES, SCRIPT, normalise_improved, normalise_script
@@ -71,6 +72,9 @@ def _random_source(random: Any) -> Callable[[], float]:
             v = next(values)
         except StopIteration:
             raise LorebookError(f"the random sequence ran out after {taken} value(s)", source="random") from None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise LorebookError(f"random value {taken} is not a number: {v!r:.40}", source="random",
+                                field=f"[{taken}]")
         taken += 1
         return float(v)
     return next_value
@@ -101,6 +105,17 @@ class JanitorEngine:
         self.entries: tuple[Entry, ...] = read_book(book, self.terms, self._norm)
         self.scanner = TermScanner(self.terms.terms, profile)
         self._norm_cache: dict[str, str] = {}
+        # the fast path visits only entries a matched keyword or an emitted tag can reach
+        self.always_on = tuple(e.index for e in self.entries if e.always_on)
+        by_term: dict[int, list[int]] = {}
+        by_tag: dict[str, list[int]] = {}
+        for e in self.entries:
+            for t in set(e.keywords):
+                by_term.setdefault(t, []).append(e.index)
+            if e.tag is not None:
+                by_tag.setdefault(e.tag, []).append(e.index)
+        self.by_term = {t: tuple(v) for t, v in by_term.items()}
+        self.by_tag = {t: tuple(v) for t, v in by_tag.items()}
 
     @classmethod
     def from_book(cls, book: Any, *, profile: str = SCRIPT, **knobs: Any) -> "JanitorEngine":
@@ -127,17 +142,23 @@ class JanitorEngine:
             got = self._norm_cache[text] = self._norm(text)
         return got
 
-    def read_window(self, context: Any) -> tuple[list[str], Any]:
-        """The window's messages (raw strings, oldest first) and the message count."""
+    def read_window(self, context: Any) -> tuple[list[str], Any, bool]:
+        """The window's messages (raw strings, oldest first), the message count, and whether
+        they came from ``last_messages`` (else from ``lastMessage`` / ``last_message``)."""
+        if type(context) is dict:                 # the usual shape, read without the general rules
+            chat = context.get("chat")
+            lm = chat.get("last_messages") if type(chat) is dict else None
+            if type(lm) is list and lm:
+                return self._window_items(lm, len(lm)), len(lm), True
         chat = js_get(context, "chat") if js_truthy(context) else None
         lm = js_get(chat, "last_messages") if js_truthy(chat) else None
-        length = js_length(lm) if js_truthy(lm) else None
+        length: Any = js_length(lm) if js_truthy(lm) else None
+        count: Any = 0
         if is_js_number(length):
-            count: Any = length
+            count = length
             if length > 0:
-                return self._window_items(lm, length), count
+                return self._window_items(lm, float(length)), count, True
         else:
-            count = 0
             mc = js_get(chat, "message_count") if js_truthy(chat) else None
             if is_js_number(mc):
                 count = mc
@@ -145,11 +166,20 @@ class JanitorEngine:
         if js_truthy(chat):
             a, b = js_get(chat, "lastMessage"), js_get(chat, "last_message")
             single = (a if isinstance(a, str) else "") or (b if isinstance(b, str) else "")
-        return ([single] if single else []), count
+        return ([single] if single else []), count, False
 
     def _window_items(self, lm: Any, length: float) -> list[str]:
-        i: float = max(0, length - self.window_depth)
         out: list[str] = []
+        if isinstance(lm, list):
+            for item in lm[max(0, len(lm) - self.window_depth):]:
+                msg = item.get("message") if isinstance(item, dict) else None
+                if isinstance(msg, str):
+                    out.append(msg)
+                else:
+                    msg = js_get(item, "message") if js_truthy(item) else None
+                    out.append(msg if isinstance(msg, str) else "" if item is None else js_string(item))
+            return out
+        i: float = max(0, length - self.window_depth)
         while i < length:
             item = js_get(lm, i)
             msg = js_get(item, "message") if js_truthy(item) else None
@@ -165,8 +195,14 @@ class JanitorEngine:
 
     # -- one run ------------------------------------------------------------------------
     def run(self, context: Any, random: Callable[[], float] | Sequence[float] | None = None) -> JanitorResult:
-        """One run of the script on ``context``; ``random`` replaces ``Math.random``."""
+        """One run of the script on ``context``; ``random`` replaces ``Math.random`` (a
+        zero-argument callable, or a sequence of the values to return in order)."""
         return _Run(self, context, _random_source(random)).result()
+
+    def explain(self, context: Any, index: int | None = None,
+                random: Callable[[], float] | Sequence[float] | None = None) -> str:
+        """Run once and explain every entry (or only entry ``index``): see ``JanitorResult.explain``."""
+        return self.run(context, random=random).explain(index)
 
 
 class _Run:
@@ -183,9 +219,15 @@ class _Run:
         self.trace.update(direct=[], triggered=[], post_shift=[], tags=[], post_shift_tags=[], log=self.log)
         self.context = context
         self.parts: tuple[str, ...] = ()
+        self.window_start = 0
+        self.tags: set[str] = set()
+        self.count: Any = 0
+        self.active_name = ""
+        self.matched: set[int] = set()
+        self._parent = -1
 
     # -- gates ---------------------------------------------------------------------------
-    def _stop(self, e: Entry, tags: Iterable[str] | frozenset[str] | set[str]) -> tuple[str | None, dict]:
+    def _stop(self, e: Entry, tags: AbstractSet[str]) -> tuple[str | None, dict]:
         """The first gate that stops ``e`` (``None``: it passes; the roll is drawn)."""
         if not (e.min_messages <= self.count <= e.max_messages):
             return "count", {"count": self.count, "min": e.min_messages, "max": e.max_messages}
@@ -236,9 +278,8 @@ class _Run:
 
     # -- the script ----------------------------------------------------------------------
     def result(self) -> JanitorResult:
-        engine = self.engine
         context = self.context
-        initial = (None, None)
+        initial: tuple[str | None, str | None] = (None, None)
         character: Any = None
         if isinstance(context, (dict, list)):
             character = js_get(context, "character") if isinstance(context, dict) else None
@@ -252,11 +293,12 @@ class _Run:
             try:
                 out = self._script(context, character)
             except _Throw as exc:
+                self.trace["tags"] = js_sorted(self.tags)
                 return self._finish(initial, JanitorError(exc.name, exc.message))
             if not writable:
                 return self._finish((None, None), None)
             bufp, bufs = out
-            return self._finish((initial[0] + bufp, initial[1] + bufs), None)
+            return self._finish(((initial[0] or "") + bufp, (initial[1] or "") + bufs), None)
         what = "null" if context is None else "undefined"
         return self._finish(initial, JanitorError(
             "TypeError", f"Cannot read properties of {what} (reading 'character')" if context is None
@@ -264,13 +306,14 @@ class _Run:
 
     def _finish(self, texts: tuple[str | None, str | None], error: JanitorError | None) -> JanitorResult:
         return JanitorResult(texts[0], texts[1], error, self.calls, self.trace, tuple(self.decisions),
-                             self.parts, self.engine.profile)
+                             self.parts, self.engine.profile, self.window_start, self.engine)
 
     def _script(self, context: Any, character: Any) -> tuple[str, str]:
         engine = self.engine
         trace = self.trace
         trace["window_depth"] = engine.window_depth
-        raw, self.count = engine.read_window(context)
+        raw, self.count, from_array = engine.read_window(context)
+        self.window_start = max(0, math.ceil(self.count - len(raw))) if from_array else -1
         norms = [engine.normalise(m) for m in raw]
         self.parts = tuple(norms)
         trace["haystack"] = " " + " ".join(n for n in norms if n) + " "
@@ -284,33 +327,38 @@ class _Run:
         buckets: dict[int, list[int]] = {p: [] for p in (5, 4, 3, 2, 1)}
         picked = [False] * len(entries)
         tags: set[str] = set()
+        self.tags = tags                  # the trace shows the tags emitted so far if the script throws
 
         def accept(e: Entry, stage: str, detail: dict) -> None:
             if not e.bucket_ok:
-                self._note(e, stage, "bucket", {"priority": e.priority})
+                self._note(e, stage, "bucket", {**detail, "priority": e.priority})
                 raise _Throw("TypeError", "Cannot read properties of undefined (reading 'push')")
             buckets[int(e.priority)].append(e.index)
             picked[e.index] = True
             tags.update(e.triggers)
             self._note(e, stage, "accepted", detail)
 
-        for e in entries:                                        # the direct pass
+        candidates = set(engine.always_on)
+        by_term = engine.by_term
+        for t in self.matched:
+            candidates.update(by_term.get(t, ()))
+        for i in sorted(candidates):                              # the direct pass
+            e = entries[i]
             pos = self._hit(e)
-            if pos is None:
-                self._note(e, "direct", "no_keyword", {})
+            if pos is None:                                       # only reached through a term
                 continue
             why, detail = self._stop(e, _NO_TAGS)
             detail["keyword"] = pos
             if why is not None:
                 self._note(e, "direct", why, detail)
-                self.log.append(f"filtered entry[{e.index}]")
+                self.log.append(f"filtered entry[{i}]")
                 continue
             accept(e, "direct", detail)
-            trace["direct"].append(e.index)
-            self.log.append(f"hit entry[{e.index}] p={js_number_to_string(e.priority)}")
+            trace["direct"].append(i)
+            self.log.append(f"hit entry[{i}] p={e.p_text}")
 
         self._trigger_pass(entries, picked, tags, accept)
-        trace["tags"] = sorted(tags, key=utf16_sort_key)
+        trace["tags"] = js_sorted(tags)
 
         limit = engine.apply_limit
         trace["apply_limit"] = limit
@@ -330,7 +378,6 @@ class _Run:
         post_tags: set[str] = set()
         for i in selected:
             e = entries[i]
-            self._note(e, "select", "applied", {})
             self._texts(e, bufp, bufs)
             self._parent = i
             for sh in e.shifts:
@@ -347,11 +394,13 @@ class _Run:
                     continue
                 self._note(sh, "shift", "applied", detail, shift=sh.index)
                 self._texts(sh, bufp, bufs)
-        trace["post_shift_tags"] = sorted(post_tags, key=utf16_sort_key)
+        trace["post_shift_tags"] = js_sorted(post_tags)
 
         union = tags | post_tags
-        for e in entries:                                        # the post-shift pass
-            if picked[e.index] or e.tag is None or e.tag not in post_tags:
+        post = sorted({i for t in post_tags for i in engine.by_tag.get(t, ())})
+        for i in post:                                           # the post-shift pass
+            e = entries[i]
+            if picked[i]:
                 continue
             why, detail = self._stop(e, union)
             if why is not None:
@@ -361,31 +410,54 @@ class _Run:
             self._note(e, "post_shift", "applied", detail)
             self._texts(e, bufp, bufs)
             trace["post_shift"].append(e.index)
-            self.log.append(f"post-shift triggered entry[{e.index}] p={js_number_to_string(e.priority)}")
+            self.log.append(f"post-shift triggered entry[{e.index}] p={e.p_text}")
         return "".join(bufp), "".join(bufs)
 
     def _trigger_pass(self, entries: Sequence[Entry], picked: list[bool], tags: set[str],
                       accept: Callable[[Entry, str, dict], None]) -> None:
+        """The script's single front-to-back pass over entries whose tag was emitted: an
+        entry sees the tags of the direct pass and of the entries accepted before it.
+
+        The improved profile repeats the pass while it adds tags. A later pass evaluates an
+        entry whose tag became active only then, and one that a positive tag gate
+        (``andAnyTags`` / ``andAllTags``) stopped, once one of that gate's tags is new;
+        any other stop is final (the text, the count and the roll do not change)."""
+        by_tag = self.engine.by_tag
         fixed_point = self.engine.profile == IMPROVED
         final: set[int] = set()
+        waiting: dict[int, frozenset[str]] = {}
+        new_tags: set[str] = set(tags)
         while True:
-            before = len(tags)
-            for e in entries:
-                if picked[e.index] or e.index in final:
+            before = set(tags)
+            heap = sorted({i for t in tags for i in by_tag.get(t, ())
+                           if not picked[i] and i not in final and (i not in waiting or waiting[i] & new_tags)})
+            seen: set[int] = set()
+            while heap:
+                i = heapq.heappop(heap)
+                if i in seen:
                     continue
-                if e.tag is None or e.tag not in tags:
-                    continue
+                seen.add(i)
+                e = entries[i]
                 why, detail = self._stop(e, tags)
                 if why is not None:
                     self._note(e, "trigger", why, detail)
-                    self.log.append(f"filtered triggered entry[{e.index}]")
-                    if not why.startswith("tags_"):
-                        final.add(e.index)
+                    self.log.append(f"filtered triggered entry[{i}]")
+                    if why in ("tags_any", "tags_all"):
+                        waiting[i] = frozenset(e.any_tags + e.all_tags)
+                    else:
+                        final.add(i)
                     continue
+                waiting.pop(i, None)
+                new = [t for t in e.triggers if t not in tags]
                 accept(e, "trigger", detail)
-                self.trace["triggered"].append(e.index)
-                self.log.append(f"triggered entry[{e.index}] p={js_number_to_string(e.priority)}")
-            if not fixed_point or len(tags) == before:
+                self.trace["triggered"].append(i)
+                self.log.append(f"triggered entry[{i}] p={e.p_text}")
+                for t in new:                          # later entries only: the pass runs forward
+                    for j in by_tag.get(t, ()):
+                        if j > i and not picked[j] and j not in seen and j not in final and j not in waiting:
+                            heapq.heappush(heap, j)
+            new_tags = tags - before
+            if not fixed_point or not new_tags:
                 return
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""Reading the raw ``dynamicLore`` value with the script's own coercions (docs/janitor-mode.md#entries).
+"""Reading the raw ``dynamicLore`` value with the script's own coercions (docs/janitor-mode.md#janitor-entries).
 
 Nothing here rejects input: the script accepts any JSON, and so do we. A book that is not
 an array has no entries; an entry that is not an object has no fields (it is always-on and
@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..js.coerce import is_js_number, js_get, js_parse_float, js_string, js_to_number
+from ..js.coerce import is_js_number, js_get, js_number_to_string, js_parse_float, js_string, js_to_number
 from ..js.text import js_lower, js_trim
 from ..model import js_truthy
 from .terms import Term, compile_term
@@ -44,7 +44,7 @@ class TermTable:
         return tid
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Entry:
     """One entry (or shift) as the engine reads it. Term fields hold term ids."""
     index: int                       # position in the book (a shift: position in its parent)
@@ -70,16 +70,9 @@ class Entry:
     scenario: str | None
     shifts: tuple["Entry", ...]
     raw: Any
-
-    @property
-    def always_on(self) -> bool:
-        """No keywords, no tag, no count bound: the script's ``isAlwaysOn``."""
-        return not self.has_keywords and self.tag is None and not self.count_gated
-
-    @property
-    def bucket_ok(self) -> bool:
-        """Whether the priority names one of the five buckets (else pushing throws)."""
-        return self.priority in (1, 2, 3, 4, 5)
+    always_on: bool = False          # no keywords, no tag, no count bound: the script's isAlwaysOn
+    bucket_ok: bool = True           # the priority names one of the five buckets (else pushing throws)
+    p_text: str = "3"                # String(priority), as the log prints it
 
 
 def _arr(value: Any) -> list[Any]:
@@ -151,16 +144,19 @@ def read_entry(raw: Any, index: int, table: TermTable, norm: Callable[[str], str
     if shifts and isinstance(e.get("Shifts"), list):
         sub = tuple(read_entry(s, i, table, norm, shifts=False) for i, s in enumerate(e["Shifts"]))
     names = (norm("" if n is None else js_string(n)) for n in _array(e.get("nameBlock")))
+    tag = js_string(e["tag"]) if js_truthy(e.get("tag")) else None
+    count_gated = e.get("minMessages") is not None or e.get("maxMessages") is not None
+    priority = read_priority(e.get("priority", _MISSING))
     return Entry(
         index=index,
         keywords=tuple(terms(k) for k in keywords),
         has_keywords=bool(keywords),
-        tag=js_string(e["tag"]) if js_truthy(e.get("tag")) else None,
+        tag=tag,
         triggers=_tags(_array(e.get("triggers"))),
-        priority=read_priority(e.get("priority", _MISSING)),
+        priority=priority,
         min_messages=_finite_or(e.get("minMessages", _MISSING), -math.inf),
         max_messages=_finite_or(e.get("maxMessages", _MISSING), math.inf),
-        count_gated=e.get("minMessages") is not None or e.get("maxMessages") is not None,
+        count_gated=count_gated,
         name_block=tuple(n for n in names if n),
         any_of=tuple(map(terms, any_of)),
         all_of=tuple(map(terms, all_of)),
@@ -175,6 +171,9 @@ def read_entry(raw: Any, index: int, table: TermTable, norm: Callable[[str], str
         scenario=_text(e.get("scenario")),
         shifts=sub,
         raw=raw,
+        always_on=not keywords and tag is None and not count_gated,
+        bucket_ok=priority in (1, 2, 3, 4, 5),
+        p_text=js_number_to_string(priority),
     )
 
 

@@ -3,7 +3,7 @@ record ``explain`` reads."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 __all__ = ["JanitorResult", "JanitorError", "Decision", "TRACE_FIELDS"]
 
@@ -21,11 +21,11 @@ class JanitorError:
         return {"name": self.name, "message": self.message}
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     """How one entry (``shift`` is None) or one shift of it fared in one stage.
 
-    ``stage``: ``"direct"``, ``"trigger"``, ``"shift"``, ``"post_shift"``, ``"select"``;
+    ``stage``: ``"direct"``, ``"trigger"``, ``"shift"``, ``"post_shift"``, ``"select"`` (only
+    the APPLY_LIMIT cut: the applied entries are the trace's ``selected``);
     ``outcome``: ``"accepted"``, ``"applied"``, or the reason it stopped: ``"no_keyword"``,
     ``"no_tag"``, ``"count"``, ``"name_block"``, ``"gate_any"``, ``"gate_all"``,
     ``"gate_none"``, ``"gate_not_all"``, ``"tags_any"``, ``"tags_all"``, ``"tags_none"``,
@@ -33,11 +33,11 @@ class Decision:
     priority that throws). ``detail`` holds what explain prints (the keyword, the term,
     the roll and the probability, ...).
     """
-    index: int
+    entry: int                       # the entry's position in the book (a shift's parent)
     shift: int | None
     stage: str
     outcome: str
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    detail: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +55,10 @@ class JanitorResult:
     random_calls: int
     trace: Mapping[str, Any]
     decisions: tuple[Decision, ...] = ()
-    haystack_parts: tuple[str, ...] = ()
+    haystack_parts: tuple[str, ...] = ()     # each window message normalised, oldest first
     profile: str = "script"
+    window_start: int = 0                    # last_messages index of the window's first message (-1: last_message)
+    engine: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The vectors' ``expected`` shape."""
@@ -65,10 +67,15 @@ class JanitorResult:
                 "random_calls": self.random_calls,
                 "trace": {k: _plain(self.trace.get(k)) for k in TRACE_FIELDS}}
 
-    def explain(self, index: int | None = None, book: Any = None) -> str:
-        """Readable account of why each entry (or entry ``index``) did or did not apply."""
-        from .explain import explain_result  # import-cost: explain is text formatting, loaded on use
-        return explain_result(self, index)
+    def explain(self, index: int | None = None) -> str:
+        """Readable account of why each entry (or only entry ``index``) did or did not apply."""
+        from .explain import explain_text  # import-cost: explain is text formatting, loaded on use
+        return explain_text(self, index)
+
+    def explanations(self, index: int | None = None) -> list[Any]:
+        """The same account as :class:`~lorescan.janitor.explain.EntryExplanation` records."""
+        from .explain import explain_entries  # import-cost: explain is text formatting, loaded on use
+        return explain_entries(self, index)
 
 
 def _plain(v: Any) -> Any:

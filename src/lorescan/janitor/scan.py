@@ -1,5 +1,5 @@
 """The fast path: every term of a book in one pyahocorasick automaton over the haystack,
-with a per-message cache (docs/janitor-mode.md#fast-path).
+with a per-message cache (docs/janitor-mode.md#janitor-fast-path).
 
 The haystack of a window is ``" " + " ".join(parts) + " "`` where ``parts`` are the
 non-empty normalised messages. A term's occurrence either lies inside one message's own
@@ -77,6 +77,7 @@ class TermScanner:
             a.make_automaton()
             self._automaton = a
         self._local: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
+        self._joins: dict[tuple[str, int], frozenset[int]] = {}
 
     # -- one occurrence ---------------------------------------------------------------
     def _remainder_ok(self, hay: str, after: int) -> bool:
@@ -140,17 +141,34 @@ class TermScanner:
         return matched
 
     def _scan_joins(self, parts: list[str], matched: set[int]) -> None:
+        # Around each joining space, the hits that contain it depend only on the text from
+        # (longest key - 1) characters before it to the end of the word the longest key
+        # after it reaches (a stem's letters-only rest ends there): that slice is the key
+        # of the per-join cache, and is scanned as a haystack of its own.
         hay = " " + " ".join(parts) + " "
-        assert self._automaton is not None
         reach = self._max_len
+        joins = self._joins
         joint = 0
         for part in parts[:-1]:
             joint += len(part) + 1             # the space after this part
             lo = max(0, joint - reach + 1)
-            hi = min(len(hay), joint + reach)
-            for end, kid in self._automaton.iter(hay, lo, hi):
-                if end - self._lengths[kid] + 1 < joint < end:
-                    self._accept(hay, end, kid, matched, None)
+            hi = hay.index(" ", min(len(hay) - 1, joint + reach - 1)) + 1
+            key = (hay[lo:hi], joint - lo)
+            got = joins.get(key)
+            if got is None:
+                got = self._scan_join(*key)
+                if len(joins) >= _CACHE_LIMIT:
+                    joins.clear()
+                joins[key] = got
+            matched |= got
+
+    def _scan_join(self, region: str, joint: int) -> frozenset[int]:
+        assert self._automaton is not None
+        out: set[int] = set()
+        for end, kid in self._automaton.iter(region):
+            if end - self._lengths[kid] + 1 < joint < end:
+                self._accept(region, end, kid, out, None)
+        return frozenset(out)
 
     def scan_text(self, hay: str) -> set[int]:
         """Matched term ids over a whole haystack (no cache; for explain and tests)."""

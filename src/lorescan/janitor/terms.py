@@ -1,7 +1,7 @@
 """Keywords and gate terms: what one term of the script can ever match.
 
 The script tests a term with a regular expression over the haystack ``" " + window + " "``
-(docs/janitor-mode.md#terms): the term is lower-cased and trimmed (JS whitespace), not
+(docs/janitor-mode.md#janitor-terms): the term is lower-cased and trimmed (JS whitespace), not
 normalised; a term ending in ``*`` is a stem followed by ``[a-z]*``; both must start after
 a whitespace character (or at the start) and end before one (or at the end); regex syntax
 is escaped. As the haystack holds only ``[a-z0-9]`` words separated by single spaces, every

@@ -15,12 +15,13 @@ from .sthash import js_number_to_string
 from .text import JS_WHITESPACE, js_trim
 
 __all__ = ["js_string", "js_to_number", "js_parse_int", "js_parse_float", "js_is_finite",
-           "js_get", "js_length", "js_number_to_string", "is_js_number", "utf16_units", "utf16_sort_key"]
+           "js_get", "js_length", "js_number_to_string", "is_js_number", "utf16_units", "utf16_sort_key", "js_sorted"]
 
 NAN = float("nan")
 _LEADING_WS = "".join(sorted(JS_WHITESPACE))
-_DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
-_INT_PREFIX = re.compile(r"[+-]?\d+")
+# ASCII digits only: Python's \d would also take other scripts' digits, which JS rejects
+_DECIMAL = re.compile(r"[+-]?(?:Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)")
+_INT_PREFIX = re.compile(r"[+-]?[0-9]+")
 _RADIX_LITERAL = re.compile(r"0([xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
 
 
@@ -135,6 +136,15 @@ def utf16_units(text: str) -> list[str]:
 def utf16_sort_key(text: str) -> list[int]:
     """Sort key giving JS's default ``Array.prototype.sort`` order (UTF-16 code units)."""
     return [ord(u) for u in utf16_units(text)]
+
+
+def js_sorted(strings: Any) -> list[str]:
+    """``Array.prototype.sort()`` of strings: UTF-16 order (code point order unless a string
+    holds an astral character)."""
+    items = list(strings)
+    if any(s and max(s) > "\uffff" for s in items):
+        return sorted(items, key=utf16_sort_key)
+    return sorted(items)
 
 
 def js_length(value: Any) -> Any:

@@ -212,6 +212,7 @@ class Runtime:
         self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)),
                                 config.chat_cache_texts)
         self.engines: OrderedDict[tuple, Any] = OrderedDict()
+        self.janitor_engines: OrderedDict[tuple, Any] = OrderedDict()
         self.counters: dict[str, Callable[[str], int]] = {}
         self._settings: dict[tuple, STSettings] = {}
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lorescan-engine")
@@ -330,7 +331,7 @@ class Runtime:
                 constant = req.random
                 engine.random = lambda: constant
             elif req.seed is not None:
-                engine.random = _random.Random(req.seed).random
+                engine.random = __random.Random(req.seed).random
             if req.macros:
                 engine.substitute = _substitute(req.macros)
         ch = req.character
@@ -410,6 +411,29 @@ class Runtime:
             "disabled_ui_prompts": sorted(result.disabled_ui_prompts), "budget_book": result.budget_book,
             "notes": [n._asdict() for n in result.notes], "regex_cutoffs": list(result.regex_cutoffs)})
 
+    # -- JanitorAI script mode ---------------------------------------------------------------
+    def janitor_run(self, req: m.JanitorRunRequest) -> bytes:
+        from ..janitor import JanitorEngine  # import-cost: janitor mode loads on its first request
+        key = (msgspec.json.encode(req.book), msgspec.json.encode(req.settings), req.profile)
+        engines = self.janitor_engines
+        engine = engines.get(key)
+        if engine is None:                # small and cheap to build: no gc freeze, an LRU of its own
+            engine = engines[key] = JanitorEngine(req.book, profile=req.profile, **req.settings)
+            while len(engines) > max(16, self.config.engines):
+                engines.popitem(last=False)
+        else:
+            engines.move_to_end(key)
+        rand = req.random if req.random is not None else _random.Random(req.seed).random
+        try:
+            result = engine.run(req.context, random=rand)
+        except LorebookError as exc:
+            path = "$.random" if exc.source == "random" else "$.context"
+            raise HTTPError(422, str(exc), path=path) from None
+        out = result.to_json()
+        if req.explain:
+            out["explain"] = [x.text for x in result.explanations()]
+        return msgspec.json.encode(out)
+
     def gauges(self) -> None:
         mt = self.metrics
         mt.set("lorescan_books_loaded", self.store.loaded)
@@ -424,6 +448,7 @@ class Runtime:
 
 _ST_DECODER = msgspec.json.Decoder(m.STScanRequest)
 _SLOT_DECODER = msgspec.json.Decoder(m.SlotRunRequest)
+_JANITOR_DECODER = msgspec.json.Decoder(m.JanitorRunRequest)
 _JSON = "application/json"
 
 
@@ -489,6 +514,9 @@ def build_app(config: ServeConfig) -> Starlette:
 
     async def slot_run(request: Request) -> Response:
         return await turn(request, _SLOT_DECODER, rt.slot_run)
+
+    async def janitor_run(request: Request) -> Response:
+        return await turn(request, _JANITOR_DECODER, rt.janitor_run)
 
     async def books_post(request: Request) -> Response:
         q = request.query_params
@@ -568,6 +596,7 @@ def build_app(config: ServeConfig) -> Starlette:
         Route("/v1/books/{book_id}", book_delete, methods=["DELETE"], name="book"),
         Route("/v1/st/scan", st_scan, methods=["POST"], name="st_scan"),
         Route("/v1/slot/run", slot_run, methods=["POST"], name="slot_run"),
+        Route("/v1/janitor/run", janitor_run, methods=["POST"], name="janitor_run"),
     ]
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPError)
@@ -608,7 +637,8 @@ class _Guard:
     """Outermost ASGI layer: auth, error bodies, the 'nothing crashes a worker' net, metrics."""
 
     _ROUTES = {"/healthz": "healthz", "/metrics": "metrics", "/openapi.json": "openapi",
-               "/v1/books": "books", "/v1/st/scan": "st_scan", "/v1/slot/run": "slot_run"}
+               "/v1/books": "books", "/v1/st/scan": "st_scan", "/v1/slot/run": "slot_run",
+               "/v1/janitor/run": "janitor_run"}
 
     def __init__(self, app: Starlette, rt: Runtime) -> None:
         self.app = app
@@ -682,8 +712,9 @@ def create_app() -> Any:
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document of the /v1 API, with schemas generated from the msgspec models."""
     types = [m.STScanRequest, m.STScanResponse, m.SlotRunRequest, m.SlotRunResponse, m.BookInfo, m.BookList,
-             m.ErrorBody]
-    (req_st, res_st, req_slot, res_slot, book, book_list, err), components = msgspec.json.schema_components(
+             m.ErrorBody, m.JanitorRunRequest, m.JanitorRunResponse]
+    (req_st, res_st, req_slot, res_slot, book, book_list, err, req_jan, res_jan), components = \
+        msgspec.json.schema_components(
         types, ref_template="#/components/schemas/{name}")
 
     def body(schema: dict) -> dict:
@@ -741,6 +772,10 @@ def openapi_document() -> dict[str, Any]:
                 "summary": "One lorebook-slot request: the slot's messages, the request log, the new state",
                 "requestBody": {"required": True, **body(req_slot)},
                 "responses": {"200": {"description": "the result", **body(res_slot)}, **errors}}},
+            "/v1/janitor/run": {"post": {
+                "summary": "One run of the JanitorAI script: the texts, the error, the random count, the trace",
+                "requestBody": {"required": True, **body(req_jan)},
+                "responses": {"200": {"description": "the result", **body(res_jan)}, **errors}}},
         },
         "components": {"schemas": components,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},

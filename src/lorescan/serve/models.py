@@ -18,7 +18,8 @@ from ..st.settings import InsertionStrategy, STSettings
 
 __all__ = ["BookInfo", "BookLoss", "BookRef", "CharacterIn", "MessageIn", "STSettingsIn", "STScanRequest",
            "ForcedEntry", "SlotBookRef", "SlotSettingsIn", "SlotMessageIn", "SlotRunRequest", "ErrorBody",
-           "STScanResponse", "SlotRunResponse", "DiagnosticOut", "BookList", "ST_ROLES", "TOKENIZERS"]
+           "STScanResponse", "SlotRunResponse", "DiagnosticOut", "BookList", "ST_ROLES", "TOKENIZERS",
+           "JanitorRunRequest", "JanitorRunResponse", "JanitorErrorOut"]
 
 ST_ROLES = ("global", "character", "character_extra", "chat", "persona")
 TOKENIZERS = ("cl100k", "words", "chars")
@@ -279,6 +280,42 @@ class SlotRunResponse(Struct, forbid_unknown_fields=True):
     budget_book: Union[str, None] = None
     notes: list[dict[str, Any]] = field(default_factory=list)
     regex_cutoffs: list[str] = field(default_factory=list)
+
+
+# -- JanitorAI script mode -----------------------------------------------------------------
+
+class JanitorRunRequest(_Strict):
+    """``POST /v1/janitor/run``: one run of the JanitorAI script (docs/janitor-mode.md).
+
+    ``book``: the raw ``dynamicLore`` value; ``context``: the object the script is given;
+    ``settings``: ``apply_limit`` / ``window_depth`` (any JSON, as in the script's text; a
+    missing key is the script's default); ``random``: the values ``Math.random`` returns,
+    in order (too few is a 422), else ``seed`` seeds them; ``explain``: add the per-entry
+    account."""
+
+    book: Any
+    context: Any
+    settings: dict[Literal["apply_limit", "window_depth"], Any] = field(default_factory=dict)
+    profile: Literal["script", "improved"] = "script"
+    random: Union[Annotated[list[UnitInterval], Meta(max_length=1_000_000)], None] = None
+    seed: Union[int, None] = None
+    explain: bool = False
+
+
+class JanitorErrorOut(Struct, forbid_unknown_fields=True):
+    name: str
+    message: str
+
+
+class JanitorRunResponse(Struct, forbid_unknown_fields=True):
+    """The vectors' ``expected`` shape, plus ``explain`` (one line per entry) when asked."""
+
+    personality: Union[str, None]
+    scenario: Union[str, None]
+    error: Union[JanitorErrorOut, None]
+    random_calls: int
+    trace: dict[str, Any]
+    explain: Union[list[str], None] = None
 
 
 class BookList(Struct):

@@ -1,0 +1,141 @@
+"""``lorescan scan --mode janitor`` and ``lorescan explain --mode janitor``: one run of the
+JanitorAI script engine (docs/janitor-mode.md) over a chat.
+
+The book is a raw ``dynamicLore`` JSON array; the chat is read as for the other modes and
+handed to the script as ``chat.last_messages`` (``is_bot`` set for the character's
+messages) with its ``message_count``; ``--character`` (or the chat's metadata) is
+``character.name``; ``--compat improved`` selects the improved profile; ``--seed`` seeds
+``Math.random``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from typing import Any, TextIO
+
+from ..errors import FormatError, SettingsError
+from ..formats._safety import parse_json
+from ..janitor import JanitorEngine, JanitorResult
+from ..janitor.engine import DEFAULT_APPLY_LIMIT, DEFAULT_WINDOW_DEPTH
+from ..limits import DEFAULT_LIMITS
+from .chats import read_chat
+from .render import Style, one_line
+
+__all__ = ["janitor_scan_command", "janitor_explain_command", "knob_value"]
+
+
+def knob_value(text: str | None, default: Any) -> Any:
+    """A knob from the command line: JSON when it parses (``6``, ``2.5``, ``null``), else the string."""
+    if text is None:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def read_janitor_book(path: str) -> Any:
+    """The ``dynamicLore`` array of a raw JSON book file."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(DEFAULT_LIMITS.max_file_bytes + 1)
+    except OSError as exc:
+        raise FormatError(f"cannot read the book: {exc.strerror or exc}", source=path) from exc
+    book = parse_json(raw, source=path)
+    if not isinstance(book, list):
+        raise FormatError("a JanitorAI book here is a JSON array of entries (the script's dynamicLore value), "
+                          f"not a JSON {type(book).__name__}", source=path)
+    return book
+
+
+def _run(args: argparse.Namespace) -> tuple[JanitorEngine, JanitorResult, str]:
+    books = list(getattr(args, "books", None) or [])
+    if len(books) != 1:
+        raise SettingsError(f"janitor mode runs exactly one book, got {len(books)}", source="command line",
+                            field="books")
+    path = books[0].split(":", 1)[1] if books[0].split(":", 1)[0] in ("global", "character", "persona", "chat") \
+        else books[0]
+    if not args.chat:
+        raise SettingsError("no chat: give one with --chat CHAT", source="command line", field="--chat")
+    chat = read_chat(args.chat)
+    engine = JanitorEngine(read_janitor_book(path),
+                           apply_limit=knob_value(getattr(args, "apply_limit", None), DEFAULT_APPLY_LIMIT),
+                           window_depth=knob_value(getattr(args, "window_depth", None), DEFAULT_WINDOW_DEPTH),
+                           profile="improved" if args.compat == "improved" else "script")
+    name = args.character if args.character is not None else chat.character_name
+    character: dict[str, Any] = {"personality": "", "scenario": ""}
+    if name is not None:
+        character["name"] = name
+    context = {"character": character,
+               "chat": {"last_messages": [{"is_bot": not m.is_user, "message": m.text} for m in chat.messages],
+                        "message_count": len(chat.messages)}}
+    result = engine.run(context, random=random.Random(args.seed).random)
+    return engine, result, path
+
+
+def _header(engine: JanitorEngine, result: JanitorResult, path: str, out: TextIO, style: Style) -> None:
+    t = result.trace
+    print(style(f"JanitorAI script ({engine.profile} profile): {path}", "bold"), file=out)
+    print(f"  {len(engine.entries)} entries; window depth {t['window_depth']}, APPLY_LIMIT "
+          f"{'none' if t['apply_limit'] == 99999 else t['apply_limit']}, message count {t['message_count']}, "
+          f"{result.random_calls} random values read", file=out)
+    if result.error is not None:
+        print(style(f"  the script threw {result.error.name}: {result.error.message}; it writes nothing", "red"),
+              file=out)
+
+
+def janitor_scan_command(args: argparse.Namespace, *, out: TextIO) -> int:
+    """What the script applies, in output order, and the texts it appends."""
+    engine, result, path = _run(args)
+    if args.json:
+        data = {"mode": "janitor", "profile": engine.profile, "book": path, "result": result.to_json()}
+        json.dump(data, out, ensure_ascii=False, indent=2)
+        out.write("\n")
+        return 0
+    style = Style.for_stream(out, args.color)
+    _header(engine, result, path, out, style)
+    explained = {x.index: x for x in result.explanations()}
+    applied = [*(result.trace["selected"] or ()), *result.trace["post_shift"]]
+    print(style(f"\nApplied ({len(applied)}):", "bold"), file=out)
+    for i in applied:
+        print(f"  {style(f'entry[{i}]', 'green')}: {one_line(explained[i].text.split(': ', 1)[-1], 200)}", file=out)
+    if args.why:
+        print(style("\nNot applied:", "bold"), file=out)
+        for i, x in explained.items():
+            if i not in applied:
+                print(f"  {one_line(x.text, 240)}", file=out)
+    for label, text in (("personality", result.personality), ("scenario", result.scenario)):
+        if text:
+            print(style(f"\n{label}:", "bold"), file=out)
+            print("\n".join("  " + line for line in text.split("\n")), file=out)
+    return 0
+
+
+def janitor_explain_command(args: argparse.Namespace, *, out: TextIO) -> int:
+    """Every entry (or ``--entry INDEX``): why it applied or not, and its shifts."""
+    engine, result, path = _run(args)
+    index = None
+    if args.entry is not None:
+        try:
+            index = int(args.entry)
+        except ValueError:
+            raise SettingsError(f"in janitor mode an entry is its index in the book, not {args.entry!r}",
+                                source="command line", field="--entry") from None
+        if not 0 <= index < len(engine.entries):
+            raise SettingsError(f"no entry {index} in a book of {len(engine.entries)} entries",
+                                source="command line", field="--entry")
+    if args.json:
+        rows = [{"index": x.index, "status": x.status, "stage": x.stage, "reason": x.reason, "text": x.text,
+                 "shifts": [{"shift": s.shift, "applied": s.applied, "reason": s.reason, "text": s.text}
+                            for s in x.shifts]} for x in result.explanations(index)]
+        json.dump({"mode": "janitor", "book": path, "entries": rows,
+                   "error": None if result.error is None else result.error.to_json()}, out, ensure_ascii=False,
+                  indent=2)
+        out.write("\n")
+        return 0
+    style = Style.for_stream(out, args.color)
+    _header(engine, result, path, out, style)
+    print(file=out)
+    print(result.explain(index), file=out)
+    return 0
