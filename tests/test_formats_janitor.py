@@ -109,6 +109,8 @@ def test_window_depth_is_the_value_the_scripts_default_slot_receives():
     # a string is not a number to the script: its own default slot wins
     assert janitor_source(read("var WINDOW_DEPTH = '3';\n" + engine_line + "var dynamicLore = [];")
                           ).window_depth == 9
+    # one declared after the script's line comes too late: the window is read by then
+    assert janitor_source(read(engine_line + "var WINDOW_DEPTH = 3;\nvar dynamicLore = [];")).window_depth == 9
 
 
 def test_the_last_apply_limit_declaration_wins():

@@ -286,6 +286,18 @@ def test_command_json_and_exit_status() -> None:
     assert clean["findings"] == []
 
 
+def test_lint_command_reads_janitor_scripts() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    status = lint_command(_args(str(DATA / "janitor" / "ls820.js"), str(DATA / "janitor" / "clean.js"),
+                                format="json"), out, err)
+    assert status == 3 and err.getvalue() == ""
+    first, clean = json.loads(out.getvalue())["books"]
+    assert first["format"] == "janitor" and first["entries"] == 3
+    assert [(f["code"], f["severity"], f["entry"], f["field"]) for f in first["findings"]] == [
+        ("LS820", "error", 1, "priority")]
+    assert clean["findings"] == []
+
+
 @pytest.mark.parametrize("path", shared_files("corpus/books", "*.json"))
 def test_corpus_books_lint_without_internal_errors(path) -> None:
     need_shared("corpus/books")

@@ -132,12 +132,15 @@ def _statement_end(text: str, pos: int, source: str, name: str) -> None:
 
 
 def _knob(text: str, decls: list, name: str, source: str, limits: Limits) -> tuple[bool, Any]:
-    found, value = False, None
+    found, value, engine_line = False, None, False
     standalone: list[Any] = []
     for d in decls:
         if d.name != name:
             continue
+        if engine_line:
+            break                       # declared after the script's own line: the window is read by then
         if name == "WINDOW_DEPTH" and text[skip_space(text, d.value, source=source):][:1] == "(":
+            engine_line = True
             slot = _DEFAULT_SLOT.search(text, d.value)
             if slot is None:
                 raise FormatError(f"{location(text, d.value)}: WINDOW_DEPTH is computed by code lorescan does "
