@@ -359,3 +359,28 @@ def test_near_duplicate_pairs_cross_length_bands():
     from rapidfuzz import fuzz, process
     keys = ["abcdefghijkl", "zzzzz", "abcdefghij", "abcdefghik"]
     assert sorted((i, j) for i, j, _ in _similar_pairs(keys, process, fuzz.ratio)) == [(0, 2), (0, 3), (2, 3)]
+
+
+@pytest.mark.parametrize("name", ["ls810", "ls811", "ls812", "ls813", "ls831", "ls832", "ls840"])
+def test_the_janitor_engine_confirms_the_entries_that_never_fire(name: str) -> None:
+    from lorescan.formats.janitor import janitor_source
+    from lorescan.janitor import JanitorEngine
+    book = load(DATA / "janitor" / f"{name}.js")
+    (flagged,) = {f.entry for f in lint_book(book) if f.severity >= Severity.WARNING and f.code >= "LS810"}
+    src = janitor_source(book)
+    words = " ".join(str(t).rstrip("*") for e in src.entries for k, v in e.items() if isinstance(v, list)
+                     for t in v if isinstance(t, str))
+    engine = JanitorEngine(src.entries, **src.knobs())
+    for count in (1, 5, 30):
+        chat = [{"message": words}] * count
+        run = engine.run({"chat": {"last_messages": chat}, "character": {"name": "Nobody"}}, random=lambda: 0.0)
+        assert run.error is None and run.trace["selected"], name          # the rest of the book fires
+        assert flagged not in run.trace["selected"] + run.trace["post_shift"], (name, count)
+
+
+def test_the_janitor_engine_throws_where_ls820_says() -> None:
+    from lorescan.formats.janitor import janitor_source
+    from lorescan.janitor import JanitorEngine
+    src = janitor_source(load(DATA / "janitor" / "ls820.js"))
+    run = JanitorEngine(src.entries).run({"chat": {"last_messages": [{"message": "the tide"}]}}, random=lambda: 0.0)
+    assert run.error is not None and run.error.name == "TypeError"
