@@ -345,6 +345,9 @@ class _Parser:
         return f"expected {wanted}, found {ch!r}"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class _Undefined:
     def __repr__(self) -> str:
         return "undefined"
@@ -355,7 +358,7 @@ _UNDEFINED: Any = _Undefined()
 
 def _join_utf16(text: str) -> str:
     """A JavaScript string's UTF-16 surrogate pairs as the characters they encode (lone halves stay)."""
-    if not any("\ud800" <= c <= "\udfff" for c in text):
+    if _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
