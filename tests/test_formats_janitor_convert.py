@@ -299,3 +299,11 @@ def test_a_ccv3_card_converts_to_janitor_like_its_sillytavern_world():
         {"keywords": ["harbor"], "personality": "Early."},
         {"keywords": ["inn"], "requireAll": ["ale"], "scenario": "Late."}]
     assert not card_report and not world_report
+
+
+def test_a_keyword_too_long_for_a_sillytavern_key_is_reported_not_refused():
+    long_phrase = " ".join(f"w{i}" for i in range(60))
+    book = load_data([{"keywords": [long_phrase, "inn", "x" * 300], "scenario": "S."}])      # reads
+    assert list(book.entries[0].key) == ["inn"]
+    _, report = convert(book, "sillytavern")
+    assert {(x.entry, x.field) for x in report if x.entry is not None} == {(0, "keywords[0]"), (0, "keywords[2]")}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..js.text import js_lower, js_trim
+from ..limits import DEFAULT_LIMITS
 
 __all__ = ["js_string", "js_number", "term_text", "Term", "read_term", "term_key", "gates_of", "is_always_on",
            "keywords_of", "priority_of", "TEXT_GATES", "TAG_GATES", "count_gate_values", "book_links",
@@ -252,8 +253,20 @@ def count_gate_values(raw: Mapping[str, Any]) -> tuple[float, float]:
     return (lo if math.isfinite(lo) else -math.inf), (hi if math.isfinite(hi) else math.inf)
 
 
+_MAX_KEY = DEFAULT_LIMITS.max_regex_length        # a longer regex key is refused by every reader
+
+
+def _fits(term: Term) -> Term:
+    """``term``, or an ``odd`` one when its SillyTavern key would be over lorescan's regex limit."""
+    key = term_key(term)
+    if key is not None and len(key) > (_MAX_KEY if key.startswith("/") else DEFAULT_LIMITS.max_key_length):
+        return Term(term.text, "odd", f"its SillyTavern key would have {len(key)} characters, above "
+                                      "lorescan's limit")
+    return term
+
+
 def _gate_kind_terms(items: list[tuple[str, Any]]) -> tuple[list[tuple[str, Term]], list[tuple[str, Term]]]:
-    read = [(path, read_term(t)) for path, t in items]
+    read = [(path, _fits(read_term(t))) for path, t in items]
     return read, [(p, t) for p, t in read if t.kind == "odd"]
 
 
@@ -287,7 +300,7 @@ def to_st(raw: Any, index: int, *, emitted: frozenset[str] = frozenset(), tagged
     disable = False
     keys: list[str] = []
     for j, t in enumerate(keywords_of(raw)):
-        term = read_term(t)
+        term = _fits(read_term(t))
         key = term_key(term)
         if key is not None:
             keys.append(key)
