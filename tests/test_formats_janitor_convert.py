@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lorescan import BookSource, ChatMessage, STEngine, STSettings
 from lorescan.formats import convert, load_data
-from lorescan.formats._janitor_map import effective_window_depth
+from lorescan.formats._janitor_map import JANITOR_FIELDS, effective_window_depth
 from lorescan.formats.janitor import janitor_source
 from lorescan.formats.janitor_convert import janitor_to_st
 from lorescan.formats.sillytavern import book_from_entries
@@ -307,3 +309,30 @@ def test_a_keyword_too_long_for_a_sillytavern_key_is_reported_not_refused():
     assert list(book.entries[0].key) == ["inn"]
     _, report = convert(book, "sillytavern")
     assert {(x.entry, x.field) for x in report if x.entry is not None} == {(0, "keywords[0]"), (0, "keywords[2]")}
+
+
+_fields = st.sampled_from(sorted(JANITOR_FIELDS | {"requires", "Block", "other"}))
+_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-10, 10) | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from(["", " ", "*", "dock*", "old road", "40%", "2.5", "Inn", "café", "a-b", 1e300, -1e300, 10**30,
+                       2.5, "1e400", "0x10"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["any", "all", "none", "x"]), inner,
+                                                                 max_size=3), max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(book=st.lists(st.dictionaries(_fields, _value, min_size=1, max_size=6), min_size=1, max_size=5))
+def test_any_janitor_shaped_book_reads_and_converts_without_internal_errors(book):
+    read = load_data(book)                      # whatever the values, the script runs it: so do we
+    assert read.format == "janitor" or not JANITOR_FIELDS & {k for e in book for k in e}
+    if read.format != "janitor":
+        return                                  # only "other" fields: not recognisably janitor's
+    assert janitor_source(read).entries == book
+    for to in ("sillytavern", "ccv3", "janitor"):
+        convert(read, to)
+
+
+@pytest.mark.parametrize("value", [10**30, 1e300])
+def test_a_min_messages_no_chat_reaches_reads_as_a_disabled_entry(value):
+    data, report = convert(load_data([{"keywords": ["a"], "minMessages": value, "scenario": "S."}]), "sillytavern")
+    assert data["entries"]["0"]["disable"] is True and not report

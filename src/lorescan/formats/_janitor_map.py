@@ -371,7 +371,9 @@ def to_st(raw: Any, index: int, *, emitted: frozenset[str] = frozenset(), tagged
     if prob < 1:
         out["probability"], out["useProbability"] = prob * 100, True
     lo, hi = count_gate_values(raw)
-    if lo > 0:
+    if lo > 2**53:
+        disable = True                             # no message count reaches it
+    elif lo > 0:
         out["delay"] = math.ceil(lo)
     if hi < math.inf:
         if hi < max(lo, 0) or (hi < 1 and "/(?:)/" not in keys):
