@@ -324,3 +324,15 @@ def test_spelling_helper_is_not_json_for_the_named_javascript_styles():
     for name in ("single_quotes", "unquoted_keys", "template_strings", "concatenations"):
         with pytest.raises(json.JSONDecodeError):
             json.loads(spell(value, SPELLINGS[name]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.sampled_from(list("[]{}(),:;'\"`\\/*+-.0123456789xeEnu$ _abtrfl\n\u2028") +
+                                      ["true", "null", "undefined", "${", "//", "/*", "*/", "=>", "0x", "\\u{"]),
+                      max_size=40))
+def test_any_text_after_the_declaration_reads_or_is_a_located_error(parts):
+    tail = "".join(parts)
+    try:
+        read("var APPLY_LIMIT = 1;\nvar dynamicLore = " + tail)
+    except FormatError as exc:
+        assert exc.source == "lore.js" and exc.problem
