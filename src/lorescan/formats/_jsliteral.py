@@ -54,7 +54,8 @@ def location(text: str, pos: int) -> str:
 
 def skip_space(text: str, pos: int, *, source: str = "<memory>") -> int:
     """The first position at or after ``pos`` that is neither whitespace nor a comment."""
-    end = _SKIP.match(text, pos).end()
+    m = _SKIP.match(text, pos)
+    end = m.end() if m is not None else pos          # the pattern matches the empty string: never None
     if text.startswith("/*", end):
         raise FormatError(f"{location(text, end)}: a block comment is never closed", source=source)
     return end

@@ -282,10 +282,10 @@ def write_janitor(book: Lorebook) -> tuple[Any, list[Loss]]:
             if dict(e.fields) == dict(origin.read_fields[e.uid]):
                 out.append(copy.deepcopy(raw))
                 continue
-            changed, lost = _apply_view(copy.deepcopy(raw) if isinstance(raw, Mapping) else {}, e,
-                                        origin.read_fields[e.uid])
+            changed, view_losses = _apply_view(dict(copy.deepcopy(raw)) if isinstance(raw, Mapping) else {}, e,
+                                               origin.read_fields[e.uid])
             out.append(changed)
-            losses += lost
+            losses += view_losses
         else:
             entry, lost = entry_to_janitor(e)
             out.append(entry)

@@ -46,6 +46,10 @@ _SUGGEST = {
 }
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _terms(raw: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
     kw = raw.get("keywords")
     if isinstance(kw, list):
@@ -55,8 +59,8 @@ def _terms(raw: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, Any]]:
 
 
 def _never_terms(raw: Mapping[str, Any], i: int) -> Iterator[Raw]:
-    shifts = raw.get("Shifts") if isinstance(raw.get("Shifts"), list) else []
-    places = [(raw, "")] + [(s, f"Shifts[{k}].") for k, s in enumerate(shifts) if isinstance(s, Mapping)]
+    places = [(raw, "")] + [(s, f"Shifts[{k}].") for k, s in enumerate(_list(raw.get("Shifts")))
+                            if isinstance(s, Mapping)]
     for owner, prefix in places:
         for path, t in _terms(owner, prefix):
             term = read_term(t)
@@ -100,9 +104,9 @@ def _links(raws: Sequence[Any]) -> tuple[dict[str, list[int]], dict[str, list[in
             continue
         if raw.get("tag") not in (None, False, "", 0):
             carriers.setdefault(js_string(raw["tag"]), []).append(i)
-        for t in raw.get("triggers") if isinstance(raw.get("triggers"), list) else ():
+        for t in _list(raw.get("triggers")):
             emitters.setdefault(js_string(t), []).append(i)
-        for s in raw.get("Shifts") if isinstance(raw.get("Shifts"), list) else ():
+        for s in _list(raw.get("Shifts")):
             if isinstance(s, Mapping) and isinstance(s.get("triggers"), list):
                 shift_tags.update(js_string(t) for t in s["triggers"])
     return carriers, emitters, shift_tags
@@ -113,10 +117,10 @@ def _check_links(raws: Sequence[Any]) -> Iterator[Raw]:
     for i, raw in enumerate(raws):
         if not isinstance(raw, Mapping):
             continue
-        shifts = raw.get("Shifts") if isinstance(raw.get("Shifts"), list) else []
-        places = [(raw, "")] + [(s, f"Shifts[{k}].") for k, s in enumerate(shifts) if isinstance(s, Mapping)]
+        places = [(raw, "")] + [(s, f"Shifts[{k}].") for k, s in enumerate(_list(raw.get("Shifts")))
+                                if isinstance(s, Mapping)]
         for owner, prefix in places:
-            for j, t in enumerate(owner.get("triggers") if isinstance(owner.get("triggers"), list) else ()):
+            for j, t in enumerate(_list(owner.get("triggers"))):
                 if js_string(t) not in carriers:
                     yield (i, "LS830", f"{prefix}triggers[{j}]", f"the trigger {js_string(t)!r} names no entry's "
                            "tag: it activates nothing", "fix the tag's spelling, or remove the trigger")
