@@ -68,7 +68,7 @@ def _codes(text: str, flag: str) -> tuple[str, ...]:
     items = tuple(c.strip().upper() for c in text.split(",") if c.strip())
     for c in items:
         if not any(code.startswith(c) for code in CODES):
-            raise LorebookError(f"{flag}: no lint code starts with {c!r} (codes: LS101 ... LS701)",
+            raise LorebookError(f"{flag}: no lint code starts with {c!r} (codes: LS101 ... LS850)",
                                 source="arguments")
     return items
 
