@@ -342,7 +342,7 @@ class Runtime:
                 constant = req.random
                 engine.random = lambda: constant
             elif req.seed is not None:
-                engine.random = __random.Random(req.seed).random
+                engine.random = _random.Random(req.seed).random
             if req.macros:
                 engine.substitute = _substitute(req.macros)
         ch = req.character
