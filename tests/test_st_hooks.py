@@ -3,9 +3,11 @@ same hooks given to the constructor give, leaves the shared engine untouched, an
 from __future__ import annotations
 
 import copy
+import functools
 import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -17,7 +19,9 @@ from lorescan.errors import SettingsError
 from lorescan.formats.sillytavern import read_world
 from lorescan.js.text import js_count_words
 from lorescan.match.cache import ChatScan
+from lorescan.model import Lorebook, entry_from_fields
 from lorescan.st import Character
+from tests.support.reference_matcher import ReferenceScanView
 
 VECTORS = sorted((Path(__file__).resolve().parent / "conformance" / "st").glob("*.json"))
 REAL_VECTORS = shared_files("conformance/st-real", "*.json")
@@ -144,3 +148,30 @@ def test_a_copied_engine_shares_what_the_constructor_computed():
 def test_a_hook_that_is_not_callable_is_a_settings_error_naming_it(hook):
     with pytest.raises(SettingsError, match=f"field '{hook}'.*must be callable"):
         _engine().scan(chat_of(3, 0), max_context=4000, **{hook: "not a function"})
+
+
+@pytest.mark.parametrize("table", [SERA, OTHER], ids=["sera", "other"])
+def test_macro_entries_are_walked_where_the_naive_view_finds_their_expanded_keys(table):
+    # the naive reference view walks every entry and scans every text (no candidates, no
+    # content-hit reuse), so it checks the narrowing of macro entries and the chunk parts
+    rows = [{"key": [f"{{{{char}}}}'s {w}"], "content": f"{w} for {{{{user}}}}."} for w in ("keep", "gate", "tower")]
+    rows += [{"key": ["Anon", "Tess"], "content": "{{char}}'s tower stands."},
+             {"key": ["Seraphina gate", "Brannoc gate"], "content": "Near {{char}}'s keep."},
+             {"key": ["rain"], "content": "The rain on {{char}}'s gate."},
+             {"key": ["door"], "content": "{{char}} gate opens."}]       # a plain key only its expansion holds
+    book = Lorebook(name="Narrow", entries=tuple(entry_from_fields({"uid": uid, "order": 50, **row}, source="narrow")
+                                                 for uid, row in enumerate(rows)))
+    make = functools.partial(STEngine, [BookSource(book, ("global",))], STSettings(scan_depth=2, recursive=True),
+                             count_tokens=js_count_words, random=lambda: 0.5)
+    fast, slow, cache = make(), make(), ChatScan()
+    rng = random.Random(9)
+    words = ["rain", "Anon", "Tess", "Seraphina's keep", "Brannoc's gate", "door"]
+    chat = [ChatMessage("U", " ".join(rng.choice(words) for _ in range(3))) for _ in range(14)]
+    activated = 0
+    for n in range(1, len(chat) + 1):
+        got = fast.scan(chat[:n], max_context=4000, cache=cache, substitute=macros(table))
+        with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
+            want = slow.scan(chat[:n], max_context=4000, substitute=macros(table))
+        assert got.to_json() == want.to_json(), n
+        activated += len(got.activated)
+    assert activated > len(chat)
