@@ -36,12 +36,21 @@ class MacroState:
     other ``always_sub`` entries with a primary key of that variant.
     """
 
-    __slots__ = ("matcher", "refs", "walked", "by_vid", "by_side", "_vids", "_sides")
+    __slots__ = ("matcher", "refs", "walked", "by_vid", "by_side", "_vids", "_sides", "_contents")
 
     def __init__(self, matcher: "KeyMatcher", refs: dict[MacroKey, KeyRef], walked: tuple[int, ...],
                  by_vid: dict[int, tuple[int, ...]], by_side: dict[int, tuple[int, ...]]) -> None:
         self.matcher, self.refs, self.walked, self.by_vid, self.by_side = matcher, refs, walked, by_vid, by_side
         self._vids, self._sides = frozenset(by_vid), frozenset(by_side)
+        self._contents: dict[int, frozenset[int]] = {}
+
+    def content_hits(self, index: int, content: str) -> frozenset[int]:
+        """The side matcher's hits in entry ``index``'s own ``content`` (a recursion chunk's
+        unchanged part), found once. A pure value written whole: threads may race on it."""
+        found = self._contents.get(index)
+        if found is None:
+            found = self._contents[index] = self.matcher.scan(content)
+        return found
 
     def woken(self, hits: frozenset[int], side_hits: frozenset[int]) -> set[int]:
         """The non-walked macro entries a key of which is among these book and side hits."""

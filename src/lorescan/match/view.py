@@ -30,7 +30,7 @@ from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
-    from .compile import CompiledBook, KeyMatcher
+    from .compile import CompiledBook
 
 __all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "EntryMatch", "ScanView", "match_plain_key"]
 
@@ -218,6 +218,7 @@ class ScanView:
         self._special: dict[tuple[SpecialKey, Window], tuple[bool, bool]] = {}
         self._side: MacroState | None = None              # the macro keys as this scan's substitute expands them
         self._side_windows: dict[Window, frozenset[int]] = {}
+        self._side_chunks: list[frozenset[int]] = []       # side-matcher hits per recursion chunk
         self._regex_windows: dict[Window, tuple[frozenset[int], frozenset[int]]] = {}
         self._regex_texts: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
         self._cut_rx: dict[str, JSRegex] = {}            # raw key -> regex, for cut-off reports
@@ -240,10 +241,9 @@ class ScanView:
         ``entries``: optional indexes of the entries whose contents, joined with "\\n", make
         up ``text``; when that holds, the chunk's hits are the union of the compile-time
         content hits (no rescan). ``parts``: optional texts whose join with "\\n" is ``text``
-        (the contents as substituted, one per entry of ``entries`` when both are given); when
-        that holds, the hits are the union of the parts' (a part that is its entry's content
-        uses the compile-time hits, any other is looked up in the chat cache, so a substituted
-        content is scanned once per chat). Otherwise the text is scanned.
+        (the contents as substituted, one per entry of ``entries``); then the hits are the union
+        of the parts' (an entry's own content: compile-time hits; a substituted one: looked up
+        in the chat cache, scanned once per chat). Otherwise the text is scanned.
         """
         self.chunks.append(text)
         self._chunk_entries.append(tuple(entries) if entries is not None else None)
@@ -399,10 +399,8 @@ class ScanView:
         found = _kernels.hits.entries_hit(hits, self.compiled.vid_entries, ())
         if self.substitute is None or not self.compiled.macro_keys:
             return found
-        macros, lookup = self._side_state(), self._cache.lookup
-        side = _kernels.hits.window_union([lookup(macros.matcher, t)
-                                           for t in self._chunk_pieces(start, stop, macros.matcher)])
-        woken = macros.woken(hits, side)
+        macros = self._side_state()
+        woken = macros.woken(hits, _kernels.hits.window_union(self._side_chunk_hits(stop)[start:stop]))
         return sorted(woken.union(found)) if woken else found
 
     def window_hits(self, window: Window) -> frozenset[int]:
@@ -578,16 +576,22 @@ class ScanView:
             self._side = resolve_macros(self.compiled, self.substitute, self._cache)
         return self._side
 
-    def _chunk_pieces(self, start: int, stop: int, matcher: "KeyMatcher") -> list[str]:
-        # recursion chunks start to stop as their known parts where no variant of ``matcher``
-        # can span a part's end: each part is then looked up once per chat, not each new join
-        chunks = self.chunks[start:stop]
-        if matcher.has_newline:
-            return chunks
-        out: list[str] = []
-        for text, parts in zip(chunks, self._chunk_parts[start:stop]):
-            out.extend(parts if parts is not None else (text,))
-        return out
+    def _side_chunk_hits(self, stop: int) -> list[frozenset[int]]:
+        # side-matcher hits per chunk, once per view; by part where no variant spans a part's end
+        have = self._side_chunks
+        macros = self._side_state()
+        matcher, lookup, content_of = macros.matcher, self._cache.lookup, self._content_of
+        for i in range(len(have), min(stop, len(self.chunks))):
+            parts, owners = self._chunk_parts[i], self._chunk_entries[i]
+            if parts is None or matcher.has_newline:
+                have.append(lookup(matcher, self.chunks[i]))
+            elif owners is None or len(owners) != len(parts) or content_of is None:
+                have.append(_kernels.hits.window_union([lookup(matcher, part) for part in parts]))
+            else:
+                have.append(_kernels.hits.window_union([
+                    macros.content_hits(j, part) if part == content_of(j) else lookup(matcher, part)
+                    for j, part in zip(owners, parts)]))
+        return have
 
     def _side_hits(self, window: Window) -> frozenset[int]:
         found = self._side_windows.get(window)
@@ -596,9 +600,11 @@ class ScanView:
             lookup = self._cache.lookup
             texts = self.texts(window)
             if texts and window.recursion:
-                texts[len(texts) - len(self.chunks[:window.recursion]):] = self._chunk_pieces(
-                    0, window.recursion, matcher)
-            found = _kernels.hits.window_union([lookup(matcher, t) for t in texts])
+                chunks = len(self.chunks[:window.recursion])
+                found = _kernels.hits.window_union([lookup(matcher, t) for t in texts[:len(texts) - chunks]]
+                                                   + self._side_chunk_hits(window.recursion)[:chunks])
+            else:
+                found = _kernels.hits.window_union([lookup(matcher, t) for t in texts])
             self._side_windows[window] = found
         return found
 
