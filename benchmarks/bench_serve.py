@@ -95,7 +95,9 @@ STICKY = (3, 5, 8)                 # entries with sticky 2: the timed-effects st
 
 
 def _with_sticky(book) -> Lorebook:
-    return Lorebook(name=book.name, entries=tuple(
+    """The book as the server holds it: named as uploaded (fingerprints name the book), a few
+    entries sticky."""
+    return Lorebook(name="synthetic", entries=tuple(
         entry_from_fields({**e.fields, "sticky": 2}, uid=e.uid) if e.uid in STICKY else e for e in book.entries))
 
 
@@ -103,7 +105,7 @@ def _timed_state(book) -> dict:
     """A timed-effects state as a platform echoes it back: long sticky records of the sticky
     entries, by their fingerprints (a pure function of the entry, computed here under the
     name the book is uploaded with)."""
-    named = Lorebook(name="synthetic", entries=tuple(e for e in book.entries if e.uid in STICKY))
+    named = Lorebook(name=book.name, entries=tuple(e for e in book.entries if e.uid in STICKY))
     engine = STEngine([BookSource(named, ("global",))], STSettings(**SETTINGS))
     return {"sticky": {f"synthetic.{uid}": {"hash": engine.tables.by_key[f"synthetic.{uid}"].hash, "start": 1,
                                             "end": 10 ** 6, "protected": False} for uid in STICKY},
