@@ -12,18 +12,21 @@ caller's :class:`~lorescan.match.cache.ChatScan` and a chat pays for its macros 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, TypeAlias, cast
 
 from .cache import ChatScan
 from .compile import SKIP, VariantSpec, build_matcher, classify_key
-from .keys import KeyRef, MacroKey, PlainKey, RegexKey
+from .keys import MacroKey, PlainKey, RegexKey
 from ..js.regex import RegexTooComplex
 from ..js.text import js_trim
 
 if TYPE_CHECKING:
     from .compile import CompiledBook, KeyMatcher
 
-__all__ = ["MacroState", "resolve_macros"]
+__all__ = ["MacroState", "MacroRef", "resolve_macros"]
+
+MacroRef: TypeAlias = "int | RegexKey | PlainKey"
+"""What a macro key became: a side variant id, ``SKIP``, or a special key."""
 
 
 class MacroState:
@@ -38,7 +41,7 @@ class MacroState:
 
     __slots__ = ("matcher", "refs", "walked", "by_vid", "by_side", "_vids", "_sides", "_contents")
 
-    def __init__(self, matcher: "KeyMatcher", refs: dict[MacroKey, KeyRef], walked: tuple[int, ...],
+    def __init__(self, matcher: "KeyMatcher", refs: dict[MacroKey, MacroRef], walked: tuple[int, ...],
                  by_vid: dict[int, tuple[int, ...]], by_side: dict[int, tuple[int, ...]]) -> None:
         self.matcher, self.refs, self.walked, self.by_vid, self.by_side = matcher, refs, walked, by_vid, by_side
         self._vids, self._sides = frozenset(by_vid), frozenset(by_side)
@@ -63,7 +66,7 @@ class MacroState:
 
 
 def _resolve_ref(macro: MacroKey, expanded: str, compiled: "CompiledBook", cache: ChatScan,
-                 specs: dict[VariantSpec, int]) -> KeyRef:
+                 specs: dict[VariantSpec, int]) -> MacroRef:
     raw, cs, ww, options = macro.raw, macro.case_sensitive, macro.whole_words, compiled.options
     if not expanded:
         return SKIP
@@ -85,13 +88,14 @@ def _resolve_ref(macro: MacroKey, expanded: str, compiled: "CompiledBook", cache
 
 
 def _build(compiled: "CompiledBook", expanded: Sequence[str], cache: ChatScan) -> MacroState:
-    refs: dict[MacroKey, KeyRef] = {}
+    refs: dict[MacroKey, MacroRef] = {}
     specs: dict[VariantSpec, int] = {}
     for macro, text in zip(compiled.macro_keys, expanded):
         refs[macro] = _resolve_ref(macro, text, compiled, cache, specs)
     spec_list = tuple(specs)
     model = compiled.matcher.model
-    matcher = cache.side_matcher((compiled.matcher.token, spec_list), lambda: build_matcher(spec_list, model))
+    matcher = cast("KeyMatcher", cache.side_matcher((compiled.matcher.token, spec_list),
+                                                    lambda: build_matcher(spec_list, model)))
     walked: list[int] = []
     by_vid: dict[int, list[int]] = {}
     by_side: dict[int, list[int]] = {}
@@ -110,7 +114,8 @@ def _build(compiled: "CompiledBook", expanded: Sequence[str], cache: ChatScan) -
             if type(ref) is int:
                 vids.append(ref)
             elif type(ref) is RegexKey and ref.lit != SKIP:     # it can only match where a literal occurs
-                vids.extend((ref.lit,) if type(ref.lit) is int else ref.lit)
+                lit = ref.lit
+                vids.extend((lit,) if isinstance(lit, int) else lit)
             else:
                 special = True
                 break

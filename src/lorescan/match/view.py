@@ -610,7 +610,7 @@ class ScanView:
 
     def _eval_macro(self, spec: MacroKey, window: Window) -> tuple[bool, bool]:
         ref = self._side_state().refs[spec]
-        if type(ref) is int:
+        if isinstance(ref, int):
             return (ref >= 0 and ref in self._side_hits(window)), False
         return self._eval_special(ref, window)
 
