@@ -58,7 +58,9 @@ class STEngine:
     """SillyTavern's World Info engine, exact (docs/sillytavern-mode.md), compiled once per book set.
 
     The engine is fully built by its constructor and a scan only reads it, so threads may
-    share one engine. The hooks are plain attributes: a caller may set them on a copy.
+    share one engine. The hooks given here are defaults: :meth:`scan` takes ``substitute``,
+    ``random`` and ``post_process`` per call (a chat's macros, a request's seed) without
+    touching the engine. ``copy.copy`` is cheap (the copy shares everything computed here).
 
     Args:
         books: :class:`BookSource` items (or ``(book, roles)`` pairs) in selection order;
@@ -69,9 +71,9 @@ class STEngine:
             :class:`~lorescan.st.settings.Compat` sets them one by one.
         count_tokens: ``text -> int`` (default: the process-wide tiktoken cl100k counter, offline,
             loaded on the first count; docs/sillytavern-mode.md#st-inputs).
-        substitute: ``text -> text`` for macros.
-        random: ``() -> float`` in [0, 1).
-        post_process: ``(content, position, depth) -> text``.
+        substitute: ``text -> text`` for macros (the default of :meth:`scan`'s).
+        random: ``() -> float`` in [0, 1) (the default of :meth:`scan`'s).
+        post_process: ``(content, position, depth) -> text`` (the default of :meth:`scan`'s).
         regex_timeout: CPU seconds one regex evaluation may take (None: no per-evaluation cap).
         limits: ``regex_time_per_scan`` bounds all regex time of one scan (cut-off keys are
             listed in ``STResult.regex_cutoffs``); book and key size limits.
@@ -192,6 +194,14 @@ class STEngine:
         self._gates = AlwaysGates(self.tables.always)
         self._timed_keys = frozenset(s.key for s in timed)     # the entries that start timed effects
 
+    def __copy__(self) -> STEngine:
+        # Everything the constructor computed (tables, gates, entry records and their hashes,
+        # token counts) is shared, never rebuilt: the copy differs only in the hooks a caller
+        # then sets on it. (__reduce__ alone would make copy.copy rebuild the engine.)
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
+
     def __reduce__(self):
         # Rebuilt by the constructor from the compiled books (which pickle in their compact
         # form); per-engine caches start empty.
@@ -245,7 +255,9 @@ class STEngine:
              character: Character | None = None, global_scan_data: Mapping[str, str] | None = None,
              injects: Sequence[str] = (), authors_note: str | None = None, trigger: str = "normal",
              dry_run: bool = False, timed_effects: TimedEffects | Mapping[str, Any] | None = None,
-             forced: Iterable[tuple[str, int | str]] = (), cache: Any = None) -> STResult:
+             forced: Iterable[tuple[str, int | str]] = (), cache: Any = None,
+             substitute: Callable[[str], str] | None = None, random: Callable[[], float] | None = None,
+             post_process: Callable[[str, float | None, float | None], str] | None = None) -> STResult:
         """Run one generation.
 
         Args:
@@ -263,15 +275,25 @@ class STEngine:
             timed_effects: the state returned by the previous turn (not changed).
             forced: (book name, uid) pairs activated for this scan only.
             cache: a caller-owned ``ChatScan`` so unchanged messages are not scanned again.
+            substitute, random, post_process: this call's hooks (a chat's macros, a seeded
+                source); None: the engine's. Given here they give exactly what the same
+                hooks given to the constructor give, and nothing is copied or recomputed.
 
         Returns:
             The turn's :class:`STResult`.
 
         Raises:
-            SettingsError: a bad ``max_context``, ``trigger``, ``dry_run``, ``global_scan_data`` or inject.
+            SettingsError: a bad ``max_context``, ``trigger``, ``dry_run``, ``global_scan_data``, inject or hook.
             LorebookError: a malformed message or timed-effects record.
         """
         settings = self.settings
+        substitute = self.substitute if substitute is None else substitute
+        random = self.random if random is None else random
+        post_process = self.post_process if post_process is None else post_process
+        for name, hook in (("substitute", substitute), ("random", random), ("post_process", post_process)):
+            if hook is not None and not callable(hook):
+                raise SettingsError(f"{name} must be callable, got {type(hook).__name__}", source="scan",
+                                    field=name)
         if not isinstance(trigger, str):
             raise SettingsError(f"trigger must be a string, got {trigger!r}", source="scan", field="trigger")
         if trigger not in GENERATION_TRIGGERS:
@@ -324,11 +346,11 @@ class STEngine:
         regex_budget = RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout)
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
-        views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=self.substitute,
+        views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
                           oldest_index=first)
                  for cb in tables.compiled]
-        turn = Turn(tables, self._gates, views, regex_budget, random=self.random, substitute=self.substitute,
+        turn = Turn(tables, self._gates, views, regex_budget, random=random, substitute=substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
                     budget=budget, sticky=active_sticky, cooldown=active_cooldown, forced=forced_keys)
         if tables.entries:
@@ -345,7 +367,7 @@ class STEngine:
                 if e.cooldown and js_truthy(e.cooldown) and s.key not in state.cooldown:
                     state.cooldown[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
         placement = place_entries([(s.entry, turn.contents.get(s.key, s.content)) for s in activated],
-                                  authors_note=authors_note, post_process=self.post_process)
+                                  authors_note=authors_note, post_process=post_process)
         cutoffs = regex_cutoffs(turn)
         explanation = explain_turn(turn)
         return STResult(
