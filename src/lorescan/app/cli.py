@@ -8,6 +8,7 @@ from typing import Sequence
 
 from ..errors import LorebookError
 from ..st.settings import Compat
+from .argtypes import finish_subparsers, positive_float, positive_int
 from ..replay.cli import add_parsers, add_replay_parser, replay_batch_command, replay_command, summarize_command  # pyarrow, Ray: when run
 
 __all__ = ["main"]
@@ -38,11 +39,14 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     from ..match.compile import compile_book  # import-cost: a command loads only what it runs
-    from ..formats import load  # import-cost: a command loads only what it runs
+    from .inputs import load_book  # import-cost: a command loads only what it runs
     from ..match.lsc import save_compiled  # import-cost: a command loads only what it runs
     options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,
                                                    match_whole_words=args.whole_words)
-    compiled = compile_book(load(args.book), options)
+    if os.path.exists(args.output) and not args.force:
+        raise LorebookError("the output exists; give --force to replace it", source=args.output)
+    book, _ = load_book(args.book)
+    compiled = compile_book(book, options)
     try:
         save_compiled(compiled, args.output)
     except OSError as exc:
@@ -54,15 +58,23 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lorescan", description="Exact, fast lorebook (World Info) engine.")
     p.add_argument("--version", action="version", version=_version_line())
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("conformance", help="run SillyTavern conformance vector files")
+    c = sub.add_parser("conformance", help="run SillyTavern conformance vector files",
+                       description="Run SillyTavern World Info conformance vector files through the engine and "
+                                   "report every turn that differs from the expected result. Exit status: 0 "
+                                   "all passed, 1 a turn failed (or no turn ran), 2 an unreadable file.")
     c.add_argument("files", nargs="+", help="vector files (sillytavern-world-info-conformance JSON)")
     c.add_argument("-v", "--verbose", action="store_true", help="also list passing turns")
     c.add_argument("--loops", action="store_true", help="show differences in the informative 'loops' field")
     c.set_defaults(func=_cmd_conformance)
     sub.add_parser("convert", help="convert a lorebook between formats (lorescan convert -h)", add_help=False)
-    k = sub.add_parser("compile", help="compile a lorebook to the compact .lsc form (lorescan.load_compiled)")
+    k = sub.add_parser("compile", help="compile a lorebook to the compact .lsc form (lorescan.load_compiled)",
+                       description="Compile a lorebook once to the compact .lsc form: every command that takes "
+                                   "a book (scan, explain, replay, replay-batch, lint) and lorescan.load_compiled "
+                                   "read it without compiling again, when the engine uses the same --compat, "
+                                   "--case-sensitive and --whole-words.")
     k.add_argument("book", help="lorebook file (any supported format)")
     k.add_argument("-o", "--output", required=True, help="the .lsc file to write")
+    k.add_argument("--force", action="store_true", help="replace the output if it exists")
     k.add_argument("--compat", choices=("sillytavern", "improved"), default="sillytavern",
                    help="matching rules the engine will use (must match STEngine's compat)")
     k.add_argument("--case-sensitive", action="store_true", help="the engine's case_sensitive setting")
@@ -74,25 +86,36 @@ def _build_parser() -> argparse.ArgumentParser:
     add_lint_parser(sub)
     add_parsers(sub, _cmd_replay_batch, _cmd_summarize)
     add_replay_parser(sub, _cmd_replay)
+    finish_subparsers(sub)
     return p
 
 
 def _add_serve_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    v = sub.add_parser("serve", help="run the engine as an HTTP service (needs lorescan[serve])")
-    v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    v.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    v.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    v = sub.add_parser("serve", help="run the engine as an HTTP service (needs lorescan[serve])",
+                       description="Serve SillyTavern-mode and slot-mode scans, explanations and book uploads "
+                                   "over HTTP (docs/service.md). Needs the serve extra: pip install "
+                                   "'lorescan[serve]'.")
+    v.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    v.add_argument("--port", type=_port, default=8000, help="port")
+    v.add_argument("--workers", type=positive_int, default=1, help="worker processes")
     v.add_argument("--books-dir", default="lorescan-books", help="where compiled books are stored")
-    v.add_argument("--book-cache-mb", type=float, default=512, help="in-memory compiled books per worker")
-    v.add_argument("--chat-cache-chats", type=int, default=1000, help="chats whose hit cache a worker keeps")
-    v.add_argument("--chat-cache-texts", type=int, default=256, help="texts one chat's hit cache keeps")
-    v.add_argument("--chat-cache-mb", type=float, default=256, help="bytes of those hit caches per worker")
-    v.add_argument("--max-body-mb", type=float, default=16, help="largest scan request body")
-    v.add_argument("--max-upload-mb", type=float, default=64, help="largest book upload")
-    v.add_argument("--time-limit", type=float, default=10.0, help="seconds per scan request (503 past it)")
+    v.add_argument("--book-cache-mb", type=positive_float, default=512, help="in-memory compiled books per worker")
+    v.add_argument("--chat-cache-chats", type=positive_int, default=1000, help="chats whose hit cache a worker keeps")
+    v.add_argument("--chat-cache-texts", type=positive_int, default=256, help="texts one chat's hit cache keeps")
+    v.add_argument("--chat-cache-mb", type=positive_float, default=256, help="MB of those hit caches per worker")
+    v.add_argument("--max-body-mb", type=positive_float, default=16, help="largest scan request body, in MB")
+    v.add_argument("--max-upload-mb", type=positive_float, default=64, help="largest book upload, in MB")
+    v.add_argument("--time-limit", type=positive_float, default=10.0, help="seconds per scan request (503 past it)")
     v.add_argument("--token-file", default=None,
                    help="bearer token file (default: $LORESCAN_SERVE_TOKEN; neither: no auth)")
     v.set_defaults(func=_cmd_serve)
+
+
+def _port(text: str) -> int:
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {value}")
+    return value
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -170,7 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except BrokenPipeError:
             return _closed_pipe()
-    args = _build_parser().parse_args(argv)
+    args, extra = _build_parser().parse_known_args(argv)
+    if extra:      # reported against the subcommand's usage, not the top level's list of commands
+        args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         status = args.func(args)
         sys.stdout.flush()        # a reader that has gone shows here, not at interpreter exit (status 120)

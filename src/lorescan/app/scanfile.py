@@ -54,7 +54,7 @@ class _Report:
             engine = SlotEngine([b.book for b in inputs.books], substitute=self.substitute)
             chat = inputs.chat
             self.slot = engine.run(list(zip(chat.roles, (m.text for m in chat.messages))),
-                                   turn_id=f"lorescan-cli:{inputs.seed}")
+                                   turn_id=inputs.turn_id())
         else:
             engine_st = STEngine(inputs.sources(), inputs.settings, compat=inputs.compat,
                                  substitute=self.substitute, random=inputs.random())
