@@ -20,7 +20,9 @@ CHAT = str(EXAMPLES / "saltmere-chat.jsonl")
 
 def run(*args, env=None):
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "lorescan", *args], capture_output=True, text=True, env=full_env)
+    # a timeout: a regression that starts `serve` instead of refusing its flags fails, not hangs
+    return subprocess.run([sys.executable, "-m", "lorescan", *args], capture_output=True, text=True, env=full_env,
+                          timeout=300)
 
 
 def failed_cleanly(r, *words):

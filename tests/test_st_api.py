@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import lorescan
-from lorescan import BookSource, ChatMessage, EntryId, SettingsError, STEngine, load
+from lorescan import BookSource, ChatMessage, EntryId, SettingsError, SlotEngine, STEngine, load
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.tokens import count_words
 
@@ -109,3 +109,13 @@ def test_read_chat_is_public_and_reads_the_clis_formats(tmp_path):
     assert [(m.text, m.is_user) for m in chat.messages] == [("hello", True), ("hi", False)]
     result = STEngine([_book()], count_tokens=count_words).scan(chat.messages, max_context=4000)
     assert [e.uid for e in result.activated] == ["x"]
+
+
+def test_a_slot_result_dumps_as_json_through_to_json():
+    book = _book()
+    result = SlotEngine([book], count_tokens=count_words).run([("user", "the harbour lantern")], turn_id="t1")
+    data = json.loads(json.dumps(result.to_json()))
+    assert [m["content"] for m in data["messages"]] == [m.content for m in result.messages]
+    assert [r["name"] for r in data["log"]] == [r.name for r in result.log]
+    assert data["budget"] == result.budget and data["state"] == result.state
+    assert result.log[0].to_json() == result.log[0].to_dict()
