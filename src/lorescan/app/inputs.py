@@ -1,12 +1,14 @@
 """The inputs of one generation, from the command line: books with their roles, the chat,
 the character and the user, every setting with where its value came from, the mode, the
-seed. One place, so every command that runs the engine (``scan``, ``explain``, ``replay``)
-takes the same arguments: :func:`add_input_arguments` on the parser, :func:`read_inputs`
-on the parsed arguments.
+seed. One place, so every command that runs the engine (``scan``, ``explain``, ``replay``,
+``replay-batch``) takes the same arguments: :func:`add_input_arguments` (or, for
+``replay-batch``, :func:`add_setting_arguments`) on the parser, :func:`read_inputs` on the
+parsed arguments; :func:`roll_seed` is the one rule for random values.
 
 Settings, lowest precedence first: STSettings' defaults, the books' own settings (a card's
 ``scan_depth``, ``token_budget`` -> ``budget_cap``, ``recursive_scanning`` -> ``recursive``;
-``--ignore-book-settings`` drops them), ``--settings FILE``, then the flags.
+``--ignore-book-settings`` drops them), ``--settings FILE`` (which may also give
+``max_context`` and ``compat``), then the flags.
 """
 from __future__ import annotations
 
