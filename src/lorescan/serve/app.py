@@ -1,9 +1,9 @@
 """The ASGI app of ``lorescan serve``: Starlette routes over msgspec models.
 
 One worker process = one event loop (I/O, JSON, validation) + one engine thread (every
-compile, load and scan). Engines are not shared between threads, so an engine's lazy
-caches never race, and a request that runs past its time limit is answered 503 while its
-scan finishes in the background (a scan still queued when its deadline passes is skipped).
+compile, load and scan). Engines would be safe to share between threads (STEngine's
+docstring); one engine thread keeps scans queued in order, off the event loop, and a request
+that runs past its time limit is answered 503 while its scan finishes in the background (a scan still queued when its deadline passes is skipped).
 Per-request data (timed effects, slot state, messages) lives only in the request; what a
 worker keeps between requests is derived from books alone (compiled books, engines) or
 from text alone (per-chat key-hit caches), so no caller can see another's state.

@@ -27,7 +27,7 @@ from .activate import AlwaysGates, run_loops
 from .budget import turn_budget
 from .explain import explain_turn, regex_cutoffs
 from .place import place_entries
-from .result import ROLES, BookSource, Character, ChatMessage, EntryId, STResult
+from .result import BookSource, Character, ChatMessage, EntryId, STResult
 from .settings import GENERATION_TRIGGERS, Compat, STSettings
 from .tables import EntryInfo, EntryTable, HashIndex, KeyIndex, Tables, UnitCounts
 from .timed import EffectRecord, TimedEffects, evaluate
@@ -57,14 +57,22 @@ def _restore_engine(sources, settings, compat, count_tokens, substitute, random,
 class STEngine:
     """SillyTavern's World Info engine, exact (docs/sillytavern-mode.md), compiled once per book set.
 
-    The engine is fully built by its constructor and a scan only reads it, so threads may
-    share one engine. The hooks given here are defaults: :meth:`scan` takes ``substitute``,
-    ``random`` and ``post_process`` per call (a chat's macros, a request's seed) without
-    touching the engine. ``copy.copy`` is cheap (the copy shares everything computed here).
+    Threads: one engine may be shared by any number of threads scanning at once. The
+    constructor builds everything a scan reads; what a scan builds lazily (entry records,
+    token counts, key tables) is built under a lock or published whole, and a scan's own
+    state lives in the scan, so concurrent scans give what sequential ones give
+    (tests/test_st_sharing.py). The hooks given here are defaults: :meth:`scan` takes
+    ``substitute``, ``random`` and ``post_process`` per call (a chat's macros, a request's
+    seed) without touching the engine. Hooks run in the scanning thread: a ``random`` shared
+    by threads hands its values out in whatever order the threads ask, so for repeatable
+    rolls give each scan (or each task of :meth:`ascan`) its own generator.
+    ``copy.copy`` is cheap (the copy shares everything computed here).
 
     Args:
-        books: :class:`BookSource` items (or ``(book, roles)`` pairs) in selection order;
-            books are de-duplicated by name across roles as SillyTavern does.
+        books: :class:`BookSource` items, ``(book, roles)`` pairs, or bare books (a
+            :class:`~lorescan.model.Lorebook` or :class:`~lorescan.match.compile.CompiledBook`,
+            taken as ``global``), in selection order; books are de-duplicated by name across
+            roles as SillyTavern does.
         settings: an :class:`STSettings` or a mapping of its names.
         compat: ``"sillytavern"`` reproduces every quirk (the conformance profile);
             ``"improved"`` switches on the fixes of docs/improved-profile.md; a
@@ -84,7 +92,8 @@ class STEngine:
         RegexKeyError: a regex key past ``max_regex_length`` or ``max_regex_nesting``.
     """
 
-    def __init__(self, books: Sequence[BookSource | tuple[Lorebook | CompiledBook, Sequence[str]]],
+    def __init__(self, books: Sequence[BookSource | Lorebook | CompiledBook
+                                       | tuple[Lorebook | CompiledBook, Sequence[str]]],
                  settings: STSettings | Mapping[str, Any] = STSettings(), *, compat: Compat | str = "sillytavern",
                  count_tokens: Callable[[str], int] | None = None,
                  substitute: Callable[[str], str] | None = None,
@@ -107,12 +116,7 @@ class STEngine:
         self.regex_timeout = regex_timeout
         self.match_options = self.compat.match_options(case_sensitive=settings.case_sensitive,
                                                        match_whole_words=settings.match_whole_words)
-        sources = [b if isinstance(b, BookSource) else BookSource(b[0], tuple(b[1])) for b in books]
-        for i, src in enumerate(sources):
-            for role in src.roles:
-                if role not in ROLES:
-                    raise SettingsError(f"unknown role {role!r} (expected one of {', '.join(ROLES)})",
-                                        source="books", entry=i, field="roles")
+        sources = [self._source(b, i) for i, b in enumerate(books)]
         self.compiled: list[CompiledBook] = []
         self.world_names: list[str] = []
         chat, persona, glob, char = self._collect(sources)
@@ -210,6 +214,21 @@ class STEngine:
 
     # -- set-up ------------------------------------------------------------------------
     @staticmethod
+    def _source(item: Any, i: int) -> BookSource:
+        """One item of ``books``: a BookSource, a ``(book, roles)`` pair, or a bare book (global)."""
+        if isinstance(item, BookSource):
+            return item
+        if isinstance(item, (Lorebook, CompiledBook)):
+            return BookSource(item, ("global",))
+        if isinstance(item, (tuple, list)) and len(item) == 2:
+            try:
+                return BookSource(item[0], item[1])
+            except SettingsError as exc:
+                raise SettingsError(exc.problem, source="books", entry=i, field="roles") from exc
+        raise SettingsError(f"a book must be a Lorebook, a CompiledBook, a BookSource or a (book, roles) pair, "
+                            f"got {type(item).__name__}", source="books", entry=i)
+
+    @staticmethod
     def _name(src: BookSource) -> str:
         return src.book.name
 
@@ -245,6 +264,9 @@ class STEngine:
                 continue
             char.append(s)
         return chat, persona, glob_unique, char
+
+    def _entry_of(self, eid: EntryId) -> Any:
+        return self.tables.by_key[EntryId(*eid).key].entry
 
     def tokens(self, text: str) -> int:
         """Returns: ``text``'s length in tokens under this engine's counter."""
@@ -374,7 +396,15 @@ class STEngine:
             activated=[s.eid for s in activated], placement=placement, budget=budget,
             budget_overflowed=turn.overflow, overflow_alert_shown=turn.overflow and settings.overflow_alert,
             timed_effects=state, loops=turn.loops, regex_cutoffs=cutoffs,
-            _explain=explanation, _decided=explanation.decisions)
+            _explain=explanation, _decided=explanation.decisions, _entry=self._entry_of)
+
+    async def ascan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], **kwargs: Any) -> STResult:
+        """:meth:`scan` for an asyncio application: the scan runs in a worker thread
+        (``asyncio.to_thread``), so the event loop keeps serving while it runs. Same
+        arguments, result and errors as :meth:`scan`; concurrent calls are safe (see the
+        class docstring on threads)."""
+        import asyncio      # stdlib; only async callers pay for it
+        return await asyncio.to_thread(self.scan, messages, **kwargs)
 
     @staticmethod
     def _message_texts(messages: Sequence[ChatMessage | Mapping[str, Any]], first: int) -> list[tuple[str, str]]:
