@@ -292,7 +292,7 @@ def test_a_malformed_book_is_an_error_naming_the_entry_and_field(tmp_path):
     (["scan", BOOK, "--chat", CHAT, "--max-context", "0"], ["--max-context", "must be 1 or more"]),
     (["replay", BOOK, "--chat", CHAT, "--depth", "-2"], ["--depth", "must be 0 or more"]),
     (["scan", BOOK, "--chat", CHAT, "--budget-percent", "nan"], ["--budget-percent", "finite"]),
-    (["serve", "--port", "0"], ["--port", "must be 1 or more"]),
+    (["serve", "--port", "0"], ["--port", "must be a TCP port, 1 to 65535"]),
     (["serve", "--time-limit", "0"], ["--time-limit", "must be above 0"]),
     (["summarize", "/tmp", "--top", "0"], ["--top"]),
     (["replay-batch", "--books", BOOK, "--chats", str(EXAMPLES), "--out", "/tmp/x", "--workers", "-1"],
@@ -440,4 +440,4 @@ def test_every_command_has_a_description_and_shows_its_defaults():
                 assert f"(default: {action.default})" in text or "default" in (action.help or ""), \
                     (name, action.dest)
     serve = " ".join(run("serve", "--help").stdout.split())
-    assert "(default: 8000)" in serve and "(default: 127.0.0.1)" in serve
+    assert "default 8000)" in serve and "default 127.0.0.1)" in serve    # serve: "($LORESCAN_SERVE_PORT; default 8000)"
