@@ -522,3 +522,27 @@ def test_a_bad_book_for_the_cli_ends_in_one_located_line_and_exit_2(tmp_path):
     proc = _cli_raw("scan", str(book), str(chat))
     _assert_located_failure(proc, book)
     assert "max_key_length" in proc.stderr
+
+
+def test_a_loaded_lsc_truncated_in_place_then_scanned_does_not_kill_the_process(tmp_path):
+    # A stored .lsc overwritten in place (a copy over it, rsync --inplace, a restore) while a
+    # process holds it: the loaded book is a private snapshot, so the next scan still works.
+    lsc = tmp_path / "book.lsc"
+    proc = run_child("""
+        import os
+        from lorescan.model import Lorebook, entry_from_fields
+        path = sys.argv[1]
+        book = Lorebook(name="b", entries=tuple(entry_from_fields(
+            {"uid": i, "key": [f"k{i}x"], "content": f"lore {i} " * 50}, source="t") for i in range(3000)))
+        engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5), count_tokens=len)
+        save_compiled(engine.compiled[0], path)
+        loaded = load_compiled(path)
+        with open(path, "r+b") as f:            # in place: same inode, now a few bytes long
+            f.truncate(16)
+        later = STEngine([BookSource(loaded, ("global",))], STSettings(scan_depth=5), count_tokens=len)
+        result = later.scan([ChatMessage("u", "k7x and k2999x")], max_context=10**6)
+        assert sorted(e.uid for e in result.activated) == [7, 2999], result.activated
+        expect_error(lambda: load_compiled(path), path)     # the damaged file itself: refused cleanly
+        print("PASS")
+    """, args=(str(lsc),))
+    assert "PASS" in proc.stdout
