@@ -23,7 +23,9 @@ from .compile import EMPTY, SKIP, VariantSpec, build_matcher, classify_key, lite
 from .keys import KeyRef, MacroKey, PlainKey, RegexKey, SpecialKey
 from .cache import ChatScan
 from ..js.regex import JSRegex, JSText, RegexTooComplex
-from ..limits import DEFAULT_LIMITS
+from ..errors import LorebookError
+from ..limits import DEFAULT_LIMITS, Limits
+from ..macros import expand_within
 from .options import MatchOptions
 from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
@@ -179,8 +181,10 @@ class ScanView:
                  injects: Sequence[str] = (), *, cache: ChatScan | None = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
-                 oldest_index: int = 0, content_of: Callable[[int], str] | None = None) -> None:
+                 oldest_index: int = 0, content_of: Callable[[int], str] | None = None,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
         self.compiled = compiled
+        self.limits = limits
         self.entries = compiled.entries
         if content_of is None and len(compiled.entries):
             entries = compiled.entries          # (not through self: a view must not be in a cycle)
@@ -541,7 +545,11 @@ class ScanView:
             specs: dict[VariantSpec, int] = {}
             for macro in self.compiled.macro_keys:
                 raw, cs, ww = macro.raw, macro.case_sensitive, macro.whole_words
-                expanded = self.substitute(raw)
+                # Held to the key limits after substitution, before a matcher is built from it
+                # (a 600,000-character {{char}} crashed the automaton's free; lorescan.macros).
+                expanded = expand_within(self.substitute, raw, self._macro_room())
+                if expanded is None:
+                    raise self._macro_too_long(raw, "is too long")
                 if not expanded:
                     refs[macro] = SKIP
                     continue
@@ -560,6 +568,8 @@ class ScanView:
                 except RegexTooComplex:
                     refs[macro] = SKIP           # a macro made a regex past the limits: never matches
                     continue
+                if type(spec) is not RegexKey and len(key) > self.limits.max_key_length:
+                    raise self._macro_too_long(raw, f"has {len(key):,} characters")
                 if type(spec) is RegexKey or type(spec) is PlainKey:
                     refs[macro] = spec           # type: ignore[assignment]
                 else:
@@ -571,6 +581,25 @@ class ScanView:
                 cache_key, lambda: build_matcher(spec_list, model))
             self._side = (matcher, refs)
         return self._side
+
+    def _macro_room(self) -> int:
+        """The longest expansion of a macro key worth building: a plain key's limit, or a regex
+        key's (its pattern, two slashes and every flag), whichever is longer."""
+        return max(self.limits.max_key_length, self.limits.max_regex_length + 2 + len("dgimsuy"))
+
+    def _macro_too_long(self, raw: str, what: str) -> LorebookError:
+        """The error for a macro key expanded past the key limit, naming the entry that has it."""
+        field, uid = "key", None
+        for e in self.entries:
+            for name, keys in (("key", e.key), ("keysecondary", e.keysecondary)):
+                if raw in keys:
+                    field, uid = f"{name}[{keys.index(raw)}]", e.uid
+                    break
+            if uid is not None:
+                break
+        return LorebookError(f"the key {raw[:60]!r} {what} after macro substitution, above the limit "
+                             f"max_key_length={self.limits.max_key_length}", source=self.compiled.name or "<memory>",
+                             entry=uid, field=field)
 
     def _side_hits(self, window: Window) -> frozenset[int]:
         found = self._side_windows.get(window)
