@@ -633,3 +633,36 @@ def test_the_cli_refuses_a_huge_character_name_from_the_chat_metadata(tmp_path):
     proc = _cli_raw("scan", str(book), "--chat", str(chat))
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr and "max_" in proc.stderr, proc.stderr[-2000:]
+
+
+# -- regex keys: the same answer under any load (issue 22 item 1) ------------------------------
+
+def test_a_slow_regex_key_gives_the_same_answer_on_a_machine_slowed_a_thousandfold():
+    # A key that backtracks exponentially (50-150 ms on a 30-character text when backtracked)
+    # and one that needs backtracking with a polynomial bound. Every clock Python offers is
+    # then made to run 1 s per call (a machine slowed without limit, or starved by 16
+    # threads): the scan's answer and its cut-offs must not change.
+    proc = run_child("""
+        from unittest import mock
+        from lorescan.model import Lorebook, entry_from_fields
+        keys = ["/(?:a|aa)+c|y/", "/a*a*\\\\d(?=y)/", "/(a|aa)+(?=z)/"]
+        book = Lorebook(name="b", entries=tuple(entry_from_fields(
+            {"uid": i, "key": [k], "content": f"c{i}"}, source="t") for i, k in enumerate(keys)))
+        engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5), count_tokens=len)
+        chat = [ChatMessage("u", "a" * 30 + "b1y"), ChatMessage("u", "a" * 400 + "1y")]
+        def scan():
+            r = engine.scan(chat, max_context=10**6)
+            return r.to_json(), [e.uid for e in r.activated], r.regex_cutoffs
+        alone = scan()
+        ticks = iter(range(10**9))
+        slow = lambda: 1.0 * next(ticks)
+        with mock.patch("time.thread_time", slow), mock.patch("time.monotonic", slow), \\
+                mock.patch("time.perf_counter", slow), mock.patch("time.process_time", slow), \\
+                mock.patch("time.time", slow):
+            slowed = scan()
+        assert slowed == alone, (slowed[1:], alone[1:])
+        assert alone[1] == [0, 1], alone[1:]
+        assert len(alone[2]) == 1 and "(a|aa)+(?=z)" in alone[2][0], alone[2]
+        print("PASS")
+    """)
+    assert "PASS" in proc.stdout

@@ -337,6 +337,20 @@ def test_sixteen_threads_give_the_single_thread_answer_for_a_slow_key():
     assert all(r.regex_cutoffs == () for r in results)
 
 
+def test_sixteen_threads_give_the_single_thread_answer_for_keys_that_backtrack():
+    # Backtracking keys with a bound (quadratic, cubic) and without: some evaluations run,
+    # some are over their allowance and cut off. (/\w+(?=ing)/ really is quadratic in `regex`:
+    # 0.2 s on 1,000 characters, 3 s on 4,000.)
+    book = _book("/\\w+(?=ing)/", "/a*a*\\d(?=y)/", "/(a|aa)+(?=z)/")
+    engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5), count_tokens=js_count_words)
+    chat = [ChatMessage("u", "a" * 300 + " sing"), ChatMessage("u", "a" * 1500 + "1y"), ChatMessage("u", "a1y")]
+    alone = engine.scan(chat, max_context=9000)
+    assert alone.activated and alone.regex_cutoffs
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda _: engine.scan(chat, max_context=9000), range(48)))
+    assert [(r.to_json(), r.regex_cutoffs) for r in results] == [(alone.to_json(), alone.regex_cutoffs)] * 48
+
+
 def _run_guarded(code: str, cpu_seconds: int) -> str:
     """Run ``code`` in a fresh interpreter under an RLIMIT_CPU guard; return its stdout."""
     prelude = f"import resource; resource.setrlimit(resource.RLIMIT_CPU, ({cpu_seconds}, {cpu_seconds}))\n"

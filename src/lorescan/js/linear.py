@@ -47,7 +47,7 @@ import re2 as _re2
 __all__ = ["Plan", "plan_of", "RE2_STEP_SECONDS", "BACKTRACK_STEP_SECONDS", "linear_text"]
 
 RE2_STEP_SECONDS = 6e-9            # one byte against one RE2 instruction, NFA worst case (measured)
-BACKTRACK_STEP_SECONDS = 2e-8      # one backtracking step of `regex` (a nominal rate, pessimistic)
+BACKTRACK_STEP_SECONDS = 3e-8      # one step of the bound on `regex` (measured: 24 ns on /\w+(?=ing)/)
 _MAX_DEGREE = 8                    # a bound past this is no bound worth computing
 _MAX_WAYS = 1e15
 _SURROGATES = (0xD800, 0xDFFF)

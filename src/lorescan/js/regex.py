@@ -10,6 +10,11 @@ characters as JS does), so the result does not depend on ``regex``'s ideas of "w
 "case". Backreferences to groups that have not participated match "" as in JS: every group starts
 captured empty and is reset to empty at each iteration of an enclosing quantifier (RepeatMatcher).
 
+Engines. :meth:`JSRegex.search` runs a translation on RE2 (``google-re2``, linear time) when
+:mod:`lorescan.js.linear` can re-emit it exactly (no lookaround, backreference or property
+escape), else on ``regex``; :meth:`JSRegex.cost` is what an evaluation may cost, computed
+from the pattern and the text alone, so budgets built on it do not depend on machine load.
+
 Text model. JS strings are UTF-16. Without ``u`` the pattern and the text are both converted to
 UTF-16 code units before matching (an astral character becomes two surrogate ``str`` characters),
 so ``.``, classes and quantifiers see the same units JS sees: ``/^.$/`` does not match ``"😀"``,
