@@ -56,6 +56,7 @@ import math
 import os
 import struct
 import sys
+import threading
 import zlib
 from array import array
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
@@ -894,11 +895,15 @@ def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:
         OSError: the file cannot be written.
     """
     data = encode_compiled(compiled)
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    target = os.fspath(path)
+    # A fresh temporary name beside the target (two threads or processes saving the same path
+    # must not write into one temporary file), renamed into place: readers see the old file
+    # or the new one, never half of one, and a file already loaded is never written into.
+    tmp = f"{target}.tmp{os.getpid()}-{threading.get_ident()}"
     try:
         with open(tmp, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)          # readers never see a half-written file
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
