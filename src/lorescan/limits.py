@@ -69,8 +69,9 @@ class Limits:
 
     Scans: ``max_recursion_text`` (characters of recursion text one scan may build; past it the
     recursion stops and the result says so), ``regex_time_per_scan`` (seconds of regex
-    evaluation one scan or slot run may spend in all; a key cut off is reported, never read
-    as "no match").
+    evaluation one scan or slot run may spend in all, counted as each evaluation's nominal
+    cost, a function of the pattern and the text, never by a clock: see
+    ``lorescan.match.regexscope``; a key cut off is reported, never read as "no match").
 
     Raises:
         SettingsError: a limit that is not a positive integer (a positive finite number for
