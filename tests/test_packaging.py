@@ -27,6 +27,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 IMPORT_NAME = {
     "pyahocorasick": "ahocorasick",
     "regex": "regex",
+    "google-re2": "re2",
     "tiktoken": "tiktoken",
     "numpy": "numpy",
     "rapidfuzz": "rapidfuzz",

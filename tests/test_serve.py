@@ -443,7 +443,7 @@ def test_a_bad_book_answers_400_with_the_lorebook_error_text(client):
 
 
 def test_an_evil_regex_key_is_cut_off_reported_and_counted(client):
-    book = {"entries": {"0": {"uid": 0, "key": ["/(a|aa)+$/"], "content": "evil"},
+    book = {"entries": {"0": {"uid": 0, "key": ["/(a|aa)+(?=$)/"], "content": "evil"},   # backtracks, unbounded
                         "1": {"uid": 1, "key": ["harbor"], "content": "The harbor."}}}
     _, info = upload(client, json.dumps(book).encode(), name="Evil")
     t0 = time.monotonic()
@@ -454,7 +454,7 @@ def test_an_evil_regex_key_is_cut_off_reported_and_counted(client):
     assert status == 200 and got["activated"] == [{"world": "Evil", "uid": 1}]
     evil = next(d for d in got["diagnostics"] if d["uid"] == 0)
     assert evil["outcome"] == "not_activated" and "was cut off after" in evil["detail"]
-    assert len(got["regex_cutoffs"]) == 1 and "/(a|aa)+$/" in got["regex_cutoffs"][0]
+    assert len(got["regex_cutoffs"]) == 1 and "/(a|aa)+(?=$)/" in got["regex_cutoffs"][0]
     _, _, text = client.request("GET", "/metrics")
     assert metric(text.decode(), "lorescan_regex_timeouts_total") >= 1
 

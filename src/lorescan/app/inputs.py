@@ -18,11 +18,11 @@ import hashlib
 import json
 import os
 import random as _random
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import SettingsError
+from ..macros import name_macros
 from ..model import Lorebook
 from ..st.settings import STSettings
 from .argtypes import count, non_negative_float, positive_int
@@ -200,15 +200,9 @@ def make_substitute(char: str | None, user: str | None) -> Callable[[str], str] 
     if char is not None:
         for m in ("{{char}}", "<bot>", "<char>", "{{group}}", "{{charifnotgroup}}", "<group>", "<charifnotgroup>"):
             table[m] = char
-    if not table:
-        return None
-    pattern = re.compile("|".join(re.escape(k) for k in sorted(table, key=len, reverse=True)), re.I)
-
-    def substitute(text: str) -> str:
-        if "{{" not in text and "<" not in text:
-            return text
-        return pattern.sub(lambda m: table[m.group(0).lower()], text)
-    return substitute
+    # A MacroTable: every expansion is measured against its key or content limit before it
+    # is built (a 600,000-character name in a chat's metadata crashed the automaton).
+    return name_macros(table, source="the character and user names")
 
 
 def _flag(name: str) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Sequence, TypeAlias, cast
 
+from ..errors import LorebookError
+from ..macros import expand_within
 from .cache import ChatScan
 from .compile import SKIP, VariantSpec, build_matcher, classify_key
 from .keys import MacroKey, PlainKey, RegexKey
@@ -65,8 +67,12 @@ class MacroState:
         return found
 
 
+TooLong: TypeAlias = "Callable[[str, str], LorebookError]"
+"""(raw key, what is wrong) -> the error naming the entry that holds the key."""
+
+
 def _resolve_ref(macro: MacroKey, expanded: str, compiled: "CompiledBook", cache: ChatScan,
-                 specs: dict[VariantSpec, int]) -> MacroRef:
+                 specs: dict[VariantSpec, int], max_key_length: int, too_long: TooLong) -> MacroRef:
     raw, cs, ww, options = macro.raw, macro.case_sensitive, macro.whole_words, compiled.options
     if not expanded:
         return SKIP
@@ -82,16 +88,19 @@ def _resolve_ref(macro: MacroKey, expanded: str, compiled: "CompiledBook", cache
             spec = classify_key(key, cs, ww, options, raw, literal=macro.literal)
     except RegexTooComplex:
         return SKIP                      # a macro made a regex past the limits: never matches
+    if type(spec) is not RegexKey and len(key) > max_key_length:
+        raise too_long(raw, f"has {len(key):,} characters")
     if type(spec) is RegexKey or type(spec) is PlainKey:
         return spec                      # type: ignore[return-value]
     return specs.setdefault(spec, len(specs))          # type: ignore[arg-type]
 
 
-def _build(compiled: "CompiledBook", expanded: Sequence[str], cache: ChatScan) -> MacroState:
+def _build(compiled: "CompiledBook", expanded: Sequence[str], cache: ChatScan, max_key_length: int,
+           too_long: TooLong) -> MacroState:
     refs: dict[MacroKey, MacroRef] = {}
     specs: dict[VariantSpec, int] = {}
     for macro, text in zip(compiled.macro_keys, expanded):
-        refs[macro] = _resolve_ref(macro, text, compiled, cache, specs)
+        refs[macro] = _resolve_ref(macro, text, compiled, cache, specs, max_key_length, too_long)
     spec_list = tuple(specs)
     model = compiled.matcher.model
     matcher = cast("KeyMatcher", cache.side_matcher((compiled.matcher.token, spec_list),
@@ -131,9 +140,21 @@ def _build(compiled: "CompiledBook", expanded: Sequence[str], cache: ChatScan) -
                       {v: tuple(es) for v, es in by_side.items()})
 
 
-def resolve_macros(compiled: "CompiledBook", substitute: Callable[[str], str], cache: ChatScan) -> MacroState:
+def resolve_macros(compiled: "CompiledBook", substitute: Callable[[str], str], cache: ChatScan, *, room: int,
+                   max_key_length: int, too_long: TooLong) -> MacroState:
     """The book's macro keys expanded by ``substitute`` (called on each, every scan: a hook may
-    expand differently from turn to turn), resolved once per chat cache and expansion."""
-    expanded = tuple(substitute(m.raw) for m in compiled.macro_keys)
-    return cache.side_matcher(("macros", compiled.matcher.token, expanded),      # type: ignore[return-value]
-                              lambda: _build(compiled, expanded, cache))
+    expand differently from turn to turn), resolved once per chat cache and expansion.
+
+    Sizes are checked after substitution, before anything reaches an automaton: an expansion
+    longer than ``room`` is never built (:func:`lorescan.macros.expand_within`), and a plain key
+    longer than ``max_key_length`` after trimming is refused; both raise ``too_long(raw, what)``
+    (a 600,000-character ``{{char}}`` crashed the automaton's free)."""
+    expanded = []
+    for m in compiled.macro_keys:
+        text = expand_within(substitute, m.raw, room)
+        if text is None:
+            raise too_long(m.raw, "is too long")
+        expanded.append(text)
+    key = tuple(expanded)
+    return cache.side_matcher(("macros", compiled.matcher.token, key),      # type: ignore[return-value]
+                              lambda: _build(compiled, key, cache, max_key_length, too_long))

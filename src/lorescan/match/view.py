@@ -24,7 +24,8 @@ from .keys import KeyRef, MacroKey, PlainKey, RegexKey, SpecialKey
 from .cache import ChatScan
 from .macros import MacroState, resolve_macros
 from ..js.regex import JSRegex, JSText
-from ..limits import DEFAULT_LIMITS
+from ..errors import LorebookError
+from ..limits import DEFAULT_LIMITS, Limits
 from .options import MatchOptions
 from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
@@ -201,8 +202,10 @@ class ScanView:
                  injects: Sequence[str] = (), *, cache: ChatScan | None = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
-                 oldest_index: int = 0, content_of: Callable[[int], str] | None = None) -> None:
+                 oldest_index: int = 0, content_of: Callable[[int], str] | None = None,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
         self.compiled = compiled
+        self.limits = limits
         self.entries = compiled.entries
         if content_of is None and len(compiled.entries):
             entries = compiled.entries          # (not through self: a view must not be in a cycle)
@@ -594,8 +597,28 @@ class ScanView:
     def _side_state(self) -> MacroState:
         if self._side is None:
             assert self.substitute is not None
-            self._side = resolve_macros(self.compiled, self.substitute, self._cache)
+            self._side = resolve_macros(self.compiled, self.substitute, self._cache, room=self._macro_room(),
+                                        max_key_length=self.limits.max_key_length, too_long=self._macro_too_long)
         return self._side
+
+    def _macro_room(self) -> int:
+        """The longest expansion of a macro key worth building: a plain key's limit, or a regex
+        key's (its pattern, two slashes and every flag), whichever is longer."""
+        return max(self.limits.max_key_length, self.limits.max_regex_length + 2 + len("dgimsuy"))
+
+    def _macro_too_long(self, raw: str, what: str) -> LorebookError:
+        """The error for a macro key expanded past the key limit, naming the entry that has it."""
+        field, uid = "key", None
+        for e in self.entries:
+            for name, keys in (("key", e.key), ("keysecondary", e.keysecondary)):
+                if raw in keys:
+                    field, uid = f"{name}[{keys.index(raw)}]", e.uid
+                    break
+            if uid is not None:
+                break
+        return LorebookError(f"the key {raw[:60]!r} {what} after macro substitution, above the limit "
+                             f"max_key_length={self.limits.max_key_length}", source=self.compiled.name or "<memory>",
+                             entry=uid, field=field)
 
     def _side_chunk_hits(self, stop: int) -> list[frozenset[int]]:
         # side-matcher hits per chunk, once per view; by part where no variant spans a part's end

@@ -34,6 +34,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import LorebookError
+from ..macros import macro_table
 from ..match.cache import ChatScan
 from ..limits import DEFAULT_LIMITS
 from ..match.options import MatchOptions
@@ -203,12 +204,12 @@ class _Messages(Sequence[ChatMessage]):
 
 
 def _substitute(macros: dict[str, str] | None) -> Callable[[str], str] | None:
-    if not macros:
-        return None
-    table = {k.lower(): v for k, v in macros.items()}
-    pattern = re.compile(r"\{\{(" + "|".join(re.escape(k) for k in sorted(table, key=len, reverse=True))
-                         + r")\}\}", re.IGNORECASE)
-    return lambda text: pattern.sub(lambda mt: table[mt.group(1).lower()], text) if "{{" in text else text
+    """The request's macro hook (its table checked against the limits: a 422 at ``$.macros``;
+    every expansion is measured before it is built, see ``lorescan.macros``)."""
+    try:
+        return macro_table(macros or {})
+    except LorebookError as exc:
+        raise HTTPError(422, str(exc), path="$.macros") from None
 
 
 class Runtime:

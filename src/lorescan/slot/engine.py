@@ -44,6 +44,7 @@ from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..match.cache import ChatScan
 from ..errors import RegexKeyError, SettingsError
 from ..js.regex import RegexTooComplex, regex_key
+from ..macros import expand_content
 from ..match.regexscope import RegexBudget
 from ..match.view import EntryMatch, ScanView, Window
 from ..model import Lorebook
@@ -514,7 +515,7 @@ class SlotEngine:
         view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout),
-                        content_of=self._content_of)
+                        content_of=self._content_of, limits=self.limits)
         pool = self.pool
         # Explicit entries get their _Run now; an idle one when the matcher first names it.
         runs: dict[int, _Run] = {}
@@ -570,7 +571,8 @@ class SlotEngine:
                 r.pass_number = pass_number
                 if not self._roll(r, turn_id):
                     continue
-                r.text = substitute(r.e.content) if substitute is not None and r.e.content else r.e.content
+                r.text = (expand_content(substitute, r.e.content, self.limits, source=r.e.book_id, entry=r.e.id)
+                          if substitute is not None and r.e.content else r.e.content)
                 activated.append(r)
                 if r.e.feeds_recursion and r.text:
                     if r.text is r.e.content:
@@ -674,7 +676,7 @@ class SlotEngine:
             return notes
         system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
                                cache=cache, substitute=substitute, joined=False,
-                               regex_timeout=self.regex_timeout, content_of=self._content_of)
+                               regex_timeout=self.regex_timeout, content_of=self._content_of, limits=self.limits)
         found_in = system_view.candidates(len(system), 0)
         in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
         if idle_depths:

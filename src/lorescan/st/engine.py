@@ -370,7 +370,7 @@ class STEngine:
         scanned_injects = [i for i in injects if i]
         views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
-                          oldest_index=first)
+                          oldest_index=first, limits=self.limits)
                  for cb in tables.compiled]
         turn = Turn(tables, self._gates, views, regex_budget, random=random, substitute=substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
