@@ -354,7 +354,7 @@ def test_the_compile_command_writes_a_file_the_engine_loads(tmp_path, capsys):
     assert cli_main(["compile", str(src), "-o", str(out), "--compat", "improved", "--whole-words"]) == 0
     loaded = load_compiled(out)
     assert loaded.options == MatchOptions.improved(match_whole_words=True)
-    assert cli_main(["compile", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
+    assert cli_main(["compile", str(tmp_path / "missing.json"), "-o", str(tmp_path / "other.lsc")]) == 2
     assert "missing.json" in capsys.readouterr().err
     assert cli_main(["compile", str(src), "-o", str(tmp_path / "no" / "dir.lsc")]) == 2
     assert "dir.lsc: cannot write" in capsys.readouterr().err
