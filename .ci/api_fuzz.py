@@ -36,7 +36,7 @@ def fuzz(token: str | None, args: argparse.Namespace, workdir: str) -> int:
         if token:
             cmd += ["--header", f"Authorization: Bearer {token}"]
         t0 = time.monotonic()
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)   # its cache stays out of the checkout
         elapsed = time.monotonic() - t0
         log = srv.log_text()
     out = run.stdout + run.stderr
