@@ -117,7 +117,8 @@ def _settings_struct() -> type[Struct]:
     for f in dataclasses.fields(STSettings):
         tp = hints[f.name]
         if f.name in _SETTINGS_DOC:
-            tp = Annotated[tp, doc(*_SETTINGS_DOC[f.name], **_SETTINGS_RANGE.get(f.name, {}))]
+            description, example = _SETTINGS_DOC[f.name]
+            tp = Annotated[tp, doc(description, example, **_SETTINGS_RANGE.get(f.name, {}))]
         fields.append((f.name, tp, f.default))
     struct = msgspec.defstruct("STSettingsIn", fields, bases=(_Strict,), module=__name__)
     struct.__doc__ = ("Global World Info settings (docs/sillytavern-mode.md#st-settings); the names of the "
