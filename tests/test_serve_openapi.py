@@ -150,11 +150,14 @@ def test_deeply_nested_free_form_json_answers_422_not_500(live, path, body, dept
     status, _, raw = live.request("POST", path, text, headers={"Content-Type": "application/json"})
     got = msgspec.json.decode(raw)
     assert status == 422, got
+    at_field = {"error": "nested deeper than 256 levels - at `%s`" % ("$.timed_effects" if "scan" in path
+                                                                       else "$.state"),
+                "path": "$.timed_effects" if "scan" in path else "$.state"}
+    unreadable = {"error": "JSON nested too deeply to read - at `$`", "path": "$"}
     if depth == 300:            # past Limits.max_json_depth: refused at the field
-        assert got["path"] == ("$.timed_effects" if "scan" in path else "$.state")
-        assert "nested deeper than 256 levels" in got["error"]
-    else:                       # past what msgspec reads at all
-        assert got == {"error": "JSON nested too deeply to read - at `$`", "path": "$"}
+        assert got == at_field
+    else:                       # refused at the field, or at `$` past what msgspec reads (its limit
+        assert got in (at_field, unreadable)    # follows Python's recursion limit: ~1,000 to 3.12)
     status, _ = live.json("GET", "/healthz")
     assert status == 200
 
