@@ -377,14 +377,12 @@ class _Lazy(Sequence):
         return self._n
 
     def __getitem__(self, i: Any) -> Any:
+        if type(i) is slice:           # before the dict: a slice is hashable from Python 3.12
+            return [self[j] for j in range(*i.indices(self._n))]
         try:
             return self._items[i]      # built already (the path a turn takes)
         except KeyError:
             pass
-        except TypeError:              # a slice (unhashable)
-            if type(i) is not slice:
-                raise
-            return [self[j] for j in range(*i.indices(self._n))]
         i = range(self._n)[i]          # IndexError / negative indexes as a list does
         item = self._items.get(i, _UNBUILT)
         if item is _UNBUILT:
