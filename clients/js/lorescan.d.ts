@@ -46,9 +46,18 @@ export interface STScanRequest {
 
 export interface EntryRef { world: string; uid: number | string; }
 
+// Where a key matched: the text, the span, the matched text in context, the unusual cases.
+export interface KeySpan {
+  key: string; kind: string; index: number; label: string; start: number; end: number; matched: string;
+  before: string; after: string; inside_word: string | null; across: boolean; end_kind: string | null;
+  end_index: number | null; end_label: string | null; source_entry: string | null;
+  cases: ("inside_word" | "across" | "recursion")[];
+}
+
 export interface Diagnostic {
   world: string; uid: number | string; outcome: "activated" | "not_activated"; reason: string; detail: string;
   loop: number | null; key: string | null; where: string | null;
+  span: KeySpan | null; text: string;
 }
 
 export interface STScanResponse {
