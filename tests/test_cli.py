@@ -51,7 +51,8 @@ def chat_file(tmp_path, texts, name="chat.jsonl", meta=True):
 def test_scan_of_the_bundled_example_lists_what_fires_and_why():
     r = run("scan", BOOK, "--chat", CHAT)
     assert r.returncode == 0, r.stderr
-    assert '#1 Lighthouse: key "lighthouse" matched in message 4, the newest (loop 1)' in r.stdout
+    assert ('#1 Lighthouse: key "lighthouse" matched in message 4, the newest: '
+            '"Rowan: On the way I look up at the dark [lighthouse]. Who keeps it?" (loop 1)') in r.stdout
     assert "#0 Setting: constant entry" in r.stdout
     assert "Mode: sillytavern, compat sillytavern, seed 0" in r.stdout
 

@@ -57,6 +57,9 @@ EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
     "ls602": [("LS602", 2, "key[0]")],
     "ls701": [("LS701", 0, "key[0]")],
     "ls701-ru": [("LS701", 0, "key[0]")],      # no word list: the book's own words
+    # character-sheet prose (short lines, few long words): still English, so 'race' is checked
+    # against the English list (it hides in 'trace', 'grace'); weyland's 'race' was missed so
+    "ls701-sheets": [("LS701", 1, "key[0]")],
 }
 
 
@@ -184,6 +187,9 @@ def test_language_detection_and_word_list() -> None:
     assert detect_language(["東京は日本の首都です。" * 40]) is None
     assert detect_language(["Der Hund und die Katze sind in dem Haus, aber nicht mit mir. " * 5]) is None
     assert detect_language(["too short"]) is None
+    # short function words count ("a", "of", "in", "is"); code-like words do not make English
+    assert detect_language(["Orin, Male, Elf ranger. He is loyal to the crown and to his sister. " * 5]) == "en"
+    assert detect_language(["public class Foo { return new get(this); } " * 10]) is None
     assert hidden_in_words("art", "en")[:2] == ["part", "start"]
     assert hidden_in_words("dragon", "en") == []          # 'dragons' is a form of the key, not another word
 

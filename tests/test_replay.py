@@ -202,7 +202,7 @@ def test_summary_rates_and_never_fired(in_process):
     fired_const = sum(1 for e, o in zip(table.column("entry").to_pylist(), table.column("outcome").to_pylist())
                       if e == "100" and o == "fired")
     assert const["fire_rate"] == round(fired_const / info.turns, 6)
-    assert {"book": "Replay", "entry": "101"} in s["never_fired"]
+    assert {"book": "Replay", "entry": "101", "name": "never"} in s["never_fired"]
     assert any(e["cut_rate"] > 0 for e in s["entries"])
 
 

@@ -310,3 +310,169 @@ def test_report_of_real_books_with_hundreds_of_entries(browser: Browser, tmp_pat
         assert got["rows"] == len(replay.entries) and got["cut"] == len(turn.cut)
         assert sorted(got["fired"]) == sorted(names[i] for i in turn.fired)
     assert browser.errors() == []
+
+
+def test_the_explain_table_marks_each_matched_span_and_its_case(browser: Browser, tmp_path: Path) -> None:
+    """tests/data/spans: a key inside a longer word, a regex across two messages, a key in a
+    recursion text; the last turn's table marks each matched text and names its case."""
+    data = Path(__file__).resolve().parent / "data" / "spans"
+    replay = replay_chat([load(str(data / "book.json"))], load_chat(str(data / "chat.jsonl")),
+                         settings={"scan_depth": 3, "recursive": True}, chat="spans.jsonl")
+    page = tmp_path / "spans.html"
+    page.write_text(render_report(replay), encoding="utf-8")
+    browser.open(page)
+    last = replay.turns[-1].number
+    browser.js(f"(() => {{ const s = document.getElementById('turn-select'); s.value = '{last}';"
+               "s.dispatchEvent(new Event('change')); })()")
+    cells = browser.js("""(() => {
+        const out = {};
+        for (const tr of document.querySelectorAll('#explain tbody tr')) {
+            const td = tr.querySelector('td.matched');
+            out[tr.cells[0].textContent] = {
+                mark: Array.from(td.querySelectorAll('mark')).map(m => m.textContent),
+                context: Array.from(td.querySelectorAll('.context')).map(c => c.textContent),
+                cases: Array.from(td.querySelectorAll('.case')).map(c => c.getAttribute('data-case')),
+                where: Array.from(td.querySelectorAll('.where')).map(c => c.textContent)};
+        }
+        return out;
+    })()""")
+    assert cells["Race"]["mark"] == ["race"] and cells["Race"]["cases"] == ["inside_word"]
+    assert cells["Race"]["context"] == ["You: She ran to embrace her brother at the door."]
+    assert "inside the longer word \u2018embrace\u2019" in cells["Race"]["where"][0]
+    assert cells["Storm warning"]["mark"] == ["storm\u23ceYou: Is coming"]
+    assert cells["Storm warning"]["cases"] == ["across"]
+    assert cells["Storm warning"]["where"] == ["message 1 (newest = 0) into message 2 (newest = 0)"]
+    assert cells["Saltmere guild"]["mark"] == ["Saltmere"] and cells["Saltmere guild"]["cases"] == ["recursion"]
+    assert cells["Saltmere guild"]["where"] == ["recursion text 1, the content of spans.2"]
+    assert cells["Lighthouse"]["mark"] == ["lighthouse"] and cells["Lighthouse"]["cases"] == []
+    # the mark is laid out (visible), and the case badge reads as words
+    assert browser.js("document.querySelector('#explain mark').getBoundingClientRect().width") > 0
+    assert browser.js("document.querySelector('#explain .case[data-case=\"across\"]').textContent") == \
+        "across two texts"
+    assert browser.errors() == []
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The report book with a sticky and a cooldown entry, and an edited copy under another
+    book name (entry 'Bread' keyed on a word the chat never says), replayed and compared."""
+    from report_data import book_json
+    folder = tmp_path_factory.mktemp("rich")
+    _, chat = write_inputs(folder, TURNS)
+    data = book_json()
+    data["entries"]["2"]["sticky"] = 5              # river
+    data["entries"]["3"]["cooldown"] = 5            # market
+    (folder / "base.json").write_text(json.dumps(data), encoding="utf-8")
+    data["name"] = "Report <Book> v2"
+    data["entries"]["4"]["key"] = ["nothing-says-this"]
+    (folder / "v2.json").write_text(json.dumps(data), encoding="utf-8")
+    out = folder / "rich.html"
+    proc = subprocess.run([sys.executable, "-m", "lorescan", "replay", str(folder / "base.json"), "--chat", str(chat),
+                           "--compare", str(folder / "v2.json"), "--report", str(out), "--seed", "3"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    base = replay_chat([load(str(folder / "base.json"))], load_chat(str(chat)), seed=3)
+    other = replay_chat([load(str(folder / "v2.json"))], load_chat(str(chat)), seed=3)
+    return {"path": out, "replay": base, "other": other, "stdout": proc.stdout}
+
+
+def test_clicking_an_entry_drills_down_to_every_turn(browser: Browser, rich: dict[str, Any]) -> None:
+    replay = rich["replay"]
+    river = next(i for i, e in enumerate(replay.entries) if e.name == "River")
+    browser.open(rich["path"])
+    browser.click(f'#most-used td.entry-link[data-entry="{river}"]')
+    got = browser.js("""(() => {
+        const t = document.getElementById('entry-turns');
+        const rows = Array.from(t.querySelectorAll('tbody tr'));
+        return {entry: t.getAttribute('data-entry'), summary: document.getElementById('entry-summary').textContent,
+                rows: rows.map(r => ({turn: r.cells[0].textContent, cls: r.className, reason: r.cells[2].textContent,
+                                      mark: Array.from(r.querySelectorAll('mark')).map(m => m.textContent)}))};
+    })()""")
+    assert got["entry"] == str(river) and len(got["rows"]) == len(replay.turns)
+    fired = [str(t.number) for t in replay.turns if river in t.fired]
+    assert [r["turn"] for r in got["rows"] if r["cls"] == "fired"] == fired and fired
+    assert got["summary"].startswith(f"River (Report <Book> #2): fired on {len(fired)} of {len(replay.turns)} turns")
+    for r, t in zip(got["rows"], replay.turns):
+        x = next(x for x in t.explained if x.entry == river)
+        assert r["reason"] == x.reason                                  # why, on every turn
+        assert r["mark"] == (["river"] if x.reason == "key" else [])    # the matched text where a key fired
+    # a timeline row label drills down too
+    browser.click(f'#timeline text.row-label[data-entry="{river}"]')
+    assert browser.js("document.getElementById('entry-turns').getAttribute('data-entry')") == str(river)
+    assert browser.errors() == []
+
+
+def test_search_filters_every_table(browser: Browser, rich: dict[str, Any]) -> None:
+    browser.open(rich["path"])
+
+    def visible(table: str) -> list[str]:
+        return browser.js(f"Array.from(document.querySelectorAll('#{table} tbody tr')).filter(r => "
+                          "getComputedStyle(r).display !== 'none').map(r => r.textContent)")
+    everything = visible("explain")
+    browser.js("(() => { const s = document.getElementById('search'); s.value = 'STORM';"
+               "s.dispatchEvent(new Event('input')); })()")
+    hits = visible("explain")
+    assert hits and len(hits) < len(everything) and all("storm" in h.lower() for h in hits)
+    assert all("storm" in h.lower() for h in visible("most-used"))
+    assert all("storm" in h.lower() for h in visible("entry-turns"))
+    browser.js("(() => { const s = document.getElementById('search'); s.value = '';"
+               "s.dispatchEvent(new Event('input')); })()")
+    assert visible("explain") == everything
+    assert browser.errors() == []
+
+
+def test_clicking_a_header_sorts_its_table(browser: Browser, rich: dict[str, Any]) -> None:
+    browser.open(rich["path"])
+
+    def column(k: int) -> list[str]:
+        return browser.js(f"Array.from(document.querySelectorAll('#most-used tbody tr')).map(r => r.cells[{k}].textContent)")
+    browser.click("#most-used th:nth-child(4)")                 # turns fired
+    up = [int(v) for v in column(3)]
+    assert up == sorted(up) and browser.js("document.querySelector('#most-used th:nth-child(4)').dataset.sort") == "asc"
+    browser.click("#most-used th:nth-child(4)")
+    assert [int(v) for v in column(3)] == sorted(up, reverse=True)
+    browser.click("#most-used th:nth-child(1)")                 # entry names, as text
+    names = column(0)
+    assert names == sorted(names, key=lambda n: n.casefold()) or names == sorted(names)
+    assert browser.errors() == []
+
+
+def test_the_compare_view_lists_the_turns_that_differ(browser: Browser, rich: dict[str, Any]) -> None:
+    base, other = rich["replay"], rich["other"]
+
+    def names(rep: Any, t: Any) -> set[str]:
+        return {rep.entries[i].name for i in t.fired}
+    truth = [t.number for t, u in zip(base.turns, other.turns) if names(base, t) != names(other, u)]
+    assert 0 < len(truth) < len(base.turns)
+    assert f"compare: {len(truth)} of {len(base.turns)} turns fire differently" in rich["stdout"]
+    browser.open(rich["path"])
+    rows = browser.js("Array.from(document.querySelectorAll('#compare-turns tbody tr')).map(r => "
+                      "[r.getAttribute('data-turn'), r.cells[1].textContent, r.cells[2].textContent])")
+    assert [int(r[0]) for r in rows] == truth
+    for turn, only_base, only_compare in rows:
+        t, u = base.turns[int(turn) - 1], other.turns[int(turn) - 1]
+        assert set(filter(None, only_base.split(", "))) == names(base, t) - names(other, u)
+        assert set(filter(None, only_compare.split(", "))) == names(other, u) - names(base, t)
+    assert f"{len(truth)} of {len(base.turns)} turns fire differently" in \
+        browser.js("document.getElementById('compare-summary').textContent")
+    browser.click(f'#compare-turns tr[data-turn="{truth[-1]}"]')
+    assert _table(browser)["turn"] == str(truth[-1])
+    assert browser.errors() == []
+
+
+def test_the_timed_effect_lane_shows_sticky_and_cooldown_turns(browser: Browser, rich: dict[str, Any]) -> None:
+    replay = rich["replay"]
+    browser.open(rich["path"])
+    got = browser.js("""(() => {
+        const lane = document.getElementById('timed');
+        const cells = cls => Array.from(lane.querySelectorAll('rect.' + cls)).map(r => r.getAttribute('data-state-turn'));
+        return {sticky: cells('sticky'), cooldown: cells('cooldown'),
+                labels: Array.from(lane.querySelectorAll('text.row-label')).map(t => t.lastChild.textContent)};
+    })()""")
+    for state in ("sticky", "cooldown"):
+        want = sorted(str(t.number) for t in replay.turns for x in t.explained if x.reason == state)
+        assert sorted(got[state]) == want and want, state
+    assert set(got["labels"]) == {"River", "Market"}
+    browser.click('#timed rect.col[data-turn="3"]')
+    assert _table(browser)["turn"] == "3"
+    assert browser.errors() == []

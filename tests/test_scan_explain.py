@@ -94,5 +94,5 @@ def test_a_diagnostic_reads_as_a_sentence():
     book = book_from_entries("B", [_entry(0, key=["lighthouse"]), _entry(1, key=["ida"])])
     r = STEngine([BookSource(book, ("global",))]).scan([ChatMessage("a", "the lighthouse")], max_context=8192)
     assert str(r.explain("B", 0)) == \
-        "Entry B.0 fired (key): primary key 'lighthouse' matched in message 0 (newest = 0), loop 1."
+        "Entry B.0 fired (key): primary key 'lighthouse' matched in message 0 (newest = 0): \"a: the [lighthouse]\", loop 1."
     assert str(r.explain("B", 1)) == "Entry B.1 did not fire (no_key_match): no primary key matched."

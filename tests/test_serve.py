@@ -264,6 +264,20 @@ def test_explain_gives_one_diagnostic_per_entry(client):
     assert "diagnostics" not in plain
 
 
+def test_explain_shows_where_a_key_matched_inside_a_longer_word(client):
+    book = {"entries": {"0": {"uid": 0, "key": ["race"], "comment": "Race", "content": "Old races."},
+                        "1": {"uid": 1, "key": ["bell"], "content": "Cracked."}}}
+    _, info = upload(client, json.dumps(book).encode(), name="Spans")
+    status, got = client.json("POST", "/v1/st/scan", {"books": [{"id": info["id"]}], "explain": True,
+                                                       "messages": [{"mes": "a warm embrace"}], "max_context": 8192})
+    assert status == 200
+    race, bell = got["diagnostics"]
+    assert race["span"]["matched"] == "race" and race["span"]["inside_word"] == "embrace"
+    assert race["span"]["label"] == "message 0 (newest = 0)" and race["span"]["cases"] == ["inside_word"]
+    assert "a warm emb[race]" in race["text"] and "inside the longer word 'embrace'" in race["text"]
+    assert bell["span"] is None and bell["outcome"] == "not_activated"
+
+
 # -- lorebook-slot mode: the worked examples of SPEC 17.13-17.14 -------------------------------
 
 def _slot_local(book, messages, **kw):

@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 
 from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
 from ..js.text import js_lower, js_trim
+from ..match.spans import find_plain_key
 from ..match.view import MAX_SCAN_DEPTH, match_plain_key
 from ..match.options import MatchOptions
 from ..model import Entry
@@ -68,14 +69,9 @@ def _word_at(text: str, start: int, end: int) -> str:
     return text[start:end]
 
 
-def _find(text: str, key: str, case_sensitive: bool) -> tuple[int, int] | None:
-    if case_sensitive:
-        i = text.find(key)
-    else:
-        i = js_lower(text).find(js_lower(key))
-        if len(js_lower(text)) != len(text):      # lowering changed lengths: no safe slice
-            return None
-    return None if i < 0 else (i, i + len(key))
+def _find(text: str, key: str, case_sensitive: bool, options: MatchOptions) -> tuple[int, int] | None:
+    # the span in ``text`` itself, also where lowercasing changes lengths (the matched spans' finder)
+    return find_plain_key(text, key, case_sensitive=case_sensitive, whole_words=False, options=options)
 
 
 class ChatTexts:
@@ -198,7 +194,7 @@ def _primary(raw: str, key: str, view: ChatTexts, depth: int, cs: bool, ww: bool
             return match_plain_key(text, key, case_sensitive=cs, whole_words=False, options=options)
         i = view.newest(loose, lowered_key=kl)
         if i is not None:
-            span = _find(view.texts[i], key, cs)
+            span = _find(view.texts[i], key, cs, options)
             word = _word_at(view.texts[i], *span) if span else None
             inside = f' ("{word}")' if word else ""
             return NearMiss("inside_word", raw, view.numbers[i], word,
@@ -209,7 +205,7 @@ def _primary(raw: str, key: str, view: ChatTexts, depth: int, cs: bool, ww: bool
             return match_plain_key(text, key, case_sensitive=False, whole_words=ww, options=options)
         i = view.newest(other_case, lowered_key=kl)
         if i is not None:
-            span = _find(view.texts[i], key, False)
+            span = _find(view.texts[i], key, False, options)
             seen = view.texts[i][span[0]:span[1]] if span else None
             as_ = f' as "{seen}"' if seen else ""
             return NearMiss("case", raw, view.numbers[i], seen,

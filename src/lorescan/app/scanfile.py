@@ -14,11 +14,10 @@ import re
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import SettingsError
-from ..js.text import js_trim
-from ..match.view import match_plain_key
 from ..match.options import MatchOptions
 from ..model import Entry
 from ..st import Diagnostic, EntryId, STEngine, STResult
+from ..st.result import describe_span
 from .inputs import BOOK_FIELD_OF, Inputs, read_inputs
 from .nearmiss import ChatTexts, near_misses, plain_keys_of, plural, show_key
 from .render import Style, one_line, table
@@ -90,62 +89,41 @@ class _Report:
         n = chat.numbers[len(chat.messages) - 1 - i]
         return f"message {n}" + (", the newest" if i == 0 else "")
 
-    def _recursion_source(self, d: Diagnostic, where: str) -> str | None:
-        """Which entry's content the key was found in, for a key found in recursion text k."""
-        m = re.fullmatch(r"recursion text (\d+)", where)
-        if m is None or self.st is None or d.key is None:
-            return None
-        chunks = []
-        for lr in self.st.loops:
-            group = [eid for eid in lr.activated
-                     if eid in self.entries and not self.entries[eid].prevent_recursion and self.entries[eid].content]
-            if group:
-                chunks.append(group)
-        k = int(m.group(1)) - 1
-        if k >= len(chunks):
-            return None
-        e = self.entries[d.entry]
-        s = self.inputs.settings
-        cs = e.case_sensitive if e.case_sensitive is not None else s.case_sensitive
-        ww = e.match_whole_words if e.match_whole_words is not None else s.match_whole_words
-        key = js_trim(self.substitute(d.key) if self.substitute else d.key)
-        for eid in chunks[k]:
-            content = self.entries[eid].content
-            if self.substitute:
-                content = self.substitute(content)
-            assert self.options is not None
-            if match_plain_key(content, key, case_sensitive=cs, whole_words=ww, options=self.options):
-                return f"the content of {self.label(eid)}"
-        return None
+    def text_name(self, kind: str, index: int, label: str) -> str:
+        """A scanned text in the chat file's own numbering (``message 3, the newest``)."""
+        if kind != "message" or label == "no message":
+            return label
+        chat = self.inputs.chat
+        n = chat.numbers[len(chat.messages) - 1 - index]
+        return f"message {n}" + (", the newest" if index == 0 else "")
 
-    def _find_substituted(self, d: Diagnostic) -> str | None:
-        """The newest message of the entry's window holding a key with a macro (the engine
-        locates keys as written, so ``{{user}}`` is found here, substituted)."""
-        e = self.entries.get(d.entry)
-        if e is None or d.key is None or self.substitute is None or self.options is None:
+    def span_json(self, d: Diagnostic) -> dict[str, Any] | None:
+        """:meth:`KeySpan.to_json` plus ``text`` and ``end_text``: the texts named as :meth:`text_name` does."""
+        span = d.span
+        if span is None:
             return None
-        key = js_trim(self.substitute(d.key))
-        if key == d.key or not key:
-            return None
-        s = self.inputs.settings
-        cs = e.case_sensitive if e.case_sensitive is not None else s.case_sensitive
-        ww = e.match_whole_words if e.match_whole_words is not None else s.match_whole_words
-        depth = e.scan_depth if e.scan_depth is not None else s.scan_depth
-        view = self.view
-        options = self.options
-        i = view.newest(lambda t: match_plain_key(t, key, case_sensitive=cs, whole_words=ww, options=options),
-                        0, int(min(depth, len(view.texts))))
-        if i is None:
-            return None
-        return f"message {view.numbers[i]}" + (", the newest" if i == 0 else "")
+        out = span.to_json()
+        out["text"] = self.text_name(span.kind, span.index, span.label)
+        out["end_text"] = None if span.end_kind is None or span.end_index is None or span.end_label is None \
+            else self.text_name(span.end_kind, span.end_index, span.end_label)
+        return out
+
+    def entry_name(self, key: str) -> str:
+        """An entry named by SillyTavern's ``"<book>.<uid>"`` key, as the tables label it."""
+        for eid in self.entries:
+            if eid.key == key:
+                return self.label(eid)
+        return key
 
     def why(self, d: Diagnostic) -> str:
         """One line on a diagnostic, keys shown as written (no Python reprs)."""
         loop = f" (loop {d.loop})" if d.loop is not None and d.outcome == "activated" else ""
         if d.outcome == "activated" and d.reason == "key" and d.key is not None:
-            where = self.where(d.where) or self._find_substituted(d)
-            source = self._recursion_source(d, where) if where else None
-            place = f" in {source or where}" if where else ""
+            where = self.where(d.where)
+            if d.span is not None:
+                place = " " + describe_span(d.span, name_text=self.text_name, name_entry=self.entry_name)
+            else:
+                place = f" in {where}" if where else ""
             shown = show_key(d.key)
             if self.substitute is not None and self.substitute(d.key) != d.key:
                 shown += f" (= {show_key(self.substitute(d.key))})"
@@ -240,7 +218,7 @@ class _Report:
             e = self.entries.get(eid)
             row: dict[str, Any] = {"world": eid.world, "uid": eid.uid, "name": _name(e) if e else None, "outcome": d.outcome,
                    "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key, "where": self.where(d.where),
-                   "text": self.why(d)}
+                   "span": self.span_json(d), "text": self.why(d)}
             if near:
                 row["near_misses"] = [n.to_json() for n in self.near(eid, d, view)]
             rows.append(row)

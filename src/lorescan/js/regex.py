@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import re
 import time
 import unicodedata
@@ -1076,14 +1077,8 @@ class JSRegex:
         past it. ``text`` may be a :class:`JSText`, prepared once for many regexes.
         """
         compiled = self._compiled
-        if compiled is None:                            # first search (idempotent, race-safe)
-            translated = self._translated
-            if translated is not None:                  # translated when the key was compiled
-                compiled = _compile_texts(self.source, self.flags, translated)
-            else:                                       # unpickled: translate again
-                compiled = _compile_translated(self.source, self.flags, max(self.expansion, REGEX_MAX_EXPANSION))[0]
-            object.__setattr__(self, "_compiled", compiled)
-            object.__setattr__(self, "_translated", None)
+        if compiled is None:
+            compiled = self._compile()
         lead = self._lead
         if lead is _UNSET:                              # computed once, like the translation
             lead = leading_literals(self.source, self.flags)
@@ -1116,6 +1111,69 @@ class JSRegex:
             # regex can loop without bound on an empty-matching quantified group whose captures
             # change every iteration (backreference bookkeeping): treat it as not completing.
             raise RegexTimeout(f"regex /{self.source}/{self.flags} ran out of memory") from exc
+
+
+    def _compile(self) -> _Compiled:
+        """Compile on the first search (idempotent, race-safe)."""
+        translated = self._translated
+        if translated is not None:                  # translated when the key was compiled
+            compiled = _compile_texts(self.source, self.flags, translated)
+        else:                                       # unpickled: translate again
+            compiled = _compile_translated(self.source, self.flags, max(self.expansion, REGEX_MAX_EXPANSION))[0]
+        object.__setattr__(self, "_compiled", compiled)
+        object.__setattr__(self, "_translated", None)
+        return compiled
+
+    def find(self, text: str, *, timeout: float | None = 0.25) -> tuple[int, int] | None:
+        """The span of the match ``RegExp.prototype.exec(text)`` finds for a fresh regex object
+        (the leftmost one), as indexes into ``text`` (a Python str: code points), or None.
+
+        For explanations: :meth:`search` answers whether; this says where, at a higher cost.
+        A match that starts or ends inside a UTF-16 surrogate pair (a pattern without ``u``
+        can match half of an astral character) is widened to the whole character. Raises
+        RegexTimeout like :meth:`search`.
+        """
+        compiled = self._compiled
+        if compiled is None:
+            compiled = self._compile()
+        pattern, canon_table, fast = compiled
+        jtext = JSText(text)
+        if fast is not None and not jtext.folds():
+            pattern = fast
+        prepared = jtext.points() if self._unicode else jtext.units()
+        if canon_table is not None:
+            prepared = prepared.translate(canon_table)
+        try:
+            m = pattern.match(prepared, timeout=timeout) if self._sticky else pattern.search(prepared, timeout=timeout)
+        except TimeoutError as exc:
+            raise RegexTimeout(f"regex /{self.source}/{self.flags} exceeded {timeout}s") from exc
+        except MemoryError as exc:
+            raise RegexTimeout(f"regex /{self.source}/{self.flags} ran out of memory") from exc
+        if m is None:
+            return None
+        start, end = m.span()
+        if len(prepared) == len(text):
+            return start, end
+        at = _prepared_offsets(text, self._unicode)
+        last = bisect.bisect_left(at, end)
+        while last < len(text) and at[last + 1] == at[last]:     # a low surrogate joined to the one before
+            last += 1
+        return bisect.bisect_right(at, start) - 1, last
+
+
+def _prepared_offsets(text: str, unicode_mode: bool) -> list[int]:
+    """Where each character of ``text`` (and its end) lands in the text a pattern matches:
+    code units without ``u`` (an astral character takes two), code points with it (a
+    surrogate pair written as two characters takes one)."""
+    widths = [1] * len(text)
+    if unicode_mode:
+        for m in _SURROGATE_PAIR.finditer(text):
+            widths[m.start() + 1] = 0
+    else:
+        for i, ch in enumerate(text):
+            if ord(ch) > 0xFFFF:
+                widths[i] = 2
+    return [0, *itertools.accumulate(widths)]
 
 
 class JSText:

@@ -31,7 +31,7 @@ from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is
 if TYPE_CHECKING:
     from .compile import CompiledBook
 
-__all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "EntryMatch", "ScanView", "match_plain_key"]
+__all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "WindowPart", "EntryMatch", "ScanView", "match_plain_key"]
 
 SOURCE_NAMES = ("persona_description", "character_description", "character_personality",
                 "character_depth_prompt", "scenario", "creator_notes")
@@ -55,6 +55,22 @@ class Window:
 
 
 @dataclass(frozen=True, slots=True)
+class WindowPart:
+    """One text of a window, in haystack order.
+
+    ``kind``: ``message``, ``source``, ``inject`` or ``recursion``; ``index``: a message's
+    place counting from the newest (0), a source's place in ``SOURCE_NAMES``, an inject's
+    place, a recursion chunk's number (1 = the oldest); ``label``: the same in words
+    (``message 0 (newest = 0)``, ``scenario``, ``inject 0``, ``recursion text 1``).
+    """
+
+    kind: str
+    index: int
+    label: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class WindowTexts:
     """The texts a scan's windows are cut from: message segments (newest first), sources,
     injects and recursion chunks."""
@@ -67,18 +83,23 @@ class WindowTexts:
     def labelled_texts(self, window: Window) -> list[tuple[str, str]]:
         """The texts ``window`` covers, in haystack order, each with a label ("message 0
         (newest = 0)", "scenario", "inject 0", "recursion text 1", ...)."""
+        return [(p.label, p.text) for p in self.parts(window)]
+
+    def parts(self, window: Window) -> list[WindowPart]:
+        """:meth:`labelled_texts` with each text's kind and place (for explanations)."""
         if window.depth <= 0:
             return []
         depth = min(int(window.depth), MAX_SCAN_DEPTH)
         segments = self.segments[:depth]
-        out = [(f"message {i} (newest = 0)", t) for i, t in enumerate(segments)] if segments \
-            else [("no message", "")]
+        out = [WindowPart("message", i, f"message {i} (newest = 0)", t) for i, t in enumerate(segments)] if segments \
+            else [WindowPart("message", 0, "no message", "")]
         for i, text in enumerate(self.sources):
             if window.sources >> i & 1 and text:
-                out.append((SOURCE_NAMES[i], text))
-        out.extend((f"inject {i}", t) for i, t in enumerate(self.injects))
+                out.append(WindowPart("source", i, SOURCE_NAMES[i], text))
+        out.extend(WindowPart("inject", i, f"inject {i}", t) for i, t in enumerate(self.injects))
         if window.recursion:
-            out.extend((f"recursion text {i + 1}", t) for i, t in enumerate(self.chunks[:window.recursion]))
+            out.extend(WindowPart("recursion", i + 1, f"recursion text {i + 1}", t)
+                       for i, t in enumerate(self.chunks[:window.recursion]))
         return out
 
 

@@ -51,6 +51,8 @@ def add_replay_parser(sub: Any, replay_fn: Callable[..., int]) -> None:
     r.add_argument("--chat", required=True, help="chat file: SillyTavern .jsonl, a JSON list of {name, mes} or "
                                                  "{role, content}, or {\"messages\": [...]}")
     r.add_argument("--report", metavar="FILE", help="write the HTML report here")
+    r.add_argument("--compare", nargs="+", metavar="OTHER_BOOK",
+                   help="another version of the books: the report gains a compare view")
     r.add_argument("--mode", choices=("sillytavern", "slot"), default="sillytavern",
                    help="engine profile (default: %(default)s)")
     r.add_argument("--seed", type=int, default=0, help="seed for every probability roll (default: %(default)s)")
@@ -83,16 +85,29 @@ def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int
                              chat=Path(args.chat).name, on_turn=bar.update)
     finally:
         bar.close()
+    other, to_base = None, None
+    if args.compare:
+        from .pairing import pair_versions  # import-cost: as above
+        other_books = [load(path) for path in args.compare]
+        other = replay_chat(other_books, messages, mode=args.mode, settings=settings, seed=args.seed,
+                            chat=Path(args.chat).name)
+        to_base = pair_versions(books, other_books).to_base
     if args.report:
         from .. import __version__  # import-cost: as above
         from .report import render_report  # import-cost: as above
-        page = render_report(replay, version=__version__).encode("utf-8")
+        page = render_report(replay, version=__version__, compare=other, to_base=to_base).encode("utf-8")
         try:
             Path(args.report).write_bytes(page)
         except OSError as exc:
             raise LorebookError(f"cannot write the report: {exc.strerror or exc}", source=args.report) from exc
     for line in text_summary(replay):
         print(line, file=out)
+    if other is not None:
+        from .report import compare_turns  # import-cost: as above
+        differ = compare_turns(replay, other, to_base)
+        print(f"compare: {len(differ)} of {len(replay.turns)} turns fire differently"
+              + (": turns " + ", ".join(str(d["turn"]) for d in differ[:20]) + (" ..." if len(differ) > 20 else "")
+                 if differ else ""), file=out)
     if args.report:
         print(f"report: {args.report}", file=out)
     return 0

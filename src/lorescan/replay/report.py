@@ -17,11 +17,13 @@ import json
 import math
 import re
 from collections import Counter
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
+from ..match.spans import KeySpan
+from .report_page import SCRIPT as _SCRIPT, STYLE as _STYLE
 from .single import ChatReplay
 
-__all__ = ["render_report", "timeline_rows", "MAX_TIMELINE_ROWS"]
+__all__ = ["render_report", "timeline_rows", "compare_turns", "MAX_TIMELINE_ROWS"]
 
 MAX_TIMELINE_ROWS = 300        # entries drawn in the timeline (the most used ones); the rest are counted
 TOP = 10                       # entries in the most-used and least-used tables
@@ -201,98 +203,119 @@ def _budget_svg(replay: ChatReplay) -> str:
 # -- tables ----------------------------------------------------------------------------------
 def _entry_cells(replay: ChatReplay, e: int) -> str:
     info = replay.entries[e]
-    return f'<td>{_esc(info.name)}</td><td>{_esc(info.book)}</td><td class="num">{_esc(info.id)}</td>'
+    return (f'<td class="entry-link" data-entry="{e}">{_esc(info.name)}</td><td>{_esc(info.book)}</td>'
+            f'<td class="num">{_esc(info.id)}</td>')
+
+
+def _head(*names: str) -> str:
+    """A table head whose columns sort on a click (numbers as numbers)."""
+    return "<thead><tr>" + "".join(f'<th class="sortable">{_esc(n)}</th>' for n in names) + "</tr></thead>"
 
 
 def _usage_table(replay: ChatReplay, ids: Iterable[int], used: Counter[int], cut: Counter[int],
                  table_id: str) -> str:
     body = "".join(f'<tr>{_entry_cells(replay, e)}<td class="num">{used[e]}</td><td class="num">{cut[e]}</td></tr>'
                    for e in ids)
-    return (f'<table id="{table_id}"><thead><tr><th>entry</th><th>book</th><th>id</th><th>turns fired</th>'
-            f'<th>turns cut</th></tr></thead><tbody>{body}</tbody></table>')
+    return (f'<table id="{table_id}">{_head("entry", "book", "id", "turns fired", "turns cut")}'
+            f'<tbody>{body}</tbody></table>')
+
+
+_TIMED = {"sticky": "sticky", "cooldown": "cooldown", "delay": "delay"}   # reason -> lane state
+
+
+def _timed_svg(replay: ChatReplay) -> str:
+    """The timed-effect lane: per entry with a timed effect, the turns it fired by a running
+    sticky effect, was held back by its cooldown, or waited for its delay."""
+    states: dict[int, dict[int, str]] = {}
+    for t in replay.turns:
+        for x in t.explained:
+            state = _TIMED.get(x.reason)
+            if state is not None:
+                states.setdefault(x.entry, {})[t.number] = state
+    rows = sorted(states, key=lambda e: (min(states[e]), e))
+    n = len(replay.turns)
+    cell_w = max(4.0, min(80.0, 760.0 / max(n, 1)))
+    cell_h, left, top = 16, 250, 24
+    width = left + cell_w * max(n, 1) + 20 if rows else left + 360     # room for the note when empty
+    height = top + cell_h * max(len(rows), 1) + 10
+    out = [f'<svg id="timed" class="chart" xmlns="http://www.w3.org/2000/svg" width="{_num(width)}" '
+           f'height="{_num(height)}" viewBox="0 0 {_num(width)} {_num(height)}" role="img" data-entries="{len(rows)}" '
+           'aria-labelledby="timed-title">',
+           f'<title id="timed-title">Timed effects: {len(rows)} entries by {n} turns</title>']
+    if not rows:
+        out.append(f'<text class="empty" x="{left + 8}" y="{top + 12}">no sticky, cooldown or delay on any turn</text>')
+    else:
+        for t in replay.turns:
+            x = left + cell_w * (t.number - 1)
+            out.append(f'<rect class="col" data-turn="{t.number}" x="{_num(x)}" y="{top}" width="{_num(cell_w)}" '
+                       f'height="{cell_h * len(rows)}"/>')
+    for r, e in enumerate(rows):
+        y = top + cell_h * r
+        info = replay.entries[e]
+        out.append(f'<text class="row-label" data-entry="{e}" x="{left - 8}" y="{y + cell_h - 4}" '
+                   f'text-anchor="end"><title>{_esc(info.book)} #{_esc(info.id)}: {_esc(info.name)}</title>'
+                   f'{_esc(_label(info.name))}</text>')
+        for number, state in sorted(states[e].items()):
+            x = left + cell_w * (number - 1) + 1
+            out.append(f'<rect class="{state}" data-state-turn="{number}" x="{_num(x)}" y="{y + 2}" '
+                       f'width="{_num(max(cell_w - 2, 2))}" height="{cell_h - 4}"/>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def compare_turns(replay: ChatReplay, other: ChatReplay,
+                  to_base: Mapping[tuple[str, str], tuple[str, str]] | None = None) -> list[dict]:
+    """The turns where two versions of the books fire differently, for the report's compare view.
+
+    Args:
+        replay, other: the same chat replayed against each version (same turns).
+        to_base: ``other``'s ``(book, id)`` -> ``replay``'s, for entries whose identity
+            changed (:func:`lorescan.replay.pairing.pair_versions`); others keep their own.
+
+    Returns:
+        One record per differing turn: ``turn``, ``only_base`` (entry indexes of ``replay``),
+        ``only_compare`` (names of ``other``'s entries) and both token counts.
+
+    Raises:
+        ValueError: the replays have different turns.
+    """
+    if [t.messages for t in replay.turns] != [t.messages for t in other.turns]:
+        raise ValueError("the two replays are not of the same chat")
+    to_base = to_base or {}
+    index = {(e.book, e.id): i for i, e in enumerate(replay.entries)}
+    out = []
+    for t, u in zip(replay.turns, other.turns):
+        base = {(replay.entries[i].book, replay.entries[i].id) for i in t.fired}
+        mine: dict[tuple[str, str], str] = {}
+        for i in u.fired:
+            e = other.entries[i]
+            mine[to_base.get((e.book, e.id), (e.book, e.id))] = e.name
+        if base == set(mine):
+            continue
+        out.append({"turn": t.number, "only_base": sorted(index[k] for k in base - set(mine)),
+                    "only_compare": sorted(name for k, name in mine.items() if k not in base),
+                    "tokens": (t.tokens, u.tokens)})
+    return out
+
+
+def _compare_section(replay: ChatReplay, other: ChatReplay, differ: list[dict]) -> list[str]:
+    rows = []
+    for d in differ:
+        base = ", ".join(replay.entries[e].name for e in d["only_base"])
+        rows.append(f'<tr data-turn="{d["turn"]}"><td class="num">{d["turn"]}</td><td>{_esc(base)}</td>'
+                    f'<td>{_esc(", ".join(d["only_compare"]))}</td><td class="num">{d["tokens"][0]}</td>'
+                    f'<td class="num">{d["tokens"][1]}</td></tr>')
+    head = _head("turn", "fired only in base", "fired only in compare", "tokens (base)", "tokens (compare)")
+    return [
+        '<h2 id="compare">Compare with another version</h2>',
+        f'<p class="meta" id="compare-summary">Base: {_esc(", ".join(replay.books))}; compare: '
+        f'{_esc(", ".join(other.books))}. {len(differ)} of {len(replay.turns)} turns fire differently; click one '
+        'to explain it (base version).</p>',
+        f'<div class="scroll"><table id="compare-turns">{head}<tbody>{"".join(rows)}</tbody></table></div>',
+    ]
 
 
 # -- the page --------------------------------------------------------------------------------
-_STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1180px;padding:16px 24px;color:#1a202c;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e2e8f0;padding-bottom:4px}
-.meta{color:#4a5568;margin:0 0 12px}.scroll{overflow:auto;max-height:620px;border:1px solid #e2e8f0;border-radius:4px}
-.chart text{font:11px system-ui,sans-serif;fill:#2d3748}.chart .axis-label{font-weight:600}
-.chart .axis,.chart .tick{stroke:#4a5568;stroke-width:1}.chart .grid{stroke:#edf2f7}
-.chart .col{fill:transparent;cursor:pointer}.chart .col:hover{fill:#ebf8ff}.chart .col.sel{fill:#fefcbf}
-.chart .stripe{fill:#f7fafc;pointer-events:none}.chart .on{fill:#2b6cb0;pointer-events:none}
-.chart .cut{fill:#dd6b20;pointer-events:none}.chart .bar{fill:#4299e1;cursor:pointer}.chart .bar.over{fill:#c53030}
-.chart .bar.sel{fill:#2c5282}.chart .budget-line{fill:none;stroke:#c53030;stroke-width:2;stroke-dasharray:6 3}
-.chart .empty,.chart .note{fill:#718096;font-style:italic}
-.legend{color:#4a5568;margin:6px 0}.sw{display:inline-block;width:11px;height:11px;margin:0 4px 0 12px;vertical-align:-1px}
-.sw.on{background:#2b6cb0}.sw.cut{background:#dd6b20}.sw.bar{background:#4299e1}.sw.line{background:#c53030;height:3px;vertical-align:3px}
-table{border-collapse:collapse;width:100%;margin:6px 0}th,td{text-align:left;padding:3px 8px;border-bottom:1px solid #edf2f7;vertical-align:top}
-th{background:#f7fafc;position:sticky;top:0}td.num,th.num{text-align:right}
-.cols{display:flex;gap:24px;flex-wrap:wrap}.cols>div{flex:1 1 420px;min-width:0}
-tr.fired td:first-child{border-left:4px solid #2b6cb0}tr.cut td:first-child{border-left:4px solid #dd6b20}
-tr.not td{color:#4a5568}#explain td:nth-child(4){white-space:nowrap}.detail{white-space:pre-wrap;word-break:break-word}
-#turn-message{white-space:pre-wrap;word-break:break-word;background:#f7fafc;border-left:3px solid #a0aec0;padding:6px 10px;margin:8px 0}
-#turn-summary{font-weight:600}select{font:inherit;padding:2px 4px}
-"""
-
-_SCRIPT = """
-(function () {
-  "use strict";
-  var data = JSON.parse(document.getElementById("replay-data").textContent);
-  var select = document.getElementById("turn-select");
-  var body = document.querySelector("#explain tbody");
-  var order = {fired: 0, cut: 1, not: 2};
-  var words = {fired: "fired", cut: "cut by budget", not: "did not fire"};
-  function cell(tr, text, cls) {
-    var td = document.createElement("td");
-    td.textContent = text;
-    if (cls) { td.className = cls; }
-    tr.appendChild(td);
-  }
-  function show(n) {
-    var turn = data.turns[n - 1];
-    if (!turn) { return; }
-    select.value = String(n);
-    var marked = document.querySelectorAll("[data-turn]");
-    for (var i = 0; i < marked.length; i++) {
-      marked[i].classList.toggle("sel", marked[i].getAttribute("data-turn") === String(n));
-    }
-    document.getElementById("turn-summary").textContent =
-      "Turn " + n + ": " + turn.fired + " fired, " + turn.cut + " cut by the budget, " +
-      turn.tokens + " of " + turn.budget + " tokens; " + turn.messages + " messages scanned, the last by " +
-      (turn.speaker || "(no name)") + ":";
-    document.getElementById("turn-message").textContent = turn.last;
-    var rows = data.defaults.map(function (d, e) { return [e, d[0], d[1], d[2]]; });
-    turn.rows.forEach(function (r) { rows[r[0]] = r; });
-    rows.sort(function (a, b) {
-      return order[data.outcomes[a[1]]] - order[data.outcomes[b[1]]] || a[0] - b[0];
-    });
-    var frag = document.createDocumentFragment();
-    rows.forEach(function (r) {
-      var e = data.entries[r[0]], outcome = data.outcomes[r[1]];
-      var tr = document.createElement("tr");
-      tr.className = outcome;
-      cell(tr, e[2]); cell(tr, e[0]); cell(tr, e[1], "num");
-      cell(tr, words[outcome]); cell(tr, data.strings[r[2]]); cell(tr, data.strings[r[3]], "detail");
-      frag.appendChild(tr);
-    });
-    body.textContent = "";
-    body.appendChild(frag);
-    document.getElementById("explain").setAttribute("data-turn", String(n));
-  }
-  select.addEventListener("change", function () { show(Number(select.value)); });
-  var clickable = document.querySelectorAll(".chart [data-turn]");
-  for (var i = 0; i < clickable.length; i++) {
-    clickable[i].addEventListener("click", function (ev) {
-      show(Number(ev.currentTarget.getAttribute("data-turn")));
-      document.getElementById("turn").scrollIntoView({block: "start"});
-    });
-  }
-  if (data.turns.length) { show(data.initial); }
-}());
-"""
-
-
 def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
@@ -301,6 +324,18 @@ def _json_for_html(obj: object) -> str:
     """JSON that is safe inside a ``<script type="application/json">`` element."""
     text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _span_place(span: KeySpan) -> str:
+    """Which text a match is in, and the case, in words (the report's matched-text column)."""
+    words = span.label
+    if span.across:
+        words += f" into {span.end_label}"
+    if span.kind == "recursion" and span.source_entry:
+        words += f", the content of {span.source_entry}"
+    if span.inside_word is not None:
+        words += f"; inside the longer word \u2018{span.inside_word}\u2019"
+    return words
 
 
 def _page_data(replay: ChatReplay) -> tuple[dict, int]:
@@ -316,14 +351,24 @@ def _page_data(replay: ChatReplay) -> tuple[dict, int]:
     code = {o: i for i, o in enumerate(outcomes)}
     # Most entries say the same thing on most turns ("no primary key occurs ..."): each
     # entry's most frequent row is its default, and a turn lists only the rows that differ.
-    seen: list[Counter[tuple[int, int, int]]] = [Counter() for _ in replay.entries]
+    spans: dict[tuple, int] = {}
+
+    def span_ref(span: KeySpan | None) -> int:
+        """-1, or the index in ``data["spans"]`` of [before, matched, after, cases, where]."""
+        if span is None:
+            return -1
+        before, matched, after = span.shown_parts()
+        value = (s(before), s(matched), s(after), tuple(span.cases), s(_span_place(span)))
+        return spans.setdefault(value, len(spans))
+
+    seen: list[Counter[tuple[int, int, int, int]]] = [Counter() for _ in replay.entries]
     rows_of = []
     for t in replay.turns:
-        rows = [(x.entry, (code[x.outcome], s(x.reason), s(x.detail))) for x in t.explained]
+        rows = [(x.entry, (code[x.outcome], s(x.reason), s(x.detail), span_ref(x.span))) for x in t.explained]
         for e, row in rows:
             seen[e][row] += 1
         rows_of.append(rows)
-    none = (code["not"], s(""), s(""))
+    none = (code["not"], s(""), s(""), -1)
     defaults = [min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] if c else none for c in seen]
     turns = []
     for t, rows in zip(replay.turns, rows_of):
@@ -334,12 +379,21 @@ def _page_data(replay: ChatReplay) -> tuple[dict, int]:
     initial = max(replay.turns, key=lambda t: (len(t.fired), -t.number)).number if replay.turns else 0
     data = {"entries": [[_clean(e.book), _clean(e.id), _clean(e.name)] for e in replay.entries],
             "outcomes": outcomes, "strings": list(strings), "defaults": [list(d) for d in defaults],
+            "spans": [[b, m, a, list(cases), w] for b, m, a, cases, w in spans],
             "turns": turns, "initial": initial}
     return data, initial
 
 
-def render_report(replay: ChatReplay, *, version: str = "") -> str:
-    """The report of one replayed chat as one HTML document (a str; write it as UTF-8)."""
+def render_report(replay: ChatReplay, *, version: str = "", compare: ChatReplay | None = None,
+                  to_base: Mapping[tuple[str, str], tuple[str, str]] | None = None) -> str:
+    """The report of one replayed chat as one HTML document (a str; write it as UTF-8).
+
+    Args:
+        replay: the replay to show.
+        version: lorescan's version, named in the page.
+        compare: the same chat replayed against another version of the books: the page
+            gains a compare view (see :func:`compare_turns`; ``to_base`` as there).
+    """
     rows, hidden = timeline_rows(replay)
     used: Counter[int] = Counter()
     cut: Counter[int] = Counter()
@@ -359,6 +413,12 @@ def render_report(replay: ChatReplay, *, version: str = "") -> str:
         f'({t.messages} messages, {len(t.fired)} fired)</option>' for t in replay.turns)
     never_items = "".join(
         f'<tr>{_entry_cells(replay, e)}<td class="num">{cut[e]}</td></tr>' for e in never)
+    by_name = sorted(range(len(replay.entries)), key=lambda e: (_label(replay.entries[e].name, 10_000).casefold(), e))
+    first = most[0] if most else (by_name[0] if by_name else -1)
+    entry_options = "".join(
+        f'<option value="{e}"{" selected" if e == first else ""}>{_esc(_label(replay.entries[e].name, 60))} '
+        f'({_esc(replay.entries[e].book)} #{_esc(replay.entries[e].id)})</option>' for e in by_name)
+    compared = [] if compare is None else _compare_section(replay, compare, compare_turns(replay, compare, to_base))
     csp = (f"default-src 'none'; script-src {_csp_hash(_SCRIPT)}; style-src {_csp_hash(_STYLE)}; "
            "img-src 'none'; connect-src 'none'; font-src 'none'; form-action 'none'; base-uri 'none'")
     books = ", ".join(replay.books)
@@ -384,18 +444,31 @@ def render_report(replay: ChatReplay, *, version: str = "") -> str:
         '<p class="legend">Tokens of the fired entries\u2019 contents per turn.<span class="sw bar"></span>tokens'
         '<span class="sw line"></span>budget</p>',
         f'<div class="scroll">{_budget_svg(replay)}</div>',
+        '<h2 id="timed-h">Timed effects</h2>',
+        '<p class="legend">Entries with a sticky, cooldown or delay decision on some turn.<span class="sw sticky">'
+        '</span>fired by a running sticky effect<span class="sw cooldown"></span>held back by its cooldown'
+        '<span class="sw delay"></span>waiting for its delay</p>',
+        f'<div class="scroll">{_timed_svg(replay)}</div>',
+        '<p><label for="search">Search the tables: </label><input id="search" type="search" '
+        'placeholder="entry, book, reason or text"></p>',
+        *compared,
         '<h2>Entries by use</h2><div class="cols">',
         f'<div><h3>Most used</h3>{_usage_table(replay, most, used, cut, "most-used")}</div>',
         f'<div><h3>Least used (of those that fired)</h3>{_usage_table(replay, least, used, cut, "least-used")}</div>',
         "</div>",
         f'<h3>Never fired ({len(never)})</h3>',
-        f'<div class="scroll"><table id="never-fired"><thead><tr><th>entry</th><th>book</th><th>id</th>'
-        f"<th>turns cut</th></tr></thead><tbody>{never_items}</tbody></table></div>",
+        f'<div class="scroll"><table id="never-fired">{_head("entry", "book", "id", "turns cut")}'
+        f"<tbody>{never_items}</tbody></table></div>",
+        '<h2 id="entry">One entry over the whole chat</h2>',
+        f'<p><label for="entry-select">Entry: </label><select id="entry-select">{entry_options}</select> '
+        '(or click an entry\u2019s name anywhere)</p><p id="entry-summary"></p>',
+        f'<div class="scroll"><table id="entry-turns">{_head("turn", "outcome", "reason", "detail", "matched text")}'
+        '<tbody></tbody></table></div>',
         '<h2 id="turn">Why each entry fired or not</h2>',
         f'<p><label for="turn-select">Turn: </label><select id="turn-select">{options}</select></p>',
         '<p id="turn-summary"></p><div id="turn-message"></div>',
-        '<div class="scroll"><table id="explain"><thead><tr><th>entry</th><th>book</th><th>id</th><th>outcome</th>'
-        "<th>reason</th><th>detail</th></tr></thead><tbody></tbody></table></div>",
+        '<div class="scroll"><table id="explain">'
+        f'{_head("entry", "book", "id", "outcome", "reason", "detail", "matched text")}<tbody></tbody></table></div>',
         f'<script type="application/json" id="replay-data">{_json_for_html(data)}</script>',
         f"<script>{_SCRIPT}</script>",
         "</body></html>",

@@ -25,6 +25,7 @@ from ..formats import load
 from ..model import Lorebook
 from .chats import Shard, iter_shards, read_shard
 from .output import Columns, read_rows, schema, to_table
+from .pairing import entry_name, pair_versions
 from .turns import ReplayJob, Replayer, _ship
 
 __all__ = ["replay_batch", "RunInfo"]
@@ -212,9 +213,15 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
                     _tally(info, bar, f.result())
         info.seconds = time.perf_counter() - t0
         bar.show(end="\n")
+        names: dict[str, dict[str, str]] = {}
+        for b in [*loaded, *(other or [])]:          # a compare-only entry keeps its own book and uid
+            per = names.setdefault(b.name, {})
+            for e in b.entries:
+                per.setdefault(str(e.uid), entry_name(e))
         (out_dir / "run.json").write_text(json.dumps({
             "books": [b.name for b in loaded], "compare": None if other is None else [b.name for b in other],
-            "entries": [[b.name, str(e.uid)] for b in loaded for e in b.entries],
+            "entries": [[b.name, str(e.uid)] for b in loaded for e in b.entries], "names": names,
+            "pairing": None if other is None else pair_versions(loaded, other).to_json(),
             "chats": str(chats), "mode": mode, "settings": dict(settings or {}), **info.to_json()}, indent=2))
         return info
     finally:

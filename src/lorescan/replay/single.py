@@ -15,11 +15,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
 from ..match.cache import ChatScan
+from ..match.spans import KeySpan
 from ..model import Lorebook
 from ..st.settings import STSettings
 from ..st import BookSource, ChatMessage, STEngine
 from ..app.chats import read_chat
 from .chats import Message
+from .pairing import entry_name
 from .turns import EXTRA_SETTINGS, check_settings, turn_points, turn_seed
 
 __all__ = ["EntryInfo", "TurnRecord", "ChatReplay", "load_chat", "replay_chat", "text_summary"]
@@ -38,12 +40,14 @@ class EntryInfo:
 @dataclass(frozen=True, slots=True)
 class Explained:
     """What one entry did on one turn: ``outcome`` is ``fired``, ``cut`` (by the budget)
-    or ``not``; ``reason`` the engine's short code; ``detail`` its words."""
+    or ``not``; ``reason`` the engine's short code; ``detail`` its words; ``span`` where its
+    key matched (SillyTavern mode, entries a key fired; else None)."""
 
     entry: int
     outcome: str
     reason: str
     detail: str
+    span: KeySpan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +91,6 @@ def load_chat(path: str) -> list[Message]:
 
 
 # -- one engine per mode -------------------------------------------------------------------
-def _entry_name(entry: Any) -> str:
-    name = (getattr(entry, "comment", "") or getattr(entry, "name", "") or "").strip()
-    if not name and entry.key:
-        name = str(entry.key[0])
-    return name or f"#{entry.uid}"
-
-
 class _ST:
     def __init__(self, books: Sequence[Lorebook], settings: Mapping[str, Any]) -> None:
         self.rng = random.Random(0)
@@ -104,7 +101,7 @@ class _ST:
         self.cache = ChatScan()
         self.state: Any = None
         self.index = {s.eid: i for i, s in enumerate(self.engine.tables.entries)}
-        self.entries = tuple(EntryInfo(s.eid.world, str(s.eid.uid), _entry_name(s.entry)) for s in self.engine.tables.entries)
+        self.entries = tuple(EntryInfo(s.eid.world, str(s.eid.uid), entry_name(s.entry)) for s in self.engine.tables.entries)
         self._tokens = [-1] * len(self.entries)
 
     def _count(self, i: int) -> int:
@@ -129,7 +126,8 @@ class _ST:
                 cut.append(i)
             else:
                 outcome = "not"
-            explained.append(Explained(i, outcome, d.reason, str(d) if _has_own_str(d) else _describe(d)))
+            explained.append(Explained(i, outcome, d.reason, str(d) if _has_own_str(d) else _describe(d),
+                                       getattr(d, "span", None)))
         explained.sort(key=lambda x: x.entry)
         return fired, tuple(sorted(cut)), sum(self._count(i) for i in fired), res.budget, tuple(explained)
 
@@ -211,7 +209,7 @@ def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode:
             on_turn(n, len(points))
     entries = engine.entries
     if mode == "slot" and not entries:    # no turn ran: list the pool without scanning
-        entries = tuple(EntryInfo(b.name, str(e.uid), _entry_name(e)) for b in books for e in b.entries)
+        entries = tuple(EntryInfo(b.name, str(e.uid), entry_name(e)) for b in books for e in b.entries)
     return ChatReplay(mode, seed, chat, tuple(b.name for b in books), entries, tuple(turns))
 
 
@@ -220,15 +218,32 @@ def _plain(text: str) -> str:
     return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
 
 
+def _unusual(span: KeySpan) -> str:
+    """A fired entry's match when it is one an author may not expect: the matched text in
+    its context and which case it is."""
+    cases = []
+    if span.inside_word is not None:
+        cases.append(f"inside the longer word {span.inside_word!r}")
+    if span.across:
+        cases.append(f"across {span.label} and {span.end_label}")
+    if span.kind == "recursion":
+        cases.append(f"in recursion text {span.index}" + (f", the content of {span.source_entry}"
+                                                          if span.source_entry else ""))
+    return f'"{_plain(span.shown())}": ' + "; ".join(cases)
+
+
 def text_summary(replay: ChatReplay) -> list[str]:
-    """The plain-text summary ``lorescan replay`` prints: one line per turn, then totals."""
+    """The plain-text summary ``lorescan replay`` prints: one line per turn, then totals. A
+    fired entry whose key matched inside a longer word, across two texts or in a recursion
+    text is followed by the match in context and that case, in parentheses."""
     lines = []
     names = [_plain(e.name) for e in replay.entries]
     for t in replay.turns:
         line = (f"turn {t.number} ({t.messages} message{'s' if t.messages != 1 else ''}, last by "
                 f"{_plain(t.speaker) or '(no name)'}): {len(t.fired)} fired, {t.tokens}/{t.budget} tokens")
         if t.fired:
-            line += ": " + ", ".join(names[i] for i in t.fired)
+            spans = {x.entry: x.span for x in t.explained if x.span is not None and x.span.cases}
+            line += ": " + ", ".join(names[i] + (f" ({_unusual(spans[i])})" if i in spans else "") for i in t.fired)
         if t.cut:
             line += "; cut by the budget: " + ", ".join(names[i] for i in t.cut)
         lines.append(line)

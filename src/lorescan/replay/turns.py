@@ -26,6 +26,7 @@ from ..match.cache import ChatScan
 from ..model import Lorebook
 from ..slot import SlotEngine
 from ..st import POSITION_NAMES, BookSource, ChatMessage, STEngine, STSettings
+from .pairing import pair_versions
 from .chats import Chat, ChatItem, Message, Problem, parse_item
 from .output import Columns
 
@@ -208,6 +209,8 @@ class Replayer:
         books, compare = _receive(job.book_file)
         self.rng = random.Random()
         self.compare = compare is not None
+        # the compare version's rows name entries by their base identity (replay.pairing)
+        self.pairing = pair_versions(books, compare) if compare is not None else None
         if job.mode == "sillytavern":
             self.variants: list[Any] = [_STVariant(books, job.settings, self.rng)]
             if compare is not None:
@@ -255,6 +258,10 @@ class Replayer:
             for v in self.variants:
                 self.rng.seed(turn_seed(chat.chat_id, t))   # both versions see the same rolls
                 outs.append(v.turn(msgs[:t], f"{chat.chat_id}:{t}") if slot else v.turn(msgs[:t]))
+            if self.pairing is not None:
+                rows1, fired1, text1 = outs[1]
+                key = self.pairing.base_key
+                outs[1] = ([(*key((r[0], r[1])), *r[2:]) for r in rows1], frozenset(map(key, fired1)), text1)
             changed: bool | None = None
             what = ""
             if self.compare:

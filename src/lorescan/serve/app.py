@@ -367,7 +367,8 @@ class Runtime:
         if req.explain:
             out["diagnostics"] = [{"world": d.entry.world, "uid": d.entry.uid, "outcome": d.outcome,
                                    "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key,
-                                   "where": d.where} for d in result.diagnostics.values()]
+                                   "where": d.where, "span": d.span.to_json() if d.span is not None else None,
+                                   "text": str(d)} for d in result.diagnostics.values()]
         if timeouts:
             self.metrics.inc("lorescan_regex_timeouts_total", timeouts)
         return msgspec.json.encode(out)

@@ -19,7 +19,7 @@ _LAZY = {
     "STEngine": ".engine",
     "STResult": ".result", "Diagnostic": ".result", "LoopRecord": ".result", "BookSource": ".result",
     "Character": ".result", "ChatMessage": ".result", "EntryId": ".result", "ROLES": ".result",
-    "Outcome": ".result", "Reason": ".result", "LoopState": ".result", "Role": ".result",
+    "Outcome": ".result", "Reason": ".result", "LoopState": ".result", "Role": ".result", "KeySpan": ".result",
     "Placement": ".place", "DepthGroup": ".place", "Position": ".place", "POSITION_NAMES": ".place",
     "STSettings": ".settings", "Compat": ".settings", "Trigger": ".settings", "InsertionStrategy": ".settings",
     "GENERATION_TRIGGERS": ".settings",
@@ -33,8 +33,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .engine import STEngine
     from .place import POSITION_NAMES, DepthGroup, Placement, Position
-    from .result import (ROLES, BookSource, Character, ChatMessage, Diagnostic, EntryId, LoopRecord, LoopState,
-                         Outcome, Reason, Role, STResult)
+    from .result import (ROLES, BookSource, Character, ChatMessage, Diagnostic, EntryId, KeySpan, LoopRecord,
+                         LoopState, Outcome, Reason, Role, STResult)
     from .settings import GENERATION_TRIGGERS, Compat, InsertionStrategy, STSettings, Trigger
     from .tables import SelectiveLogic
     from .timed import EffectRecord, TimedEffects

@@ -291,8 +291,10 @@ def run_loops(turn: Turn) -> None:
         turn.loops.append(LoopRecord(turn.state, nxt, tuple(s.eid for s in admitted)))
         if nxt == NONE:
             break
-        text = "\n".join(turn.contents.get(s.key, s.content) for s in recursable)
+        contents = [turn.contents.get(s.key, s.content) for s in recursable]
+        text = "\n".join(contents)
         if text:
+            turn.chunk_parts.append(tuple(zip([s.key for s in recursable], contents)))
             # Tell a book's view which of its entries the chunk joins, so it can reuse the
             # contents' compile-time hits instead of scanning the chunk (it checks the join).
             owners = {s.book for s in recursable}

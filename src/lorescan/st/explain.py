@@ -7,10 +7,11 @@ import threading
 
 from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
 from ..js.text import js_trim
-from ..match.view import Window, WindowTexts, match_plain_key
+from ..match.spans import KeySpan, WindowHaystack
+from ..match.view import Window, WindowTexts
 from .activate import static_gate
 from .result import Diagnostic, EntryId
-from .tables import EntryInfo, Tables
+from .tables import EntryInfo
 from .turn import Turn, detail_text
 
 __all__ = ["TurnExplanation", "explain_turn", "regex_cutoffs"]
@@ -55,6 +56,7 @@ class TurnExplanation:
         if self._texts is None:
             self._texts = [build() for build in turn.texts_of]
         texts_of = self._texts
+        haystacks: dict[tuple[int, Window], WindowHaystack] = {}    # entries share windows: join each once
         out: dict[EntryId, Diagnostic] = {}
         for info in tables.entries:
             d = noted.get(info.key)
@@ -69,10 +71,15 @@ class TurnExplanation:
             elif d.outcome == "activated" and info.key not in turn.activated:
                 d = Diagnostic(info.eid, "not_activated", "not_reached", "matched, but the scan ended first",
                                d.loop, d.key)
-            if d.key is not None and d.outcome == "activated":
+            if d.key is not None and d.outcome == "activated" and d.span is None:
                 window = turn.last_windows.get(info.key)
                 if window is not None:
-                    d.where = _locate(tables, texts_of[info.book], info, d.key, window)
+                    hay = haystacks.get((info.book, window))
+                    if hay is None:
+                        hay = haystacks[(info.book, window)] = WindowHaystack(texts_of[info.book].parts(window))
+                    d.span = _locate(turn, hay, info, d.key)
+                    if d.span is not None:
+                        d.where = d.span.label
             out[info.eid] = d
         return out
 
@@ -92,24 +99,30 @@ def explain_turn(turn: Turn) -> TurnExplanation:
     return TurnExplanation(turn)
 
 
-def _locate(tables: Tables, texts: WindowTexts, info: EntryInfo, key: str, window: Window) -> str | None:
-    """Which scanned text ``key`` matched in (a label such as ``message 2``), or None."""
+def _locate(turn: Turn, hay: WindowHaystack, info: EntryInfo, raw: str) -> KeySpan | None:
+    """Where key ``raw`` of an entry first matched in the window of ``hay``, found again with
+    the rules the engine applied (macros substituted, JS trim, case and whole words, regex);
+    None when it cannot be shown (a fuzzy match, a regex cut off)."""
+    tables = turn.tables
     e = info.entry
     options = tables.match_options
     cs = e.case_sensitive if e.case_sensitive is not None else options.case_sensitive
     ww = e.match_whole_words if e.match_whole_words is not None else options.match_whole_words
-    k = js_trim(key)
-    parsed = parse_regex_key(k)
-    for label, text in texts.labelled_texts(window):
-        if parsed is not None:
-            try:
-                if compile_js_regex(*parsed).search(text, timeout=tables.regex_timeout):
-                    return label
-            except RegexTimeout:
-                return None
-        elif match_plain_key(text, k, case_sensitive=cs, whole_words=ww, options=options):
-            return label
-    return None   # e.g. a regex that only matches across two texts
+    key = js_trim(turn.substitute(raw) if turn.substitute is not None and "{{" in raw else raw)
+    parsed = parse_regex_key(key)
+    try:
+        span = hay.locate(key, regex=compile_js_regex(*parsed) if parsed is not None else None,
+                          case_sensitive=cs, whole_words=ww, options=options, timeout=tables.regex_timeout)
+    except RegexTimeout:
+        return None
+    if span is None or span.kind != "recursion" or span.index > len(turn.chunk_parts):
+        return span
+    offset = 0
+    for key_of, content in turn.chunk_parts[span.index - 1]:     # the chunk: contents joined by "\n"
+        if span.start <= offset + len(content):
+            return span.with_source(key_of)
+        offset += len(content) + 1
+    return span
 
 
 def regex_cutoffs(turn: Turn) -> tuple[str, ...]:

@@ -12,11 +12,13 @@ from functools import cached_property
 from typing import Any, Callable, Literal
 
 from ..match.compile import CompiledBook
+from ..match.spans import KeySpan
 from ..model import Lorebook
 from .place import Placement
 from .timed import TimedEffects
 
-__all__ = ["EntryId", "Character", "ChatMessage", "BookSource", "LoopRecord", "Diagnostic", "STResult",
+__all__ = ["EntryId", "Character", "ChatMessage", "BookSource", "LoopRecord", "Diagnostic", "STResult", "KeySpan",
+           "describe_span",
            "ROLES", "Role", "Outcome", "Reason", "LoopState"]
 
 Role = Literal["global", "character", "character_extra", "chat", "persona"]
@@ -143,6 +145,8 @@ class Diagnostic:
         loop: the 1-based loop where the decision fell.
         key: the key that matched.
         where: which scanned text the key matched in (activated entries only).
+        span: where exactly, with the matched text and its context (activated entries
+            only; None when the match cannot be shown, e.g. a fuzzy one).
     """
 
     entry: EntryId
@@ -152,13 +156,58 @@ class Diagnostic:
     loop: int | None = None
     key: str | None = None
     where: str | None = None
+    span: KeySpan | None = None
 
     def __str__(self) -> str:
-        """One sentence, e.g. ``Entry Saltmere.1 fired (key): primary key 'lighthouse' matched in message 0 (newest = 0), loop 1.``"""
+        """One sentence, e.g. ``Entry Saltmere.1 fired (key): primary key 'lighthouse' matched in message 0
+        (newest = 0): "…past the [lighthouse] on the…", loop 1.``"""
         verb = "fired" if self.outcome == "activated" else "did not fire"
-        why = (self.detail or self.reason.replace("_", " ")) + (f" in {self.where}" if self.where else "")
+        why = self.detail or self.reason.replace("_", " ")
+        if self.span is not None:
+            why += " " + describe_span(self.span)
+        elif self.where:
+            why += f" in {self.where}"
         loop = f", loop {self.loop}" if self.loop is not None else ""
         return f"Entry {self.entry.key} {verb} ({self.reason}): {why}{loop}."
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns: the record as plain JSON data (the entry as ``{"world", "uid"}``, the span as
+        :meth:`KeySpan.to_json` or None)."""
+        return {"entry": self.entry.to_json(), "outcome": self.outcome, "reason": self.reason, "detail": self.detail,
+                "loop": self.loop, "key": self.key, "where": self.where,
+                "span": self.span.to_json() if self.span is not None else None}
+
+
+def describe_span(span: KeySpan, *, name_text: Callable[[str, int, str], str] | None = None,
+                  name_entry: Callable[[str], str] | None = None) -> str:
+    """Where a key matched, the matched text in context and what is unusual about it, in
+    words, e.g. ``in message 0 (newest = 0): "She ran to [embrace] her", inside the longer
+    word 'embrace'``.
+
+    Args:
+        span: the match.
+        name_text: ``(kind, index, label) -> words`` for a text (default: its label), so a
+            tool can number messages as its chat file does.
+        name_entry: ``"<book>.<uid>" -> words`` for the entry whose content a recursion
+            text's match lies in (default: ``entry <book>.<uid>``).
+    """
+    def text(kind: str, index: int, label: str) -> str:
+        if kind == "recursion":
+            owner = ""
+            if span.source_entry is not None:
+                owner = f" (the content of {name_entry(span.source_entry) if name_entry else 'entry ' + span.source_entry})"
+            return f"recursion text {index}{owner}"
+        return name_text(kind, index, label) if name_text is not None else label
+    first = text(span.kind, span.index, span.label)
+    if span.end_label is not None:
+        assert span.end_kind is not None and span.end_index is not None
+        place = f"across two texts of the joined window, {first} and {text(span.end_kind, span.end_index, span.end_label)}"
+    else:
+        place = f"in {first}"
+    out = f'{place}: "{span.shown()}"'
+    if span.inside_word is not None:
+        out += f", inside the longer word {quoted(span.inside_word)}"
+    return out
 
 
 def quoted(text: str) -> str:

@@ -51,7 +51,7 @@ class Turn:
                  "character", "chat_length", "budget", "sticky", "cooldown", "forced", "activated", "activated_order",
                  "failed", "contents", "chunks", "budget_text_tokens", "budget_text", "units", "overflow",
                  "loops", "levels", "level", "skew", "state", "notes", "last_windows", "texts_of", "basis",
-                 "windows")
+                 "windows", "chunk_parts")
 
     def __init__(self, tables: Tables, gates: "AlwaysGates", views: Sequence[ScanView],
                  regex_budget: RegexBudget, *, random: Callable[[], float], substitute: Callable[[str], str] | None,
@@ -91,6 +91,9 @@ class Turn:
         # one Window per (scan depth field, sources, skew, chunks): entries share them, so the
         # views' per-window caches hit by identity
         self.windows: dict[tuple, Window] = {}
+        # per recursion chunk, the entries whose contents it joins ("\n" between them), in
+        # order, and those contents: so an explanation can say whose content a key matched in
+        self.chunk_parts: list[tuple[tuple[str, str], ...]] = []
 
 
 def note(turn: Turn, info: EntryInfo, outcome: str, reason: str, detail: Detail = "", loop: int | None = None,
