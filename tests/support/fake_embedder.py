@@ -11,7 +11,7 @@ import numpy as np
 
 
 class FakeEmbedder:
-    def __init__(self, dim: int = 32, name: str = "fake-bag-of-words") -> None:
+    def __init__(self, dim: int = 512, name: str = "fake-bag-of-words") -> None:
         self.dim, self.name = dim, name
         self.calls: list[tuple[str, ...]] = []
 
