@@ -82,8 +82,9 @@ class WordLlamaEmbedder:
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         sums = np.zeros((len(texts), self.dim), dtype=np.float64)
         last = self._table.shape[0] - 1
-        for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
-            ids = np.clip(np.asarray(encoding.ids, dtype=np.int64), 0, last)
+        encode = self._tokenizer.encode
+        for row, text in enumerate(texts):
+            ids = np.clip(np.asarray(encode(text).ids, dtype=np.int64), 0, last)
             if len(ids):
                 sums[row] = self._table[ids].astype(np.float64).sum(axis=0) / len(ids)
         return _unit_rows(sums)
@@ -135,16 +136,18 @@ def _checked(embedder: Embedder, rows: NDArray[np.float32], count: int) -> NDArr
     return np.ascontiguousarray(rows, dtype=np.float32)
 
 
-def scores(query: NDArray[np.float32], entries: NDArray[np.float32]) -> NDArray[np.float64]:
+def scores(query: NDArray[np.float32], entries: NDArray[np.floating]) -> NDArray[np.float64]:
     """Cosine scores of one unit query row against the entry rows, rounded to 6 decimals.
 
-    Elementwise float64 products summed along each row (the same order on every backend),
-    then rounded: the threshold comparison sees the same number everywhere.
+    ``entries`` holds float32 rows, or the same rows already widened to float64 (exactly).
+
+    The products are float32 values widened to float64 (exact) and summed in float64: however a
+    BLAS orders that sum, the results differ by about 1e-15, far below the 6-decimal rounding,
+    so the threshold comparison sees the same number everywhere.
     """
     if entries.shape[0] == 0:
         return np.zeros(0, dtype=np.float64)
-    products = entries.astype(np.float64) * query.astype(np.float64)[None, :]
-    return np.round(products.sum(axis=1), SCORE_DECIMALS)
+    return np.round(entries.astype(np.float64, copy=False) @ query.astype(np.float64), SCORE_DECIMALS)
 
 
 class MessageEmbeddings:

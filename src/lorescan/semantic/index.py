@@ -2,7 +2,8 @@
 
 SillyTavern's Vector Storage extension (``extensions/vectors``) embeds the content of every
 enabled entry marked ``vectorized`` (or of every entry, with "Enabled for all entries"),
-embeds the last ``query`` chat messages joined by newlines, and force-activates the
+embeds the last ``query`` chat messages joined by newlines (here: the mean of their
+embeddings, :meth:`SemanticIndex.query_row`), and force-activates the
 ``max_entries`` best entries that score at least ``score_threshold``; they then pass every
 other check as a caller-forced entry does (docs/semantic.md#sem-engine).
 """
@@ -88,7 +89,20 @@ class SemanticIndex:
         if self.matrix.shape != (len(self.keys), self.embedder.dim):
             raise SettingsError(f"entry embeddings have shape {self.matrix.shape}, expected "
                                 f"{(len(self.keys), self.embedder.dim)}", source="semantic")
+        self._wide = self.matrix.astype(np.float64)      # exact widening, done once, not per scan
         self.cache = MessageEmbeddings()
+
+    def query_row(self, texts: Sequence[str]) -> NDArray[np.float64]:
+        """The query's embedding: the unit mean of its messages' embeddings, each cached per text.
+
+        (SillyTavern embeds the joined text; for a static model the mean of the parts is the
+        same idea, and a new turn then embeds only its new message.)
+        """
+        total = np.zeros(self.embedder.dim, dtype=np.float64)
+        for text in texts:                       # summed in message order
+            total += self.cache.get(self.embedder, text)
+        norm = float(np.sqrt(total @ total))
+        return total / norm if norm else total
 
     def select(self, newest_first: Sequence[str]) -> dict[str, SemanticHit]:
         """The entries the newest ``query`` messages activate: best score first, then entry order."""
@@ -96,7 +110,7 @@ class SemanticIndex:
         query = "\n".join(texts)
         if not self.keys or not query.strip():
             return {}
-        got = scores(self.cache.get(self.embedder, query), self.matrix)
+        got = scores(self.query_row(texts), self._wide)
         passing = np.flatnonzero(got >= self.settings.score_threshold)
-        best = sorted(passing.tolist(), key=lambda i: (-got[i], i))[:self.settings.max_entries]
-        return {self.keys[i]: SemanticHit(float(got[i]), query) for i in best}
+        best = passing[np.lexsort((passing, -got[passing]))[:self.settings.max_entries]]   # score, then order
+        return {self.keys[i]: SemanticHit(float(got[i]), query) for i in best.tolist()}
