@@ -140,3 +140,30 @@ def test_the_shipped_model_fires_the_fear_of_water_for_the_lake():
                  {"content": "King Aldric rules Varn from the iron throne.", "vectorized": True})
     eng = STEngine([BookSource(book, ("global",))], compat="improved", semantic=VectorSettings(score_threshold=0.25))
     assert [e.uid for e in eng.scan(_chat("She froze at the edge of the lake."), max_context=4000).activated] == [0]
+
+
+def test_entry_embeddings_round_trip_through_lsc_and_the_engine_uses_them(tmp_path):
+    import numpy as np
+    from lorescan.match.compile import compile_book, load_compiled
+    from lorescan.match.lsc import save_compiled
+    from lorescan.semantic.store import embed_book
+    book = _book({"content": WATER, "vectorized": True}, {"content": "the iron throne"},
+                 {"content": "@@activate\nlake water boats", "vectorized": True})
+    eng, _ = _engine(book)
+    fake = FakeEmbedder()
+    cb = embed_book(compile_book(book, eng.match_options), fake)
+    save_compiled(cb, tmp_path / "b.lsc")
+    loaded = load_compiled(tmp_path / "b.lsc")
+    model, rows, matrix = loaded.embeddings
+    assert model == fake.name and rows.tolist() == [0, 2] and matrix.dtype == np.float32
+    assert np.array_equal(matrix, fake.embed([WATER, "lake water boats"]))
+    assert np.array_equal(matrix, cb.embeddings[2])
+    counting = FakeEmbedder()
+    eng2 = STEngine([BookSource(loaded, ("global",))], STSettings(scan_depth=2), compat="improved",
+                    count_tokens=js_count_words, semantic=VectorSettings(embedder=counting))
+    assert counting.calls == []                      # the stored rows were used, nothing re-embedded
+    assert 0 in _uids(eng2.scan(_chat("she froze by the lake water"), max_context=4000))
+    other = FakeEmbedder(name="another model")
+    STEngine([BookSource(loaded, ("global",))], compat="improved", semantic=VectorSettings(embedder=other))
+    assert len(other.calls) == 1                     # another model: the contents are embedded again
+    assert compile_book(book, eng.match_options).embeddings is None

@@ -23,6 +23,7 @@ from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
 from ..model import Lorebook, js_truthy
 from ..semantic.index import SemanticIndex, VectorSettings
+from ..semantic.store import is_candidate
 from ..tokens import shared_counter
 from .activate import AlwaysGates, run_loops
 from .budget import turn_budget
@@ -206,12 +207,25 @@ class STEngine:
 
     def _semantic_index(self, semantic: VectorSettings) -> SemanticIndex | None:
         """The candidates of docs/semantic.md#sem-engine (None when there are none: no model is loaded)."""
-        picked = [info for info in self.tables.entries
-                  if (semantic.enabled_for_all or js_truthy(info.entry.fields.get("vectorized")))
-                  and not info.entry.disable and info.content]
+        picked = [info for info in self.tables.entries if is_candidate(info.entry, info.content, semantic.enabled_for_all)]
         if not picked:
             return None
-        return SemanticIndex(semantic, [i.key for i in picked], [i.content for i in picked])
+        return SemanticIndex(semantic, [i.key for i in picked], [i.content for i in picked],
+                             matrix=self._stored_embeddings(semantic, picked))
+
+    def _stored_embeddings(self, semantic: VectorSettings, picked: list[EntryInfo]) -> np.ndarray | None:
+        """The candidates' rows from compiled books made by ``semantic.store.embed_book`` with this
+        model and these candidates (None: compute them)."""
+        model = semantic.model().name
+        rows: dict[tuple[int, int], np.ndarray] = {}
+        for bi, cb in enumerate(self.tables.compiled):
+            stored = cb.embeddings
+            if stored is None or stored[0] != model:
+                return None
+            rows.update(((bi, int(ei)), stored[2][r]) for r, ei in enumerate(stored[1]))
+        if len(rows) != len(picked) or any((i.book, i.index) not in rows for i in picked):
+            return None
+        return np.stack([rows[(i.book, i.index)] for i in picked]).astype(np.float32)
 
     def __reduce__(self):
         # Rebuilt by the constructor from the compiled books (which pickle in their compact
