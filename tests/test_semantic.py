@@ -17,14 +17,12 @@ from hypothesis.extra.numpy import arrays
 
 from lorescan.errors import SettingsError
 from lorescan.semantic import (SCORE_DECIMALS, Embedder, MessageEmbeddings, default_embedder, embed_entries,
-                               scores, semantic_available)
+                               scores)
 from lorescan.semantic import embed as embed_mod
-from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fake_embedder import FakeEmbedder, need_model
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "tests" / "data" / "semantic_pairs.json"
-needs_model = pytest.mark.skipif(not semantic_available(),
-                                 reason="the semantic extra (wordllama) is not installed: pip install 'lorescan[semantic]'")
 
 _floats = st.floats(-1.0, 1.0, allow_nan=False, width=32)
 
@@ -107,8 +105,8 @@ def test_the_labelled_set_covers_three_languages_with_positives_and_hard_negativ
                                for k in entry["keys"]), p["message"]
 
 
-@needs_model
 def test_the_shipped_model_loads_once_and_ranks_the_lake_above_the_sword():
+    need_model()
     model = default_embedder()
     assert default_embedder() is model and model.dim == 256
     entry = embed_entries(model, ["Mira is terrified of water since she nearly drowned as a child."])
@@ -129,8 +127,8 @@ print(json.dumps([scores(cache.get(m, p["message"]), matrix).tolist() for p in d
 """
 
 
-@needs_model
 def test_scores_are_identical_across_processes_and_backends():
+    need_model()
     runs = []
     for pure in ("0", "1"):
         env = {**os.environ, "LORESCAN_PURE_PYTHON": pure, "PYTHONPATH": str(ROOT / "src")}

@@ -13,9 +13,8 @@ from lorescan import BookSource, ChatMessage, STEngine, STSettings
 from lorescan.errors import SettingsError
 from lorescan.formats import book_from_entries
 from lorescan.js.text import js_count_words
-from lorescan.semantic import semantic_available
 from lorescan.semantic.index import VectorSettings
-from tests.support.fake_embedder import FakeEmbedder
+from tests.support.fake_embedder import FakeEmbedder, need_model
 
 ROOT = Path(__file__).resolve().parents[1]
 WATER = "mira fears the lake and the deep river water"
@@ -133,8 +132,8 @@ def test_a_book_without_vectorized_entries_never_imports_the_model():
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.skipif(not semantic_available(), reason="the semantic extra (wordllama) is not installed")
 def test_the_shipped_model_fires_the_fear_of_water_for_the_lake():
+    need_model()
     book = _book({"content": "Mira is terrified of water. She nearly drowned in a river as a child.",
                   "vectorized": True, "key": ["aquaphobia"]},
                  {"content": "King Aldric rules Varn from the iron throne.", "vectorized": True})

@@ -1,13 +1,27 @@
-"""A tiny deterministic embedder for tests and benchmarks: hashed bags of lower-cased words.
+"""A tiny deterministic embedder for tests: hashed bags of lower-cased words; and the model guard.
 
 Texts that share words score high; unrelated texts score near zero. It imports no model.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Sequence
 
 import numpy as np
+import pytest
+
+from lorescan.semantic import semantic_available
+
+
+def need_model() -> None:
+    """Skip (visibly) without the semantic extra's model; fail instead with LORESCAN_REQUIRE_SEMANTIC=1 (CI)."""
+    if semantic_available():
+        return
+    if os.environ.get("LORESCAN_REQUIRE_SEMANTIC") == "1":
+        pytest.fail("the semantic extra is required here (LORESCAN_REQUIRE_SEMANTIC=1): pip install '.[semantic]'",
+                    pytrace=False)
+    pytest.skip("the semantic extra (wordllama) is not installed: pip install 'lorescan[semantic]'")
 
 
 class FakeEmbedder:
