@@ -136,7 +136,7 @@ def _checked(embedder: Embedder, rows: NDArray[np.float32], count: int) -> NDArr
     return np.ascontiguousarray(rows, dtype=np.float32)
 
 
-def scores(query: NDArray[np.float32], entries: NDArray[np.floating]) -> NDArray[np.float64]:
+def scores(query: NDArray[np.floating], entries: NDArray[np.floating]) -> NDArray[np.float64]:
     """Cosine scores of one unit query row against the entry rows, rounded to 6 decimals.
 
     ``entries`` holds float32 rows, or the same rows already widened to float64 (exactly).

@@ -12,6 +12,7 @@ Prints the Markdown table of docs/semantic.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from pathlib import Path
@@ -94,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc = load_pairs(args.pairs)
     gold = [p["fire"] for p in doc["pairs"]]
     candidates: list[tuple[str, Callable[[], Embedder]]] = [
-        (f"wordllama l2-supercat, {dim} dims", lambda dim=dim: WordLlamaEmbedder(dim=dim)) for dim in (256, 128, 64)]
+        (f"wordllama l2-supercat, {dim} dims", functools.partial(WordLlamaEmbedder, dim=dim)) for dim in (256, 128, 64)]
     print(f"{len(doc['pairs'])} pairs ({sum(gold)} should fire), {len(doc['entries'])} entries\n")
     print("| model | threshold | ms / message | en P / R | ru P / R | zh P / R | all P / R |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
