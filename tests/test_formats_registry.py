@@ -37,7 +37,10 @@ def test_binary_containers_are_recognised_by_their_own_test():
     assert byte_reader(make_png()) is read_png
     assert byte_reader(b"PK\x03\x04rest") is read_charx
     assert byte_reader(b'{"entries": {}}') is None
-    assert len(BYTE_READERS) == 2
+    from lorescan.formats.janitor import read_script
+    assert byte_reader(b"var dynamicLore = [];") is read_script
+    assert byte_reader(b'["var dynamicLore = []"]') is None      # JSON is never read as a script
+    assert len(BYTE_READERS) == 3
 
 
 def test_a_json_book_reads_through_the_registry():

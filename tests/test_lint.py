@@ -62,6 +62,25 @@ EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
     "ls701-sheets": [("LS701", 1, "key[0]")],
 }
 
+# JanitorAI script books (tests/data/lint/janitor/lsNNN.js): the janitor entry's index and own field names
+JANITOR_EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
+    "clean": [],
+    "ls801": [("LS801", 1, "keywords[0]")],
+    "ls802": [("LS802", 1, "keywords[0]")],
+    "ls803": [("LS803", 1, "keywords[0]")],
+    "ls804": [("LS804", 1, "notAny[0]")],
+    "ls810": [("LS810", 1, "minMessages")],
+    "ls811": [("LS811", 1, "maxMessages")],
+    "ls812": [("LS812", 1, "keywords")],
+    "ls813": [("LS802", 1, "keywords[0]"), ("LS802", 1, "keywords[1]"), ("LS813", 1, "keywords")],
+    "ls820": [("LS820", 1, "priority")],
+    "ls830": [("LS830", 1, "triggers[0]")],
+    "ls831": [("LS831", 1, "tag")],
+    "ls832": [("LS832", 1, "tag")],
+    "ls840": [("LS840", 1, "priority")],
+    "ls850": [("LS850", 2, "keywords[0]")],
+}
+
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_book_gives_exactly_its_findings(name: str) -> None:
@@ -75,10 +94,54 @@ def test_each_book_gives_exactly_its_findings(name: str) -> None:
             assert f.name == f"Entry {f.entry}"
 
 
+@pytest.mark.parametrize("name", sorted(JANITOR_EXPECTED))
+def test_each_janitor_script_book_gives_exactly_its_findings(name: str) -> None:
+    path = DATA / "janitor" / f"{name}.js"
+    book = load(path)
+    assert book.format == "janitor"
+    findings = lint_book(book)
+    assert [(f.code, f.entry, f.field) for f in findings] == JANITOR_EXPECTED[name]
+    for f in findings:
+        assert f.source == str(path) and f.message and f.suggestion and f.severity == CODES[f.code][0]
+        assert f.name.startswith(f"dynamicLore[{f.entry}]")
+
+
 def test_every_code_has_a_book_that_triggers_it() -> None:
     covered = {code for found in EXPECTED.values() for code, _, _ in found}
-    assert covered == set(CODES)
+    janitor = {code for found in JANITOR_EXPECTED.values() for code, _, _ in found}
+    assert covered | janitor == set(CODES)
+    assert janitor == {c for c in CODES if c.startswith("LS8")}
     assert set(EXPECTED) == {p.stem for p in DATA.glob("*.json")}
+    assert set(JANITOR_EXPECTED) == {p.stem for p in (DATA / "janitor").glob("*.js")}
+
+
+def test_janitor_messages_say_what_the_script_does() -> None:
+    by_code = {f.code: f for name in JANITOR_EXPECTED for f in lint_book(load(DATA / "janitor" / f"{name}.js"))}
+    assert "non-ASCII" in by_code["LS801"].message and "'café'" in by_code["LS801"].message
+    assert "throws a TypeError" in by_code["LS820"].message
+    assert "later entries (2)" in by_code["LS832"].message
+    assert "APPLY_LIMIT lets 2 through" in by_code["LS840"].message
+    assert "'lanterm' is nearly 'lantern'" in by_code["LS850"].message
+
+
+def test_a_janitor_book_gets_only_janitor_checks_and_select_works() -> None:
+    book = load(DATA / "janitor" / "ls813.js")
+    assert {f.code for f in lint_book(book, LintOptions(select=("LS81",)))} == {"LS813"}
+    assert lint_book(book, LintOptions(ignore=("LS8",))) == []
+    # the same entries as JSON data read the same
+    from lorescan.formats.janitor import janitor_source
+    from lorescan.formats import load_data
+    again = load_data(janitor_source(book).entries, source="ls813.json")
+    assert [(f.code, f.entry, f.field) for f in lint_book(again)] == JANITOR_EXPECTED["ls813"]
+
+
+def test_a_backward_chain_is_fine_when_a_later_entry_fires_directly() -> None:
+    from lorescan.formats import load_data
+    book = load_data([{"tag": "crew", "scenario": "Crew."}, {"keywords": ["gull"], "triggers": ["crew"]}])
+    assert [f.code for f in lint_book(book)] == []      # the direct pass runs before the trigger pass
+    shifted = load_data([{"tag": "crew", "scenario": "Crew."}, {"tag": "x", "triggers": ["crew"]},
+                         {"keywords": ["a"], "triggers": ["x"]}])
+    assert [(f.code, f.entry) for f in lint_book(shifted)] == [("LS832", 0)]
 
 
 def test_messages_say_what_sillytavern_does() -> None:
@@ -229,6 +292,18 @@ def test_command_json_and_exit_status() -> None:
     assert clean["findings"] == []
 
 
+def test_lint_command_reads_janitor_scripts() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    status = lint_command(_args(str(DATA / "janitor" / "ls820.js"), str(DATA / "janitor" / "clean.js"),
+                                format="json"), out, err)
+    assert status == 3 and err.getvalue() == ""
+    first, clean = json.loads(out.getvalue())["books"]
+    assert first["format"] == "janitor" and first["entries"] == 3
+    assert [(f["code"], f["severity"], f["entry"], f["field"]) for f in first["findings"]] == [
+        ("LS820", "error", 1, "priority")]
+    assert clean["findings"] == []
+
+
 @pytest.mark.parametrize("path", shared_files("corpus/books", "*.json"))
 def test_corpus_books_lint_without_internal_errors(path) -> None:
     need_shared("corpus/books")
@@ -290,3 +365,28 @@ def test_near_duplicate_pairs_cross_length_bands():
     from rapidfuzz import fuzz, process
     keys = ["abcdefghijkl", "zzzzz", "abcdefghij", "abcdefghik"]
     assert sorted((i, j) for i, j, _ in _similar_pairs(keys, process, fuzz.ratio)) == [(0, 2), (0, 3), (2, 3)]
+
+
+@pytest.mark.parametrize("name", ["ls810", "ls811", "ls812", "ls813", "ls831", "ls832", "ls840"])
+def test_the_janitor_engine_confirms_the_entries_that_never_fire(name: str) -> None:
+    from lorescan.formats.janitor import janitor_source
+    from lorescan.janitor import JanitorEngine
+    book = load(DATA / "janitor" / f"{name}.js")
+    (flagged,) = {f.entry for f in lint_book(book) if f.severity >= Severity.WARNING and f.code >= "LS810"}
+    src = janitor_source(book)
+    words = " ".join(str(t).rstrip("*") for e in src.entries for k, v in e.items() if isinstance(v, list)
+                     for t in v if isinstance(t, str))
+    engine = JanitorEngine(src.entries, **src.knobs())
+    for count in (1, 5, 30):
+        chat = [{"message": words}] * count
+        run = engine.run({"chat": {"last_messages": chat}, "character": {"name": "Nobody"}}, random=lambda: 0.0)
+        assert run.error is None and run.trace["selected"], name          # the rest of the book fires
+        assert flagged not in run.trace["selected"] + run.trace["post_shift"], (name, count)
+
+
+def test_the_janitor_engine_throws_where_ls820_says() -> None:
+    from lorescan.formats.janitor import janitor_source
+    from lorescan.janitor import JanitorEngine
+    src = janitor_source(load(DATA / "janitor" / "ls820.js"))
+    run = JanitorEngine(src.entries).run({"chat": {"last_messages": [{"message": "the tide"}]}}, random=lambda: 0.0)
+    assert run.error is not None and run.error.name == "TypeError"

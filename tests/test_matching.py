@@ -156,7 +156,11 @@ def test_candidates_skip_entries_that_cannot_match():
     assert list(view.candidates(3, 0)) == [0, 1]
     assert list(view.candidates(4, 0)) == [0, 1, 2]      # the regex's literal "ga" occurs
     view = ScanView(compile_book(book), ["alpha here"], substitute=lambda k: k)
+    assert list(view.candidates(1, 0)) == [0]               # a macro key is a candidate where its expansion occurs
+    view = ScanView(compile_book(book), ["alpha and Seraphina"], substitute=lambda k: k.replace("{{char}}", "Seraphina"))
     assert list(view.candidates(1, 0)) == [0, 4]
+    view = ScanView(compile_book(book), ["alpha here"], substitute=lambda k: k.replace("{{char}}", "/sera/i"))
+    assert list(view.candidates(1, 0)) == [0, 4]            # one that expands to a regex is always walked
 
 
 def test_timed_out_regex_key_is_reported_and_counts_as_no_match():

@@ -142,8 +142,10 @@ class ReferenceScanView:
         self.chunks: list[str] = []
 
     # -- texts -------------------------------------------------------------------------
-    def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None) -> None:
-        """Append one recursion-buffer item (visible to windows with a larger ``recursion``)."""
+    def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None,
+                            parts: Sequence[str] | None = None) -> None:
+        """Append one recursion-buffer item (visible to windows with a larger ``recursion``;
+        ``entries`` and ``parts`` are hints the naive view does not use)."""
         self.chunks.append(text)
 
     def texts(self, window: Window) -> list[str]:

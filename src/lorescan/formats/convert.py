@@ -19,6 +19,8 @@ from . import card, charx, png
 from ._safety import dump_json_bytes
 from .card import CC_EXT_NAMES, CC_RULES, cc_entry_unmapped, write_character_book
 from .foreign import foreign_unmapped
+from .janitor import janitor_source, slot_text, write_janitor
+from .janitor_convert import janitor_to_st
 from .load import load, load_data, read_bytes
 from .novelai import novelai_unmapped
 from .registry import JSON_WRITERS
@@ -28,9 +30,10 @@ __all__ = ["convert", "write_bytes", "TARGETS", "main_convert"]
 
 CC_FORMATS = ("ccv2", "ccv3", "lorebook_v3", "character_book", "png", "charx")
 TARGETS = ("sillytavern", "ccv3", "ccv2", "lorebook_v3", "character_book", "png", "charx", "risu", "agnai",
-           "novelai", "novelai_story", "kobold", "entry_list", "png_novelai")
+           "novelai", "novelai_story", "kobold", "entry_list", "png_novelai", "janitor")
 _ALIASES = {"st": "sillytavern", "world": "sillytavern", "card": "ccv3", "v3": "ccv3", "v2": "ccv2",
-            "lorebook": "lorebook_v3", "nai": "novelai", "story": "novelai_story"}
+            "lorebook": "lorebook_v3", "nai": "novelai", "story": "novelai_story",
+            "jai": "janitor", "janitorai": "janitor"}
 _SAME_ONLY = ("novelai_story", "png_novelai")
 
 
@@ -136,6 +139,14 @@ def convert(book: Lorebook, to: str | None = None, *, base: bytes | None = None)
         FormatError: an unknown target, or one that only holds books read from it.
     """
     to = _ALIASES.get(to, to) if to else book.format
+    if book.format == "janitor" and to != "janitor":
+        st_book, janitor_losses = janitor_to_st(book, janitor_source(book))
+        data, report = convert(st_book, to, base=base)
+        return data, LossReport("janitor", to, tuple(janitor_losses) + report.losses)
+    if to == "janitor":
+        data, losses = write_janitor(book)
+        load_data(copy.deepcopy(data), source=book.source)      # it reads back (a writer bug fails here)
+        return data, LossReport(book.format, to, tuple(losses))
     try:
         data, losses = _write(book, to, base)
     except RecursionError as exc:      # fields nested up to max_json_depth, copied from a deep call stack
@@ -309,6 +320,8 @@ def main_convert(argv: Sequence[str]) -> int:
         book = load(args.input)
         data, report = convert(book, to)
         content = write_bytes(data)
+        if to == "janitor" and os.path.splitext(args.output)[1].lower() in (".js", ".txt"):
+            content = slot_text(data).encode("utf-8")     # the script's data slot, as JavaScript
         with open(args.output, "wb" if args.force else "xb") as fh:
             fh.write(content)
     except LorebookError as exc:
@@ -326,7 +339,7 @@ def main_convert(argv: Sequence[str]) -> int:
 
 # Output extensions that name one format. ``.json`` names none: SillyTavern worlds, cards,
 # lorebook_v3, Risu, Agnai and entry lists are all JSON, so a .json output needs --to.
-_BY_EXTENSION = {".png": "png", ".charx": "charx", ".lorebook": "novelai"}
+_BY_EXTENSION = {".png": "png", ".charx": "charx", ".lorebook": "novelai", ".js": "janitor"}
 
 
 def _target_from_extension(path: str) -> str:

@@ -9,6 +9,7 @@ from ..limits import check_book
 from ..model import Lorebook
 from ._safety import DEFAULT_LIMITS, Limits, cap_entries, parse_json
 from .card import is_cc_entry_list
+from .janitor import is_janitor_json
 from .registry import JSON_READERS, byte_reader
 
 __all__ = ["load", "load_data", "detect_format", "read_bytes"]
@@ -21,6 +22,8 @@ def detect_format(doc: Any) -> str:
         A :data:`~lorescan.formats.registry.FormatName` of a JSON format, or ``"unknown"``
         (never raises).
     """
+    if is_janitor_json(doc):       # JanitorAI entries (or {"dynamicLore": ...}); before generic entry lists
+        return "janitor"
     if isinstance(doc, list):
         return "entry_list"
     if not isinstance(doc, Mapping):
@@ -79,7 +82,7 @@ def _read_data(doc: Any, source: str) -> Lorebook:
     reader = JSON_READERS.get(detect_format(doc))
     if reader is None:
         raise FormatError("not a lorebook: no format recognised (expected SillyTavern world JSON, a character "
-                          "card, lorebook_v3, NovelAI, Agnai, RisuAI or KoboldAI data)", source=source)
+                          "card, lorebook_v3, NovelAI, Agnai, RisuAI or KoboldAI data, or a JanitorAI script)", source=source)
     return reader(doc, source=source)
 
 
@@ -104,8 +107,9 @@ def load(path_or_bytes: str | os.PathLike[str] | bytes, *, source: str | None = 
     Formats: SillyTavern world JSON (current, legacy, chub hybrid, ``originalData``, entries
     as a list), CCv2/CCv3 card JSON, ``lorebook_v3``, a bare ``character_book``, PNG cards
     (``ccv3``/``chara`` in tEXt/zTXt/iTXt; NovelAI ``naidata``), CHARX, RisuAI, NovelAI
-    ``.lorebook`` and ``.story``, Agnai memory books, KoboldAI world info and bare entry
-    arrays.
+    ``.lorebook`` and ``.story``, Agnai memory books, KoboldAI world info, bare entry
+    arrays, and JanitorAI script lorebooks (the script's ``dynamicLore`` literal, read without
+    running anything, or its JSON).
 
     Args:
         path_or_bytes: a file path, or the file's content.

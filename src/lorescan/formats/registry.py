@@ -1,8 +1,8 @@
 """Which module reads and writes each format: one table, so ``load`` and ``convert`` hold no per-format imports.
 
 A format is named as :func:`~lorescan.formats.detect_format` names it (:data:`FormatName`).
-JSON formats are read from parsed data (:data:`JSON_READERS`); ``png`` and ``charx`` from
-bytes (:data:`BYTE_READERS`, tried in order, each with the test that recognises its files).
+JSON formats are read from parsed data (:data:`JSON_READERS`); ``png``, ``charx`` and JanitorAI
+scripts (text that is not JSON) from bytes (:data:`BYTE_READERS`, tried in order, each with the test that recognises its files).
 The writers listed here take only the book; the card formats, whose writers take a base
 card or image, are written by :mod:`lorescan.formats.convert` itself.
 """
@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import Any, Callable, Literal, Mapping
 
 from ..model import Lorebook
-from . import card, charx, foreign, novelai, png, sillytavern
+from . import card, charx, foreign, janitor, novelai, png, sillytavern
 from ._mapping import Loss
 
 __all__ = ["FormatName", "JsonReader", "JSON_READERS", "BYTE_READERS", "JSON_WRITERS", "byte_reader"]
 
 # Every value of Lorebook.format and of a conversion target (LossReport.source_format/target_format).
 FormatName = Literal["sillytavern", "ccv2", "ccv3", "lorebook_v3", "character_book", "png", "png_novelai",
-                     "charx", "risu", "agnai", "novelai", "novelai_story", "kobold", "entry_list"]
+                     "charx", "risu", "agnai", "novelai", "novelai_story", "kobold", "entry_list", "janitor"]
 
 JsonReader = Callable[..., Lorebook]                # (doc, *, source) -> Lorebook
 ByteReader = Callable[..., Lorebook]                # (data, *, source, limits) -> Lorebook
@@ -41,11 +41,13 @@ JSON_READERS: Mapping[str, JsonReader] = {
     "risu": foreign.read_risu,
     "kobold": foreign.read_kobold,
     "entry_list": foreign.read_entry_list,
+    "janitor": janitor.read_janitor_json,
 }
 
 BYTE_READERS: tuple[tuple[Callable[[bytes], bool], ByteReader], ...] = (
     (png.is_png, png.read_png),
     (charx.is_zip, charx.read_charx),
+    (janitor.is_janitor_script, janitor.read_script),   # text, not JSON: a JanitorAI script
 )
 
 JSON_WRITERS: Mapping[str, Writer] = {
@@ -55,6 +57,7 @@ JSON_WRITERS: Mapping[str, Writer] = {
     "novelai_story": novelai.write_story,
     "kobold": foreign.write_kobold,
     "entry_list": foreign.write_entry_list,
+    "janitor": janitor.write_janitor,
 }
 
 

@@ -117,6 +117,21 @@ class JanitorEngine:
         self.by_term = {t: tuple(v) for t, v in by_term.items()}
         self.by_tag = {t: tuple(v) for t, v in by_tag.items()}
 
+    @classmethod
+    def from_book(cls, book: Any, *, profile: str = SCRIPT, **knobs: Any) -> "JanitorEngine":
+        """An engine for a :class:`~lorescan.model.Lorebook` read from a JanitorAI script or its
+        JSON (``book.format == "janitor"``): its ``dynamicLore`` value and knobs as read
+        (``knobs``: ``apply_limit=`` / ``window_depth=`` overrides). For a book of another
+        format, or one changed since reading, pass ``lorescan.formats.janitor.janitor_source(book)``'s
+        ``entries`` and ``knobs()`` to the constructor instead."""
+        doc = getattr(getattr(book, "origin", None), "document", None)
+        if getattr(book, "format", None) != "janitor" or not isinstance(doc, dict) or "dynamicLore" not in doc:
+            raise LorebookError("not a book read from a JanitorAI script (use formats.janitor.janitor_source)",
+                                source=getattr(book, "source", "<memory>"))
+        read = {arg: doc[name] for name, arg in (("APPLY_LIMIT", "apply_limit"), ("WINDOW_DEPTH", "window_depth"))
+                if name in doc}
+        return cls(doc["dynamicLore"], profile=profile, **{**read, **knobs})
+
     # -- the window ---------------------------------------------------------------------
     def normalise(self, text: str) -> str:
         """One message normalised (cached per distinct message)."""

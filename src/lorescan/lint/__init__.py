@@ -1,6 +1,7 @@
 """Static checks of a lorebook (``lorescan lint``): keys that cannot match as meant, broken or
 dangerous regex keys, recursion cycles, contradictory flags, constant entries over the
-budget, duplicate keys, keys hidden in common words.
+budget, duplicate keys, keys hidden in common words; for JanitorAI script books, their own
+checks (``LS8xx``, :mod:`lorescan.lint.janitor`).
 
 :func:`lint_book` returns :class:`Finding` objects, each with a stable code (table:
 :data:`CODES`), a severity, the entry (uid and name), the field, a message and a suggestion.
@@ -19,6 +20,7 @@ from .findings import CODES, Finding, Severity, code_matches
 from ..match.compile import compile_book
 from .book import (check_budget, check_common_words, check_duplicates, check_flags, check_recursion,
                    entry_name, recursion_graph)
+from .janitor import check_janitor
 from .keys import KeyContext, check_keys
 from .words import book_vocabulary, detect_language
 
@@ -75,12 +77,16 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
     out: list[tuple[int | None, str, str | None, str, str]] = []
     ctx = KeyContext(source, book.format, options.case_sensitive, options.match_whole_words,
                      options.regex_probe_ms)
+    if book.format == "janitor":          # a JanitorAI script book: its own checks, on its own fields
+        if options.wants_any("LS8"):
+            out.extend(check_janitor(book))
+        entries = ()
     for i, e in enumerate(entries):
         if options.wants_any("LS1") or options.wants_any("LS2"):
             out.extend((i, *raw) for raw in check_keys(e, ctx))
         if options.wants_any("LS4"):
             out.extend((i, *raw) for raw in check_flags(e))
-    if options.wants_any("LS3") and options.recursive:
+    if options.wants_any("LS3") and options.recursive and entries:
         try:
             compiled = compile_book(book, MatchOptions.sillytavern(case_sensitive=options.case_sensitive,
                                                                     match_whole_words=options.match_whole_words))
@@ -88,16 +94,16 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
             compiled = None          # reported as LS205 by the key checks; no recursion graph then
         if compiled is not None:
             out.extend(check_recursion(compiled, recursion_graph(compiled)))
-    if options.wants_any("LS5"):
+    if options.wants_any("LS5") and entries:
         budget, note = options.budget()
         count = options.count_tokens
         if count is None:
             from ..tokens import TiktokenCounter  # import-cost: the tokenizer loads only for the budget check
             count = TiktokenCounter()
         out.extend(check_budget(entries, count, budget, note))
-    if options.wants_any("LS6"):
+    if options.wants_any("LS6") and entries:
         out.extend(check_duplicates(entries, options.case_sensitive))
-    if options.wants_any("LS7"):
+    if options.wants_any("LS7") and entries:
         language = detect_language(e.content for e in entries if not e.disable)
         if language is not None:
             out.extend(check_common_words(entries, language, options.match_whole_words))
@@ -105,6 +111,7 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
             vocabulary = book_vocabulary(e.content for e in entries if not e.disable)
             out.extend(check_common_words(entries, None, options.match_whole_words, vocabulary))
     findings = []
+    entries = book.entries
     for at, code, field, message, suggestion in out:
         if not options.wants(code):
             continue

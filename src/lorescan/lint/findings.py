@@ -2,7 +2,8 @@
 
 Codes never change meaning once released; a retired check keeps its number unused. The
 hundreds group the checks: ``LS1xx`` plain keys, ``LS2xx`` regex keys, ``LS3xx`` recursion,
-``LS4xx`` flags, ``LS5xx`` budget, ``LS6xx`` duplicates, ``LS7xx`` language.
+``LS4xx`` flags, ``LS5xx`` budget, ``LS6xx`` duplicates, ``LS7xx`` language, ``LS8xx`` JanitorAI
+script books.
 """
 from __future__ import annotations
 
@@ -52,6 +53,20 @@ CODES: dict[str, tuple[Severity, str]] = {
     "LS601": (Severity.INFO, "the same key in several entries"),
     "LS602": (Severity.INFO, "near-duplicate keys in different entries"),
     "LS701": (Severity.WARNING, "key is part of common words (substring matching)"),
+    "LS801": (Severity.WARNING, "janitor term with non-ASCII characters never matches"),
+    "LS802": (Severity.WARNING, "janitor term with punctuation never matches"),
+    "LS803": (Severity.WARNING, "janitor term with inner double spaces never matches"),
+    "LS804": (Severity.WARNING, "janitor term with regex syntax never matches (taken literally)"),
+    "LS810": (Severity.ERROR, "count gate without keywords: the entry never fires"),
+    "LS811": (Severity.ERROR, "maxMessages: null reads as 0"),
+    "LS812": (Severity.ERROR, "only blank keywords: the entry never fires"),
+    "LS813": (Severity.ERROR, "no keyword can match: the entry never fires"),
+    "LS820": (Severity.ERROR, "fractional priority makes the script throw"),
+    "LS830": (Severity.WARNING, "trigger names no tag"),
+    "LS831": (Severity.WARNING, "tag that no entry triggers"),
+    "LS832": (Severity.WARNING, "trigger chain runs backwards in book order (never fires)"),
+    "LS840": (Severity.WARNING, "APPLY_LIMIT always hides the entry"),
+    "LS850": (Severity.INFO, "near-duplicate janitor keywords in different entries"),
 }
 
 

@@ -246,8 +246,8 @@ def _timed_svg(replay: ChatReplay) -> str:
         out.append(f'<text class="empty" x="{left + 8}" y="{top + 12}">no sticky, cooldown or delay on any turn</text>')
     else:
         for t in replay.turns:
-            x = left + cell_w * (t.number - 1)
-            out.append(f'<rect class="col" data-turn="{t.number}" x="{_num(x)}" y="{top}" width="{_num(cell_w)}" '
+            px = left + cell_w * (t.number - 1)
+            out.append(f'<rect class="col" data-turn="{t.number}" x="{_num(px)}" y="{top}" width="{_num(cell_w)}" '
                        f'height="{cell_h * len(rows)}"/>')
     for r, e in enumerate(rows):
         y = top + cell_h * r
@@ -256,8 +256,8 @@ def _timed_svg(replay: ChatReplay) -> str:
                    f'text-anchor="end"><title>{_esc(info.book)} #{_esc(info.id)}: {_esc(info.name)}</title>'
                    f'{_esc(_label(info.name))}</text>')
         for number, state in sorted(states[e].items()):
-            x = left + cell_w * (number - 1) + 1
-            out.append(f'<rect class="{state}" data-state-turn="{number}" x="{_num(x)}" y="{y + 2}" '
+            px = left + cell_w * (number - 1) + 1
+            out.append(f'<rect class="{state}" data-state-turn="{number}" x="{_num(px)}" y="{y + 2}" '
                        f'width="{_num(max(cell_w - 2, 2))}" height="{cell_h - 4}"/>')
     out.append("</svg>")
     return "\n".join(out)

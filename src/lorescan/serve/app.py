@@ -1,9 +1,9 @@
 """The ASGI app of ``lorescan serve``: Starlette routes over msgspec models.
 
 One worker process = one event loop (I/O, JSON, validation) + one engine thread (every
-compile, load and scan). Engines are not shared between threads, so an engine's lazy
-caches never race, and a request that runs past its time limit is answered 503 while its
-scan finishes in the background (a scan still queued when its deadline passes is skipped).
+compile, load and scan). Engines would be safe to share between threads (STEngine's
+docstring); one engine thread keeps scans queued in order, off the event loop, and a request
+that runs past its time limit is answered 503 while its scan finishes in the background (a scan still queued when its deadline passes is skipped).
 Per-request data (timed effects, slot state, messages) lives only in the request; what a
 worker keeps between requests is derived from books alone (compiled books, engines) or
 from text alone (per-chat key-hit caches), so no caller can see another's state.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import copy
+import sys
 import gc
 import json
 import logging
@@ -336,15 +336,13 @@ class Runtime:
                 settings, compat=compat, count_tokens=self.counter(req.tokenizer)))
         except LorebookError as exc:
             raise _input_error(exc) from None
-        if req.random is not None or req.seed is not None or req.macros:
-            engine = copy.copy(engine)          # per-request hooks on a shallow copy: the cached engine stays as it was
-            if req.random is not None:
-                constant = req.random
-                engine.random = lambda: constant
-            elif req.seed is not None:
-                engine.random = __random.Random(req.seed).random
-            if req.macros:
-                engine.substitute = _substitute(req.macros)
+        # per-request hooks are inputs of this scan: the cached engine is shared as it is
+        rand: Callable[[], float] | None = None
+        if req.random is not None:
+            constant = req.random
+            rand = lambda: constant     # noqa: E731
+        elif req.seed is not None:
+            rand = _random.Random(req.seed).random
         ch = req.character
         character = Character(ch.name, ch.avatar, tuple(ch.tags) if ch.tags is not None else None) if ch else None
         messages = _Messages(req.messages)
@@ -355,7 +353,8 @@ class Runtime:
                                  global_scan_data=req.global_scan_data, injects=req.injects,
                                  authors_note=req.authors_note, trigger=req.trigger, dry_run=req.dry_run,
                                  timed_effects=req.timed_effects,
-                                 forced=[(f.world, f.uid) for f in req.forced], cache=cache)
+                                 forced=[(f.world, f.uid) for f in req.forced], cache=cache,
+                                 substitute=_substitute(req.macros), random=rand)
         except LorebookError as exc:
             raise _input_error(exc) from None
         finally:

@@ -140,6 +140,8 @@ class LogRecord:
         data["position"] = list(self.position)
         return data
 
+    to_json = to_dict
+
 
 class RequestNote(NamedTuple):
     """Something the request did as a whole: ``code`` (one of :data:`NOTE_CODES`), the
@@ -181,6 +183,15 @@ class SlotResult:
     def inserted(self) -> tuple[LogRecord, ...]:
         """Log records of the inserted entries, in pool order."""
         return tuple(r for r in self.log if r.outcome == "inserted")
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns: the result as plain JSON data (``state`` is already plain data)."""
+        return {"messages": [{"role": m.role, "content": m.content} for m in self.messages],
+                "log": [r.to_dict() for r in self.log], "state": self.state, "budget": self.budget,
+                "tokens_used": self.tokens_used, "passes": self.passes,
+                "disabled_ui_prompts": sorted(self.disabled_ui_prompts), "budget_book": self.budget_book,
+                "notes": [{"code": n.code, "text": n.text, "message": n.message} for n in self.notes],
+                "regex_cutoffs": list(self.regex_cutoffs)}
 
 
 # -- key plans: the keys the shared matcher answers, and those that never match --------
@@ -464,6 +475,14 @@ class SlotEngine:
         return count, exact
 
     # -- one request ----------------------------------------------------------------------
+    async def arun(self, messages: Sequence[RoleMessage], **kwargs: Any) -> SlotResult:
+        """:meth:`run` for an asyncio application: the request runs in a worker thread
+        (``asyncio.to_thread``), so the event loop keeps serving while it runs. Same
+        arguments, result and errors as :meth:`run`; concurrent calls are safe (one engine
+        serves many threads, see the class docstring)."""
+        import asyncio      # stdlib; only async callers pay for it
+        return await asyncio.to_thread(self.run, messages, **kwargs)
+
     def run(self, messages: Sequence[RoleMessage], *, turn_id: str | int,
             state: Mapping[str, Any] | None = None, dry_run: bool = False,
             at_greeting: bool | None = None, greeting_index: int | None = None,
