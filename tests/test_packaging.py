@@ -38,6 +38,8 @@ IMPORT_NAME = {
     "ray": "ray",
     "tomli": "tomli",
     "prometheus-client": "prometheus_client",
+    "safetensors": "safetensors",
+    "tokenizers": "tokenizers",
 }
 # Distributions the code uses without importing them, and the text in src/ that proves the use.
 USED_WITHOUT_IMPORT = {
@@ -46,7 +48,7 @@ USED_WITHOUT_IMPORT = {
 }
 DEV_EXTRAS = {"test", "bench", "fuzz"}     # tools for working on lorescan, not features of it
 # Subpackages that are whole optional features: what they import belongs to an extra.
-FEATURE_PACKAGES = {"serve", "replay"}
+FEATURE_PACKAGES = {"serve", "replay", "semantic"}
 # Extras' distributions that the feature uses through another package, and the text in src/
 # that proves the use (uvicorn is told to run on uvloop and httptools; starlette parses forms
 # with python-multipart).
@@ -54,6 +56,7 @@ EXTRA_USED_WITHOUT_IMPORT = {
     "python-multipart": "request.form(",
     "httptools": 'http="httptools"',
     "uvloop": 'loop = "uvloop"',
+    "wordllama": 'find_spec("wordllama")',     # its wheel's model files are read directly (semantic/embed.py)
 }
 
 

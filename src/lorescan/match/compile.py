@@ -301,7 +301,7 @@ class CompiledBook:
     __slots__ = ("_book", "_load_book", "name", "entries", "options", "matcher", "specs", "plans",
                  "plans_sub", "vid_entries", "always", "always_sub", "content_hits", "chunk_union_exact",
                  "macro_keys", "regexes", "regex_lits", "regex_hazards", "regex_line_local", "entry_order",
-                 "entry_flags", "levels", "max_entry_depth", "uids", "_columns")
+                 "entry_flags", "levels", "max_entry_depth", "uids", "_columns", "embeddings")
     # attribute types (each set once, in __init__, through object.__setattr__)
     _book: Lorebook | None
     _load_book: Any
@@ -328,6 +328,7 @@ class CompiledBook:
     max_entry_depth: int
     uids: Sequence[int | str]
     _columns: Any
+    embeddings: Any     # None, or (model name, entry indices int32, float32 rows): lorescan.semantic.store
 
     def __init__(self, *, book: Lorebook | None, entries: Sequence[Entry], options: MatchOptions,
                  matcher: KeyMatcher, specs: Sequence[VariantSpec], plans: Sequence[EntryPlan],
@@ -339,7 +340,7 @@ class CompiledBook:
                  regex_hazards: tuple[tuple[int, str, str], ...] = (), regex_line_local: tuple[int, ...] = (),
                  levels: tuple[float, ...], max_entry_depth: int, name: str | None = None,
                  uids: Sequence[int | str] | None = None, load_book: Any = None,
-                 columns: Any = None) -> None:
+                 columns: Any = None, embeddings: Any = None) -> None:
         if name is None:
             assert book is not None, "a CompiledBook without its book needs a name"
             name = book.name
@@ -351,7 +352,8 @@ class CompiledBook:
                       regex_line_local=regex_line_local,
                       entry_order=entry_order, entry_flags=entry_flags, levels=levels,
                       max_entry_depth=max_entry_depth,
-                      uids=tuple(e.uid for e in entries) if uids is None else uids, _columns=columns)
+                      uids=tuple(e.uid for e in entries) if uids is None else uids, _columns=columns,
+                      embeddings=embeddings)
         for k, v in values.items():
             object.__setattr__(self, k, v)
 

@@ -79,7 +79,7 @@ MAGIC = b"LORESCN\x00"
 FORMAT_VERSION = 3
 _PRE = struct.Struct("<8sIII")        # magic, format version, header length, header CRC-32
 _ALIGN = 64
-_DTYPES = frozenset({"|u1", "<i4", "<i8", "<f8"})      # what the arrays of a compiled form may hold
+_DTYPES = frozenset({"|u1", "<i4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
 
 
 class CompiledFormError(LorebookError):
@@ -705,6 +705,10 @@ def encode_compiled(cb: Any) -> bytes:
         w.array(f"col:{name}", column)
     w.array("entry_order", np.asarray(cb.entry_order, dtype=np.float64))
     w.array("entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
+    embedded = getattr(cb, "embeddings", None)
+    if embedded is not None:         # meaning-based activation's entry embeddings (lorescan.semantic.store)
+        w.array("emb:rows", np.asarray(embedded[1], dtype=np.int32))
+        w.array("emb:matrix", np.asarray(embedded[2], dtype=np.float32))
     regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard, rx.expansion] for rx in cb.regexes]
     o = cb.options
     meta = {"name": cb.name, "source": source, "n_entries": n_entries, "keys_only": keys_only,
@@ -716,7 +720,8 @@ def encode_compiled(cb: Any) -> bytes:
             "macro_keys": [[m.raw, m.case_sensitive, m.whole_words, m.literal] for m in cb.macro_keys], "specials": [_encode_special(s) for s in specials],
             "levels": cb.levels,
             "max_entry_depth": cb.max_entry_depth, "regexes": regexes, "regex_lits": cb.regex_lits,
-            "regex_hazards": cb.regex_hazards, "regex_line_local": cb.regex_line_local}
+            "regex_hazards": cb.regex_hazards, "regex_line_local": cb.regex_line_local,
+            "embeddings": None if embedded is None else embedded[0]}
     return w.finish("CompiledBook", meta)
 
 
@@ -806,6 +811,12 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
         r.fail(f"missing column(s) {', '.join(missing)}")
     specs, plans, plans_sub, vid_entries, content_hits = lazy_tables(cols, specials, types.plan)
     opts = MatchOptions(*meta["options"])
+    embeddings = None
+    if meta.get("embeddings") is not None:        # a file from before them has none
+        rows, matrix = r.array("emb:rows"), r.array("emb:matrix")
+        if matrix.ndim != 2 or rows.shape != (matrix.shape[0],) or (len(rows) and not 0 <= rows.min() <= rows.max() < n):
+            r.fail("entry embeddings do not match the entries")
+        embeddings = (str(meta["embeddings"]), rows, matrix)
     return types.book(
         book=None, load_book=None if keys_only else load_book, name=meta["name"], entries=entries, options=opts,
         matcher=matcher,
@@ -816,7 +827,7 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
         levels=tuple(meta["levels"]), max_entry_depth=meta["max_entry_depth"],
         regexes=regexes, regex_lits=tuple(meta["regex_lits"]), regex_hazards=tuple(meta["regex_hazards"]),
         regex_line_local=tuple(meta["regex_line_local"]),
-        uids=() if keys_only else _lazy_uids(r, n), columns=(cols, specials))
+        uids=() if keys_only else _lazy_uids(r, n), columns=(cols, specials), embeddings=embeddings)
 
 
 def _lazy_uids(r: _Reader, n: int) -> _Lazy:

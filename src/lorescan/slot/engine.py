@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
 from ..match.compile import CompiledBook, compile_keys
+from ..semantic.index import SemanticIndex, VectorSettings
+from ..semantic.store import is_candidate
 from ..match.fuzzy import entry_threshold, fuzzy_field
 from ..match.keys import KeySpec
 from ..limits import DEFAULT_LIMITS, Limits, check_book
@@ -74,8 +76,9 @@ _ROLE_SET = frozenset(ROLES)
 RoleMessage = tuple[str, str] | Mapping[str, Any]
 RegexKeys = Literal["form", "strict", "auto"]
 
-# LogRecord.matched_by: what activated the entry (a key, constant, @@activate, @@keep).
-MatchedBy = Literal["key", "constant", "activate", "keep"]
+# LogRecord.matched_by: what activated the entry (a key, constant, @@activate, @@keep, or meaning:
+# docs/semantic.md#sem-engine).
+MatchedBy = Literal["key", "constant", "activate", "keep", "semantic"]
 MATCHED_BY: tuple[MatchedBy, ...] = get_args(MatchedBy)
 # LogRecord.detail: a machine-readable refinement of the outcome (docs/slot-mode.md).
 LogDetail = Literal["secondary_logic", "invalid_regex", "system_message_only", "recursion_only"]
@@ -353,10 +356,14 @@ class SlotEngine:
                  match_options: MatchOptions | None = None,
                  regex_keys: RegexKeys | Literal["ccv3"] = "form",
                  user_icon_decorator: bool = False,
-                 regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
+                 regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS,
+                 semantic: VectorSettings | None = None) -> None:
         if not isinstance(limits, Limits):
             raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="SlotEngine",
                                 field="limits")
+        if semantic is not None and not isinstance(semantic, VectorSettings):
+            raise SettingsError(f"semantic must be a VectorSettings, got {type(semantic).__name__}",
+                                source="SlotEngine", field="semantic")
         self.limits = limits
         if regex_keys == "ccv3":
             regex_keys = "strict"
@@ -415,8 +422,17 @@ class SlotEngine:
         # they end "not matched" with the same log record (docs/slot-mode.md#slot-log). Only
         # the others are walked one by one: ``_explicit`` (a gate may decide them, a key is
         # tested here, or scan depth 0) from the start, the candidates as the matcher names them.
+        # Vector Storage's matching (docs/semantic.md#sem-engine): its candidates are walked every request.
+        self.semantic = semantic
+        self._semantic: SemanticIndex | None = None
+        if semantic is not None:
+            picked = [e for e in self.pool if e.enabled and is_candidate(e.entry, e.content, semantic.enabled_for_all)]
+            if picked:
+                self._semantic = SemanticIndex(semantic, [str(e.pool_index) for e in picked],
+                                               [e.content for e in picked])
+        sem_candidates = set() if self._semantic is None else {int(k) for k in self._semantic.keys}
         self._explicit = tuple(e.pool_index for e in self.pool
-                               if _gateable(e) or e.scan_depth <= 0)
+                               if _gateable(e) or e.scan_depth <= 0 or e.pool_index in sem_candidates)
         explicit = set(self._explicit)
         # Idle entries whose unmatched reason is "no primary key matched", by scan depth: a
         # system message inside their window may explain them (_explain_unmatched).
@@ -517,6 +533,11 @@ class SlotEngine:
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout),
                         content_of=self._content_of, limits=self.limits)
         pool = self.pool
+        by_meaning: dict[int, str] = {}
+        if self._semantic is not None:
+            threshold = self._semantic.settings.score_threshold
+            by_meaning = {int(k): hit.detail(threshold) for k, hit in
+                          self._semantic.select([chat[i][1] for i in reversed(scanned)]).items()}
         # Explicit entries get their _Run now; an idle one when the matcher first names it.
         runs: dict[int, _Run] = {}
 
@@ -556,6 +577,10 @@ class SlotEngine:
             still: list[_Run] = []
             for r in pending:
                 e = r.e
+                if pass_number == 1 and e.pool_index in by_meaning:    # in place of its keys
+                    r.matched_by, r.reason = "semantic", by_meaning[e.pool_index]
+                    matched.append(r)
+                    continue
                 window = _entry_window(e, pass_number, chunks, windows)
                 if window is None:
                     still.append(r)         # no text, or the same texts as in an earlier pass

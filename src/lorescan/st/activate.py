@@ -100,6 +100,8 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
         return (False, "dont_activate", "@@dont_activate", None, None)
     if info.key in turn.forced:
         return (True, "forced", "activated by the caller for this scan", None, None)
+    if turn.semantic and info.key in turn.semantic:     # Vector Storage forces it, as the caller would
+        return (True, "semantic", turn.semantic[info.key], None, None)
     if e.constant:
         return (True, "constant", "constant entry", None, None)
     if sticky:
@@ -206,7 +208,7 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
             for k in turn.sticky:
                 if k in by_key:
                     gposes.add(by_key[k].gpos)
-            for k in turn.forced:
+            for k in (*turn.forced, *turn.semantic):
                 if k in by_key:
                     gposes.add(by_key[k].gpos)
             walk = entries.many(sorted(gposes))
@@ -214,7 +216,7 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     new: list[EntryInfo] = []
     activated, failed, notes = turn.activated, turn.failed, turn.notes
     verdicts = turn.gates.verdicts
-    touched = turn.sticky or turn.cooldown or turn.forced
+    touched = turn.sticky or turn.cooldown or turn.forced or turn.semantic
     static_bits = _NEEDS_TURN | (_NEEDS_CHARACTER if turn.character is not None else 0)
     for info in walk:
         key = info.key
@@ -222,7 +224,7 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
             continue
         verdict = verdicts.get(info.gpos)
         if verdict is not None and not (touched and (key in turn.sticky or key in turn.cooldown
-                                                      or key in turn.forced)):
+                                                      or key in turn.forced or key in turn.semantic)):
             if verdict[3] & static_bits:
                 static = static_gate(turn, info)
                 if static is not None:
@@ -245,9 +247,9 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     # Sticky entries first, then global order. SillyTavern activates the caller's forced
     # object in place of the entry; it is not in the global order (indexOf = -1), so it
     # sorts before the other non-sticky entries (docs/sillytavern-mode.md#st-loop step 3).
-    if turn.sticky or turn.forced:
+    if turn.sticky or turn.forced or turn.semantic:
         sticky = turn.sticky
-        forced_now = {s.key for s in new if notes[s.key][2] == "forced"}
+        forced_now = {s.key for s in new if notes[s.key][2] in ("forced", "semantic")}
         new.sort(key=lambda s: (0 if s.key in sticky else 1, 0 if s.key in forced_now else 1))
     return new
 

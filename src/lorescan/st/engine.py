@@ -22,6 +22,8 @@ from ..match.compile import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT,
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
 from ..model import Lorebook, js_truthy
+from ..semantic.index import SemanticIndex, VectorSettings
+from ..semantic.store import is_candidate
 from ..tokens import shared_counter
 from .activate import AlwaysGates, run_loops
 from .budget import turn_budget
@@ -49,9 +51,10 @@ def _flagged(entries: EntryTable, entry_at: list[list[int]], compiled: Sequence[
 
 
 def _restore_engine(sources, settings, compat, count_tokens, substitute, random, post_process, regex_timeout,
-                    limits=DEFAULT_LIMITS):
+                    limits=DEFAULT_LIMITS, semantic=None):
     return STEngine(sources, settings, compat=compat, count_tokens=count_tokens, substitute=substitute,
-                    random=random, post_process=post_process, regex_timeout=regex_timeout, limits=limits)
+                    random=random, post_process=post_process, regex_timeout=regex_timeout, limits=limits,
+                    semantic=semantic)
 
 
 class STEngine:
@@ -85,6 +88,9 @@ class STEngine:
         regex_timeout: CPU seconds one regex evaluation may take (None: no per-evaluation cap).
         limits: ``regex_time_per_scan`` bounds all regex time of one scan (cut-off keys are
             listed in ``STResult.regex_cutoffs``); book and key size limits.
+        semantic: Vector Storage's world-info matching (docs/semantic.md#sem-engine): entries
+            marked ``vectorized`` activate when the newest messages are similar enough to their
+            content. Ignored in the SillyTavern profile (``compat="sillytavern"``), which stays exact.
 
     Raises:
         SettingsError: bad settings or roles, or a compiled book built for other match options.
@@ -99,7 +105,8 @@ class STEngine:
                  substitute: Callable[[str], str] | None = None,
                  random: Callable[[], float] | None = None,
                  post_process: Callable[[str, float | None, float | None], str] | None = None,
-                 regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS) -> None:
+                 regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS,
+                 semantic: VectorSettings | None = None) -> None:
         if not isinstance(limits, Limits):
             raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="STEngine",
                                 field="limits")
@@ -197,6 +204,34 @@ class STEngine:
             units=UnitCounts())
         self._gates = AlwaysGates(self.tables.always)
         self._timed_keys = frozenset(s.key for s in timed)     # the entries that start timed effects
+        if semantic is not None and not isinstance(semantic, VectorSettings):
+            raise SettingsError(f"semantic must be a VectorSettings, got {type(semantic).__name__}",
+                                source="STEngine", field="semantic")
+        self.semantic = semantic
+        self._semantic = None if semantic is None or self.compat == Compat.sillytavern() else \
+            self._semantic_index(semantic)
+
+    def _semantic_index(self, semantic: VectorSettings) -> SemanticIndex | None:
+        """The candidates of docs/semantic.md#sem-engine (None when there are none: no model is loaded)."""
+        picked = [info for info in self.tables.entries if is_candidate(info.entry, info.content, semantic.enabled_for_all)]
+        if not picked:
+            return None
+        return SemanticIndex(semantic, [i.key for i in picked], [i.content for i in picked],
+                             matrix=self._stored_embeddings(semantic, picked))
+
+    def _stored_embeddings(self, semantic: VectorSettings, picked: list[EntryInfo]) -> np.ndarray | None:
+        """The candidates' rows from compiled books made by ``semantic.store.embed_book`` with this
+        model and these candidates (None: compute them)."""
+        model = semantic.model().name
+        rows: dict[tuple[int, int], np.ndarray] = {}
+        for bi, cb in enumerate(self.tables.compiled):
+            stored = cb.embeddings
+            if stored is None or stored[0] != model:
+                return None
+            rows.update(((bi, int(ei)), stored[2][r]) for r, ei in enumerate(stored[1]))
+        if len(rows) != len(picked) or any((i.book, i.index) not in rows for i in picked):
+            return None
+        return np.stack([rows[(i.book, i.index)] for i in picked]).astype(np.float32)
 
     def __copy__(self) -> STEngine:
         # Everything the constructor computed (tables, gates, entry records and their hashes,
@@ -210,7 +245,7 @@ class STEngine:
         # Rebuilt by the constructor from the compiled books (which pickle in their compact
         # form); per-engine caches start empty.
         return (_restore_engine, (self._sources, self.settings, self.compat, self.count_tokens, self.substitute,
-                                  self.random, self.post_process, self.regex_timeout, self.limits))
+                                  self.random, self.post_process, self.regex_timeout, self.limits, self.semantic))
 
     # -- set-up ------------------------------------------------------------------------
     @staticmethod
@@ -358,6 +393,12 @@ class STEngine:
             active = evaluate(state, chat_length, tables.by_hash)
             active_sticky, active_cooldown = active.sticky, active.cooldown
         forced_keys = {EntryId(w, u).key for w, u in forced}
+        semantic_hits: dict[str, str] = {}
+        if self._semantic is not None and messages:
+            index = self._semantic
+            query = self._message_texts(messages[-index.settings.query:], max(0, chat_length - index.settings.query))
+            threshold = index.settings.score_threshold
+            semantic_hits = {k: hit.detail(threshold) for k, hit in index.select([t for _, t in query][::-1]).items()}
         if settings.include_names and cache is not None:
             named = cache.named_text        # the same strings as last turn: their hashes are known
             msgs = [named(name, text) for name, text in newest_first]
@@ -374,7 +415,8 @@ class STEngine:
                  for cb in tables.compiled]
         turn = Turn(tables, self._gates, views, regex_budget, random=random, substitute=substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
-                    budget=budget, sticky=active_sticky, cooldown=active_cooldown, forced=forced_keys)
+                    budget=budget, sticky=active_sticky, cooldown=active_cooldown, forced=forced_keys,
+                    semantic=semantic_hits)
         if tables.entries:
             run_loops(turn)
         activated = turn.activated_order

@@ -31,7 +31,7 @@ Outcome = Literal["activated", "not_activated"]
 
 Reason = Literal[
     # activated
-    "constant", "key", "sticky", "decorator", "forced",
+    "constant", "key", "sticky", "decorator", "forced", "semantic",
     # not activated
     "disabled", "trigger", "character_filter", "tag_filter", "delay", "cooldown", "delay_until_recursion",
     "exclude_recursion", "dont_activate", "no_keys", "no_key_match", "secondary_keys", "group",

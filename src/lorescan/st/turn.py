@@ -48,7 +48,7 @@ class Turn:
     """
 
     __slots__ = ("tables", "gates", "views", "regex_budget", "random", "substitute", "counter", "trigger",
-                 "character", "chat_length", "budget", "sticky", "cooldown", "forced", "activated", "activated_order",
+                 "character", "chat_length", "budget", "sticky", "cooldown", "forced", "semantic", "activated", "activated_order",
                  "failed", "contents", "chunks", "budget_text_tokens", "budget_text", "units", "overflow",
                  "loops", "levels", "level", "skew", "state", "notes", "last_windows", "texts_of", "basis",
                  "windows", "chunk_parts")
@@ -56,7 +56,8 @@ class Turn:
     def __init__(self, tables: Tables, gates: "AlwaysGates", views: Sequence[ScanView],
                  regex_budget: RegexBudget, *, random: Callable[[], float], substitute: Callable[[str], str] | None,
                  counter: Callable[[str], int], trigger: str, character: Character | None, chat_length: int,
-                 budget: int, sticky: set[str], cooldown: set[str], forced: set[str]) -> None:
+                 budget: int, sticky: set[str], cooldown: set[str], forced: set[str],
+                 semantic: dict[str, str] | None = None) -> None:
         self.tables = tables
         self.gates = gates
         self.views = list(views)
@@ -67,6 +68,7 @@ class Turn:
         self.chat_length = chat_length
         self.budget = budget
         self.sticky, self.cooldown, self.forced = sticky, cooldown, forced
+        self.semantic = semantic or {}     # entry key -> why it activates by meaning (docs/semantic.md#sem-engine)
         self.activated: dict[str, EntryInfo] = {}
         self.activated_order: list[EntryInfo] = []
         self.failed: set[str] = set()
