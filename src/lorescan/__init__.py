@@ -1,7 +1,8 @@
 """lorescan: an exact, fast lorebook (World Info) engine.
 
 SillyTavern mode: :class:`STEngine` (exact World Info, with diagnostics). Lorebook-slot
-mode: :class:`SlotEngine`. Files in any supported format: :func:`load`, :func:`convert`;
+mode: :class:`SlotEngine`. JanitorAI script lorebooks: :class:`JanitorEngine`. Files in any
+supported format: :func:`load`, :func:`convert`;
 chats as the command line reads them: :func:`read_chat`.
 The rules each mode implements are written down in the repository's ``docs/`` folder.
 
@@ -25,6 +26,8 @@ _LAZY = {
     "STSettings": ".st", "Compat": ".st",
     # lorebook-slot mode
     "SlotEngine": ".slot", "SlotResult": ".slot", "SlotMessage": ".slot", "LogRecord": ".slot",
+    # JanitorAI script lorebooks (the "Advanced Lorebook" v12 script, run exactly)
+    "JanitorEngine": ".janitor", "JanitorResult": ".janitor",
     "RequestNote": ".slot", "RoleMessage": ".slot", "SlotBook": ".slot", "BookSettings": ".slot",
     "Outcome": ".slot", "OUTCOMES": ".slot", "LogDetail": ".slot", "NoteCode": ".slot", "MatchedBy": ".slot",
     # books: the model, files in any format
@@ -56,6 +59,7 @@ if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, impor
     from .match.compile import CompiledBook, compile_book, load_compiled
     from .match.lsc import CompiledFormError, save_compiled
     from .model import Entry, Lorebook, Origin, entry_from_fields
+    from .janitor import JanitorEngine, JanitorResult
     from .slot import (OUTCOMES, BookSettings, LogDetail, LogRecord, MatchedBy, NoteCode, Outcome, RequestNote,
                        RoleMessage, SlotBook, SlotEngine, SlotMessage, SlotResult)
     from .st import (BookSource, Character, ChatMessage, Compat, DepthGroup, Diagnostic, EffectRecord, EntryId,
