@@ -448,6 +448,28 @@ def test_chatscan_max_bytes_holds_over_2000_turns_of_100_kb_messages():
     run_child(_chatscan_case(2000, 100_000, 32 * MiB), cpu=300)
 
 
+# -- 7. per-scan bounds (issue 22, item 5) --------------------------------------------------
+
+def test_a_record_naming_an_unknown_hash_fingerprints_a_book_once_not_once_per_engine():
+    # Each new engine over the same compiled book used to fingerprint every entry (3.9 s a
+    # request on a 10k book): ten engines, ten times. The table now lives on the compiled book.
+    run_child("""
+        entries = {str(i): {"uid": i, "key": [f"k{i}"], "content": f"entry {i} " * 20}
+                   for i in range(10_000)}
+        compiled = compile_book(load_data({"entries": entries}))
+        chat = [ChatMessage("u", "nothing here", True)]
+        state = {"sticky": {"default.1": {"hash": 12345, "start": 0, "end": 5, "protected": False}},
+                 "cooldown": {}}
+        answers = set()
+        for _ in range(10):
+            engine = STEngine([BookSource(compiled, ("global",))], count_tokens=len)
+            r = engine.scan(chat, max_context=1000, timed_effects=state)
+            answers.add(json.dumps(r.timed_effects.to_json(), sort_keys=True))
+        assert len(answers) == 1, answers
+        print("ten engines", answers)
+    """, cpu=15)
+
+
 # -- 6. the command line -------------------------------------------------------------------
 
 def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:

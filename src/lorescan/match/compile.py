@@ -301,7 +301,7 @@ class CompiledBook:
     __slots__ = ("_book", "_load_book", "name", "entries", "options", "matcher", "specs", "plans",
                  "plans_sub", "vid_entries", "always", "always_sub", "content_hits", "chunk_union_exact",
                  "macro_keys", "regexes", "regex_lits", "regex_hazards", "regex_line_local", "entry_order",
-                 "entry_flags", "levels", "max_entry_depth", "uids", "_columns")
+                 "entry_flags", "levels", "max_entry_depth", "uids", "_columns", "memo")
     # attribute types (each set once, in __init__, through object.__setattr__)
     _book: Lorebook | None
     _load_book: Any
@@ -328,6 +328,9 @@ class CompiledBook:
     max_entry_depth: int
     uids: Sequence[int | str]
     _columns: Any
+    # per-book values an engine derives and every engine over this book shares (built on
+    # first use, e.g. the fingerprint table of lorescan.st.tables); never pickled
+    memo: dict[Any, Any]
 
     def __init__(self, *, book: Lorebook | None, entries: Sequence[Entry], options: MatchOptions,
                  matcher: KeyMatcher, specs: Sequence[VariantSpec], plans: Sequence[EntryPlan],
@@ -351,7 +354,8 @@ class CompiledBook:
                       regex_line_local=regex_line_local,
                       entry_order=entry_order, entry_flags=entry_flags, levels=levels,
                       max_entry_depth=max_entry_depth,
-                      uids=tuple(e.uid for e in entries) if uids is None else uids, _columns=columns)
+                      uids=tuple(e.uid for e in entries) if uids is None else uids, _columns=columns,
+                      memo={})
         for k, v in values.items():
             object.__setattr__(self, k, v)
 
