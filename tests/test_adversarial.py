@@ -470,6 +470,36 @@ def test_a_record_naming_an_unknown_hash_fingerprints_a_book_once_not_once_per_e
     """, cpu=15)
 
 
+def test_counting_the_containers_of_a_card_with_one_long_string_costs_constant_memory_per_character():
+    # The container count's string regex kept a backtracking frame per character of the
+    # longest string (~117 bytes each): a 27 KB PNG whose card holds one 20 MB string (in
+    # base64, escapes included) peaked at 2.5 GB before the card was read.
+    out = run_child(BOMB, """
+        import base64, zlib
+        from lorescan.formats.png import make_chunk, make_png
+        from lorescan.formats._safety import count_containers
+        card = ('{"spec":"chara_card_v2","data":{"name":"b","description":"' + "a\\\\\\\\b\\\\\\"c{[" * 2_000_000
+                + '","character_book":{"entries":[{"keys":["x"],"content":"y"}]}}}')
+        def walk(v):
+            return (isinstance(v, (dict, list))
+                    + sum(walk(c) for c in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())))
+        assert count_containers(card) == walk(json.loads(card)) == 6, count_containers(card)
+        text = base64.b64encode(card.encode())
+        body = b"chara\\0\\0" + zlib.compress(text, 9)
+        base = make_png()
+        data = base[:-12] + make_chunk(b"zTXt", body) + base[-12:]
+        print("png bytes", len(data), "card chars", len(card))
+        try:
+            load(data)
+            print("READ")
+        except LorebookError as exc:
+            print("REFUSED", str(exc)[:200])
+        print("peak MB", peak_mb())
+        assert peak_mb() < 700, peak_mb()
+    """, cpu=60, memory=2048 * MiB)
+    assert "READ" in out.stdout or "REFUSED" in out.stdout
+
+
 # -- 6. the command line -------------------------------------------------------------------
 
 def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:
