@@ -500,6 +500,28 @@ def test_counting_the_containers_of_a_card_with_one_long_string_costs_constant_m
     assert "READ" in out.stdout or "REFUSED" in out.stdout
 
 
+def test_a_long_message_against_ten_thousand_fuzzy_keys_is_bounded_per_scan_and_reported():
+    # 320 KB of distinct words against 10,000 fuzzy keys took 5.7 s a scan with no bound per
+    # scan (only compiling had one). Three such scans now stop at the per-scan comparison
+    # budget, deterministically, and say so.
+    out = run_child("""
+        import random
+        rng = random.Random(7)
+        def word():
+            return "".join(rng.choice("abcdefghijklmnop") for _ in range(7))
+        entries = {str(i): {"uid": i, "key": [word()], "content": "c", "extensions": {"lorescan_fuzzy": 80}}
+                   for i in range(10_000)}
+        engine = STEngine([BookSource(load_data({"entries": entries}), ("global",))], compat="improved",
+                          count_tokens=len)
+        for n in range(3):
+            text = " ".join(word() for _ in range(40_000))
+            r = engine.scan([ChatMessage("u", text, True)], max_context=10**6)
+            assert len(r.fuzzy_cutoffs) == 1 and "fuzzy_comparisons_per_scan" in r.fuzzy_cutoffs[0], r.fuzzy_cutoffs
+        print("CUT", r.fuzzy_cutoffs[0])
+    """, cpu=10)
+    assert "CUT" in out.stdout
+
+
 # -- 6. the command line -------------------------------------------------------------------
 
 def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -144,13 +144,14 @@ class KeyMatcher:
         return (KeyMatcher, (self.token, self.automaton, self._table_bytes, self.model, self.n_variants,
                              self.has_newline))
 
-    def scan(self, text: str) -> frozenset[int]:
-        """The set of vids occurring in ``text``."""
+    def scan(self, text: str, work: FuzzyWork | None = None) -> frozenset[int]:
+        """The set of vids occurring in ``text``. ``work``: the scan's fuzzy comparisons
+        (past its limit the fuzzy keys match exactly only and ``work.cut`` counts the text)."""
         if self.automaton is None or not text:
             return EMPTY
         hits = self._hits.text_hits(text, self.automaton, self.tables, self.model, self.scan_raw, self.scan_lower)
         if self.fuzzy is not None:
-            found = self.fuzzy.hits(text, hits)
+            found = self.fuzzy.hits(text, hits, work)
             if found:
                 return hits.union(found)
         return hits

@@ -239,6 +239,7 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
     budget: int
     diagnostics: Union[list[DiagnosticOut], None] = None
     regex_cutoffs: list[str] = field(default_factory=list)
+    fuzzy_cutoffs: list[str] = field(default_factory=list)
 
 
 class SlotMessageOut(Struct, forbid_unknown_fields=True):
@@ -280,6 +281,7 @@ class SlotRunResponse(Struct, forbid_unknown_fields=True):
     budget_book: Union[str, None] = None
     notes: list[dict[str, Any]] = field(default_factory=list)
     regex_cutoffs: list[str] = field(default_factory=list)
+    fuzzy_cutoffs: list[str] = field(default_factory=list)
 
 
 # -- JanitorAI script mode -----------------------------------------------------------------

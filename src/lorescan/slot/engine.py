@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
 from ..match.compile import CompiledBook, compile_keys
-from ..match.fuzzy import entry_threshold, fuzzy_field
+from ..match.fuzzy import FuzzyWork, entry_threshold, fuzzy_field
 from ..match.keys import KeySpec
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..match.cache import ChatScan
@@ -173,6 +173,9 @@ class SlotResult:
     notes: tuple[RequestNote, ...] = ()
     regex_cutoffs: tuple[str, ...] = ()
     """One line per regex key cut off by the run's regex time budget (also in the log)."""
+    fuzzy_cutoffs: tuple[str, ...] = ()
+    """One line when the run's fuzzy-key comparisons reached ``Limits.fuzzy_comparisons_per_scan``
+    (in the texts it names, fuzzy keys matched only exactly)."""
 
     @property
     def inserted(self) -> tuple[LogRecord, ...]:
@@ -495,7 +498,8 @@ class SlotEngine:
         view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout),
-                        content_of=self._content_of)
+                        content_of=self._content_of,
+                        fuzzy_work=FuzzyWork(self.limits.fuzzy_comparisons_per_scan))
         pool = self.pool
         # Explicit entries get their _Run now; an idle one when the matcher first names it.
         runs: dict[int, _Run] = {}
@@ -592,6 +596,7 @@ class SlotEngine:
         budget_note = RequestNote("budget_stored" if self.budget_book is not None else "budget_default",
                                   self.budget_reason)
         return SlotResult(regex_cutoffs=tuple(view.cut_off_report(view.cut_keys())),
+                          fuzzy_cutoffs=tuple(view.fuzzy_cutoff_report()),
                           messages=messages_out, log=log, state=new_state, budget=self.budget,
                           tokens_used=used, passes=passes, disabled_ui_prompts=prompts,
                           budget_book=self.budget_book, notes=(budget_note, *notes))

@@ -235,6 +235,9 @@ class STResult:
         regex_cutoffs: one line per regex key cut off by the scan's regex time budget
             ("regex key … was cut off after N ms …"): such a key counted as not matching
             this turn. Empty normally.
+        fuzzy_cutoffs: one line when the scan's fuzzy-key comparisons reached
+            ``Limits.fuzzy_comparisons_per_scan`` ("fuzzy matching was cut off in …"): in the
+            texts named there the fuzzy keys matched only exactly. Empty normally.
     """
 
     activated: list[EntryId]
@@ -246,6 +249,7 @@ class STResult:
     loops: list[LoopRecord]
     _explain: Callable[[], dict[EntryId, Diagnostic]] = field(repr=False, default=_no_diagnostics)
     regex_cutoffs: tuple[str, ...] = ()
+    fuzzy_cutoffs: tuple[str, ...] = ()
     # The diagnostics a pass decided (None after pickling: then every entry's is stored).
     _decided: Callable[[], dict[EntryId, Diagnostic]] | None = field(repr=False, default=None)
 
@@ -269,7 +273,7 @@ class STResult:
         # data only (no engine, views or caches).
         return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
                            self.overflow_alert_shown, self.timed_effects, self.loops,
-                           functools.partial(dict, self.diagnostics), self.regex_cutoffs))
+                           functools.partial(dict, self.diagnostics), self.regex_cutoffs, self.fuzzy_cutoffs))
 
     def decisions(self) -> dict[EntryId, Diagnostic]:
         """The diagnostics of the entries a pass of this turn decided about.
