@@ -522,6 +522,31 @@ def test_a_long_message_against_ten_thousand_fuzzy_keys_is_bounded_per_scan_and_
     assert "CUT" in out.stdout
 
 
+def test_a_fuzzy_threshold_that_makes_every_word_a_hit_is_refused_before_any_hit_set_is_built():
+    # A threshold of 1 made every content hit every fuzzy entry: entries x entries hit sets
+    # (a 383 KB book reached 5.7 GB on its first slot run). Both engines refuse it, naming the
+    # field; as a decorator it is rejected (the entry stays exact).
+    run_child("""
+        import random
+        rng = random.Random(5)
+        def word():
+            return "".join(rng.choice("abcdefghijklmnop") for _ in range(7))
+        doc = {"entries": {str(i): {"uid": i, "key": [word()], "content": " ".join(word() for _ in range(20)),
+                                    "extensions": {"lorescan_fuzzy": 1}} for i in range(3000)}}
+        loaded = load(json.dumps(doc).encode())
+        expect_error(lambda: SlotEngine([loaded]), "lorescan_fuzzy", "from 50 to 100")
+        expect_error(lambda: STEngine([BookSource(loaded, ("global",))], compat="improved"), "from 50 to 100")
+        doc["extensions"] = {}
+        for e in doc["entries"].values():
+            e["extensions"] = {}
+            e["content"] = "@@fuzzy 1\\n" + e["content"]
+        book = load_data(doc)
+        r = SlotEngine([book]).run([("user", "a " + word())], turn_id=1)
+        print("slot ran", len(r.messages), "peak MB", peak_mb())
+        assert peak_mb() < 600, peak_mb()
+    """, cpu=60)
+
+
 # -- 6. the command line -------------------------------------------------------------------
 
 def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -216,7 +216,7 @@ def test_slot_decorator_parsing():
     for bad in ("@@fuzzy", "@@fuzzy 0", "@@fuzzy 101", "@@fuzzy high", "@@fuzzy 80, 90"):
         d, _ = parse_decorators(bad + "\nbody")
         assert d.fuzzy is None
-        assert d.lines[0].status == "rejected: expects a threshold from 1 to 100, or off"
+        assert d.lines[0].status == "rejected: expects a threshold from 50 to 100, or off"
     d, _ = parse_decorators("@@fuzzy nope\n@@@fuzzy 80\nbody")      # the fallback is taken
     assert d.fuzzy == 80.0
 
