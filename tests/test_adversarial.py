@@ -562,6 +562,19 @@ def test_a_fuzzy_threshold_that_makes_every_word_a_hit_is_refused_before_any_hit
     """, cpu=60)
 
 
+def test_a_content_that_is_one_long_run_of_letters_is_counted_in_linear_time():
+    # Counted in steps, a text that is one tiktoken piece carried the whole piece into every
+    # step: quadratic (two 1 MB contents: 20.6 s for one scan, 23.6 s for one slot run).
+    run_child("""
+        book = load_data({"entries": {"0": {"uid": 0, "key": ["dragon"], "content": "x" * 1_000_000},
+                                      "1": {"uid": 1, "key": ["dragon"], "content": "y" * 1_000_000}}})
+        r = STEngine([BookSource(book, ("global",))]).scan([ChatMessage("u", "dragon", True)], max_context=10**7)
+        assert len(r.activated) == 2
+        s = SlotEngine([book]).run([("user", "dragon")], turn_id=1)
+        print("activated", len(r.activated), "slot", len(s.messages))
+    """, cpu=10)
+
+
 # -- 6. the command line -------------------------------------------------------------------
 
 def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:
