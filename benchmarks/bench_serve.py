@@ -2,7 +2,9 @@
 
 The real server (uvicorn, 2 workers, a free loopback port) holds the 10k-entry synthetic
 book; 200 chats take warm turns (each request is the whole chat so far, one new message
-per turn, the chat's ``chat_id`` so its hit cache stays warm in the worker). The load
+per turn, the chat's ``chat_id`` so its hit cache stays warm in the worker), each with what a
+platform sends on every turn: the chat's ``macros``, a ``seed`` (or a fixed ``random``) and a
+``timed_effects`` state (issue 20). The load
 phase runs for ``LOAD_SECONDS`` (60; 10 in short mode) and never more than ``MAX_REQUESTS``
 requests, then stops by itself. Reported: throughput, p50/p99 latency under load, RSS of the
 worker processes at the start and the end (after a warm-up that fills the chat caches).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
 import statistics
 import tempfile
@@ -35,9 +38,10 @@ pytest.importorskip("msgspec", reason="the serve extra is not installed (pip ins
 pytest.importorskip("uvicorn", reason="the serve extra is not installed (pip install '.[serve]')")
 
 from lorescan.match.compile import compile_book  # noqa: E402
+from lorescan.model import Lorebook, entry_from_fields  # noqa: E402
 from lorescan.match.cache import ChatScan  # noqa: E402
 from lorescan.st import BookSource, ChatMessage, Compat, STEngine, STSettings  # noqa: E402
-from lorescan.serve.app import TOKEN_CACHE_TEXTS  # noqa: E402
+from lorescan.serve.app import TOKEN_CACHE_TEXTS, _substitute  # noqa: E402
 from lorescan.serve.store import BookStore  # noqa: E402
 from lorescan.tokens import TiktokenCounter  # noqa: E402
 from lorescan.serve.testing import HOST, ServerProcess, cpu_seconds, rss_bytes  # noqa: E402
@@ -62,7 +66,7 @@ def _book_json(book) -> bytes:
 
 @pytest.fixture(scope="module")
 def world():
-    book = make_book(N_ENTRIES, seed=11)
+    book = _with_sticky(make_book(N_ENTRIES, seed=11))
     chats = []
     for c in range(N_CHATS):
         lines = make_chat(book, START_LENGTH + 20 + TURNS_PER_CHAT // 4, seed=1000 + c)
@@ -84,16 +88,48 @@ def server(world, tmp_path_factory):
         yield srv
 
 
+MACROS = {"char": "Narrator", "user": "Rob"}
+
+
+STICKY = (3, 5, 8)                 # entries with sticky 2: the timed-effects state names them
+
+
+def _with_sticky(book) -> Lorebook:
+    """The book as the server holds it: named as uploaded (fingerprints name the book), a few
+    entries sticky."""
+    return Lorebook(name="synthetic", entries=tuple(
+        entry_from_fields({**e.fields, "sticky": 2}, uid=e.uid) if e.uid in STICKY else e for e in book.entries))
+
+
+def _timed_state(book) -> dict:
+    """A timed-effects state as a platform echoes it back: long sticky records of the sticky
+    entries, by their fingerprints (a pure function of the entry, computed here under the
+    name the book is uploaded with)."""
+    named = Lorebook(name=book.name, entries=tuple(e for e in book.entries if e.uid in STICKY))
+    engine = STEngine([BookSource(named, ("global",))], STSettings(**SETTINGS))
+    return {"sticky": {f"synthetic.{uid}": {"hash": engine.tables.by_key[f"synthetic.{uid}"].hash, "start": 1,
+                                            "end": 10 ** 6, "protected": False} for uid in STICKY},
+            "cooldown": {}}
+
+
+def request_hooks(index: int) -> dict:
+    """What a platform sends with every turn: the chat's macros and a seed (one chat in three
+    sends a fixed ``random`` instead)."""
+    return {"macros": MACROS, **({"random": 0.25} if index % 3 == 0 else {"seed": 1000 + index})}
+
+
 class _Chat:
     """One chat's turns as request bodies: its messages pre-encoded once."""
 
-    def __init__(self, index: int, messages: list[ChatMessage], book_id: str) -> None:
+    def __init__(self, index: int, messages: list[ChatMessage], book_id: str, *, hooks: bool = True,
+                 timed: dict | None = None, chat_id: str | None = None) -> None:
         self.index = index
         self.encoded = [json.dumps({"name": m.name, "mes": m.text, "is_user": m.name == "Rob"}).encode()
                         for m in messages]
         self.length = START_LENGTH + index % 20
         head = {"books": [{"id": book_id}], "settings": SETTINGS, "max_context": MAX_CONTEXT,
-                "chat_id": f"chat-{index}"}
+                "chat_id": chat_id or f"chat-{index}", **(request_hooks(index) if hooks else {}),
+                **({"timed_effects": timed} if timed is not None else {})}
         self.head = json.dumps(head)[:-1].encode() + b', "messages": ['
 
     def next_body(self) -> tuple[int, bytes]:
@@ -193,7 +229,8 @@ def _pct(values: list[float], q: float) -> float:
 @pytest.mark.benchmark(group="serve")
 def bench_serve_load_warm_turns(benchmark, world, server):
     book, chat_msgs = world
-    chats = [_Chat(i, msgs, server.book_id) for i, msgs in enumerate(chat_msgs)]
+    timed = _timed_state(book)
+    chats = [_Chat(i, msgs, server.book_id, timed=timed) for i, msgs in enumerate(chat_msgs)]
     # One event loop and one connection per worker for the whole benchmark; chat k always
     # goes through connection k % 2. Warm-up (not measured): both workers build the engine and
     # every chat takes enough turns for its hit cache (the server's --chat-cache-texts) and the
@@ -225,8 +262,12 @@ def bench_serve_load_warm_turns(benchmark, world, server):
         if cache is None:
             cache = caches[chat.index] = ChatScan(max_texts=CHAT_CACHE_TEXTS)
             engine.scan(chat_msgs[chat.index][:n - 1], max_context=MAX_CONTEXT, cache=cache)
+        hooks = request_hooks(chat.index)        # what the worker does with the request's hooks
+        constant = hooks.get("random")
         c0, t0 = time.process_time(), time.perf_counter()
-        engine.scan(chat_msgs[chat.index][:n], max_context=MAX_CONTEXT, cache=cache)
+        engine.scan(chat_msgs[chat.index][:n], max_context=MAX_CONTEXT, cache=cache, timed_effects=timed,
+                    substitute=_substitute(hooks["macros"]),
+                    random=(lambda: constant) if constant is not None else random.Random(hooks["seed"]).random)
         scan_times.append(time.perf_counter() - t0)
         scan_cpu.append(time.process_time() - c0)
         return (body, chat.index % len(conns)), {}
@@ -293,3 +334,51 @@ def bench_restart_first_turn_vs_compile(benchmark, world):
     ratio = benchmark.stats.stats.median / compile_time
     benchmark.extra_info["first_turn_vs_compile"] = round(ratio, 3)
     assert ratio < 0.25, f"a restart's first turn costs {ratio:.2f}x a compile"
+
+
+@pytest.mark.benchmark(group="serve-hooks")
+def bench_serve_macros_and_seed_cost_at_most_1_1x_none(benchmark, world, server):
+    """Issue 20: a request with macros, a seed and a timed-effects state costs at most 1.1x the
+    same request without them. One request in flight; each round sends the same turn twice,
+    to two warm chats of the same messages: without the hooks (timed by hand) and with them
+    (timed by pytest-benchmark)."""
+    book, chat_msgs = world
+    timed = _timed_state(book)
+    plain = [_Chat(i, chat_msgs[i], server.book_id, hooks=False, timed=timed, chat_id=f"plain-{i}")
+             for i in range(4)]
+    hooked = [_Chat(i, chat_msgs[i], server.book_id, timed=timed, chat_id=f"hooked-{i}") for i in range(4)]
+    loop = asyncio.new_event_loop()
+    conns = loop.run_until_complete(_connections(server.port, 1))
+    conn = conns[0]                     # one worker: both sides hit the same engine and caches
+
+    def post(body: bytes) -> None:
+        status, data = loop.run_until_complete(_post(*conn, body))
+        assert status == 200, data[:200]
+
+    for _ in range(8):                  # warm both sides' chat caches
+        for a, b in zip(plain, hooked):
+            post(a.next_body()[1])
+            post(b.next_body()[1])
+    plain_times: list[float] = []
+    order = iter(range(10 ** 9))
+
+    def setup():
+        k = next(order) % len(plain)
+        _, body = plain[k].next_body()
+        t0 = time.perf_counter()
+        post(body)
+        plain_times.append(time.perf_counter() - t0)
+        return (hooked[k].next_body()[1],), {}
+
+    benchmark.pedantic(post, setup=setup, rounds=150 if SHORT else 400, iterations=1, warmup_rounds=0)
+    for _, writer in conns:
+        writer.close()
+    loop.close()
+    if benchmark.disabled:
+        return
+    ratio = benchmark.stats.stats.median / statistics.median(plain_times)
+    benchmark.extra_info.update({"plain_p50_ms": round(statistics.median(plain_times) * 1000, 3),
+                                 "hooks_p50_ms": round(benchmark.stats.stats.median * 1000, 3),
+                                 "hooks_vs_plain": round(ratio, 3)})
+    print("\nserve hooks:", benchmark.extra_info)
+    assert ratio <= 1.1, f"a request with macros and a seed costs {ratio:.2f}x one without over HTTP"

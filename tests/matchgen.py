@@ -73,8 +73,15 @@ def check_agreement(book: Lorebook, opts: MatchOptions, messages: Sequence[str],
                     regex_timeout=None)
     ref = ReferenceScanView(compiled, messages, sources, injects, substitute=substitute, joined=joined,
                             regex_timeout=None)
-    for text, parts in chunks:
-        view.add_recursion_chunk(text, entries=parts)
+    for text, owners in chunks:
+        parts = None
+        if owners is not None and substitute is not None:
+            # the chunk as the engine makes it: the contents substituted, each named (a claim
+            # the view checks; a wrong one falls back to a scan)
+            parts = [substitute(compiled.entries[j].content) for j in owners]
+            if text == "\n".join(compiled.entries[j].content for j in owners):
+                text = "\n".join(parts)
+        view.add_recursion_chunk(text, entries=owners, parts=parts)
         ref.add_recursion_chunk(text)
     for w in wins:
         assert view.texts(w) == ref.texts(w)

@@ -113,7 +113,7 @@ def by_hand(book: Lorebook, chats: dict[str, list[dict[str, Any]]], chat_ids: di
             settings: dict[str, Any] = SETTINGS) -> set[tuple]:
     """Rows of a replay computed directly with ``STEngine.scan``, turn by turn, in the
     rows' column order (chat_id, turn, variant, book, entry, outcome, reason, loop, tokens,
-    position). ``chat_ids``: chat name -> the id the replay gives it."""
+    position, messages): turns numbered 1, 2, …, rolls seeded by the documented rule. ``chat_ids``: chat name -> the id the replay gives it."""
     rng = random.Random()
     st = {k: v for k, v in settings.items() if k != "max_context"}
     engine = STEngine([(book, ("global",))], st, random=rng.random)
@@ -127,8 +127,9 @@ def by_hand(book: Lorebook, chats: dict[str, list[dict[str, Any]]], chat_ids: di
         if msgs and msgs[-1].is_user:
             turns.append(len(msgs))
         state = None
-        for t in turns:
-            rng.seed(int.from_bytes(hashlib.sha256(f"{cid}\x00{t}".encode()).digest()[:8], "big"))
+        key = os.path.basename(cid)           # docs/sillytavern-mode.md#cli-seed: the file's name, or the id
+        for n, t in enumerate(turns, 1):
+            rng.seed(int.from_bytes(hashlib.sha256(f"0\x00{key}\x00{t}".encode()).digest()[:8], "big"))
             res = engine.scan(msgs[:t], max_context=settings["max_context"], timed_effects=state)
             state = res.timed_effects
             total = 0
@@ -137,16 +138,16 @@ def by_hand(book: Lorebook, chats: dict[str, list[dict[str, Any]]], chat_ids: di
                     e = entries[eid.uid]
                     pos = POSITION_NAMES[e.position] + (f":{e.depth}" if e.position == 4 else "")
                     fired = d.outcome == "activated"
-                    n = count(e.content)
-                    total += n if fired else 0
-                    rows.add((cid, t, "base", eid.world, str(eid.uid), "fired" if fired else "cut", d.reason, d.loop,
-                              n, pos))
-            rows.add((cid, t, "base", "", "", "turn", "", None, total, ""))
+                    tokens = count(e.content)
+                    total += tokens if fired else 0
+                    rows.add((cid, n, "base", eid.world, str(eid.uid), "fired" if fired else "cut", d.reason, d.loop,
+                              tokens, pos, t))
+            rows.add((cid, n, "base", "", "", "turn", "", None, total, "", t))
     return rows
 
 
 def row_set(table, columns=("chat_id", "turn", "variant", "book", "entry", "outcome", "reason", "loop", "tokens",
-                            "position")) -> set[tuple]:
+                            "position", "messages")) -> set[tuple]:
     """The rows of a result table as a set of tuples (order aside)."""
     cols = [table.column(c).to_pylist() for c in columns]
     return set(zip(*cols))

@@ -675,3 +675,147 @@ def test_a_bad_book_for_the_cli_ends_in_one_located_line_and_exit_2(tmp_path):
     proc = _cli_raw("scan", str(book), str(chat))
     _assert_located_failure(proc, book)
     assert "max_key_length" in proc.stderr
+
+
+def test_a_loaded_lsc_truncated_in_place_then_scanned_does_not_kill_the_process(tmp_path):
+    # A stored .lsc overwritten in place (a copy over it, rsync --inplace, a restore) while a
+    # process holds it: the loaded book is a private snapshot, so the next scan still works.
+    lsc = tmp_path / "book.lsc"
+    proc = run_child("""
+        import os
+        from lorescan.model import Lorebook, entry_from_fields
+        path = sys.argv[1]
+        book = Lorebook(name="b", entries=tuple(entry_from_fields(
+            {"uid": i, "key": [f"k{i}x"], "content": f"lore {i} " * 50}, source="t") for i in range(3000)))
+        engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5), count_tokens=len)
+        save_compiled(engine.compiled[0], path)
+        loaded = load_compiled(path)
+        with open(path, "r+b") as f:            # in place: same inode, now a few bytes long
+            f.truncate(16)
+        later = STEngine([BookSource(loaded, ("global",))], STSettings(scan_depth=5), count_tokens=len)
+        result = later.scan([ChatMessage("u", "k7x and k2999x")], max_context=10**6)
+        assert sorted(e.uid for e in result.activated) == [7, 2999], result.activated
+        expect_error(lambda: load_compiled(path), path)     # the damaged file itself: refused cleanly
+        print("PASS")
+    """, args=(str(lsc),))
+    assert "PASS" in proc.stdout
+
+
+# -- macros: every size is checked after substitution (issue 22 item 2) ----------------------
+
+MACRO_BOOK = """
+from lorescan.model import Lorebook, entry_from_fields
+huge = "A" * 600_000
+book = Lorebook(name="m", entries=(
+    entry_from_fields({"uid": 0, "key": ["{{char}}"], "content": "about {{char}}"}, source="t"),
+    entry_from_fields({"uid": 1, "key": ["plain"], "content": "{{char}} " * 10}, source="t")))
+content_book = Lorebook(name="c", entries=book.entries[1:])
+"""
+
+
+def test_a_600000_character_macro_value_in_a_key_is_refused_by_both_engines_not_a_crash():
+    proc = run_child(MACRO_BOOK, """
+        sub = lambda s: s.replace("{{char}}", huge)
+        st = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5), count_tokens=len, substitute=sub)
+        expect_error(lambda: st.scan([ChatMessage("u", "hi " + huge)], max_context=10**7), "max_key_length",
+                     "macro")
+        slot = SlotEngine([book], substitute=sub)
+        expect_error(lambda: slot.run([("user", "hi " + huge)], turn_id="t"), "max_key_length", "macro")
+        # a value within the limits still works, key and content
+        ok = lambda s: s.replace("{{char}}", "Ann")
+        st = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5), count_tokens=len, substitute=ok)
+        assert [e.uid for e in st.scan([ChatMessage("u", "hi Ann")], max_context=10**6).activated] == [0]
+        print("PASS")
+    """)
+    assert proc.stdout.count("REFUSED") == 2 and "PASS" in proc.stdout
+
+
+def test_a_macro_that_would_expand_a_content_past_its_limit_is_refused_before_it_is_built():
+    # 10 "{{char}}" in a content, each 600,000 characters: 6 million, above max_content_length;
+    # the service's and CLI's macro tables measure the expansion before building it.
+    proc = run_child(MACRO_BOOK, """
+        from lorescan.macros import macro_table
+        sub = macro_table({"char": huge})
+        assert sub.expanded_length("{{char}} " * 10) == 6_000_010
+        st = STEngine([BookSource(content_book, ("global",))], STSettings(scan_depth=5), count_tokens=len,
+                      substitute=sub)
+        expect_error(lambda: st.scan([ChatMessage("u", "plain")], max_context=10**8), "max_content_length",
+                     "entry 1", "content")
+        slot = SlotEngine([content_book], substitute=sub)
+        expect_error(lambda: slot.run([("user", "plain")], turn_id="t"), "max_content_length", "content")
+        print("PASS", round(peak_mb()))
+    """, memory=1024 * MiB)
+    assert proc.stdout.count("REFUSED") == 2 and "PASS" in proc.stdout
+
+
+def test_the_service_refuses_a_huge_macro_value_and_an_oversized_macro_table_with_a_422(tmp_path):
+    proc = run_child(MACRO_BOOK, """
+        import msgspec
+        from lorescan.serve import models as m
+        from lorescan.serve.app import HTTPError, Runtime, ServeConfig
+        from lorescan.formats.sillytavern import book_from_entries
+        rt = Runtime(ServeConfig(books_dir=sys.argv[1]))
+        doc = {"entries": {"0": {"uid": 0, "key": ["{{char}}"], "content": "about {{char}}"}}}
+        bid = rt.store.put(json.dumps(doc).encode(), "m.json")["id"]
+        def answer(kind, body):
+            req = msgspec.json.decode(json.dumps(body), type=m.STScanRequest if kind == "st" else m.SlotRunRequest)
+            try:
+                (rt.st_scan if kind == "st" else rt.slot_run)(req)
+            except HTTPError as exc:
+                print("HTTP", exc.status, str(exc)[:200])
+                return exc.status
+            return 200
+        st = {"books": [{"id": bid}], "messages": [{"mes": "hi"}], "max_context": 1000, "macros": {"char": huge}}
+        slot = {"books": [{"id": bid}], "messages": [{"role": "user", "content": "hi"}], "turn_id": "t",
+                "macros": {"char": huge}}
+        assert answer("st", st) == 422 and answer("slot", slot) == 422
+        table = {f"m{i}": "x" * 200 for i in range(20_000)}         # 4 MB of macros
+        assert answer("st", dict(st, macros=table)) == 422 and answer("slot", dict(slot, macros=table)) == 422
+        assert answer("st", dict(st, macros={"char": "hi"})) == 200
+        print("PASS")
+    """, args=(str(tmp_path / "books"),))
+    assert "PASS" in proc.stdout and proc.stdout.count("HTTP 422") == 4
+
+
+def test_the_cli_refuses_a_huge_character_name_from_the_chat_metadata(tmp_path):
+    book = tmp_path / "b.json"
+    book.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["{{char}}"], "content": "about {{char}}"}}}))
+    chat = tmp_path / "c.jsonl"
+    chat.write_text(json.dumps({"user_name": "U", "character_name": "A" * 600_000}) + "\n"
+                    + json.dumps({"name": "U", "is_user": True, "mes": "hi"}) + "\n")
+    proc = _cli_raw("scan", str(book), "--chat", str(chat))
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "max_" in proc.stderr, proc.stderr[-2000:]
+
+
+# -- regex keys: the same answer under any load (issue 22 item 1) ------------------------------
+
+def test_a_slow_regex_key_gives_the_same_answer_on_a_machine_slowed_a_thousandfold():
+    # A key that backtracks exponentially (50-150 ms on a 30-character text when backtracked)
+    # and one that needs backtracking with a polynomial bound. Every clock Python offers is
+    # then made to run 1 s per call (a machine slowed without limit, or starved by 16
+    # threads): the scan's answer and its cut-offs must not change.
+    proc = run_child("""
+        from unittest import mock
+        from lorescan.model import Lorebook, entry_from_fields
+        keys = ["/(?:a|aa)+c|y/", "/a*a*\\\\d(?=y)/", "/(a|aa)+(?=z)/"]
+        book = Lorebook(name="b", entries=tuple(entry_from_fields(
+            {"uid": i, "key": [k], "content": f"c{i}"}, source="t") for i, k in enumerate(keys)))
+        engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5), count_tokens=len)
+        chat = [ChatMessage("u", "a" * 30 + "b1y"), ChatMessage("u", "a" * 400 + "1y")]
+        def scan():
+            r = engine.scan(chat, max_context=10**6)
+            return r.to_json(), [e.uid for e in r.activated], r.regex_cutoffs
+        alone = scan()
+        ticks = iter(range(10**9))
+        slow = lambda: 1.0 * next(ticks)
+        with mock.patch("time.thread_time", slow), mock.patch("time.monotonic", slow), \\
+                mock.patch("time.perf_counter", slow), mock.patch("time.process_time", slow), \\
+                mock.patch("time.time", slow):
+            slowed = scan()
+        assert slowed == alone, (slowed[1:], alone[1:])
+        assert alone[1] == [0, 1], alone[1:]
+        assert len(alone[2]) == 1 and "(a|aa)+(?=z)" in alone[2][0], alone[2]
+        print("PASS")
+    """)
+    assert "PASS" in proc.stdout

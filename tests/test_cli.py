@@ -2,6 +2,7 @@
 subprocess (arguments, files, exit status, what is printed)."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -19,7 +20,9 @@ CHAT = str(EXAMPLES / "saltmere-chat.jsonl")
 
 def run(*args, env=None):
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "lorescan", *args], capture_output=True, text=True, env=full_env)
+    # a timeout: a regression that starts `serve` instead of refusing its flags fails, not hangs
+    return subprocess.run([sys.executable, "-m", "lorescan", *args], capture_output=True, text=True, env=full_env,
+                          timeout=300)
 
 
 def failed_cleanly(r, *words):
@@ -210,7 +213,7 @@ def test_a_chat_of_the_wrong_shape_is_an_error_naming_the_file_and_message(tmp_p
 
 # -- explain -----------------------------------------------------------------------------
 def test_explain_names_the_near_misses_of_the_bundled_examples():
-    r = run("explain", BOOK, f"persona:{PERSONA}", "--chat", CHAT, "--scan-depth", "3")
+    r = run("explain", BOOK, f"persona:{PERSONA}", "--chat", CHAT, "--scan-depth", "3", "--seed", "1")
     assert r.returncode == 0, r.stderr
     out = " ".join(r.stdout.split())
     assert 'key "fish" occurs only inside a longer word ("fisherman") in message 2; whole words are on' in out
@@ -282,10 +285,18 @@ def test_a_malformed_book_is_an_error_naming_the_entry_and_field(tmp_path):
     (["scan", BOOK], ["--chat"]),
     (["scan", BOOK, "--chat", "/nonexistent/chat.jsonl"], ["/nonexistent/chat.jsonl", "cannot read"]),
     (["scan", "/nonexistent/book.json", "--chat", CHAT], ["/nonexistent/book.json"]),
-    (["explain", BOOK, "--chat", CHAT, "--scan-depth", "-1"], ["scan_depth", "--scan-depth"]),
-    (["scan", BOOK, "--chat", CHAT, "--scan-depth", "two"], ["--scan-depth", "invalid int"]),
+    (["explain", BOOK, "--chat", CHAT, "--scan-depth", "-1"], ["--scan-depth", "must be 0 or more"]),
+    (["scan", BOOK, "--chat", CHAT, "--scan-depth", "two"], ["--scan-depth", "expected a whole number"]),
     (["scan", BOOK, "--chat", CHAT, "--mode", "kobold"], ["--mode"]),
     (["scan", BOOK, "--chat", CHAT, "--max-context", "-5"], ["--max-context"]),
+    (["scan", BOOK, "--chat", CHAT, "--max-context", "0"], ["--max-context", "must be 1 or more"]),
+    (["replay", BOOK, "--chat", CHAT, "--depth", "-2"], ["--depth", "must be 0 or more"]),
+    (["scan", BOOK, "--chat", CHAT, "--budget-percent", "nan"], ["--budget-percent", "finite"]),
+    (["serve", "--port", "0"], ["--port", "must be a TCP port, 1 to 65535"]),
+    (["serve", "--time-limit", "0"], ["--time-limit", "must be above 0"]),
+    (["summarize", "/tmp", "--top", "0"], ["--top"]),
+    (["replay-batch", "--books", BOOK, "--chats", str(EXAMPLES), "--out", "/tmp/x", "--workers", "-1"],
+     ["--workers"]),
 ])
 def test_bad_arguments_end_in_a_clear_message_and_a_nonzero_exit(args, words):
     failed_cleanly(run(*args), *words)
@@ -360,3 +371,73 @@ def test_name_macros_are_case_insensitive_and_include_the_legacy_forms(tmp_path)
     assert data["character"] is None and data["user"] is None
     assert [d["reason"] for d in data["entries"]] == ["no_key_match", "no_key_match"], \
         "without names the macros stay as written"
+
+
+# -- traps (issue 23) ----------------------------------------------------------------------
+def test_a_chat_given_as_the_book_says_so_and_names_the_flag():
+    r = run("scan", CHAT, "--chat", CHAT)
+    failed_cleanly(r, CHAT, "looks like a chat (4 messages), not a lorebook", "--chat")
+    assert "Extra data" not in r.stderr.split("(the book's reader said")[0]
+
+
+def test_a_book_given_as_the_chat_says_so():
+    failed_cleanly(run("explain", BOOK, "--chat", BOOK), BOOK, "looks like a lorebook (9 entries), not a chat")
+    failed_cleanly(run("replay", BOOK, "--chat", BOOK), "looks like a lorebook")
+
+
+def test_a_chat_in_the_books_of_lint_and_replay_batch_gets_the_hint(tmp_path):
+    r = run("lint", CHAT)
+    assert r.returncode == 2 and "looks like a chat" in r.stderr, r.stderr
+    r = run("replay-batch", "--books", CHAT, "--chats", str(EXAMPLES), "--out", str(tmp_path / "o"))
+    failed_cleanly(r, "looks like a chat", "--chats")
+
+
+def test_compile_writes_an_lsc_every_book_command_reads_and_refuses_to_overwrite(tmp_path):
+    lsc = tmp_path / "saltmere.lsc"
+    assert run("compile", BOOK, "-o", str(lsc)).returncode == 0
+    before = lsc.read_bytes()
+    failed_cleanly(run("compile", BOOK, "-o", str(lsc)), str(lsc), "--force")
+    assert lsc.read_bytes() == before
+    assert run("compile", BOOK, "-o", str(lsc), "--force").returncode == 0
+    plain = json.loads(run("explain", BOOK, "--chat", CHAT, "--json").stdout)
+    for args in (["explain", str(lsc), "--chat", CHAT, "--json"],
+                 ["explain", str(lsc), "--chat", CHAT, "--json", "--case-sensitive"]):   # other options: recompiled
+        r = run(*args)
+        assert r.returncode == 0, r.stderr
+        data = json.loads(r.stdout)
+        want = plain if "--case-sensitive" not in args else json.loads(
+            run("explain", BOOK, "--chat", CHAT, "--json", "--case-sensitive").stdout)
+        assert data["result"] == want["result"]
+        assert [e["name"] for e in data["entries"]] == [e["name"] for e in want["entries"]]
+    r = run("replay", str(lsc), "--chat", CHAT)
+    assert r.returncode == 0 and r.stdout == run("replay", BOOK, "--chat", CHAT).stdout, r.stderr
+    assert run("lint", str(lsc)).stdout.replace(str(lsc), "B") == run("lint", BOOK).stdout.replace(BOOK, "B")
+
+
+def test_a_bad_flag_is_reported_against_the_subcommands_usage():
+    r = run("scan", BOOK, "--chat", CHAT, "--bogus")
+    assert r.returncode == 2
+    assert r.stderr.startswith("usage: lorescan scan ") and "unrecognized arguments: --bogus" in r.stderr
+    assert "{conformance,convert" not in r.stderr
+    r = run("replay-batch", "--books", BOOK, "--chats", CHAT, "--out", "/tmp/x", "--nope")
+    assert r.stderr.startswith("usage: lorescan replay-batch ") and "--nope" in r.stderr
+
+
+def test_every_command_has_a_description_and_shows_its_defaults():
+    from lorescan.app.cli import _build_parser
+    sub = next(a for a in _build_parser()._actions if a.dest == "command")
+    for name, parser in sub.choices.items():
+        if name == "convert":              # its own parser, run by `lorescan convert`
+            r = run("convert", "--help")
+            assert r.returncode == 0 and "Convert a lorebook" in r.stdout
+            continue
+        assert parser.description, name
+        text = " ".join(run(name, "--help", env={"COLUMNS": "400"}).stdout.split())
+        assert parser.description.split()[0] in text, name
+        for action in parser._actions:
+            if action.option_strings and action.default not in (None, False, [], "", argparse.SUPPRESS) \
+                    and action.dest not in ("help", "_parser"):
+                assert f"(default: {action.default})" in text or "default" in (action.help or ""), \
+                    (name, action.dest)
+    serve = " ".join(run("serve", "--help").stdout.split())
+    assert "default 8000)" in serve and "default 127.0.0.1)" in serve    # serve: "($LORESCAN_SERVE_PORT; default 8000)"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lorescan.js.regex import JSRegex, JSRegexError, RegexTimeout, compile_js_regex, parse_regex_key
+from lorescan.js.regex import JSRegex, JSRegexError, JSText, RegexTimeout, compile_js_regex, parse_regex_key
 
 DATA = json.loads((Path(__file__).parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
 COMMON = DATA["common_texts"]
@@ -56,12 +56,40 @@ def test_malformed_keys_are_plain(key):
     assert parse_regex_key(key) is None
 
 
-def test_catastrophic_backtracking_raises_regex_timeout():
+_RUNNABLE = [c for c in DATA["cases"] if not c["throws"] and "v" not in c["flags"]]
+
+
+@pytest.mark.parametrize("case", _RUNNABLE, ids=_case_id)
+def test_v8_case_agrees_on_the_backtracking_path_too(case):
+    # search() runs a regex on RE2 when it can (js/linear.py); the translation's own engine must
+    # agree with V8 as well, for the regexes and texts that take it.
+    compiled = compile_js_regex(case["pattern"], case["flags"])
+    texts = case["texts"] + COMMON
+    got = [compiled._backtrack(compiled._ready(), JSText(t), 2.0) for t in texts]
+    wrong = [(t, want) for t, g, want in zip(texts, got, case["results"]) if g != want]
+    assert not wrong, f"V8 disagrees on (text, V8 result): {wrong}"
+
+
+def test_most_v8_cases_run_on_the_linear_engine():
+    # The fixture's cases are built to probe the awkward corners (lookarounds, backreferences,
+    # properties, surrogates), so this share is a floor: real keys are mostly plain patterns.
+    linear = [c for c in _RUNNABLE if compile_js_regex(c["pattern"], c["flags"]).plan.re2 is not None]
+    assert len(linear) >= 0.6 * len(_RUNNABLE), (len(linear), len(_RUNNABLE))
+    reasons = {compile_js_regex(c["pattern"], c["flags"]).plan.reason for c in _RUNNABLE} - {None}
+    assert all(not r.startswith("RE2 refused") for r in reasons), reasons     # every refusal is foreseen
+
+
+def test_catastrophic_backtracking_runs_in_linear_time_or_raises_regex_timeout():
     # /(a+)+$/ itself is defused by the regex module's own guards (it returns False at once);
-    # these two still backtrack exponentially there, so they exercise the time limit.
+    # these two backtrack exponentially there: RE2 answers them at once, and the backtracking
+    # engine still stops at its time limit.
     for pattern in ("(a|a)+$", "(a|aa)+$"):
+        rx = compile_js_regex(pattern, "")
+        assert rx.search("a" * 100_000 + "b", timeout=None) is False
         with pytest.raises(RegexTimeout):
-            compile_js_regex(pattern, "").search("a" * 40 + "b", timeout=0.05)
+            rx._backtrack(rx._ready(), JSText("a" * 40 + "b"), 0.05)
+        with pytest.raises(RegexTimeout):       # the same shape needing backtracking (a lookahead)
+            compile_js_regex(pattern.replace("$", "(?=$)"), "").search("a" * 40 + "b", timeout=0.05)
 
 
 def test_nested_plus_key_never_hangs():

@@ -151,7 +151,7 @@ def test_messages_say_what_sillytavern_does() -> None:
     assert "matches every text" in by_code["LS101"].message
     assert "'x-sama'" in by_code["LS104"].message            # where a suffix key fails under whole words
     assert "'東京京'" in by_code["LS105"].message              # matches inside a longer word
-    assert "3,001-character probe" in by_code["LS203"].message
+    assert "no bound on its work" in by_code["LS203"].message and "never runs it" in by_code["LS203"].message
     assert "1 (Entry 1), 2 (Entry 2)" in by_code["LS301"].message
     assert "2,401 tokens" in by_code["LS501"].message and "2,048" in by_code["LS501"].message
     assert "'self'" in by_code["LS701"].message
@@ -223,7 +223,9 @@ def test_regex_shapes() -> None:
 
 
 def test_probe_finds_backtracking_and_spares_safe_patterns() -> None:
-    assert probe_regex(compile_regex_key("(a+)+b", ""), 100) is not None
+    assert probe_regex(compile_regex_key("(a+)+(?=b)", ""), 100) is not None      # backtracks, no bound
+    assert probe_regex(compile_regex_key("(a+)+b", ""), 100) is None     # the same shape on RE2: linear
+    assert probe_regex(compile_regex_key("a*a*(?=b)", ""), 100)[1] == 3001    # cubic: cut past 25 characters
     assert probe_regex(compile_regex_key("(?:dragon|drake)s?", "i"), 100) is None
     # ^ without m only matches at the haystack's start, which is U+0001: the probe cannot make it backtrack
     assert probe_regex(compile_regex_key("^(\\d+)+$", ""), 100) is None

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import pickle
 import random
 import struct
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -236,6 +238,37 @@ def test_every_truncation_fails_with_an_error_naming_the_file(tmp_path, good_byt
             _load_bytes(tmp_path, good_bytes[:n])
 
 
+def test_a_loaded_book_is_a_snapshot_that_a_file_rewritten_in_place_cannot_reach(tmp_path, good_bytes):
+    path = tmp_path / "book.lsc"
+    path.write_bytes(good_bytes)
+    loaded = load_compiled(path)
+    with open(path, "r+b") as f:               # the same inode, overwritten (a mapped file would show it;
+        f.write(b"\0" * len(good_bytes))       # cut short, it would end the process: test_adversarial.py)
+    engine = STEngine([BookSource(loaded, ("global",))], STSettings(scan_depth=5), count_tokens=len)
+    assert sorted(e.uid for e in engine.scan([ChatMessage("u", "k3 and xxx7")], max_context=10**6).activated) \
+        == [3, 7]            # k3 and /x7+/i
+    with pytest.raises(CompiledFormError, match="book.lsc"):
+        load_compiled(path)
+
+
+def test_a_file_that_keeps_changing_while_it_is_read_is_refused_naming_it(tmp_path, good_bytes, monkeypatch):
+    import lorescan.match.lsc as lsc
+    path = tmp_path / "book.lsc"
+    path.write_bytes(good_bytes)
+    real_fstat, calls = os.fstat, []
+
+    def moving_fstat(fd):       # another writer: every look at the file sees a new mtime
+        st = real_fstat(fd)
+        calls.append(1)
+        return SimpleNamespace(st_dev=st.st_dev, st_ino=st.st_ino, st_size=st.st_size,
+                               st_mtime_ns=st.st_mtime_ns + len(calls))
+    monkeypatch.setattr(lsc.os, "fstat", moving_fstat)
+    with pytest.raises(CompiledFormError, match="book.lsc: .*changed while it was being read"):
+        load_compiled(path)
+    monkeypatch.setattr(lsc.os, "fstat", real_fstat)
+    assert len(load_compiled(path).book.entries) == 30
+
+
 def test_a_foreign_file_fails_on_its_magic(tmp_path):
     with pytest.raises(CompiledFormError, match="bad magic"):
         _load_bytes(tmp_path, json.dumps({"entries": {}}).encode() * 3)
@@ -321,7 +354,7 @@ def test_the_compile_command_writes_a_file_the_engine_loads(tmp_path, capsys):
     assert cli_main(["compile", str(src), "-o", str(out), "--compat", "improved", "--whole-words"]) == 0
     loaded = load_compiled(out)
     assert loaded.options == MatchOptions.improved(match_whole_words=True)
-    assert cli_main(["compile", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
+    assert cli_main(["compile", str(tmp_path / "missing.json"), "-o", str(tmp_path / "other.lsc")]) == 2
     assert "missing.json" in capsys.readouterr().err
     assert cli_main(["compile", str(src), "-o", str(tmp_path / "no" / "dir.lsc")]) == 2
     assert "dir.lsc: cannot write" in capsys.readouterr().err

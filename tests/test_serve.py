@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import random
 import re
 import time
 from pathlib import Path
@@ -22,8 +23,9 @@ if os.environ.get("LORESCAN_REQUIRE_SERVE") != "1":
 
 import msgspec  # noqa: E402
 
-from lorescan import SlotEngine, load  # noqa: E402
+from lorescan import BookSource, SlotEngine, STEngine, STSettings, load  # noqa: E402
 from conftest import need_shared  # noqa: E402
+from hook_helpers import OTHER, SERA, chat_of, macro_book, macros  # noqa: E402
 from lorescan.app.conformance import CONTRACT_FIELDS, _engine_for, iter_cases  # noqa: E402
 from lorescan.formats.sillytavern import read_world  # noqa: E402
 from lorescan.st import Character, ChatMessage  # noqa: E402
@@ -184,6 +186,30 @@ def test_conformance_vectors_through_the_service_match_the_runner(client):
                 state_http, state_local = got["timed_effects"], local.timed_effects
                 turns += 1
     assert turns > 50, f"only {turns} turns ran"
+
+
+def test_macros_and_a_seed_are_inputs_of_one_request_and_leave_the_cached_engine_alone(client):
+    book = macro_book()
+    data = json.dumps({"entries": {str(e.uid): dict(e.fields) for e in book.entries}}).encode()
+    _, info = upload(client, data, name="Hooks")
+    settings = {"scan_depth": 3, "recursive": True}
+    engine = STEngine([BookSource(book, ("global",))], STSettings(**settings), compat="sillytavern",
+                      count_tokens=count_words)
+    chat = chat_of(12, 5)
+    runs = []
+    for n in range(1, len(chat) + 1):        # with, without, and with other macros, alternating on one engine
+        for table, seed in ((SERA, n), (None, n), (OTHER, n + 100)):
+            req = {"books": [{"id": info["id"]}], "settings": settings, "tokenizer": "words", "max_context": 4000,
+                   "messages": [{"name": x.name, "mes": x.text} for x in chat[:n]], "seed": seed,
+                   **({"macros": table} if table else {})}
+            status, got = client.json("POST", "/v1/st/scan", req)
+            assert status == 200, got
+            local = engine.scan(chat[:n], max_context=4000, random=random.Random(seed).random,
+                                substitute=macros(table) if table else None)
+            got.pop("budget"), got.pop("regex_cutoffs")
+            assert got == json.loads(json.dumps(local.to_json())), (n, table)
+            runs.append(got["activated"])
+    assert len({json.dumps(r) for r in runs}) > 3       # the macros and rolls changed what activated
 
 
 def test_a_warm_chat_gives_the_same_results_as_cold_requests(client):
@@ -417,7 +443,7 @@ def test_a_bad_book_answers_400_with_the_lorebook_error_text(client):
 
 
 def test_an_evil_regex_key_is_cut_off_reported_and_counted(client):
-    book = {"entries": {"0": {"uid": 0, "key": ["/(a|aa)+$/"], "content": "evil"},
+    book = {"entries": {"0": {"uid": 0, "key": ["/(a|aa)+(?=$)/"], "content": "evil"},   # backtracks, unbounded
                         "1": {"uid": 1, "key": ["harbor"], "content": "The harbor."}}}
     _, info = upload(client, json.dumps(book).encode(), name="Evil")
     t0 = time.monotonic()
@@ -428,7 +454,7 @@ def test_an_evil_regex_key_is_cut_off_reported_and_counted(client):
     assert status == 200 and got["activated"] == [{"world": "Evil", "uid": 1}]
     evil = next(d for d in got["diagnostics"] if d["uid"] == 0)
     assert evil["outcome"] == "not_activated" and "was cut off after" in evil["detail"]
-    assert len(got["regex_cutoffs"]) == 1 and "/(a|aa)+$/" in got["regex_cutoffs"][0]
+    assert len(got["regex_cutoffs"]) == 1 and "/(a|aa)+(?=$)/" in got["regex_cutoffs"][0]
     _, _, text = client.request("GET", "/metrics")
     assert metric(text.decode(), "lorescan_regex_timeouts_total") >= 1
 

@@ -1,12 +1,16 @@
 """A freshly built STEngine is read-only under threads, and a result is a plain, picklable value."""
 from __future__ import annotations
 
+import asyncio
+import copy
 import functools
 import pickle
 import random
 from concurrent.futures import ThreadPoolExecutor
 
-from lorescan import BookSource, ChatMessage, STEngine, STSettings
+import pytest
+
+from lorescan import BookSource, ChatMessage, SettingsError, SlotEngine, STEngine, STSettings
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.js.text import js_count_words
 
@@ -89,3 +93,40 @@ def test_a_pickled_result_keeps_its_explanation():
     assert copy.explain(fired.world, fired.uid).outcome == "activated"
     assert copy.explain(fired.world, fired.uid).where is not None
     assert "_Run" not in repr(pickle.dumps(result))
+
+
+def test_ascan_under_asyncio_gives_the_scans_results_concurrently():
+    chats = _chats()
+    reference = _engine()
+    serial = [reference.scan(chat, max_context=4000).to_json() for chat in chats]
+    shared = _engine()                 # fresh: the lazy paths are first taken by concurrent tasks
+
+    async def main() -> list[dict]:
+        results = await asyncio.gather(*(shared.ascan(chat, max_context=4000) for chat in chats))
+        return [r.to_json() for r in results]
+
+    assert asyncio.run(main()) == serial
+
+
+def test_ascan_raises_what_scan_raises():
+    with pytest.raises(SettingsError, match="max_context"):
+        asyncio.run(_engine().ascan(_chats()[0], max_context=-1))
+
+
+def test_a_shallow_copy_shares_the_tables_and_takes_its_own_hooks():
+    engine = _engine()
+    twin = copy.copy(engine)
+    twin.random = functools.partial(float, 0.9)
+    assert twin.tables is engine.tables
+    assert engine.random() == 0.4 and twin.random() == 0.9
+
+
+def test_slot_arun_under_asyncio_matches_run():
+    engine = SlotEngine([_book()], count_tokens=js_count_words)
+    chats = [[("user" if i % 2 else "assistant", m.text) for i, m in enumerate(chat)] for chat in _chats()[:6]]
+    serial = [engine.run(chat, turn_id=f"t{n}") for n, chat in enumerate(chats)]
+
+    async def main() -> list:
+        return await asyncio.gather(*(engine.arun(chat, turn_id=f"t{n}") for n, chat in enumerate(chats)))
+
+    assert asyncio.run(main()) == serial

@@ -66,11 +66,15 @@ export interface STScanResponse {
   timed_effects: TimedEffects;
   loops: { state: string; next: string; activated: EntryRef[] }[];
   budget: number;
-  diagnostics?: Diagnostic[];
+  diagnostics?: Diagnostic[] | null;
+  regex_cutoffs?: string[];
 }
 
 export interface SlotRunRequest {
-  books: { id: string; book_id?: string; settings?: { scan_depth?: number; token_budget?: number; recursive_scanning?: boolean } }[];
+  books: {
+    id: string; book_id?: string | null;
+    settings?: { scan_depth?: number | null; token_budget?: number | null; recursive_scanning?: boolean | null } | null;
+  }[];
   messages: { role: "system" | "user" | "assistant"; content: string }[];
   turn_id: string | number;
   state?: Record<string, unknown> | null;
@@ -92,6 +96,7 @@ export interface SlotLogRecord {
   book: string; id: number | string; name: string; outcome: string; reason: string; pass_number: number | null;
   matched_by: string | null; matched_key: string | null; roll: number | null; tokens: number | null;
   priority: number; order: number; role: string; ignore_on_max_context: boolean; position: [number, number];
+  detail?: string | null;
 }
 
 export interface SlotRunResponse {
@@ -102,9 +107,14 @@ export interface SlotRunResponse {
   tokens_used: number;
   passes: number;
   disabled_ui_prompts: string[];
+  budget_book?: string | null;
+  notes?: Record<string, unknown>[];
+  regex_cutoffs?: string[];
 }
 
-export interface ErrorBody { error: string; path?: string; source?: string; entry?: number | string; field?: string; }
+export interface ErrorBody {
+  error: string; path?: string; source?: string; entry?: number | string; field?: string; reasons?: string[];
+}
 
 export class LorescanError extends Error {
   status: number;

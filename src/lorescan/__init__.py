@@ -1,7 +1,8 @@
 """lorescan: an exact, fast lorebook (World Info) engine.
 
 SillyTavern mode: :class:`STEngine` (exact World Info, with diagnostics). Lorebook-slot
-mode: :class:`SlotEngine`. Files in any supported format: :func:`load`, :func:`convert`.
+mode: :class:`SlotEngine`. Files in any supported format: :func:`load`, :func:`convert`;
+chats as the command line reads them: :func:`read_chat`.
 The rules each mode implements are written down in the repository's ``docs/`` folder.
 
 The public names below are imported on first use (PEP 562), so ``import lorescan`` stays
@@ -30,6 +31,7 @@ _LAZY = {
     "Entry": ".model", "Lorebook": ".model", "Origin": ".model", "entry_from_fields": ".model",
     "load": ".formats", "load_data": ".formats", "convert": ".formats", "Loss": ".formats",
     "LossReport": ".formats", "FormatName": ".formats", "book_from_entries": ".formats",
+    "read_chat": ".app.chats",
     # compiled books and the hit cache (more compile-level tools: lorescan.match)
     "compile_book": ".match.compile", "CompiledBook": ".match.compile", "load_compiled": ".match.compile",
     "save_compiled": ".match.lsc", "ChatScan": ".match.cache",
@@ -46,6 +48,7 @@ __all__ = ["__version__", *_LAZY]
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing alone costs more than the rest
 if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, imported eagerly
     from ._kernels import BACKEND
+    from .app.chats import read_chat
     from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
     from .formats import FormatName, Loss, LossReport, book_from_entries, convert, load, load_data
     from .limits import DEFAULT_LIMITS, Limits

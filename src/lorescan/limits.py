@@ -64,10 +64,16 @@ class Limits:
     the same comparisons for the texts of one scan or slot run (about 1 s; a text that would
     pass it is matched by its fuzzy keys' exact variants only, and the result says so).
 
+    Macros: ``max_macros`` (names in one macro table: a request's ``macros``, the CLI's names)
+    and ``max_macro_chars`` (characters of its names and values together; an 11 MB table cost
+    9.3 s and 1 GB). A key or content is held to ``max_key_length`` / ``max_content_length``
+    again after its macros are expanded, before anything is built from it (``lorescan.macros``).
+
     Scans: ``max_recursion_text`` (characters of recursion text one scan may build; past it the
     recursion stops and the result says so), ``regex_time_per_scan`` (seconds of regex
-    evaluation one scan or slot run may spend in all; a key cut off is reported, never read
-    as "no match").
+    evaluation one scan or slot run may spend in all, counted as each evaluation's nominal
+    cost, a function of the pattern and the text, never by a clock: see
+    ``lorescan.match.regexscope``; a key cut off is reported, never read as "no match").
 
     Raises:
         SettingsError: a limit that is not a positive integer (a positive finite number for
@@ -92,6 +98,8 @@ class Limits:
     max_recursion_text: int = 16 * MiB
     regex_time_per_scan: float = 2.0
     max_fuzzy_comparisons: int = 200_000_000
+    max_macros: int = 1_000
+    max_macro_chars: int = 1 * MiB
     fuzzy_comparisons_per_scan: int = 20_000_000
 
     def __post_init__(self) -> None:

@@ -124,10 +124,12 @@ class ReferenceScanView:
                  injects: Sequence[str] = (), *, cache: object = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: object = None,
-                 oldest_index: int = 0) -> None:
+                 oldest_index: int = 0, limits: object = None) -> None:
         # regex_budget is accepted and ignored: the oracle gives each evaluation its own
         # wall-clock regex_timeout, as the engines did before the scan-wide budget.
         # oldest_index only aligns the compiled view's cache blocks: nothing to do here.
+        # limits (the key limit macro expansions are held to) is the compiled view's guard
+        # against hostile macro values; the oracle's inputs are small.
         self.compiled = compiled
         self.entries = compiled.entries
         self.options = compiled.options
@@ -142,8 +144,10 @@ class ReferenceScanView:
         self.chunks: list[str] = []
 
     # -- texts -------------------------------------------------------------------------
-    def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None) -> None:
-        """Append one recursion-buffer item (visible to windows with a larger ``recursion``)."""
+    def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None,
+                            parts: Sequence[str] | None = None) -> None:
+        """Append one recursion-buffer item (visible to windows with a larger ``recursion``;
+        ``entries`` and ``parts`` are hints the naive view does not use)."""
         self.chunks.append(text)
 
     def texts(self, window: Window) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import FormatError
+from ..errors import FormatError, LorebookError
 from ..formats._safety import parse_json
 from ..limits import DEFAULT_LIMITS
 from ..replay.chats import MAX_CHAT_BYTES, Message, _message
@@ -54,9 +54,46 @@ def _read_text(path: str) -> str:
         raise FormatError(f"the chat is not UTF-8 (byte {exc.start})", source=path) from exc
 
 
-def read_chat(path: str) -> ChatFile:
-    """Read ``path`` (see the module docstring). Raises :class:`FormatError` naming the file
-    and the message (``message 3``, or ``line 4`` of a ``.jsonl`` file) for anything else."""
+def read_chat(path: str, *, hint: bool = True) -> ChatFile:
+    """Read the chat file ``path`` as ``lorescan scan --chat`` does.
+
+    Accepted: a SillyTavern ``.jsonl`` chat (with or without its metadata line), a JSON list
+    of messages, or ``{"messages": [...]}``; a message is ``{name, mes, is_user, is_system}``
+    or ``{role, content}``. System messages count in :attr:`ChatFile.numbers` but are not in
+    :attr:`ChatFile.messages` (SillyTavern does not scan them).
+
+    Args:
+        path: the file.
+        hint: when the file is not a chat but reads as a lorebook, say so in the error.
+
+    Returns:
+        A :class:`ChatFile`; its ``messages`` go straight to ``STEngine.scan``.
+
+    Raises:
+        FormatError: naming the file and the message (``message 3``, or ``line 4`` of a
+            ``.jsonl`` file) for anything else.
+    """
+    try:
+        return _read_chat(path)
+    except FormatError as exc:
+        entries = _book_entries(path) if hint else None
+        if entries is None:
+            raise
+        raise FormatError(f"this looks like a lorebook ({entries} entr{'ies' if entries != 1 else 'y'}), not a "
+                          f"chat: give lorebooks as BOOK and the chat with --chat (the chat reader said: "
+                          f"{exc.problem})", source=path) from exc
+
+
+def _book_entries(path: str) -> int | None:
+    """How many entries ``path`` holds if it reads as a lorebook, else None."""
+    from ..formats import load  # import-cost: the book readers load only to explain a failed chat
+    try:
+        return len(load(path).entries)
+    except LorebookError:
+        return None
+
+
+def _read_chat(path: str) -> ChatFile:
     text = _read_text(path)
     stripped = text.lstrip()
     meta: dict[str, Any] = {}

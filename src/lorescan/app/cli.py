@@ -9,6 +9,7 @@ from typing import Sequence
 
 from ..errors import LorebookError
 from ..st.settings import Compat
+from .argtypes import finish_subparsers, positive_float, positive_int
 from ..replay.cli import add_parsers, add_replay_parser, replay_batch_command, replay_command, summarize_command  # pyarrow, Ray: when run
 
 __all__ = ["main"]
@@ -39,11 +40,14 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     from ..match.compile import compile_book  # import-cost: a command loads only what it runs
-    from ..formats import load  # import-cost: a command loads only what it runs
+    from .inputs import load_book  # import-cost: a command loads only what it runs
     from ..match.lsc import save_compiled  # import-cost: a command loads only what it runs
     options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,
                                                    match_whole_words=args.whole_words)
-    compiled = compile_book(load(args.book), options)
+    if os.path.exists(args.output) and not args.force:
+        raise LorebookError("the output exists; give --force to replace it", source=args.output)
+    book, _ = load_book(args.book)
+    compiled = compile_book(book, options)
     try:
         save_compiled(compiled, args.output)
     except OSError as exc:
@@ -55,16 +59,24 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lorescan", description="Exact, fast lorebook (World Info) engine.")
     p.add_argument("--version", action="version", version=_version_line())
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("conformance", help="run SillyTavern or JanitorAI conformance vector files")
+    c = sub.add_parser("conformance", help="run SillyTavern or JanitorAI conformance vector files",
+                       description="Run SillyTavern World Info or JanitorAI script conformance vector files through "
+                                   "the engine and report every turn that differs from the expected result. Exit "
+                                   "status: 0 all passed, 1 a turn failed (or no turn ran), 2 an unreadable file.")
     c.add_argument("files", nargs="+", help="vector files (sillytavern-world-info-conformance or "
                                             "janitor-lorebook-conformance JSON)")
     c.add_argument("-v", "--verbose", action="store_true", help="also list passing turns")
     c.add_argument("--loops", action="store_true", help="show differences in the informative 'loops' field")
     c.set_defaults(func=_cmd_conformance)
     sub.add_parser("convert", help="convert a lorebook between formats (lorescan convert -h)", add_help=False)
-    k = sub.add_parser("compile", help="compile a lorebook to the compact .lsc form (lorescan.load_compiled)")
+    k = sub.add_parser("compile", help="compile a lorebook to the compact .lsc form (lorescan.load_compiled)",
+                       description="Compile a lorebook once to the compact .lsc form: every command that takes "
+                                   "a book (scan, explain, replay, replay-batch, lint) and lorescan.load_compiled "
+                                   "read it without compiling again, when the engine uses the same --compat, "
+                                   "--case-sensitive and --whole-words.")
     k.add_argument("book", help="lorebook file (any supported format)")
     k.add_argument("-o", "--output", required=True, help="the .lsc file to write")
+    k.add_argument("--force", action="store_true", help="replace the output if it exists")
     k.add_argument("--compat", choices=("sillytavern", "improved"), default="sillytavern",
                    help="matching rules the engine will use (must match STEngine's compat)")
     k.add_argument("--case-sensitive", action="store_true", help="the engine's case_sensitive setting")
@@ -76,14 +88,17 @@ def _build_parser() -> argparse.ArgumentParser:
     add_lint_parser(sub)
     add_parsers(sub, _cmd_replay_batch, _cmd_summarize)
     add_replay_parser(sub, _cmd_replay)
+    finish_subparsers(sub)
     return p
 
 
 def _add_serve_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     from ..serve.config import add_serve_arguments  # import-cost: the serve parser's module loads with it
     v = sub.add_parser("serve", help='run the engine as an HTTP service (needs the serve extra: pip install ".[serve]")',
-                       description="Every setting is also a LORESCAN_SERVE_* variable and a key of the --config "
-                                   "TOML file; precedence: flag > environment > file > default.")
+                       description="Serve SillyTavern-mode, slot-mode and JanitorAI scans, explanations and book "
+                                   "uploads over HTTP (docs/service.md). Every setting is also a LORESCAN_SERVE_* "
+                                   "variable and a key of the --config TOML file; precedence: flag > environment > "
+                                   "file > default.")
     add_serve_arguments(v)
     v.set_defaults(func=_cmd_serve)
 
@@ -173,7 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except BrokenPipeError:
             return _closed_pipe()
-    args = _build_parser().parse_args(argv)
+    args, extra = _build_parser().parse_known_args(argv)
+    if extra:      # reported against the subcommand's usage, not the top level's list of commands
+        args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         status = args.func(args)
         sys.stdout.flush()        # a reader that has gone shows here, not at interpreter exit (status 120)

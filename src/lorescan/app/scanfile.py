@@ -18,6 +18,7 @@ from ..match.options import MatchOptions
 from ..model import Entry
 from ..st import Diagnostic, EntryId, STEngine, STResult
 from ..st.result import describe_span
+from .chats import ChatFile
 from .inputs import BOOK_FIELD_OF, Inputs, read_inputs
 from .nearmiss import ChatTexts, near_misses, plain_keys_of, plural, show_key
 from .render import Style, one_line, table
@@ -39,7 +40,10 @@ class _Report:
     """One run of the engine over the inputs, and the words to describe it."""
 
     def __init__(self, inputs: Inputs) -> None:
+        if inputs.chat is None:       # read_inputs(chat=True) always reads one; replay-batch never gets here
+            raise SettingsError("no chat: give one with --chat CHAT", source="command line", field="--chat")
         self.inputs = inputs
+        self.chat: ChatFile = inputs.chat
         self.entries: dict[EntryId, Entry] = {}
         for b in inputs.books:
             for e in b.book.entries:
@@ -51,21 +55,21 @@ class _Report:
         if inputs.mode == "slot":
             from ..slot.engine import SlotEngine  # import-cost: slot mode loads only when asked for
             engine = SlotEngine([b.book for b in inputs.books], substitute=self.substitute)
-            chat = inputs.chat
+            chat = self.chat
             self.slot = engine.run(list(zip(chat.roles, (m.text for m in chat.messages))),
-                                   turn_id=f"lorescan-cli:{inputs.seed}")
+                                   turn_id=inputs.turn_id())
         else:
             engine_st = STEngine(inputs.sources(), inputs.settings, compat=inputs.compat,
                                  substitute=self.substitute, random=inputs.random())
             self.options = engine_st.match_options
-            self.st = engine_st.scan(list(inputs.chat.messages), max_context=inputs.max_context,
+            self.st = engine_st.scan(list(self.chat.messages), max_context=inputs.max_context,
                                      character=inputs.character)
 
     @functools.cached_property
     def view(self) -> ChatTexts:
         """The chat for near-misses, with every plain key of an entry that missed looked
         up in one pass."""
-        view = ChatTexts(self.inputs.chat, self.inputs.settings.include_names)
+        view = ChatTexts(self.chat, self.inputs.settings.include_names)
         if self.st is not None:
             view.prepare(k for eid, d in self.st.diagnostics.items() if d.reason == "no_key_match"
                          and eid in self.entries for k in plain_keys_of(self.entries[eid], self.substitute))
@@ -85,7 +89,7 @@ class _Report:
         if m is None:
             return label
         i = int(m.group(1))
-        chat = self.inputs.chat
+        chat = self.chat
         n = chat.numbers[len(chat.messages) - 1 - i]
         return f"message {n}" + (", the newest" if i == 0 else "")
 
@@ -93,7 +97,7 @@ class _Report:
         """A scanned text in the chat file's own numbering (``message 3, the newest``)."""
         if kind != "message" or label == "no message":
             return label
-        chat = self.inputs.chat
+        chat = self.chat
         n = chat.numbers[len(chat.messages) - 1 - index]
         return f"message {n}" + (", the newest" if index == 0 else "")
 
@@ -154,7 +158,7 @@ class _Report:
                    "default": ""}[b.role_from]
             print(style(one_line(b.book.name, 60), "bold") + f": {plural(len(b.book.entries), 'entry', 'entries')}, "
                   f"{b.role}{how}, {one_line(b.path)}", file=out)
-        chat = i.chat
+        chat = self.chat
         scanned = len(chat.messages)
         extra = f" ({scanned} scanned)" if scanned != chat.total else ""
         who = []
@@ -191,7 +195,7 @@ class _Report:
             "mode": i.mode, "compat": i.compat, "seed": i.seed, "max_context": i.max_context,
             "books": [{"path": b.path, "name": b.book.name, "source": b.role, "source_from": b.role_from,
                        "entries": len(b.book.entries)} for b in i.books],
-            "chat": {"path": i.chat.path, "messages": i.chat.total, "scanned": len(i.chat.messages)},
+            "chat": {"path": self.chat.path, "messages": self.chat.total, "scanned": len(self.chat.messages)},
             "character": None if i.character is None else {
                 "name": i.character.name, "filter_id": i.character.filter_id,
                 "tags": list(i.character.tags) if i.character.tags is not None else None, "from": i.character_from},

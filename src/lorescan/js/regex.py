@@ -10,6 +10,11 @@ characters as JS does), so the result does not depend on ``regex``'s ideas of "w
 "case". Backreferences to groups that have not participated match "" as in JS: every group starts
 captured empty and is reset to empty at each iteration of an enclosing quantifier (RepeatMatcher).
 
+Engines. :meth:`JSRegex.search` runs a translation on RE2 (``google-re2``, linear time) when
+:mod:`lorescan.js.linear` can re-emit it exactly (no lookaround, backreference or property
+escape), else on ``regex``; :meth:`JSRegex.cost` is what an evaluation may cost, computed
+from the pattern and the text alone, so budgets built on it do not depend on machine load.
+
 Text model. JS strings are UTF-16. Without ``u`` the pattern and the text are both converted to
 UTF-16 code units before matching (an astral character becomes two surrogate ``str`` characters),
 so ``.``, classes and quantifiers see the same units JS sees: ``/^.$/`` does not match ``"😀"``,
@@ -48,6 +53,8 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 
 import regex
+
+from .linear import Plan, linear_text, plan_of
 
 __all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "JSText", "parse_regex_key", "compile_js_regex",
            "REGEX_MAX_EXPANSION",
@@ -1022,7 +1029,7 @@ class JSRegex:
     """
 
     __slots__ = ("source", "flags", "line_local", "hazard", "expansion", "_compiled", "_translated", "_sticky",
-                 "_unicode", "_hash", "_lead")
+                 "_unicode", "_hash", "_lead", "_plan")
     # slot types (set once, via object.__setattr__, in __init__; _compiled also on first search)
     source: str
     flags: str
@@ -1035,6 +1042,7 @@ class JSRegex:
     _hash: int
     _unicode: bool
     _lead: object                 # tuple[str, ...] | None once known; _UNSET before
+    _plan: Plan | None            # how it runs and what it costs (js.linear), with _compiled
 
     def __init__(self, source: str, flags: str, compiled: _Compiled | None = None, line_local: bool = False,
                  hazard: str | None = None, expansion: int = 0, translated: _Translated | None = None) -> None:
@@ -1049,6 +1057,7 @@ class JSRegex:
         object.__setattr__(self, "_unicode", "u" in flags)
         object.__setattr__(self, "_hash", hash((source, flags)))
         object.__setattr__(self, "_lead", _UNSET)
+        object.__setattr__(self, "_plan", None)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("JSRegex is immutable")
@@ -1069,23 +1078,59 @@ class JSRegex:
     def __hash__(self) -> int:
         return self._hash
 
-    def search(self, text: str | JSText, *, timeout: float | None = 0.25) -> bool:
-        """True iff ``RegExp.prototype.test(text)`` is true for a fresh regex object.
-
-        ``g`` has no effect; ``y`` anchors the match at index 0. ``timeout`` is in seconds
-        of wall-clock time (None: no limit). Raises RegexTimeout when the evaluation runs
-        past it. ``text`` may be a :class:`JSText`, prepared once for many regexes.
-        """
+    def _ready(self) -> _Compiled:
         compiled = self._compiled
         if compiled is None:
             compiled = self._compile()
+        return compiled
+
+    @property
+    def plan(self) -> Plan:
+        """How this regex runs (RE2 or backtracking) and what an evaluation costs (:mod:`lorescan.js.linear`)."""
+        self._ready()
+        return self._plan                               # type: ignore[return-value]
+
+    def cost(self, text: str | JSText) -> float:
+        """The nominal seconds :meth:`search` may take on ``text``: a pure function of the
+        pattern and the text (inf: the regex backtracks with no polynomial bound)."""
+        self._ready()
+        plan = self._plan
+        assert plan is not None
+        if not isinstance(text, JSText):
+            text = JSText(text)
+        if plan.re2 is not None:
+            data = text.linear(self._unicode)
+            if data is not None:
+                return plan.linear_cost(len(data))
+        return plan.backtrack_cost(len(text.points() if self._unicode else text.units()))
+
+    def search(self, text: str | JSText, *, timeout: float | None = 0.25, per_call: bool = False) -> bool:
+        """True iff ``RegExp.prototype.test(text)`` is true for a fresh regex object.
+
+        ``g`` has no effect; ``y`` anchors the match at index 0. A regex RE2 can run exactly
+        runs there, in linear time (``timeout`` is not needed); any other on ``regex``, where
+        ``timeout`` is in seconds of wall-clock time (None: no limit) and RegexTimeout is
+        raised past it. ``per_call``: ``timeout`` bounds each call into ``regex`` (one per
+        candidate start), so no Python clock is read (``RegexBudget``'s backstop). ``text``
+        may be a :class:`JSText`, prepared once for many regexes.
+        """
+        compiled = self._ready()
+        if not isinstance(text, JSText):
+            text = JSText(text)
+        re2 = self._plan.re2                            # type: ignore[union-attr]
+        if re2 is not None:
+            data = text.linear(self._unicode)
+            if data is not None:
+                return (re2.match(data) if self._sticky else re2.search(data)) is not None
+        return self._backtrack(compiled, text, timeout, per_call)
+
+    def _backtrack(self, compiled: _Compiled, text: JSText, timeout: float | None, per_call: bool = False) -> bool:
+        """:meth:`search` on ``regex`` (the translation's own engine)."""
         lead = self._lead
         if lead is _UNSET:                              # computed once, like the translation
             lead = leading_literals(self.source, self.flags)
             object.__setattr__(self, "_lead", lead)
         pattern, canon_table, fast = compiled
-        if not isinstance(text, JSText):
-            text = JSText(text)
         if fast is not None and not text.folds():
             pattern = fast
         seen = text.text
@@ -1103,7 +1148,7 @@ class JSRegex:
                 # Every match begins with a leading literal, and positions line up (no
                 # character changed length in lowercasing or in the UTF-16/code-point form):
                 # try the regex at those positions only.
-                return _match_at_literals(pattern, prepared, seen, lead, timeout)  # type: ignore[arg-type]
+                return _match_at_literals(pattern, prepared, seen, lead, timeout, per_call)  # type: ignore[arg-type]
             return pattern.search(prepared, timeout=timeout) is not None
         except TimeoutError as exc:
             raise RegexTimeout(f"regex /{self.source}/{self.flags} exceeded {timeout}s") from exc
@@ -1120,6 +1165,7 @@ class JSRegex:
             compiled = _compile_texts(self.source, self.flags, translated)
         else:                                       # unpickled: translate again
             compiled = _compile_translated(self.source, self.flags, max(self.expansion, REGEX_MAX_EXPANSION))[0]
+        object.__setattr__(self, "_plan", plan_of(compiled[0].pattern, self._unicode, self._sticky))
         object.__setattr__(self, "_compiled", compiled)
         object.__setattr__(self, "_translated", None)
         return compiled
@@ -1133,10 +1179,7 @@ class JSRegex:
         can match half of an astral character) is widened to the whole character. Raises
         RegexTimeout like :meth:`search`.
         """
-        compiled = self._compiled
-        if compiled is None:
-            compiled = self._compile()
-        pattern, canon_table, fast = compiled
+        pattern, canon_table, fast = self._ready()
         jtext = JSText(text)
         if fast is not None and not jtext.folds():
             pattern = fast
@@ -1180,7 +1223,7 @@ class JSText:
     """One text prepared for many :meth:`JSRegex.search` calls: its UTF-16 and code-point
     forms and its case-folding check are computed once, on first use."""
 
-    __slots__ = ("text", "_units", "_points", "_folds", "_lower")
+    __slots__ = ("text", "_units", "_points", "_folds", "_lower", "_linear")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -1188,6 +1231,18 @@ class JSText:
         self._points: str | None = None
         self._folds: bool | None = None
         self._lower: str | None = None
+        self._linear: dict[bool, bytes | None] | None = None
+
+    def linear(self, unicode_mode: bool) -> bytes | None:
+        """The bytes RE2 searches (see :func:`lorescan.js.linear.linear_text`), or None."""
+        if self._linear is None:
+            self._linear = {}
+        try:
+            return self._linear[unicode_mode]
+        except KeyError:
+            data = linear_text(self.points() if unicode_mode else self.units(), unicode_mode)
+            self._linear[unicode_mode] = data
+            return data
 
     def units(self) -> str:
         if self._units is None:
@@ -1212,9 +1267,10 @@ class JSText:
 
 
 def _match_at_literals(pattern: regex.Pattern, text: str, seen: str, lead: tuple[str, ...],
-                       timeout: float | None) -> bool:
+                       timeout: float | None, per_call: bool = False) -> bool:
     """Whether ``pattern`` matches ``text`` at a position where ``seen`` (the text as the
-    literals are written: itself, or lowercased, of the same length) has a leading literal."""
+    literals are written: itself, or lowercased, of the same length) has a leading literal.
+    ``timeout`` bounds the whole search, or each ``match`` call when ``per_call``."""
     starts: set[int] = set()
     for lit in lead:
         at = seen.find(lit)
@@ -1223,9 +1279,9 @@ def _match_at_literals(pattern: regex.Pattern, text: str, seen: str, lead: tuple
             at = seen.find(lit, at + 1)
     if not starts:
         return False
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = None if timeout is None or per_call else time.monotonic() + timeout
     for at in sorted(starts):
-        left = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
+        left = timeout if deadline is None else max(deadline - time.monotonic(), 1e-6)
         if pattern.match(text, at, timeout=left) is not None:
             return True
     return False

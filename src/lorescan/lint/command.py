@@ -28,7 +28,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
                     "info findings), 1 warnings, 3 errors, 2 bad arguments or an unreadable book.",
         epilog="codes:\n" + "\n".join(f"  {c}  {str(s):<8} {t}" for c, (s, t) in CODES.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("books", nargs="+", metavar="BOOK", help="lorebook files (any supported format)")
+    p.add_argument("books", nargs="+", metavar="BOOK", help="lorebook files (any supported format, or a .lsc file "
+                                                         "from lorescan compile)")
     p.add_argument("--format", choices=("text", "json", "github"), default="text",
                    help="output: readable text (default), JSON, or GitHub Actions annotation lines")
     p.add_argument("--json", action="store_const", const="json", dest="format", help="the same as --format json")
@@ -77,7 +78,7 @@ def _codes(text: str, flag: str) -> tuple[str, ...]:
 
 def lint_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``lorescan lint``; returns the exit status."""
-    from ..formats import load  # import-cost: the readers load when lint runs, not when the CLI starts
+    from ..app.inputs import load_book  # import-cost: the readers load when lint runs, not when the CLI starts
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     options = LintOptions(case_sensitive=args.case_sensitive, match_whole_words=args.whole_words,
@@ -89,7 +90,7 @@ def lint_command(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     unreadable = False
     for path in args.books:
         try:
-            book = load(path)
+            book, _ = load_book(path)        # any format, a .lsc file's source book; a chat gets a hint
         except LorebookError as exc:
             print(f"lorescan lint: {exc}", file=err)
             unreadable = True

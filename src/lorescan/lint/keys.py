@@ -175,9 +175,17 @@ def _check_regex(key: str, field: str, ctx: KeyContext) -> Generator[Raw, None, 
     cut = ctx.probe(rx)
     if cut is not None:
         ms, length = cut
-        yield ("LS203", field, f"{_s(key)} used {ms:.0f} ms of CPU time on a {length:,}-character probe text "
-               "without finishing; in a scan it would be cut off and count as not matching",
-               "rewrite the pattern so that no text can make it backtrack")
+        plan = rx.plan
+        if plan.nodes is None:
+            why = (f"needs backtracking ({plan.reason}) with no bound on its work ({plan.unbounded}): lorescan "
+                   "never runs it, and every scan that tests it cuts it off and counts it as not matching")
+        else:
+            why = (f"needs backtracking ({plan.reason}); its cost bound on a {length:,}-character probe text is "
+                   f"{ms:,.0f} ms, more than one evaluation may take: in a scan such texts cut it off and it "
+                   "counts as not matching")
+        yield ("LS203", field, f"{_s(key)} {why}",
+               "rewrite the pattern without lookarounds or backreferences (then it runs in linear time), "
+               "or without nested or overlapping repetition")
     return True
 
 
@@ -209,9 +217,11 @@ def _is_letter(ch: str) -> bool:
 
 
 def probe_regex(rx: JSRegex, budget_ms: float) -> tuple[float, int] | None:
-    """Run ``rx`` on texts made to make it backtrack, under a CPU budget of ``budget_ms``
-    (``RegexBudget``: thread CPU time, so a busy machine does not change the answer). Returns
-    (CPU ms, probe length) of the first probe that was cut off, or None when all finished."""
+    """Run ``rx`` on texts made to make it backtrack, under a budget of ``budget_ms``
+    (``RegexBudget``: each evaluation's nominal cost, a function of the pattern and the text
+    only, so the answer is the same on any machine). Returns (nominal ms, probe length) of the
+    first probe that was cut off, or None when all ran. A regex RE2 runs is never cut off here
+    unless a probe's linear cost is over the budget."""
     budget = RegexBudget(seconds=budget_ms / 1000, per_eval=budget_ms / 2000)
     for text in _probe_texts(rx.source):
         found = budget.search(rx, "\x01" + text)

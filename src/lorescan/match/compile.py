@@ -44,7 +44,7 @@ from ..errors import LorebookError, RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals
 from ..limits import DEFAULT_LIMITS, Limits, check_book, check_entry, check_total_key_length
 from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_tables,
-                  map_compiled_file)
+                  read_compiled_file)
 from ..model import Entry, Lorebook, js_truthy
 from .keys import KeyRef, KeySpec, MacroKey, PlainKey, RegexKey
 from .options import MatchOptions
@@ -396,7 +396,8 @@ def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> Comp
 
 
 def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
-    """The CompiledBook in an ``.lsc`` file (``lorescan compile``), its arrays memory-mapped.
+    """The CompiledBook in an ``.lsc`` file (``lorescan compile``), read into private memory
+    (a snapshot: the file changing later cannot reach it; see ``lsc.read_compiled_file``).
 
     Entries, plans and hit sets are built the first time a scan or an explanation needs them.
 
@@ -412,7 +413,7 @@ def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
             version, or corrupted.
         OSError: the file cannot be opened.
     """
-    data, source = map_compiled_file(path)
+    data, source = read_compiled_file(path)
     return decode_compiled(data, _TYPES, source)
 
 

@@ -31,7 +31,7 @@ Adding data to the compiled form:
 - a per-key or per-entry array computed by ``compile_book``: put it (a numpy array of
   uint8, int32, int64 or float64) into the ``cols`` dict that ``TableBuilder.finish``
   returns, under a new name. Every ``cols`` entry is written as section ``col:<name>`` and
-  comes back, memory-mapped, in ``cols`` on load; to expose it, add a ``CompiledBook``
+  comes back, a view of the loaded copy, in ``cols`` on load; to expose it, add a ``CompiledBook``
   slot and pass ``cols[name]`` to it in ``_compile`` and in :func:`_decode_compiled`.
 - a small value (a flag, a short tuple): add it to ``meta`` in :func:`encode_compiled`
   and read ``meta[name]`` in :func:`_decode_compiled`.
@@ -52,10 +52,10 @@ import dataclasses
 import gc
 import json
 import math
-import mmap
 import os
 import struct
 import sys
+import threading
 import zlib
 from array import array
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
@@ -71,7 +71,7 @@ from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_
 from .options import MatchOptions
 
 __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "encode_compiled", "decode_compiled",
-           "save_compiled", "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
+           "save_compiled", "read_compiled_file", "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
 
 MAGIC = b"LORESCN\x00"
 # 2: regex special keys hold a rid into meta["regexes"]; 3: special keys are [kind, fields...]
@@ -377,14 +377,12 @@ class _Lazy(Sequence):
         return self._n
 
     def __getitem__(self, i: Any) -> Any:
+        if type(i) is slice:           # before the dict: a slice is hashable from Python 3.12
+            return [self[j] for j in range(*i.indices(self._n))]
         try:
             return self._items[i]      # built already (the path a turn takes)
         except KeyError:
             pass
-        except TypeError:              # a slice (unhashable)
-            if type(i) is not slice:
-                raise
-            return [self[j] for j in range(*i.indices(self._n))]
         i = range(self._n)[i]          # IndexError / negative indexes as a list does
         item = self._items.get(i, _UNBUILT)
         if item is _UNBUILT:
@@ -874,27 +872,53 @@ def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:
         OSError: the file cannot be written.
     """
     data = encode_compiled(compiled)
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    target = os.fspath(path)
+    # A fresh temporary name beside the target (two threads or processes saving the same path
+    # must not write into one temporary file), renamed into place: readers see the old file
+    # or the new one, never half of one, and a file already loaded is never written into.
+    tmp = f"{target}.tmp{os.getpid()}-{threading.get_ident()}"
     try:
         with open(tmp, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)          # readers never see a half-written file
+        os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
 
 
-def map_compiled_file(path: str | os.PathLike[str]) -> tuple[Any, str]:
-    """The content of an ``.lsc`` file, memory-mapped (read whole if it is empty), and its name.
+def read_compiled_file(path: str | os.PathLike[str]) -> tuple[bytes, str]:
+    """The content of an ``.lsc`` file, read whole into private memory, and its name.
+
+    A loaded book is a snapshot: it never reads the file again, so a file replaced, rewritten
+    or truncated in place later (a copy over it, ``rsync --inplace``, a restore) cannot reach
+    it. (A memory map of the file would: a page past a truncation ends the process with
+    SIGBUS at its next scan.) Reading is checked against the file's identity before and after
+    (``st_ino``, ``st_size``, ``st_mtime_ns``) and its length: a file that changes while it is
+    read is read again, and refused when it keeps changing. Copying costs one ``read`` of the
+    file (about 1 ms per 10 MB), the arrays are then views of that copy as before.
 
     Raises:
-        OSError: the file cannot be opened.
+        CompiledFormError: the file changed under every attempt to read it.
+        OSError: the file cannot be opened or read.
     """
     source = os.fspath(path)
     with open(source, "rb") as f:
-        try:
-            buf: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:          # an empty file cannot be mapped
-            buf = f.read()
-    return buf, source
+        for _ in range(_READ_ATTEMPTS):
+            before = os.fstat(f.fileno())
+            f.seek(0)
+            data = f.read()
+            after = os.fstat(f.fileno())
+            if _identity(before) == _identity(after) and len(data) == after.st_size:
+                return data, source
+    raise CompiledFormError(f"the file changed while it was being read ({_READ_ATTEMPTS} attempts)", source=source)
+
+
+_READ_ATTEMPTS = 3
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+map_compiled_file = read_compiled_file      # the name it had when .lsc files were memory-mapped

@@ -17,26 +17,33 @@ per-text answer is cached with the text (``ChatScan``) and a window's answer is 
 regex that is not line-local is evaluated on the joined haystack (once per window). In
 lorebook-slot mode every text is searched on its own, so every regex is per text there.
 
-**Time.** :class:`RegexBudget` bounds the regex time of one scan or slot run. It charges
-thread CPU time (``time.thread_time``), so what a key costs does not depend on how busy the
-machine is. The ``regex`` module only offers a wall-clock ``timeout``; each evaluation gets
-one equal to its remaining CPU allowance, and when it runs out while the thread got less CPU
-than that (the machine is loaded), the evaluation is started again with the remaining
-allowance scaled by the wall/CPU ratio just observed. A key that needs well under its
-allowance therefore gives the same answer on a loaded machine; an evaluation that uses up
-its allowance is *cut off*: reported, never read or cached as "no match".
+**Cost.** :class:`RegexBudget` bounds the regex work of one scan or slot run, and whether a
+key matched never depends on how busy the machine is or how many threads scan at once: no
+clock enters the decision. Every evaluation has a nominal cost that is a pure function of
+(pattern, text), :meth:`lorescan.js.regex.JSRegex.cost` (see :mod:`lorescan.js.linear`):
+
+* a regex RE2 can run exactly (most keys: no lookaround, backreference or property escape)
+  runs there in linear time, and costs its worst case, ``bytes x program size`` RE2 steps;
+* any other backtracks on ``regex`` and costs the bound its parse tree gives (the steps of
+  the search tree from every start, ``C * (n+1)**d`` for ``n`` characters), or has no bound
+  (a variable quantifier over a body that can match in several ways, ``(a|aa)+\\1``).
+
+An evaluation whose cost is more than what is left of the scan's allowance (or more than
+the per-evaluation cap) is not run: it is *cut off*, reported, never read or cached as "no
+match", and the same text and key are cut off the same way on every run and every machine.
+An evaluation that runs is charged its cost. A backtracking evaluation keeps a backstop that
+only a wrong bound could reach: ``regex``'s own timeout on each call into it (20 times the
+nominal cost, at least 1 s; no Python clock is read here).
 """
 from __future__ import annotations
-
-import time
 
 from ..js.regex import JSRegex, JSRegexError, JSText, RegexTimeout, RegexTooComplex, compile_regex_key
 from ..limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["RegexBudget", "regex_hazard"]
 
-_MIN_WALL = 0.005          # seconds: the shortest wall-clock timeout given to one attempt
-_MAX_ATTEMPTS = 6
+_BACKSTOP = 20.0           # wall seconds per nominal second a backtracking evaluation may take at most
+_MIN_BACKSTOP = 1.0
 
 
 def regex_hazard(pattern: str, flags: str, limits: Limits = DEFAULT_LIMITS) -> str | None:
@@ -54,11 +61,12 @@ def regex_hazard(pattern: str, flags: str, limits: Limits = DEFAULT_LIMITS) -> s
 
 
 class RegexBudget:
-    """The regex time one scan (or one slot run) may spend, in thread CPU seconds.
+    """The regex work one scan (or one slot run) may do, in nominal seconds (:meth:`JSRegex.cost`).
 
     ``seconds``: the whole scan's allowance (``Limits.regex_time_per_scan``); ``per_eval``:
-    the most one evaluation may take (None: the rest of the allowance). One budget per scan,
-    used by the scan's thread only.
+    the most one evaluation may cost (None: the rest of the allowance). One budget per scan,
+    used by the scan's thread only. Nothing here reads a clock: the same evaluations in the
+    same order are cut off the same way everywhere.
     """
 
     __slots__ = ("seconds", "per_eval", "left", "cut")
@@ -67,41 +75,33 @@ class RegexBudget:
         self.seconds = seconds
         self.per_eval = per_eval
         self.left = seconds
-        self.cut: dict[str, float] = {}      # regex source "/p/f" -> CPU ms of the cut evaluation
+        self.cut: dict[str, float] = {}      # regex source "/p/f" -> nominal ms of the cut evaluation
 
     def search(self, rx: JSRegex, text: str | JSText) -> bool | None:
         """``rx.search(text)``, or None when the evaluation was cut off (recorded in ``cut``)."""
+        if not isinstance(text, JSText):
+            text = JSText(text)
         cap = self.left if self.per_eval is None else min(self.left, self.per_eval)
-        used = 0.0
+        cost = rx.cost(text)
         found: bool | None = None
-        stretch = 1.0                       # wall seconds per CPU second seen so far
-        for _ in range(_MAX_ATTEMPTS):
-            allowance = cap - used
-            if allowance <= 0:
-                break
-            wall = max(allowance * stretch, _MIN_WALL)
-            cpu0 = time.thread_time()
-            out_of_memory = False
+        if cost <= cap:
+            self.left -= cost
             try:
-                found = rx.search(text, timeout=wall)
-            except RegexTimeout as exc:
-                found, out_of_memory = None, isinstance(exc.__cause__, MemoryError)
-            cpu = time.thread_time() - cpu0
-            used += cpu
-            if found is not None or out_of_memory:      # never retry what exhausted memory
-                break
-            if cpu >= 0.9 * allowance:      # it had its CPU time: really cut off
-                break
-            stretch = max(stretch, 1.25 * wall / max(cpu, 1e-4))    # starved: the wall ran out first
-        self.left -= used
+                found = rx.search(text, timeout=max(_MIN_BACKSTOP, _BACKSTOP * cost), per_call=True)
+            except RegexTimeout:         # out of memory, or past the backstop: a wrong bound
+                found = None
         if found is None:
             key = f"/{rx.source}/{rx.flags}"
-            self.cut[key] = max(self.cut.get(key, 0.0), used * 1000)
+            self.cut[key] = max(self.cut.get(key, 0.0), min(cost, 1e9) * 1000)
         return found
 
     def describe(self, raw: str, rx: JSRegex) -> str:
-        """The report line of a cut-off key: ``regex key … was cut off after N ms``."""
+        """The report line of a cut-off key: ``regex key … was cut off after N ms …``."""
         ms = self.cut.get(f"/{rx.source}/{rx.flags}", 0.0)
-        why = "" if ms >= 1 else " (the scan's regex time was used up)"
-        return (f"regex key {raw!r} was cut off after {ms:.0f} ms of CPU time{why}; "
-                f"its entry is treated as not matched by it this turn")
+        plan = rx.plan
+        if plan.re2 is None and plan.nodes is None:
+            why = f"it needs backtracking ({plan.reason}) and has no bound on its work ({plan.unbounded})"
+        else:
+            why = f"its cost bound, {ms:,.0f} ms (nominal), is more than was left of the scan's regex allowance"
+        return (f"regex key {raw!r} was cut off after 0 ms of work: {why}; its entry is treated as not matched "
+                f"by it this turn (the same text is cut off the same way on every run)")

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from .. import _kernels
-from .compile import EMPTY, SKIP, VariantSpec, build_matcher, classify_key, literal_absent
+from .compile import EMPTY, SKIP, literal_absent
 from .keys import KeyRef, MacroKey, PlainKey, RegexKey, SpecialKey
 from .cache import ChatScan
-from ..js.regex import JSRegex, JSText, RegexTooComplex
-from ..limits import DEFAULT_LIMITS
+from .macros import MacroState, resolve_macros
+from ..js.regex import JSRegex, JSText
+from ..errors import LorebookError
+from ..limits import DEFAULT_LIMITS, Limits
 from .options import MatchOptions
 from .fuzzy import FuzzyWork
 from .regexscope import RegexBudget
@@ -189,7 +191,7 @@ class ScanView:
     only the newest messages of a longer chat (message hit blocks align on chat positions,
     so the same blocks recur turn after turn; see :meth:`_message_hits`).
     ``fuzzy_work``: the scan's fuzzy-key comparisons (shared by the views of one scan; default:
-    ``DEFAULT_LIMITS.fuzzy_comparisons_per_scan``; a text cut off is reported by
+    ``limits.fuzzy_comparisons_per_scan``; a text cut off is reported by
     :meth:`fuzzy_cutoff_report`).
     ``content_of``: entry ``i``'s content, to check a recursion chunk against the entries it
     claims to join (default: ``compiled.entries[i].content``; a book compiled from key specs
@@ -205,8 +207,9 @@ class ScanView:
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
                  oldest_index: int = 0, content_of: Callable[[int], str] | None = None,
-                 fuzzy_work: FuzzyWork | None = None) -> None:
+                 limits: Limits = DEFAULT_LIMITS, fuzzy_work: FuzzyWork | None = None) -> None:
         self.compiled = compiled
+        self.limits = limits
         self.entries = compiled.entries
         if content_of is None and len(compiled.entries):
             entries = compiled.entries          # (not through self: a view must not be in a cycle)
@@ -218,8 +221,7 @@ class ScanView:
         self.regex_timeout = regex_timeout
         self.regex_budget = regex_budget if regex_budget is not None else RegexBudget(
             DEFAULT_LIMITS.regex_time_per_scan, regex_timeout)
-        self.fuzzy_work = fuzzy_work if fuzzy_work is not None else FuzzyWork(
-            DEFAULT_LIMITS.fuzzy_comparisons_per_scan)
+        self.fuzzy_work = fuzzy_work if fuzzy_work is not None else FuzzyWork(limits.fuzzy_comparisons_per_scan)
         self.sources = tuple(sources)
         self._nonempty_sources = sum(1 << i for i, text in enumerate(self.sources) if text) if any(self.sources) else 0
         self.injects = tuple(injects)
@@ -231,6 +233,7 @@ class ScanView:
         self._matcher = compiled.matcher
         self._plans = compiled.plans if substitute is None else compiled.plans_sub
         self._chunk_entries: list[tuple[int, ...] | None] = []
+        self._chunk_parts: list[tuple[str, ...] | None] = []
         self._msg_parts: dict[int, list[frozenset[int]]] = {}
         self._chunk_hits: list[frozenset[int]] = []        # main-matcher hits per chunk, lazily
         self._by_window: dict[Window, frozenset[int]] = {}
@@ -242,8 +245,9 @@ class ScanView:
         self._segments: list[str] | None = None
         self._haystacks: dict[Window, str] = {}
         self._special: dict[tuple[SpecialKey, Window], tuple[bool, bool]] = {}
-        self._side: tuple | None = None                   # (matcher, {MacroKey: ref})
+        self._side: MacroState | None = None              # the macro keys as this scan's substitute expands them
         self._side_windows: dict[Window, frozenset[int]] = {}
+        self._side_chunks: list[frozenset[int]] = []       # side-matcher hits per recursion chunk
         self._regex_windows: dict[Window, tuple[frozenset[int], frozenset[int]]] = {}
         self._regex_texts: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
         self._cut_rx: dict[str, JSRegex] = {}            # raw key -> regex, for cut-off reports
@@ -259,15 +263,20 @@ class ScanView:
             self._segments = _segments_of(self._messages)
         return self._segments
 
-    def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None) -> None:
+    def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None,
+                            parts: Sequence[str] | None = None) -> None:
         """Append one recursion-buffer item (visible to windows with a larger ``recursion``).
 
         ``entries``: optional indexes of the entries whose contents, joined with "\\n", make
         up ``text``; when that holds, the chunk's hits are the union of the compile-time
-        content hits (no rescan). Otherwise (or when it does not hold) the text is scanned.
+        content hits (no rescan). ``parts``: optional texts whose join with "\\n" is ``text``
+        (the contents as substituted, one per entry of ``entries``); then the hits are the union
+        of the parts' (an entry's own content: compile-time hits; a substituted one: looked up
+        in the chat cache, scanned once per chat). Otherwise the text is scanned.
         """
         self.chunks.append(text)
         self._chunk_entries.append(tuple(entries) if entries is not None else None)
+        self._chunk_parts.append(tuple(parts) if parts is not None and "\n".join(parts) == text else None)
         # Engines ask about windows with recursion 0 or with every chunk so far, so windows
         # over fewer chunks are done with: forget them (each loop then holds O(hits), not
         # O(loops x hits)). Only caches: a window asked about again is simply recomputed.
@@ -365,12 +374,21 @@ class ScanView:
     def _chunk_hit_list(self) -> list[frozenset[int]]:
         have = self._chunk_hits
         compiled = self.compiled
+        content_of = self._content_of
         for i in range(len(have), len(self.chunks)):
-            text, parts = self.chunks[i], self._chunk_entries[i]
-            if (parts is not None and compiled.chunk_union_exact and self._content_of is not None
-                    and "\n".join([self._content_of(j) for j in parts]) == text):
+            text, owners, parts = self.chunks[i], self._chunk_entries[i], self._chunk_parts[i]
+            if (owners is not None and compiled.chunk_union_exact and content_of is not None
+                    and "\n".join([content_of(j) for j in owners]) == text):
                 content_hits = compiled.content_hits
-                have.append(_kernels.hits.window_union([content_hits[j] for j in parts]))
+                have.append(_kernels.hits.window_union([content_hits[j] for j in owners]))
+            elif parts is not None and compiled.chunk_union_exact:
+                lookup, matcher, content_hits = self._cache.lookup, self._matcher, compiled.content_hits
+                if owners is None or len(owners) != len(parts) or content_of is None:
+                    have.append(_kernels.hits.window_union([lookup(matcher, part, self.fuzzy_work) for part in parts]))
+                else:
+                    have.append(_kernels.hits.window_union([
+                        content_hits[j] if part == content_of(j) else lookup(matcher, part, self.fuzzy_work)
+                        for j, part in zip(owners, parts)]))
             else:
                 have.append(self._cache.lookup(self._matcher, text, self.fuzzy_work))
         return have
@@ -407,7 +425,12 @@ class ScanView:
         (what a window gains going from ``recursion=start`` to ``stop``). Entries with
         special keys are not included (:meth:`candidates` lists them)."""
         hits = _kernels.hits.window_union(self._chunk_hit_list()[start:stop])
-        return _kernels.hits.entries_hit(hits, self.compiled.vid_entries, ())
+        found = _kernels.hits.entries_hit(hits, self.compiled.vid_entries, ())
+        if self.substitute is None or not self.compiled.macro_keys:
+            return found
+        macros = self._side_state()
+        woken = macros.woken(hits, _kernels.hits.window_union(self._side_chunk_hits(stop)[start:stop]))
+        return sorted(woken.union(found)) if woken else found
 
     def window_hits(self, window: Window) -> frozenset[int]:
         """The key-variant ids occurring in the window's texts (the union of their hit sets)."""
@@ -426,14 +449,28 @@ class ScanView:
         """Entry indexes that can possibly match a key in any window up to these bounds.
 
         Sorted; holds every entry with a primary key variant in the messages up to
-        ``max_depth``, any match source, the injects or the first ``recursion`` chunks, plus
-        the entries with special primary keys (regex, blank, U+0001, macro). Never None here.
+        ``max_depth``, any match source, the injects or the first ``recursion`` chunks (a
+        macro key's variant as this view's ``substitute`` expands it), plus the entries with
+        special primary keys (regex without a literal, blank, U+0001, a macro expanding to a
+        regex). Never None here.
         """
-        always = self.compiled.always if self.substitute is None else self.compiled.always_sub
+        if self.substitute is None or not self.compiled.macro_keys:
+            always = self.compiled.always if self.substitute is None else self.compiled.always_sub
+            if max_depth <= 0:
+                return list(always)
+            hits = self._bounds_hits(min(int(max_depth), MAX_SCAN_DEPTH), 0b111111, recursion)
+            return _kernels.hits.entries_hit(hits, self.compiled.vid_entries, always)
+        # macro keys: an entry is walked where its expanded keys occur (match/macros.py), and
+        # every window of these bounds sees a subset of this one's texts
+        macros = self._side_state()
         if max_depth <= 0:
-            return list(always)
-        hits = self._bounds_hits(min(int(max_depth), MAX_SCAN_DEPTH), 0b111111, recursion)
-        return _kernels.hits.entries_hit(hits, self.compiled.vid_entries, always)
+            return list(self.compiled.always_sub)
+        depth = min(int(max_depth), MAX_SCAN_DEPTH)
+        hits = self._bounds_hits(depth, 0b111111, recursion)
+        found = _kernels.hits.entries_hit(hits, self.compiled.vid_entries, macros.walked)
+        # (the window keeps a fractional depth: 0.5 scans no message but the other texts)
+        woken = macros.woken(hits, self._side_hits(Window(min(max_depth, MAX_SCAN_DEPTH), 0b111111, recursion)))
+        return sorted(woken.union(found)) if woken else found
 
     def _eval_special(self, spec: SpecialKey, window: Window) -> tuple[bool, bool]:
         """(matches, cut off by the regex budget) for one special key in ``window``."""
@@ -567,56 +604,68 @@ class ScanView:
                        else f"regex key {raw!r} was cut off")
         return out
 
-    def _side_state(self) -> tuple:
+    def _side_state(self) -> MacroState:
         if self._side is None:
             assert self.substitute is not None
-            refs: dict[MacroKey, KeyRef] = {}
-            specs: dict[VariantSpec, int] = {}
-            for macro in self.compiled.macro_keys:
-                raw, cs, ww = macro.raw, macro.case_sensitive, macro.whole_words
-                expanded = self.substitute(raw)
-                if not expanded:
-                    refs[macro] = SKIP
-                    continue
-                key = js_trim(expanded)
-                if key == "" and self.options.blank_keys == "ignore":
-                    refs[macro] = SKIP
-                    continue
-                spec: VariantSpec | RegexKey | PlainKey
-                try:
-                    if key.startswith("/") and not macro.literal:   # maybe a regex: translate once per ChatScan
-                        spec = self._cache.side_matcher(           # type: ignore[assignment]
-                            ("classify", key, cs, ww, raw, self.options),
-                            lambda: classify_key(key, cs, ww, self.options, raw))
-                    else:
-                        spec = classify_key(key, cs, ww, self.options, raw, literal=macro.literal)
-                except RegexTooComplex:
-                    refs[macro] = SKIP           # a macro made a regex past the limits: never matches
-                    continue
-                if type(spec) is RegexKey or type(spec) is PlainKey:
-                    refs[macro] = spec           # type: ignore[assignment]
-                else:
-                    refs[macro] = specs.setdefault(spec, len(specs))    # type: ignore[arg-type]
-            spec_list = tuple(specs)
-            model = self._matcher.model
-            cache_key = (self._matcher.token, spec_list)
-            matcher = self._cache.side_matcher(
-                cache_key, lambda: build_matcher(spec_list, model))
-            self._side = (matcher, refs)
+            self._side = resolve_macros(self.compiled, self.substitute, self._cache, room=self._macro_room(),
+                                        max_key_length=self.limits.max_key_length, too_long=self._macro_too_long)
         return self._side
+
+    def _macro_room(self) -> int:
+        """The longest expansion of a macro key worth building: a plain key's limit, or a regex
+        key's (its pattern, two slashes and every flag), whichever is longer."""
+        return max(self.limits.max_key_length, self.limits.max_regex_length + 2 + len("dgimsuy"))
+
+    def _macro_too_long(self, raw: str, what: str) -> LorebookError:
+        """The error for a macro key expanded past the key limit, naming the entry that has it."""
+        field, uid = "key", None
+        for e in self.entries:
+            for name, keys in (("key", e.key), ("keysecondary", e.keysecondary)):
+                if raw in keys:
+                    field, uid = f"{name}[{keys.index(raw)}]", e.uid
+                    break
+            if uid is not None:
+                break
+        return LorebookError(f"the key {raw[:60]!r} {what} after macro substitution, above the limit "
+                             f"max_key_length={self.limits.max_key_length}", source=self.compiled.name or "<memory>",
+                             entry=uid, field=field)
+
+    def _side_chunk_hits(self, stop: int) -> list[frozenset[int]]:
+        # side-matcher hits per chunk, once per view; by part where no variant spans a part's end
+        have = self._side_chunks
+        macros = self._side_state()
+        matcher, lookup, content_of = macros.matcher, self._cache.lookup, self._content_of
+        for i in range(len(have), min(stop, len(self.chunks))):
+            parts, owners = self._chunk_parts[i], self._chunk_entries[i]
+            if parts is None or matcher.has_newline:
+                have.append(lookup(matcher, self.chunks[i], self.fuzzy_work))
+            elif owners is None or len(owners) != len(parts) or content_of is None:
+                have.append(_kernels.hits.window_union([lookup(matcher, part, self.fuzzy_work) for part in parts]))
+            else:
+                have.append(_kernels.hits.window_union([
+                    macros.content_hits(j, part) if part == content_of(j) else lookup(matcher, part, self.fuzzy_work)
+                    for j, part in zip(owners, parts)]))
+        return have
 
     def _side_hits(self, window: Window) -> frozenset[int]:
         found = self._side_windows.get(window)
         if found is None:
-            matcher = self._side_state()[0]
+            matcher = self._side_state().matcher
             lookup = self._cache.lookup
-            found = _kernels.hits.window_union([lookup(matcher, t, self.fuzzy_work) for t in self.texts(window)])
+            texts = self.texts(window)
+            if texts and window.recursion:
+                chunks = len(self.chunks[:window.recursion])
+                work = self.fuzzy_work
+                found = _kernels.hits.window_union([lookup(matcher, t, work) for t in texts[:len(texts) - chunks]]
+                                                   + self._side_chunk_hits(window.recursion)[:chunks])
+            else:
+                found = _kernels.hits.window_union([lookup(matcher, t, self.fuzzy_work) for t in texts])
             self._side_windows[window] = found
         return found
 
     def _eval_macro(self, spec: MacroKey, window: Window) -> tuple[bool, bool]:
-        ref = self._side_state()[1][spec]
-        if type(ref) is int:
+        ref = self._side_state().refs[spec]
+        if isinstance(ref, int):
             return (ref >= 0 and ref in self._side_hits(window)), False
         return self._eval_special(ref, window)
 

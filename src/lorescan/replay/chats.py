@@ -1,4 +1,4 @@
-"""Reading chats for a replay, streaming: a folder of SillyTavern ``.jsonl`` chats or one
+"""Reading chats for a replay, streaming: a folder of SillyTavern ``.jsonl`` (and ``.json``) chats or one
 JSON-lines file with a chat per line.
 
 The unit of work is a :class:`ChatItem`: where a chat comes from plus, for a JSON-lines file
@@ -22,6 +22,9 @@ __all__ = ["ChatItem", "Chat", "Problem", "Message", "Shard", "iter_items", "ite
            "parse_item", "MAX_CHAT_BYTES"]
 
 MAX_CHAT_BYTES = 256 * 1024 * 1024
+# The chat files of a folder: SillyTavern's .jsonl chats and .json chats (a list of messages
+# or {"messages": [...]}, as ``lorescan scan --chat`` reads them).
+CHAT_SUFFIXES = (".jsonl", ".json")
 # Fields a record of a JSON-lines file of chats may have; anything else is reported.
 CHAT_FIELDS = frozenset({"id", "chat_id", "messages", "metadata", "character", "user"})
 
@@ -100,7 +103,7 @@ def iter_shards(chats: str | os.PathLike[str], per_shard: int = 16) -> Iterator[
 def _shards(root: Path, per_shard: int) -> Iterator[Shard]:
     if root.is_dir():
         batch: list[str] = []
-        for path in sorted(p for p in root.rglob("*.jsonl") if p.is_file()):
+        for path in sorted(p for p in root.rglob("*") if p.suffix.lower() in CHAT_SUFFIXES and p.is_file()):
             batch.append(path.relative_to(root).as_posix())
             if len(batch) >= per_shard:
                 yield Shard(str(root), tuple(batch))
@@ -200,6 +203,18 @@ def _parse_st_file(item: ChatItem) -> tuple[Chat | None, list[Problem]]:
     except UnicodeDecodeError as exc:
         return None, [Problem(item.source, chat_id, "unreadable", f"not UTF-8: {exc}")]
     messages: list[Message] = []
+    whole = _whole_json(text) if item.path.lower().endswith(".json") else None
+    if whole is NOT_A_CHAT:
+        return None, []                                  # a book or other JSON beside the chats: not a chat
+    if whole is not None:
+        for i, m in enumerate(whole, 1):
+            try:
+                messages.append(_message(m, f"message {i}"))
+            except ValueError as exc:
+                return None, [Problem(item.source, chat_id, "bad_message", str(exc))]
+        if not any(not m.is_system for m in messages):
+            return None, [Problem(item.source, chat_id, "empty_chat", "no messages to replay")]
+        return Chat(chat_id, item.source, tuple(messages)), []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -216,6 +231,22 @@ def _parse_st_file(item: ChatItem) -> tuple[Chat | None, list[Problem]]:
     if not any(not m.is_system for m in messages):
         return None, [Problem(item.source, chat_id, "empty_chat", "no messages to replay")]
     return Chat(chat_id, item.source, tuple(messages)), []
+
+
+NOT_A_CHAT: Any = object()
+
+
+def _whole_json(text: str) -> Any:
+    """The messages of a ``.json`` chat (a list, or ``{"messages": [...]}``); :data:`NOT_A_CHAT`
+    for one JSON object of another shape (a lorebook kept beside the chats: skipped, not a
+    chat); None when the text is not one JSON document (then it is read as JSON lines)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(doc, dict):
+        return doc["messages"] if isinstance(doc.get("messages"), list) else NOT_A_CHAT
+    return doc if isinstance(doc, list) else None
 
 
 def _parse_record(item: ChatItem) -> tuple[Chat | None, list[Problem]]:

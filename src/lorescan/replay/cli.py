@@ -9,88 +9,90 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from ..errors import LorebookError, SettingsError
+from ..app.argtypes import positive_int
+from ..app.inputs import BOOKS_HELP, add_input_arguments, add_setting_arguments
+from ..errors import LorebookError
 from .summary import print_summary, summarize
 
 __all__ = ["add_parsers", "add_replay_parser", "replay_batch_command", "replay_command", "summarize_command"]
 
 
 def add_parsers(sub: Any, replay_fn: Callable[..., int], summarize_fn: Callable[..., int]) -> None:
-    r = sub.add_parser("replay-batch", help="replay many chats against lorebooks, turn by turn, to Parquet")
-    r.add_argument("--books", nargs="+", required=True, metavar="BOOK", help="lorebook files (any format)")
-    r.add_argument("--chats", required=True, help="a folder of SillyTavern .jsonl chats or one JSON-lines file "
-                                                  "with a chat per line")
+    r = sub.add_parser("replay-batch", help="replay many chats against lorebooks, turn by turn, to Parquet",
+                       description="Replay every chat of a folder (SillyTavern .jsonl and JSON chats) or of one "
+                                   "JSON-lines file of chats against lorebooks, turn by turn, and write one row "
+                                   "per entry that fired or was cut, per turn, as Parquet. The settings, book "
+                                   "sources, character and seed are scan's and replay's: the same chat and seed "
+                                   "give replay's activations.")
+    r.add_argument("--books", nargs="+", required=True, metavar="BOOK", help=BOOKS_HELP)
+    r.add_argument("--chats", required=True, help="a folder of SillyTavern .jsonl (or JSON) chats, or one "
+                                                  "JSON-lines file with a chat per line")
     r.add_argument("--out", required=True, help="result folder (created; must not exist or be empty)")
-    r.add_argument("--mode", choices=("sillytavern", "slot"), default="sillytavern")
-    r.add_argument("--settings", help="JSON file: SillyTavern settings (conformance names) plus max_context "
-                                      "and compat")
     where = r.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, default=1, help="local processes (default 1: in process)")
+    where.add_argument("--workers", type=positive_int, default=1, help="local processes (1: in process)")
     where.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                        help="run on Ray (no address: start a local Ray runtime)")
-    r.add_argument("--ray-workers", type=int, default=None, help="Ray actors (default: 2)")
+    r.add_argument("--ray-workers", type=positive_int, default=None, help="Ray actors (default: 2)")
     r.add_argument("--compare", nargs="+", metavar="OTHER_BOOK", help="a second version of the books")
     r.add_argument("--summary", action="store_true", help="print the summary when done (and write summary.json)")
     r.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    add_setting_arguments(r)
     r.set_defaults(func=replay_fn)
-    s = sub.add_parser("summarize", help="summarize a replay-batch result")
+    s = sub.add_parser("summarize", help="summarize a replay-batch result",
+                       description="Summarize a replay-batch result folder: how often each entry fired or was "
+                                   "cut by the budget and, for a --compare run, what changed between the "
+                                   "versions. Writes the summary as JSON too.")
     s.add_argument("results", help="the result folder of replay-batch")
     s.add_argument("--json", metavar="FILE", help="write the summary as JSON here (default RESULTS/summary.json)")
-    s.add_argument("--top", type=int, default=20, help="entries shown in the table")
+    s.add_argument("--top", type=positive_int, default=20, help="entries shown in the table")
     s.set_defaults(func=summarize_fn)
 
 
 def add_replay_parser(sub: Any, replay_fn: Callable[..., int]) -> None:
-    """``lorescan replay BOOK... --chat CHAT [--report FILE]``: every argument of the
-    command is declared here."""
+    """``lorescan replay BOOK... --chat CHAT [--report FILE]``: scan's arguments (books with
+    their sources, the chat, character and user, settings, seed) plus the report."""
     r = sub.add_parser("replay", help="replay one chat turn by turn; a per-turn summary and an HTML report",
                        description="Replay every turn of one chat against lorebooks (timed effects or slot "
                                    "state carried over), print a summary per turn and optionally write a "
-                                   "self-contained HTML report.")
-    r.add_argument("books", nargs="+", metavar="BOOK", help="lorebook files (any supported format)")
-    r.add_argument("--chat", required=True, help="chat file: SillyTavern .jsonl, a JSON list of {name, mes} or "
-                                                 "{role, content}, or {\"messages\": [...]}")
+                                   "self-contained HTML report. Takes scan's settings, book sources, "
+                                   "character and seed; replay-batch gives the same activations.")
+    add_input_arguments(r)
     r.add_argument("--report", metavar="FILE", help="write the HTML report here")
     r.add_argument("--compare", nargs="+", metavar="OTHER_BOOK",
                    help="another version of the books: the report gains a compare view")
-    r.add_argument("--mode", choices=("sillytavern", "slot"), default="sillytavern",
-                   help="engine profile (default: %(default)s)")
-    r.add_argument("--seed", type=int, default=0, help="seed for every probability roll (default: %(default)s)")
-    r.add_argument("--depth", type=int, default=None, help="SillyTavern scan depth (default 2)")
-    r.add_argument("--max-context", type=int, default=None, help="context size for the budget (default 8192)")
-    r.add_argument("--settings", help="JSON file: SillyTavern settings (conformance names) plus max_context "
-                                      "and compat; --depth and --max-context override it")
     r.set_defaults(func=replay_fn)
 
 
 def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     """Run ``lorescan replay``: replay, write the report (before printing, so a closed pipe
     cannot cost it), then print one line per turn."""
-    from ..formats import load  # import-cost: the command loads what it runs, not at CLI start
+    from ..app.inputs import chat_key, read_inputs  # import-cost: the command loads what it runs, not at CLI start
+    from .chats import Message  # import-cost: as above
     from .progress import ProgressBar  # import-cost: as above
-    from .single import load_chat, replay_chat, text_summary  # import-cost: as above
-    settings = _settings(args.settings)
-    if args.depth is not None:
-        settings["scan_depth"] = args.depth
-    if args.max_context is not None:
-        settings["max_context"] = args.max_context
-    if args.mode == "slot" and settings:
-        raise SettingsError("slot mode takes no --depth, --max-context or --settings (books carry their own)",
-                            source="replay", field=sorted(settings)[0])
-    books = [load(path) for path in args.books]
-    messages = load_chat(args.chat)
+    from .single import replay_chat, text_summary  # import-cost: as above
+    inputs = read_inputs(args)
+    chat = inputs.chat
+    assert chat is not None
+    if not chat.messages:
+        raise LorebookError("the chat has no messages to replay", source=chat.path)
+    messages = [Message(m.name, m.text, m.is_user, False) for m in chat.messages]
     bar = ProgressBar(err)
     try:
-        replay = replay_chat(books, messages, mode=args.mode, settings=settings, seed=args.seed,
-                             chat=Path(args.chat).name, on_turn=bar.update)
+        replay = replay_chat([b.book for b in inputs.books], messages, mode=inputs.mode,
+                             settings=inputs.replay_settings(), seed=inputs.seed, chat=chat_key(chat.path),
+                             on_turn=bar.update, roles=[b.role for b in inputs.books],
+                             character=inputs.character, substitute=inputs.substitute())
     finally:
         bar.close()
     other, to_base = None, None
     if args.compare:
+        from ..app.inputs import load_book  # import-cost: as above
         from .pairing import pair_versions  # import-cost: as above
-        other_books = [load(path) for path in args.compare]
-        other = replay_chat(other_books, messages, mode=args.mode, settings=settings, seed=args.seed,
-                            chat=Path(args.chat).name)
+        books = [b.book for b in inputs.books]
+        other_books = [load_book(path)[0] for path in args.compare]
+        other = replay_chat(other_books, messages, mode=inputs.mode, settings=inputs.replay_settings(),
+                            seed=inputs.seed, chat=chat_key(chat.path), roles=[b.role for b in inputs.books],
+                            character=inputs.character, substitute=inputs.substitute())
         to_base = pair_versions(books, other_books).to_base
     if args.report:
         from .. import __version__  # import-cost: as above
@@ -113,20 +115,6 @@ def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int
     return 0
 
 
-def _settings(path: str | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SettingsError(f"cannot read: {exc.strerror}", source=path) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"not JSON: {exc}", source=path) from exc
-    if not isinstance(data, dict):
-        raise SettingsError("settings must be a JSON object", source=path)
-    return data
-
-
 def _need(module: str, extra: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise LorebookError(f"needs {module}: pip install \".[{extra}]\" from a checkout (lorescan is not on a "
@@ -134,15 +122,20 @@ def _need(module: str, extra: str) -> None:
 
 
 def replay_batch_command(args: argparse.Namespace, *, out: TextIO) -> int:
+    from ..app.inputs import load_book, read_inputs  # import-cost: the engines load when the command runs
     from .run import replay_batch  # import-cost: the engines load when the command runs, not for --help
     _need("pyarrow", "replay")
     use_ray = args.ray is not None
     if use_ray:
         _need("ray", "ray")
-    info = replay_batch(args.books, args.chats, args.out, mode=args.mode, settings=_settings(args.settings),
-                        compare=args.compare, ray=use_ray, ray_address=args.ray or None,
-                        workers=(args.ray_workers or 2) if use_ray else args.workers,
-                        progress=None if args.no_progress else sys.stderr)
+    inputs = read_inputs(args, chat=False)
+    compare = None if args.compare is None else [load_book(p, chat_flag="--chats")[0] for p in args.compare]
+    info = replay_batch([b.book for b in inputs.books], args.chats, args.out, mode=inputs.mode,
+                        settings=inputs.replay_settings(), compare=compare, ray=use_ray,
+                        ray_address=args.ray or None, workers=(args.ray_workers or 2) if use_ray else args.workers,
+                        progress=None if args.no_progress else sys.stderr,
+                        roles=[b.role for b in inputs.books], character=inputs.character, user=inputs.user,
+                        seed=inputs.seed)
     print(f"{info.chats} chats, {info.turns} turns, {info.rows} rows, {info.problems} problems in "
           f"{info.seconds:.1f} s ({info.backend}, workers: {info.workers}) -> {args.out}", file=out)
     if args.summary:

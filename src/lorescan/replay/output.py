@@ -7,7 +7,7 @@ could not use. Columns:
 ========  =======  ================================================================
 chat_id   string   the chat: its file (folder of ``.jsonl``) or its record's ``id``
 source    string   the file it came from, relative to CHATS
-turn      int32    messages scanned in this turn (-1 on ``problem`` rows)
+turn      int32    the turn: the n-th generation of the chat, from 1 (-1 on ``problem`` rows)
 variant   string   ``base`` or, with ``--compare``, ``compare`` ("" on problem rows)
 book      string   the entry's book ("" on turn / problem rows)
 entry     string   the entry's uid
@@ -20,7 +20,10 @@ tokens    int32    the entry's content tokens; turn rows: tokens of all fired en
 position  string   where the entry goes (``before``, ``at_depth:4``…; slot: role:slot)
 changed   bool     turn rows with ``--compare``: the versions differ; otherwise null
 detail    string   problem rows: what is wrong; "" elsewhere
+messages  int32    the chat's non-system messages this turn scanned (-1 on problem rows)
 ========  =======  ================================================================
+
+Turns are numbered as ``lorescan replay`` and its report number them (docs/sillytavern-mode.md#cli-turns).
 
 A result is a folder: ``rows/part-*.parquet`` (read it whole with
 ``pyarrow.dataset.dataset(folder / "rows")``) and ``run.json`` (what was run).
@@ -35,7 +38,7 @@ from ..errors import LorebookError
 __all__ = ["Columns", "COLUMNS", "schema", "to_table", "read_rows"]
 
 COLUMNS = ("chat_id", "source", "turn", "variant", "book", "entry", "outcome", "reason", "loop", "tokens",
-           "position", "changed", "detail")
+           "position", "changed", "detail", "messages")
 
 
 def schema() -> Any:
@@ -44,7 +47,7 @@ def schema() -> Any:
     s, i16, i32 = pa.string(), pa.int16(), pa.int32()
     return pa.schema([("chat_id", s), ("source", s), ("turn", i32), ("variant", s), ("book", s), ("entry", s),
                       ("outcome", s), ("reason", s), ("loop", i16), ("tokens", i32), ("position", s),
-                      ("changed", pa.bool_()), ("detail", s)])
+                      ("changed", pa.bool_()), ("detail", s), ("messages", i32)])
 
 
 class Columns:
@@ -64,6 +67,7 @@ class Columns:
     position: list[str]
     changed: list[bool | None]
     detail: list[str]
+    messages: list[int]
 
     def __init__(self) -> None:
         for c in COLUMNS:
@@ -74,7 +78,7 @@ class Columns:
 
     def add(self, chat_id: str, source: str, turn: int, variant: str, book: str, entry: str, outcome: str,
             reason: str, loop: int | None, tokens: int | None, position: str, changed: bool | None,
-            detail: str) -> None:
+            detail: str, messages: int = -1) -> None:
         self.chat_id.append(chat_id)
         self.source.append(source)
         self.turn.append(turn)
@@ -88,6 +92,7 @@ class Columns:
         self.position.append(position)
         self.changed.append(changed)
         self.detail.append(detail)
+        self.messages.append(messages)
 
     def truncate(self, n: int) -> None:
         for c in COLUMNS:

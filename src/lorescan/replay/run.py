@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -111,7 +112,7 @@ class _RayReplayer:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         try:
-            self.replayer = Replayer(ReplayJob(job.mode, path, job.settings))
+            self.replayer = Replayer(dataclasses.replace(job, book_file=path))
         finally:
             os.unlink(path)
 
@@ -149,14 +150,18 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
                  mode: str = "sillytavern", settings: Mapping[str, Any] | None = None,
                  compare: Sequence[Any] | None = None, workers: int = 1, ray: bool = False,
                  ray_address: str | None = None, per_shard: int = 16,
-                 progress: TextIO | None = None) -> RunInfo:
+                 progress: TextIO | None = None, roles: Sequence[str] = (), character: Any = None,
+                 user: str | None = None, seed: int = 0) -> RunInfo:
     """Replay every chat under ``chats`` against ``books`` (paths or loaded ``Lorebook``s)
     and write the rows to the folder ``out`` (see :mod:`lorescan.replay.output`).
 
     ``compare``: a second version of the books; every turn runs against both. ``workers``:
     processes (1: in process) or, with ``ray``, Ray actors. ``progress``: a stream for the
-    progress line (None: quiet). Raises :class:`LorebookError` for unreadable books or
-    settings, or an ``out`` that exists and is not an empty folder; bad chats never raise.
+    progress line (None: quiet). ``roles``: each book's role (default: all global);
+    ``character`` (a :class:`~lorescan.st.Character`) and ``user``: for filters and name
+    macros; ``seed``: the rolls follow :func:`lorescan.app.inputs.roll_seed`, as ``lorescan
+    replay``'s do. Raises :class:`LorebookError` for unreadable books or settings, an ``out``
+    that exists and is not an empty folder, or ``chats`` holding no chat; bad chats never raise.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise SettingsError(f"must be a positive integer, got {workers!r}", source="replay", field="workers")
@@ -169,12 +174,18 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
     out_dir = Path(out)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise LorebookError("the output exists and is not an empty folder", source=str(out))
-    shards = iter_shards(chats, per_shard)          # raises now for a missing CHATS
+    if roles and len(roles) != len(loaded):
+        raise SettingsError(f"{len(roles)} roles for {len(loaded)} books", source="replay", field="roles")
+    shards = list(iter_shards(chats, per_shard))    # raises now for a missing CHATS; shards are small
+    if not shards:
+        raise LorebookError("no chats here (a folder is searched for .jsonl and .json chats; a file is read as "
+                            "JSON lines, one chat per line)", source=str(chats))
+    job = ReplayJob(mode, "", dict(settings or {}), tuple(roles), character, user, seed)   # checked before any work
     book_file = _ship(loaded, other)
     info = RunInfo(workers=workers)
     t0 = time.perf_counter()
     try:
-        job = ReplayJob(mode, book_file, dict(settings or {}))
+        job = dataclasses.replace(job, book_file=book_file)
         rows_dir = out_dir / "rows"
         rows_dir.mkdir(parents=True, exist_ok=True)
         bar = _Progress(progress)
@@ -213,6 +224,9 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
                     _tally(info, bar, f.result())
         info.seconds = time.perf_counter() - t0
         bar.show(end="\n")
+        if not info.chats:
+            raise LorebookError("no chats here: every file was skipped (a .json file that is not a chat, such as "
+                                "a lorebook, is not one)", source=str(chats))
         names: dict[str, dict[str, str]] = {}
         for b in [*loaded, *(other or [])]:          # a compare-only entry keeps its own book and uid
             per = names.setdefault(b.name, {})
@@ -222,7 +236,9 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
             "books": [b.name for b in loaded], "compare": None if other is None else [b.name for b in other],
             "entries": [[b.name, str(e.uid)] for b in loaded for e in b.entries], "names": names,
             "pairing": None if other is None else pair_versions(loaded, other).to_json(),
-            "chats": str(chats), "mode": mode, "settings": dict(settings or {}), **info.to_json()}, indent=2))
+            "chats": str(chats), "mode": mode, "settings": dict(settings or {}), "roles": list(roles),
+            "character": None if character is None else character.name, "user": user, "seed": seed,
+            **info.to_json()}, indent=2))
         return info
     finally:
         os.unlink(book_file)

@@ -2,9 +2,11 @@
 effects (SillyTavern mode) or slot state (slot mode) carried over, and for every turn what
 each entry did and why.
 
-The turns are the generations of :func:`lorescan.replay.turns.turn_points` (the same as
-``replay-batch``). Rolls are seeded from ``(seed, turn)``: the same books, chat and seed
-give the same :class:`ChatReplay` on every run and on both kernel back-ends.
+The turns are the generations of :func:`lorescan.replay.turns.turn_points`, numbered 1, 2, …
+as ``replay-batch`` numbers them. A turn's rolls follow :func:`lorescan.app.inputs.roll_seed`
+(seed, chat name, messages scanned), as ``replay-batch``'s do: the same books, chat and seed
+give the same :class:`ChatReplay` on every run, on both kernel back-ends, and the same
+activations as ``replay-batch`` of that chat.
 """
 from __future__ import annotations
 
@@ -18,11 +20,12 @@ from ..match.cache import ChatScan
 from ..match.spans import KeySpan
 from ..model import Lorebook
 from ..st.settings import STSettings
-from ..st import BookSource, ChatMessage, STEngine
+from ..st import BookSource, Character, ChatMessage, STEngine
 from ..app.chats import read_chat
+from ..app.inputs import roll_seed
 from .chats import Message
 from .pairing import entry_name
-from .turns import EXTRA_SETTINGS, check_settings, turn_points, turn_seed
+from .turns import EXTRA_SETTINGS, check_settings, turn_points
 
 __all__ = ["EntryInfo", "TurnRecord", "ChatReplay", "load_chat", "replay_chat", "text_summary"]
 
@@ -92,12 +95,15 @@ def load_chat(path: str) -> list[Message]:
 
 # -- one engine per mode -------------------------------------------------------------------
 class _ST:
-    def __init__(self, books: Sequence[Lorebook], settings: Mapping[str, Any]) -> None:
+    def __init__(self, books: Sequence[Lorebook], settings: Mapping[str, Any], roles: Sequence[str],
+                 character: Character | None, substitute: Callable[[str], str] | None) -> None:
         self.rng = random.Random(0)
         st = STSettings.from_mapping({k: v for k, v in settings.items() if k not in EXTRA_SETTINGS})
         self.max_context = settings.get("max_context", 8192)
-        self.engine = STEngine([BookSource(b, ("global",)) for b in books], st,
-                               compat=settings.get("compat", "sillytavern"), random=self.rng.random)
+        self.character = character
+        self.engine = STEngine([BookSource(b, (r,)) for b, r in zip(books, roles)], st,
+                               compat=settings.get("compat", "sillytavern"), random=self.rng.random,
+                               substitute=substitute)
         self.cache = ChatScan()
         self.state: Any = None
         self.index = {s.eid: i for i, s in enumerate(self.engine.tables.entries)}
@@ -109,10 +115,11 @@ class _ST:
             self._tokens[i] = self.engine.tokens(self.engine.tables.entries[i].entry.content)
         return self._tokens[i]
 
-    def turn(self, messages: Sequence[Message], seed: int, t: int) -> tuple:
-        self.rng.seed(turn_seed(f"seed:{seed}", t))
+    def turn(self, messages: Sequence[Message], seed: int) -> tuple:
+        self.rng.seed(seed)
         chat = [ChatMessage(m.name, m.text, m.is_user) for m in messages]
-        res = self.engine.scan(chat, max_context=self.max_context, timed_effects=self.state, cache=self.cache)
+        res = self.engine.scan(chat, max_context=self.max_context, timed_effects=self.state, cache=self.cache,
+                               character=self.character)
         self.state = res.timed_effects
         fired = tuple(self.index[e] for e in res.activated)
         explained = []
@@ -150,17 +157,17 @@ def _describe(d: Any) -> str:
 
 
 class _Slot:
-    def __init__(self, books: Sequence[Lorebook]) -> None:
+    def __init__(self, books: Sequence[Lorebook], substitute: Callable[[str], str] | None) -> None:
         from ..slot import SlotEngine  # import-cost: slot mode loads only when asked for
-        self.engine = SlotEngine(list(books))
+        self.engine = SlotEngine(list(books), substitute=substitute)
         self.cache = ChatScan()
         self.state: Any = None
         self.index: dict[tuple[str, str], int] = {}
         self.entries: tuple[EntryInfo, ...] = ()
 
-    def turn(self, messages: Sequence[Message], seed: int, t: int) -> tuple:
+    def turn(self, messages: Sequence[Message], seed: int) -> tuple:
         chat = [("user" if m.is_user else "assistant", m.text) for m in messages]
-        res = self.engine.run(chat, turn_id=f"seed:{seed}:{t}", state=self.state, cache=self.cache)
+        res = self.engine.run(chat, turn_id=str(seed), state=self.state, cache=self.cache)
         self.state = res.state
         if not self.entries:              # the pool's entries, in pool order, from the first log
             self.entries = tuple(EntryInfo(str(r.book), str(r.id), (r.name or "").strip() or f"#{r.id}")
@@ -187,10 +194,14 @@ class _Slot:
 
 def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode: str = "sillytavern",
                 settings: Mapping[str, Any] | None = None, seed: int = 0, chat: str = "chat",
-                on_turn: Callable[[int, int], None] | None = None) -> ChatReplay:
+                on_turn: Callable[[int, int], None] | None = None, roles: Sequence[str] | None = None,
+                character: Character | None = None,
+                substitute: Callable[[str], str] | None = None) -> ChatReplay:
     """Replay every turn of ``messages`` against ``books``. ``settings``: as
-    ``replay-batch`` takes them (SillyTavern mode only). ``on_turn(done, total)`` is called
-    after every turn (progress)."""
+    ``replay-batch`` takes them (SillyTavern mode only). ``chat``: the chat's name (a file's
+    name without folders), which the rolls depend on. ``roles``: each book's role (default:
+    all ``global``); ``character``: for character and tag filters; ``substitute``: the name
+    macros. ``on_turn(done, total)`` is called after every turn (progress)."""
     settings = dict(settings or {})
     if mode not in ("sillytavern", "slot"):
         raise LorebookError(f"must be sillytavern or slot, got {mode!r}", source="replay", field="mode")
@@ -198,11 +209,15 @@ def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise LorebookError(f"must be an integer, got {seed!r}", source="replay", field="seed")
     scanned = [m for m in messages if not m.is_system]
-    engine: Any = _ST(books, settings) if mode == "sillytavern" else _Slot(books)
+    roles = list(roles) if roles is not None else ["global"] * len(books)
+    if len(roles) != len(books):
+        raise LorebookError(f"{len(roles)} roles for {len(books)} books", source="replay", field="roles")
+    engine: Any = (_ST(books, settings, roles, character, substitute) if mode == "sillytavern"
+                   else _Slot(books, substitute))
     points = turn_points(scanned)
     turns = []
     for n, t in enumerate(points, 1):
-        fired, cut, tokens, budget, explained = engine.turn(scanned[:t], seed, t)
+        fired, cut, tokens, budget, explained = engine.turn(scanned[:t], roll_seed(seed, chat, t))
         last = scanned[t - 1]
         turns.append(TurnRecord(n, t, last.name, last.text, fired, cut, tokens, budget, explained))
         if on_turn is not None:

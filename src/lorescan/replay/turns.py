@@ -6,9 +6,12 @@ SillyTavern and slot mode), for every message the character wrote after the firs
 one, and once more at the end when the chat ends on a user message (the reply still to
 come). The greeting is not a turn: nothing was generated for it.
 
-Every turn gives one ``turn`` row and one row per entry that fired or was cut by the budget
-(see :data:`lorescan.replay.output.SCHEMA`). Probability rolls are seeded from
-``(chat id, turn)``, so a replay is repeatable and the same on every back-end.
+Turns are numbered 1, 2, … in chat order (the ``turn`` column, ``lorescan replay``'s lines and
+its report); each also records how many messages it scanned (``messages``). Every turn gives
+one ``turn`` row and one row per entry that fired or was cut by the budget (see
+:mod:`lorescan.replay.output`). A turn's rolls follow :func:`lorescan.app.inputs.roll_seed`
+(the seed, the chat's name, the messages scanned): a replay is repeatable, the same on every
+back-end, and the same as ``lorescan replay`` of that chat.
 """
 from __future__ import annotations
 
@@ -21,16 +24,17 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from ..app.inputs import make_substitute, roll_seed
 from ..errors import SettingsError
 from ..match.cache import ChatScan
 from ..model import Lorebook
 from ..slot import SlotEngine
-from ..st import POSITION_NAMES, BookSource, ChatMessage, STEngine, STSettings
+from ..st import POSITION_NAMES, BookSource, Character, ChatMessage, STEngine, STSettings
 from .pairing import pair_versions
 from .chats import Chat, ChatItem, Message, Problem, parse_item
 from .output import Columns
 
-__all__ = ["ReplayJob", "Replayer", "turn_seed", "turn_points", "_ship", "_receive"]
+__all__ = ["ReplayJob", "Replayer", "turn_seed", "turn_points", "chat_roll_key", "_ship", "_receive"]
 
 MODES = ("sillytavern", "slot")
 # Settings a replay takes besides STSettings' own (SillyTavern mode).
@@ -43,18 +47,33 @@ class ReplayJob:
 
     ``settings``: for SillyTavern mode, STSettings names plus ``max_context`` (default
     8192) and ``compat`` (default ``"sillytavern"``); for slot mode, none are accepted.
-    ``book_file``: where :func:`_ship` wrote the books (read once per worker).
+    ``book_file``: where :func:`_ship` wrote the books (read once per worker). ``roles``:
+    each book's role (SillyTavern mode; empty: all ``global``; the compared version's books
+    take the same roles when there are as many). ``character``, ``user``: for character and
+    tag filters and the name macros. ``seed``: see :func:`lorescan.app.inputs.roll_seed`.
     """
 
     mode: str
     book_file: str
     settings: Mapping[str, Any] = field(default_factory=dict)
+    roles: tuple[str, ...] = ()
+    character: Character | None = None
+    user: str | None = None
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise SettingsError(f"must be one of {', '.join(MODES)}, got {self.mode!r}", source="replay",
                                 field="mode")
         check_settings(self.mode, self.settings)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise SettingsError(f"must be an integer, got {self.seed!r}", source="replay", field="seed")
+        if self.character is not None and not isinstance(self.character, Character):
+            raise SettingsError(f"must be a Character, got {type(self.character).__name__}", source="replay",
+                                field="character")
+
+    def substitute(self) -> Any:
+        return make_substitute(self.character.name if self.character else None, self.user)
 
 
 def check_settings(mode: str, settings: Mapping[str, Any]) -> None:
@@ -95,9 +114,19 @@ def _receive(path: str) -> tuple[tuple[Lorebook, ...], tuple[Lorebook, ...] | No
 
 
 def turn_seed(chat_id: str, turn: int) -> int:
-    """The probability seed of one turn: a hash of (chat id, turn), the same everywhere."""
+    """A hash of (chat id, turn). Replays seed their rolls with
+    :func:`lorescan.app.inputs.roll_seed` (which adds the ``--seed``)."""
     digest = hashlib.sha256(f"{chat_id}\x00{turn}".encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+def chat_roll_key(chat: Chat) -> str:
+    """What :func:`~lorescan.app.inputs.roll_seed` knows a chat by: a chat file's name
+    without folders (as ``lorescan replay`` and ``scan`` know it), or the ``id`` of a chat in
+    a JSON-lines file of chats."""
+    if chat.chat_id == chat.source:         # a chat file of a folder: its id is its path
+        return os.path.basename(chat.source)
+    return chat.chat_id
 
 
 def turn_points(messages: Sequence[Message]) -> list[int]:
@@ -135,11 +164,15 @@ class _STVariant:
     """One book version in SillyTavern mode: the engine (warm for the worker's life) and
     what the rows need per entry."""
 
-    def __init__(self, books: Sequence[Lorebook], settings: Mapping[str, Any], rng: random.Random) -> None:
+    def __init__(self, books: Sequence[Lorebook], settings: Mapping[str, Any], rng: random.Random, *,
+                 roles: Sequence[str] = (), character: Character | None = None, substitute: Any = None) -> None:
         st = STSettings.from_mapping({k: v for k, v in settings.items() if k not in EXTRA_SETTINGS})
         self.max_context = settings.get("max_context", 8192)
-        self.engine = STEngine([BookSource(b, ("global",)) for b in books], st,
-                               compat=settings.get("compat", "sillytavern"), random=rng.random)
+        self.character = character
+        roles = list(roles) if len(roles) == len(books) else ["global"] * len(books)
+        self.engine = STEngine([BookSource(b, (r,)) for b, r in zip(books, roles)], st,
+                               compat=settings.get("compat", "sillytavern"), random=rng.random,
+                               substitute=substitute)
         self.cache = ChatScan()
         self.entries = {s.eid: s.entry for s in self.engine.tables.entries}
         self._tokens: dict[Any, int] = {}
@@ -156,7 +189,8 @@ class _STVariant:
     def turn(self, messages: Sequence[ChatMessage]) -> tuple[list[tuple], frozenset, str]:
         """Rows ``(book, entry, outcome, reason, loop, tokens, position)``, the activated
         set and the prompt text (as one string) of one turn."""
-        res = self.engine.scan(messages, max_context=self.max_context, timed_effects=self.state, cache=self.cache)
+        res = self.engine.scan(messages, max_context=self.max_context, timed_effects=self.state, cache=self.cache,
+                               character=self.character)
         self.state = res.timed_effects
         rows = []
         diags = _decisions(res)
@@ -176,8 +210,8 @@ class _STVariant:
 
 
 class _SlotVariant:
-    def __init__(self, books: Sequence[Lorebook]) -> None:
-        self.engine = SlotEngine(list(books))
+    def __init__(self, books: Sequence[Lorebook], substitute: Any = None) -> None:
+        self.engine = SlotEngine(list(books), substitute=substitute)
         self.cache = ChatScan()
 
     def new_chat(self) -> None:
@@ -211,14 +245,13 @@ class Replayer:
         self.compare = compare is not None
         # the compare version's rows name entries by their base identity (replay.pairing)
         self.pairing = pair_versions(books, compare) if compare is not None else None
+        substitute = job.substitute()
         if job.mode == "sillytavern":
-            self.variants: list[Any] = [_STVariant(books, job.settings, self.rng)]
-            if compare is not None:
-                self.variants.append(_STVariant(compare, job.settings, self.rng))
+            self.variants: list[Any] = [_STVariant(v, job.settings, self.rng, roles=job.roles,
+                                                   character=job.character, substitute=substitute)
+                                        for v in (books, compare) if v is not None]
         else:
-            self.variants = [_SlotVariant(books)]
-            if compare is not None:
-                self.variants.append(_SlotVariant(compare))
+            self.variants = [_SlotVariant(v, substitute) for v in (books, compare) if v is not None]
 
     def replay_items(self, items: Sequence[ChatItem]) -> Columns:
         """Rows of every chat in ``items`` (problems included), as columns."""
@@ -253,15 +286,18 @@ class Replayer:
         for v in self.variants:
             v.new_chat()
         names = ("base", "compare")
-        for t in turn_points(scanned):
+        key = chat_roll_key(chat)
+        for n, t in enumerate(turn_points(scanned), 1):
             outs = []
+            seed = roll_seed(self.job.seed, key, t)
             for v in self.variants:
-                self.rng.seed(turn_seed(chat.chat_id, t))   # both versions see the same rolls
-                outs.append(v.turn(msgs[:t], f"{chat.chat_id}:{t}") if slot else v.turn(msgs[:t]))
+                self.rng.seed(seed)          # both versions see the same rolls
+                outs.append(v.turn(msgs[:t], str(seed)) if slot else v.turn(msgs[:t]))
             if self.pairing is not None:
                 rows1, fired1, text1 = outs[1]
-                key = self.pairing.base_key
-                outs[1] = ([(*key((r[0], r[1])), *r[2:]) for r in rows1], frozenset(map(key, fired1)), text1)
+                base_key = self.pairing.base_key
+                outs[1] = ([(*base_key((r[0], r[1])), *r[2:]) for r in rows1], frozenset(map(base_key, fired1)),
+                           text1)
             changed: bool | None = None
             what = ""
             if self.compare:
@@ -271,8 +307,8 @@ class Replayer:
             for name, (rows, fired, _) in zip(names, outs):
                 total = 0
                 for book, entry, outcome, reason, loop, tokens, position in rows:
-                    cols.add(chat.chat_id, chat.source, t, name, book, entry, outcome, reason, loop, tokens,
-                             position, None, "")
+                    cols.add(chat.chat_id, chat.source, n, name, book, entry, outcome, reason, loop, tokens,
+                             position, None, "", t)
                     if outcome == "fired" and tokens is not None:
                         total += tokens
-                cols.add(chat.chat_id, chat.source, t, name, "", "", "turn", what, None, total, "", changed, "")
+                cols.add(chat.chat_id, chat.source, n, name, "", "", "turn", what, None, total, "", changed, "", t)

@@ -2,7 +2,7 @@
 
 :mod:`.app` (the ASGI app), :mod:`.run` (:func:`serve`: uvicorn and its workers), :mod:`.models` (request/response shapes),
 :mod:`.store` (compiled books on disk and in memory), :mod:`.metrics`, :mod:`.auth`,
-:mod:`.config` (settings from flags, environment and a TOML file), :mod:`.logs` (JSON logs,
+:mod:`.openapi` (the ``/openapi.json`` document), :mod:`.config` (settings from flags, environment and a TOML file), :mod:`.logs` (JSON logs,
 request ids). The API is documented in ``docs/service.md`` and served as OpenAPI at ``/openapi.json``.
 Names load on first use, so :mod:`.config` (standard library only) imports without the serve extra.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 __all__ = ["ServeConfig", "build_app", "create_app", "openapi_document", "serve", "BookStore"]
 
-_HOME = {"ServeConfig": "app", "build_app": "app", "create_app": "run", "openapi_document": "app",
+_HOME = {"ServeConfig": "app", "build_app": "app", "create_app": "run", "openapi_document": "openapi",
          "serve": "run", "BookStore": "store"}
 
 

@@ -1,9 +1,9 @@
 """The ASGI app of ``lorescan serve``: Starlette routes over msgspec models.
 
 One worker process = one event loop (I/O, JSON, validation) + one engine thread (every
-compile, load and scan). Engines are not shared between threads, so an engine's lazy
-caches never race, and a request that runs past its time limit is answered 503 while its
-scan finishes in the background (a scan still queued when its deadline passes is skipped).
+compile, load and scan). Engines would be safe to share between threads (STEngine's
+docstring); one engine thread keeps scans queued in order, off the event loop, and a request
+that runs past its time limit is answered 503 while its scan finishes in the background (a scan still queued when its deadline passes is skipped).
 Per-request data (timed effects, slot state, messages) lives only in the request; what a
 worker keeps between requests is derived from books alone (compiled books, engines) or
 from text alone (per-chat key-hit caches), so no caller can see another's state.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import copy
+import sys
 import gc
 import json
 import logging
@@ -34,6 +34,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import LorebookError
+from ..macros import macro_table
 from ..match.cache import ChatScan
 from ..limits import DEFAULT_LIMITS
 from ..match.options import MatchOptions
@@ -43,8 +44,10 @@ from ..tokens import TiktokenCounter, count_words
 from . import models as m
 from .auth import check_header, read_token
 from .config import WORKER_CONFIG_ENV
+from .decoding import HTTPError, read_body as _body, read_request as _decode
 from .logs import REQUEST_ID, log_access, request_id_of
 from .metrics import Metrics
+from .openapi import openapi_document
 from .ops import readiness_problems, routing_error_text, version_info
 from .store import BookNotFound, BookStore
 
@@ -53,7 +56,6 @@ __all__ = ["ServeConfig", "build_app", "CONFIG_ENV", "openapi_document"]
 log = logging.getLogger("lorescan.serve")
 # how `serve` hands a ServeConfig to its worker processes (LORESCAN_SERVE_CONFIG names the user's TOML file)
 CONFIG_ENV = WORKER_CONFIG_ENV
-API_VERSION = "v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,29 +96,11 @@ class ServeConfig:
         return cls(**json.loads(raw)) if raw else cls()
 
 
-class HTTPError(Exception):
-    """An answer other than 200: status and JSON body (models.ErrorBody)."""
-
-    def __init__(self, status: int, error: str, **extra: Any) -> None:
-        super().__init__(error)
-        self.status = status
-        self.body = {"error": error, **{k: v for k, v in extra.items() if v is not None}}
-
-
 class TimeLimit(Exception):
     """The request's deadline passed before its job started."""
 
 
 _REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "global_scan_data")
-_PATH_AT = re.compile(r" - at `(\$[^`]*)`$")
-
-
-def _validation_error(exc: msgspec.ValidationError) -> HTTPError:
-    text = str(exc)
-    found = _PATH_AT.search(text)
-    return HTTPError(422, text, path=found.group(1) if found else "$")
-
-
 def _input_error(exc: LorebookError, prefix: str = "$") -> HTTPError:
     """A LorebookError about the request's data (settings, state, messages) as a 422 with a path."""
     src = exc.source if exc.source in _REQUEST_FIELDS else ""
@@ -203,12 +187,12 @@ class _Messages(Sequence[ChatMessage]):
 
 
 def _substitute(macros: dict[str, str] | None) -> Callable[[str], str] | None:
-    if not macros:
-        return None
-    table = {k.lower(): v for k, v in macros.items()}
-    pattern = re.compile(r"\{\{(" + "|".join(re.escape(k) for k in sorted(table, key=len, reverse=True))
-                         + r")\}\}", re.IGNORECASE)
-    return lambda text: pattern.sub(lambda mt: table[mt.group(1).lower()], text) if "{{" in text else text
+    """The request's macro hook (its table checked against the limits: a 422 at ``$.macros``;
+    every expansion is measured before it is built, see ``lorescan.macros``)."""
+    try:
+        return macro_table(macros or {})
+    except LorebookError as exc:
+        raise HTTPError(422, str(exc), path="$.macros") from None
 
 
 class Runtime:
@@ -336,15 +320,13 @@ class Runtime:
                 settings, compat=compat, count_tokens=self.counter(req.tokenizer)))
         except LorebookError as exc:
             raise _input_error(exc) from None
-        if req.random is not None or req.seed is not None or req.macros:
-            engine = copy.copy(engine)          # per-request hooks on a shallow copy: the cached engine stays as it was
-            if req.random is not None:
-                constant = req.random
-                engine.random = lambda: constant
-            elif req.seed is not None:
-                engine.random = _random.Random(req.seed).random
-            if req.macros:
-                engine.substitute = _substitute(req.macros)
+        # per-request hooks are inputs of this scan: the cached engine is shared as it is
+        rand: Callable[[], float] | None = None
+        if req.random is not None:
+            constant = req.random
+            rand = lambda: constant     # noqa: E731
+        elif req.seed is not None:
+            rand = _random.Random(req.seed).random
         ch = req.character
         character = Character(ch.name, ch.avatar, tuple(ch.tags) if ch.tags is not None else None) if ch else None
         messages = _Messages(req.messages)
@@ -355,7 +337,8 @@ class Runtime:
                                  global_scan_data=req.global_scan_data, injects=req.injects,
                                  authors_note=req.authors_note, trigger=req.trigger, dry_run=req.dry_run,
                                  timed_effects=req.timed_effects,
-                                 forced=[(f.world, f.uid) for f in req.forced], cache=cache)
+                                 forced=[(f.world, f.uid) for f in req.forced], cache=cache,
+                                 substitute=_substitute(req.macros), random=rand)
         except LorebookError as exc:
             raise _input_error(exc) from None
         finally:
@@ -468,27 +451,14 @@ def _json(body: bytes, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type=_JSON)
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPError(413, f"the request body is {int(declared)} bytes, above the limit of {limit} bytes")
-    chunks = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HTTPError(413, f"the request body is above the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _route(path: str, name: str, **by_method: Callable[[Request], Awaitable[Response]]) -> Route:
+    """One route for every method of ``path``, so a 405's ``Allow`` lists them all (two routes on
+    one path would each answer with their own methods only)."""
+    async def dispatch(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await by_method[method](request)
 
-
-def _decode(decoder: msgspec.json.Decoder, body: bytes) -> Any:
-    try:
-        return decoder.decode(body)
-    except msgspec.ValidationError as exc:
-        raise _validation_error(exc) from None
-    except msgspec.DecodeError as exc:
-        raise HTTPError(400, f"malformed JSON: {exc}", path="$") from None
+    return Route(path, dispatch, methods=list(by_method), name=name)
 
 
 def build_app(config: ServeConfig) -> Starlette:
@@ -496,7 +466,7 @@ def build_app(config: ServeConfig) -> Starlette:
     rt = Runtime(config)
     max_body = int(config.max_body_mb * (1 << 20))
     max_upload = int(config.max_upload_mb * (1 << 20))
-    openapi = msgspec.json.encode(openapi_document())
+    openapi = msgspec.json.encode(openapi_document(token=rt.token is not None))
     version_bytes = msgspec.json.encode(version_info())
 
     async def healthz(request: Request) -> Response:
@@ -614,10 +584,8 @@ def build_app(config: ServeConfig) -> Starlette:
         Route("/version", version, methods=["GET"], name="version"),
         Route("/metrics", metrics, methods=["GET"], name="metrics"),
         Route("/openapi.json", openapi_json, methods=["GET"], name="openapi"),
-        Route("/v1/books", books_post, methods=["POST"], name="books"),
-        Route("/v1/books", books_list, methods=["GET"], name="books"),
-        Route("/v1/books/{book_id}", book_get, methods=["GET"], name="book"),
-        Route("/v1/books/{book_id}", book_delete, methods=["DELETE"], name="book"),
+        _route("/v1/books", "books", POST=books_post, GET=books_list),
+        _route("/v1/books/{book_id}", "book", GET=book_get, DELETE=book_delete),
         Route("/v1/st/scan", st_scan, methods=["POST"], name="st_scan"),
         Route("/v1/slot/run", slot_run, methods=["POST"], name="slot_run"),
         Route("/v1/janitor/run", janitor_run, methods=["POST"], name="janitor_run"),
@@ -734,83 +702,3 @@ class _Guard:
             if self.rt.config.access_log:
                 log_access(scope, route, status["code"], elapsed)
             REQUEST_ID.reset(rid_token)
-
-
-# -- OpenAPI --------------------------------------------------------------------------------
-
-def openapi_document() -> dict[str, Any]:
-    """The OpenAPI 3.1 document of the /v1 API, with schemas generated from the msgspec models."""
-    types = [m.STScanRequest, m.STScanResponse, m.SlotRunRequest, m.SlotRunResponse, m.BookInfo, m.BookList,
-             m.ErrorBody, m.JanitorRunRequest, m.JanitorRunResponse]
-    (req_st, res_st, req_slot, res_slot, book, book_list, err, req_jan, res_jan), components = \
-        msgspec.json.schema_components(
-        types, ref_template="#/components/schemas/{name}")
-
-    def body(schema: dict) -> dict:
-        return {"content": {_JSON: {"schema": schema}}}
-
-    errors = {
-        "400": {"description": "malformed JSON, or a bad book (the LorebookError text)", **body(err)},
-        "401": {"description": "missing or wrong bearer token (when the server has one)", **body(err)},
-        "404": {"description": "unknown book id", **body(err)},
-        "413": {"description": "request body above the size limit", **body(err)},
-        "422": {"description": "validation error; `path` locates the field", **body(err)},
-        "503": {"description": "the per-request time limit passed", **body(err)},
-    }
-    book_id = {"name": "book_id", "in": "path", "required": True, "schema": {"type": "string",
-                                                                            "pattern": "^[0-9a-f]{32}$"}}
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "lorescan", "version": API_VERSION,
-                 "description": "Exact, fast lorebook (World Info) engine as an HTTP service. See docs/service.md."},
-        "paths": {
-            "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "ok"}}}},
-            "/readyz": {"get": {"summary": "Readiness: the books directory is usable and the worker has started",
-                                "responses": {"200": {"description": "ready"},
-                                              "503": {"description": "not ready; `reasons` says why", **body(err)}}}},
-            "/version": {"get": {"summary": "Package version, kernels (native or python) and Python version",
-                                 "responses": {"200": {"description": "the build"}, "401": errors["401"]}}},
-            "/metrics": {"get": {"summary": "Prometheus metrics (text format)",
-                                 "responses": {"200": {"description": "metrics",
-                                                       "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
-            "/v1/books": {
-                "post": {
-                    "summary": "Upload a book (any format lorescan.load reads); compiled once and stored",
-                    "parameters": [
-                        {"name": "name", "in": "query", "schema": {"type": "string"},
-                         "description": "the book's name (default: from the file)"},
-                        {"name": "filename", "in": "query", "schema": {"type": "string"}},
-                        {"name": "fill_defaults", "in": "query", "schema": {"type": "boolean", "default": True},
-                         "description": "false: read a SillyTavern world's entries as stored"}],
-                    "requestBody": {"required": True, "content": {
-                        _JSON: {"schema": {}},
-                        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-                        "multipart/form-data": {"schema": {"type": "object", "properties": {
-                            "file": {"type": "string", "format": "binary"}, "name": {"type": "string"}},
-                            "required": ["file"]}}}},
-                    "responses": {"201": {"description": "stored", **body(book)},
-                                  "200": {"description": "already stored", **body(book)}, **errors}},
-                "get": {"summary": "Every stored book", "responses": {"200": {"description": "books",
-                                                                              **body(book_list)}}}},
-            "/v1/books/{book_id}": {
-                "parameters": [book_id],
-                "get": {"summary": "A stored book", "responses": {"200": {"description": "the book", **body(book)},
-                                                                  "404": errors["404"]}},
-                "delete": {"summary": "Delete a stored book", "responses": {"204": {"description": "deleted"},
-                                                                            "404": errors["404"]}}},
-            "/v1/st/scan": {"post": {
-                "summary": "One SillyTavern-mode generation: which entries fire, where they go, the new state",
-                "requestBody": {"required": True, **body(req_st)},
-                "responses": {"200": {"description": "the result", **body(res_st)}, **errors}}},
-            "/v1/slot/run": {"post": {
-                "summary": "One lorebook-slot request: the slot's messages, the request log, the new state",
-                "requestBody": {"required": True, **body(req_slot)},
-                "responses": {"200": {"description": "the result", **body(res_slot)}, **errors}}},
-            "/v1/janitor/run": {"post": {
-                "summary": "One run of the JanitorAI script: the texts, the error, the random count, the trace",
-                "requestBody": {"required": True, **body(req_jan)},
-                "responses": {"200": {"description": "the result", **body(res_jan)}, **errors}}},
-        },
-        "components": {"schemas": components,
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-    }

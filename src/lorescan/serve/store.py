@@ -58,7 +58,7 @@ def write_compiled(compiled: CompiledBook, path: str) -> None:
 
 
 def read_compiled(path: str) -> CompiledBook:
-    """The CompiledBook stored at ``path`` (its arrays memory-mapped; entries, plans and
+    """The CompiledBook stored at ``path`` (a private snapshot of the file; entries, plans and
     regexes are built when a scan first needs them). Raises CompiledFormError (a
     LorebookError naming the file) for a damaged or foreign file."""
     return load_compiled(path)

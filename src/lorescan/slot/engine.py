@@ -44,6 +44,7 @@ from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..match.cache import ChatScan
 from ..errors import RegexKeyError, SettingsError
 from ..js.regex import RegexTooComplex, regex_key
+from ..macros import expand_content
 from ..match.regexscope import RegexBudget
 from ..match.view import EntryMatch, ScanView, Window
 from ..model import Lorebook
@@ -137,6 +138,8 @@ class LogRecord:
         data["position"] = list(self.position)
         return data
 
+    to_json = to_dict
+
 
 class RequestNote(NamedTuple):
     """Something the request did as a whole: ``code`` (one of :data:`NOTE_CODES`), the
@@ -181,6 +184,15 @@ class SlotResult:
     def inserted(self) -> tuple[LogRecord, ...]:
         """Log records of the inserted entries, in pool order."""
         return tuple(r for r in self.log if r.outcome == "inserted")
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns: the result as plain JSON data (``state`` is already plain data)."""
+        return {"messages": [{"role": m.role, "content": m.content} for m in self.messages],
+                "log": [r.to_dict() for r in self.log], "state": self.state, "budget": self.budget,
+                "tokens_used": self.tokens_used, "passes": self.passes,
+                "disabled_ui_prompts": sorted(self.disabled_ui_prompts), "budget_book": self.budget_book,
+                "notes": [{"code": n.code, "text": n.text, "message": n.message} for n in self.notes],
+                "regex_cutoffs": list(self.regex_cutoffs)}
 
 
 # -- key plans: the keys the shared matcher answers, and those that never match --------
@@ -451,6 +463,14 @@ class SlotEngine:
         return count, exact
 
     # -- one request ----------------------------------------------------------------------
+    async def arun(self, messages: Sequence[RoleMessage], **kwargs: Any) -> SlotResult:
+        """:meth:`run` for an asyncio application: the request runs in a worker thread
+        (``asyncio.to_thread``), so the event loop keeps serving while it runs. Same
+        arguments, result and errors as :meth:`run`; concurrent calls are safe (one engine
+        serves many threads, see the class docstring)."""
+        import asyncio      # stdlib; only async callers pay for it
+        return await asyncio.to_thread(self.run, messages, **kwargs)
+
     def run(self, messages: Sequence[RoleMessage], *, turn_id: str | int,
             state: Mapping[str, Any] | None = None, dry_run: bool = False,
             at_greeting: bool | None = None, greeting_index: int | None = None,
@@ -498,7 +518,7 @@ class SlotEngine:
         view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout),
-                        content_of=self._content_of,
+                        content_of=self._content_of, limits=self.limits,
                         fuzzy_work=FuzzyWork(self.limits.fuzzy_comparisons_per_scan))
         pool = self.pool
         # Explicit entries get their _Run now; an idle one when the matcher first names it.
@@ -555,7 +575,8 @@ class SlotEngine:
                 r.pass_number = pass_number
                 if not self._roll(r, turn_id):
                     continue
-                r.text = substitute(r.e.content) if substitute is not None and r.e.content else r.e.content
+                r.text = (expand_content(substitute, r.e.content, self.limits, source=r.e.book_id, entry=r.e.id)
+                          if substitute is not None and r.e.content else r.e.content)
                 activated.append(r)
                 if r.e.feeds_recursion and r.text:
                     if r.text is r.e.content:
@@ -660,7 +681,7 @@ class SlotEngine:
             return notes
         system_view = ScanView(self.compiled, [t for role, t in reversed(chat) if role == "system"],
                                cache=cache, substitute=substitute, joined=False,
-                               regex_timeout=self.regex_timeout, content_of=self._content_of)
+                               regex_timeout=self.regex_timeout, content_of=self._content_of, limits=self.limits)
         found_in = system_view.candidates(len(system), 0)
         in_system = set(range(len(self.pool))) if found_in is None else set(found_in)
         if idle_depths:

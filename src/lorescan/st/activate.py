@@ -291,15 +291,17 @@ def run_loops(turn: Turn) -> None:
         turn.loops.append(LoopRecord(turn.state, nxt, tuple(s.eid for s in admitted)))
         if nxt == NONE:
             break
-        contents = [turn.contents.get(s.key, s.content) for s in recursable]
-        text = "\n".join(contents)
+        parts = [turn.contents.get(s.key, s.content) for s in recursable]
+        text = "\n".join(parts)
         if text:
-            turn.chunk_parts.append(tuple(zip([s.key for s in recursable], contents)))
-            # Tell a book's view which of its entries the chunk joins, so it can reuse the
-            # contents' compile-time hits instead of scanning the chunk (it checks the join).
+            turn.chunk_parts.append(tuple(zip([s.key for s in recursable], parts)))
+            # Tell a book's view which of its entries the chunk joins, as what texts, so it can
+            # reuse the contents' compile-time hits (and a substituted content's cached ones)
+            # instead of scanning the chunk (it checks the join).
             owners = {s.book for s in recursable}
             for bi, view in enumerate(turn.views):
-                view.add_recursion_chunk(text, entries=[s.index for s in recursable] if owners == {bi} else None)
+                view.add_recursion_chunk(text, entries=[s.index for s in recursable] if owners == {bi} else None,
+                                         parts=parts)
             turn.chunks += 1
         if tables.compat.budget_accounting == "recursion_text":
             counted = recursable  # docs/sillytavern-mode.md#st-budget: preventRecursion contents are free in later loops

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from ..macros import expand_content
 from ..tokens import ConcatCount, TextCount, count_text
 from .settings import STSettings
 from .tables import EntryInfo, UnitCounts
@@ -109,7 +110,7 @@ def admit(turn: Turn, pending: list[EntryInfo], t0: int, loop: int) -> list[Entr
                 continue
         content = s.content
         if substitute is not None:
-            content = substitute(content)
+            content = expand_content(substitute, content, tables.limits, source=s.world, entry=ent.uid)
             turn.contents[s.key] = content
         if not turn.overflow:
             found = counts.get(s.gpos)

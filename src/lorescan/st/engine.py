@@ -28,7 +28,7 @@ from .activate import AlwaysGates, run_loops
 from .budget import turn_budget
 from .explain import explain_turn, regex_cutoffs
 from .place import place_entries
-from .result import ROLES, BookSource, Character, ChatMessage, EntryId, STResult
+from .result import BookSource, Character, ChatMessage, EntryId, STResult
 from .settings import GENERATION_TRIGGERS, Compat, STSettings
 from .tables import EntryInfo, EntryTable, HashIndex, KeyIndex, Tables, UnitCounts
 from .timed import EffectRecord, TimedEffects, evaluate
@@ -58,21 +58,31 @@ def _restore_engine(sources, settings, compat, count_tokens, substitute, random,
 class STEngine:
     """SillyTavern's World Info engine, exact (docs/sillytavern-mode.md), compiled once per book set.
 
-    The engine is fully built by its constructor and a scan only reads it, so threads may
-    share one engine. The hooks are plain attributes: a caller may set them on a copy.
+    Threads: one engine may be shared by any number of threads scanning at once. The
+    constructor builds everything a scan reads; what a scan builds lazily (entry records,
+    token counts, key tables) is built under a lock or published whole, and a scan's own
+    state lives in the scan, so concurrent scans give what sequential ones give
+    (tests/test_st_sharing.py). The hooks given here are defaults: :meth:`scan` takes
+    ``substitute``, ``random`` and ``post_process`` per call (a chat's macros, a request's
+    seed) without touching the engine. Hooks run in the scanning thread: a ``random`` shared
+    by threads hands its values out in whatever order the threads ask, so for repeatable
+    rolls give each scan (or each task of :meth:`ascan`) its own generator.
+    ``copy.copy`` is cheap (the copy shares everything computed here).
 
     Args:
-        books: :class:`BookSource` items (or ``(book, roles)`` pairs) in selection order;
-            books are de-duplicated by name across roles as SillyTavern does.
+        books: :class:`BookSource` items, ``(book, roles)`` pairs, or bare books (a
+            :class:`~lorescan.model.Lorebook` or :class:`~lorescan.match.compile.CompiledBook`,
+            taken as ``global``), in selection order; books are de-duplicated by name across
+            roles as SillyTavern does.
         settings: an :class:`STSettings` or a mapping of its names.
         compat: ``"sillytavern"`` reproduces every quirk (the conformance profile);
             ``"improved"`` switches on the fixes of docs/improved-profile.md; a
             :class:`~lorescan.st.settings.Compat` sets them one by one.
         count_tokens: ``text -> int`` (default: the process-wide tiktoken cl100k counter, offline,
             loaded on the first count; docs/sillytavern-mode.md#st-inputs).
-        substitute: ``text -> text`` for macros.
-        random: ``() -> float`` in [0, 1).
-        post_process: ``(content, position, depth) -> text``.
+        substitute: ``text -> text`` for macros (the default of :meth:`scan`'s).
+        random: ``() -> float`` in [0, 1) (the default of :meth:`scan`'s).
+        post_process: ``(content, position, depth) -> text`` (the default of :meth:`scan`'s).
         regex_timeout: CPU seconds one regex evaluation may take (None: no per-evaluation cap).
         limits: ``regex_time_per_scan`` bounds all regex time of one scan (cut-off keys are
             listed in ``STResult.regex_cutoffs``); book and key size limits.
@@ -83,7 +93,8 @@ class STEngine:
         RegexKeyError: a regex key past ``max_regex_length`` or ``max_regex_nesting``.
     """
 
-    def __init__(self, books: Sequence[BookSource | tuple[Lorebook | CompiledBook, Sequence[str]]],
+    def __init__(self, books: Sequence[BookSource | Lorebook | CompiledBook
+                                       | tuple[Lorebook | CompiledBook, Sequence[str]]],
                  settings: STSettings | Mapping[str, Any] = STSettings(), *, compat: Compat | str = "sillytavern",
                  count_tokens: Callable[[str], int] | None = None,
                  substitute: Callable[[str], str] | None = None,
@@ -106,12 +117,7 @@ class STEngine:
         self.regex_timeout = regex_timeout
         self.match_options = self.compat.match_options(case_sensitive=settings.case_sensitive,
                                                        match_whole_words=settings.match_whole_words)
-        sources = [b if isinstance(b, BookSource) else BookSource(b[0], tuple(b[1])) for b in books]
-        for i, src in enumerate(sources):
-            for role in src.roles:
-                if role not in ROLES:
-                    raise SettingsError(f"unknown role {role!r} (expected one of {', '.join(ROLES)})",
-                                        source="books", entry=i, field="roles")
+        sources = [self._source(b, i) for i, b in enumerate(books)]
         self.compiled: list[CompiledBook] = []
         self.world_names: list[str] = []
         chat, persona, glob, char = self._collect(sources)
@@ -193,6 +199,14 @@ class STEngine:
         self._gates = AlwaysGates(self.tables.always)
         self._timed_keys = frozenset(s.key for s in timed)     # the entries that start timed effects
 
+    def __copy__(self) -> STEngine:
+        # Everything the constructor computed (tables, gates, entry records and their hashes,
+        # token counts) is shared, never rebuilt: the copy differs only in the hooks a caller
+        # then sets on it. (__reduce__ alone would make copy.copy rebuild the engine.)
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
+
     def __reduce__(self):
         # Rebuilt by the constructor from the compiled books (which pickle in their compact
         # form); per-engine caches start empty.
@@ -200,6 +214,21 @@ class STEngine:
                                   self.random, self.post_process, self.regex_timeout, self.limits))
 
     # -- set-up ------------------------------------------------------------------------
+    @staticmethod
+    def _source(item: Any, i: int) -> BookSource:
+        """One item of ``books``: a BookSource, a ``(book, roles)`` pair, or a bare book (global)."""
+        if isinstance(item, BookSource):
+            return item
+        if isinstance(item, (Lorebook, CompiledBook)):
+            return BookSource(item, ("global",))
+        if isinstance(item, (tuple, list)) and len(item) == 2:
+            try:
+                return BookSource(item[0], item[1])
+            except SettingsError as exc:
+                raise SettingsError(exc.problem, source="books", entry=i, field="roles") from exc
+        raise SettingsError(f"a book must be a Lorebook, a CompiledBook, a BookSource or a (book, roles) pair, "
+                            f"got {type(item).__name__}", source="books", entry=i)
+
     @staticmethod
     def _name(src: BookSource) -> str:
         return src.book.name
@@ -237,6 +266,9 @@ class STEngine:
             char.append(s)
         return chat, persona, glob_unique, char
 
+    def _entry_of(self, eid: EntryId) -> Any:
+        return self.tables.by_key[EntryId(*eid).key].entry
+
     def tokens(self, text: str) -> int:
         """Returns: ``text``'s length in tokens under this engine's counter."""
         return self.count_tokens(text)
@@ -246,7 +278,9 @@ class STEngine:
              character: Character | None = None, global_scan_data: Mapping[str, str] | None = None,
              injects: Sequence[str] = (), authors_note: str | None = None, trigger: str = "normal",
              dry_run: bool = False, timed_effects: TimedEffects | Mapping[str, Any] | None = None,
-             forced: Iterable[tuple[str, int | str]] = (), cache: Any = None) -> STResult:
+             forced: Iterable[tuple[str, int | str]] = (), cache: Any = None,
+             substitute: Callable[[str], str] | None = None, random: Callable[[], float] | None = None,
+             post_process: Callable[[str, float | None, float | None], str] | None = None) -> STResult:
         """Run one generation.
 
         Args:
@@ -264,15 +298,25 @@ class STEngine:
             timed_effects: the state returned by the previous turn (not changed).
             forced: (book name, uid) pairs activated for this scan only.
             cache: a caller-owned ``ChatScan`` so unchanged messages are not scanned again.
+            substitute, random, post_process: this call's hooks (a chat's macros, a seeded
+                source); None: the engine's. Given here they give exactly what the same
+                hooks given to the constructor give, and nothing is copied or recomputed.
 
         Returns:
             The turn's :class:`STResult`.
 
         Raises:
-            SettingsError: a bad ``max_context``, ``trigger``, ``dry_run``, ``global_scan_data`` or inject.
+            SettingsError: a bad ``max_context``, ``trigger``, ``dry_run``, ``global_scan_data``, inject or hook.
             LorebookError: a malformed message or timed-effects record.
         """
         settings = self.settings
+        substitute = self.substitute if substitute is None else substitute
+        random = self.random if random is None else random
+        post_process = self.post_process if post_process is None else post_process
+        for name, hook in (("substitute", substitute), ("random", random), ("post_process", post_process)):
+            if hook is not None and not callable(hook):
+                raise SettingsError(f"{name} must be callable, got {type(hook).__name__}", source="scan",
+                                    field=name)
         if not isinstance(trigger, str):
             raise SettingsError(f"trigger must be a string, got {trigger!r}", source="scan", field="trigger")
         if trigger not in GENERATION_TRIGGERS:
@@ -326,11 +370,11 @@ class STEngine:
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
         fuzzy_work = FuzzyWork(self.limits.fuzzy_comparisons_per_scan)
-        views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=self.substitute,
+        views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
-                          oldest_index=first, fuzzy_work=fuzzy_work)
+                          oldest_index=first, limits=self.limits, fuzzy_work=fuzzy_work)
                  for cb in tables.compiled]
-        turn = Turn(tables, self._gates, views, regex_budget, random=self.random, substitute=self.substitute,
+        turn = Turn(tables, self._gates, views, regex_budget, random=random, substitute=substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
                     budget=budget, sticky=active_sticky, cooldown=active_cooldown, forced=forced_keys)
         if tables.entries:
@@ -347,7 +391,7 @@ class STEngine:
                 if e.cooldown and js_truthy(e.cooldown) and s.key not in state.cooldown:
                     state.cooldown[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
         placement = place_entries([(s.entry, turn.contents.get(s.key, s.content)) for s in activated],
-                                  authors_note=authors_note, post_process=self.post_process)
+                                  authors_note=authors_note, post_process=post_process)
         cutoffs = regex_cutoffs(turn)
         explanation = explain_turn(turn)
         return STResult(
@@ -355,7 +399,15 @@ class STEngine:
             budget_overflowed=turn.overflow, overflow_alert_shown=turn.overflow and settings.overflow_alert,
             timed_effects=state, loops=turn.loops, regex_cutoffs=cutoffs,
             fuzzy_cutoffs=(fuzzy_work.describe(),) if fuzzy_work.cut else (),
-            _explain=explanation, _decided=explanation.decisions)
+            _explain=explanation, _decided=explanation.decisions, _entry=self._entry_of)
+
+    async def ascan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], **kwargs: Any) -> STResult:
+        """:meth:`scan` for an asyncio application: the scan runs in a worker thread
+        (``asyncio.to_thread``), so the event loop keeps serving while it runs. Same
+        arguments, result and errors as :meth:`scan`; concurrent calls are safe (see the
+        class docstring on threads)."""
+        import asyncio      # stdlib; only async callers pay for it
+        return await asyncio.to_thread(self.scan, messages, **kwargs)
 
     @staticmethod
     def _message_texts(messages: Sequence[ChatMessage | Mapping[str, Any]], first: int) -> list[tuple[str, str]]:

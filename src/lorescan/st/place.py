@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..model import Entry
 
@@ -72,6 +72,17 @@ class Placement:
     depth: list[DepthGroup] = field(default_factory=list)
     examples: list[tuple[float, str]] = field(default_factory=list)
     outlets: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns: the buckets under the conformance vectors' names (``world_info_before``, ...)."""
+        return {
+            "world_info_before": self.before, "world_info_after": self.after,
+            "depth_entries": [{"depth": d.depth, "role": d.role, "entries": list(d.entries)} for d in self.depth],
+            "an_top": list(self.an_top), "an_bottom": list(self.an_bottom),
+            "em_entries": [{"position": pos, "content": c} for pos, c in self.examples],
+            "outlets": {k: list(v) for k, v in self.outlets.items()},
+            "authors_note": self.authors_note,
+        }
 
 
 def assemble_authors_note(top: Sequence[str], note: str, bottom: Sequence[str]) -> str:

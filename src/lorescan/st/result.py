@@ -9,11 +9,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, NamedTuple
 
+from ..errors import SettingsError
 from ..match.compile import CompiledBook
 from ..match.spans import KeySpan
-from ..model import Lorebook
+from ..model import Entry, Lorebook
 from .place import Placement
 from .timed import TimedEffects
 
@@ -42,9 +43,9 @@ LoopState = Literal["INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"]
 """:attr:`LoopRecord.state` and :attr:`LoopRecord.next` (SillyTavern's scan states; ``NONE``: no next loop)."""
 
 
-@dataclass(frozen=True, slots=True)
-class EntryId:
-    """An entry's identity across books.
+class EntryId(NamedTuple):
+    """An entry's identity across books: a ``(world, uid)`` pair, so ``json.dumps`` writes it
+    as ``["world", uid]`` and it unpacks like one (:meth:`to_json` gives the object form).
 
     Args:
         world: the book (world) name.
@@ -115,6 +116,22 @@ class BookSource:
     book: Lorebook | CompiledBook
     roles: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        roles = self.roles
+        valid = ", ".join(ROLES)
+        if isinstance(roles, (str, bytes)) or not isinstance(roles, (tuple, list, frozenset, set)):
+            raise SettingsError(f"roles must be a tuple of role names ({valid}), got {roles!r:.60}; "
+                                "e.g. roles=('global',)", source="BookSource", field="roles")
+        if not roles:
+            raise SettingsError(f"roles is empty: the book would take no part; give one or more of {valid}",
+                                source="BookSource", field="roles")
+        for role in roles:
+            if role not in ROLES:
+                raise SettingsError(f"unknown role {role!r:.60} (expected one of {valid})", source="BookSource",
+                                    field="roles")
+        if not isinstance(roles, tuple):
+            object.__setattr__(self, "roles", tuple(roles))
+
 
 @dataclass(frozen=True, slots=True)
 class LoopRecord:
@@ -129,6 +146,10 @@ class LoopRecord:
     state: str
     next: str
     activated: tuple[EntryId, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """Returns: ``{"state", "next", "activated": [{"world", "uid"}, ...]}``."""
+        return {"state": self.state, "next": self.next, "activated": [e.to_json() for e in self.activated]}
 
 
 @dataclass(slots=True)
@@ -220,6 +241,10 @@ def _no_diagnostics() -> dict[EntryId, Diagnostic]:
     return {}
 
 
+def _no_entries(eid: EntryId) -> Entry:
+    raise KeyError(eid)
+
+
 @dataclass
 class STResult:
     """Everything one SillyTavern-mode generation produces (docs/sillytavern-mode.md#st-inputs and 11).
@@ -249,9 +274,11 @@ class STResult:
     loops: list[LoopRecord]
     _explain: Callable[[], dict[EntryId, Diagnostic]] = field(repr=False, default=_no_diagnostics)
     regex_cutoffs: tuple[str, ...] = ()
-    fuzzy_cutoffs: tuple[str, ...] = ()
     # The diagnostics a pass decided (None after pickling: then every entry's is stored).
     _decided: Callable[[], dict[EntryId, Diagnostic]] | None = field(repr=False, default=None)
+    # EntryId -> the Entry (the engine's books; after pickling, a dict of them).
+    _entry: Callable[[EntryId], Entry] = field(repr=False, default=_no_entries)
+    fuzzy_cutoffs: tuple[str, ...] = ()
 
     @property
     def world_info_before(self) -> str:
@@ -271,9 +298,41 @@ class STResult:
     def __reduce__(self):
         # A result is a value: pickling materialises the explanation, so the copy owns plain
         # data only (no engine, views or caches).
+        diagnostics = self.diagnostics
+        entries = {}
+        for eid in diagnostics:
+            try:
+                entries[eid] = self._entry(eid)
+            except KeyError:               # a result built by hand, without its books
+                pass
         return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
                            self.overflow_alert_shown, self.timed_effects, self.loops,
-                           functools.partial(dict, self.diagnostics), self.regex_cutoffs, self.fuzzy_cutoffs))
+                           functools.partial(dict, diagnostics), self.regex_cutoffs, None,
+                           entries.__getitem__, self.fuzzy_cutoffs))
+
+    def entry(self, eid: EntryId | tuple[str, int | str]) -> Entry:
+        """The entry behind an id of this result (its ``comment`` is the name authors give it).
+
+        Args:
+            eid: an :class:`EntryId` (or a ``(world, uid)`` pair) from :attr:`activated`,
+                :attr:`diagnostics` or :attr:`loops`.
+
+        Raises:
+            KeyError: no such entry in the engine's books.
+        """
+        return self._entry(EntryId(*eid))
+
+    def name(self, eid: EntryId | tuple[str, int | str]) -> str:
+        """The entry's display name: its comment, else its first key, else ``#uid``.
+
+        Raises:
+            KeyError: no such entry in the engine's books.
+        """
+        e = self.entry(eid)
+        name = (e.comment or "").strip()
+        if not name and e.key:
+            name = str(e.key[0])
+        return name or f"#{e.uid}"
 
     def decisions(self) -> dict[EntryId, Diagnostic]:
         """The diagnostics of the entries a pass of this turn decided about.
@@ -302,18 +361,11 @@ class STResult:
 
     def to_json(self) -> dict[str, Any]:
         """Returns: the result in the conformance vectors' ``expected`` shape."""
-        p = self.placement
         return {
             "activated": [e.to_json() for e in self.activated],
-            "world_info_before": p.before, "world_info_after": p.after,
-            "depth_entries": [{"depth": d.depth, "role": d.role, "entries": list(d.entries)} for d in p.depth],
-            "an_top": list(p.an_top), "an_bottom": list(p.an_bottom),
-            "em_entries": [{"position": pos, "content": c} for pos, c in p.examples],
-            "outlets": {k: list(v) for k, v in p.outlets.items()},
-            "authors_note": p.authors_note,
+            **self.placement.to_json(),
             "budget_overflowed": self.budget_overflowed,
             "overflow_alert_shown": self.overflow_alert_shown,
             "timed_effects": self.timed_effects.to_json(),
-            "loops": [{"state": lr.state, "next": lr.next, "activated": [e.to_json() for e in lr.activated]}
-                      for lr in self.loops],
+            "loops": [lr.to_json() for lr in self.loops],
         }

@@ -1,0 +1,76 @@
+"""schemathesis against ``/openapi.json`` of a real ``lorescan serve`` on loopback, with and without a token.
+
+Each run must pass every schemathesis check (no 5xx, every answer's status, content type and body
+as the document declares, the token enforced where it is declared), generate at least
+``--min-requests`` requests, and leave no internal error in the server's log. Usage (from the repo
+root, lorescan and the fuzz extra installed): ``python .ci/api_fuzz.py [--examples N] [--seed S]``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lorescan.serve.testing import ServerProcess
+
+CONFIG = Path(__file__).resolve().parent / "schemathesis.toml"
+TOKEN = "ci-fuzz-token"
+_GENERATED = re.compile(r"(\d+) generated")
+
+
+def fuzz(token: str | None, args: argparse.Namespace, workdir: str) -> int:
+    """One schemathesis run; the number of requests it generated. Exits on any failure."""
+    label = "with a token" if token else "without a token"
+    env = {"LORESCAN_SERVE_TOKEN": token} if token else {}
+    books = os.path.join(workdir, "books-token" if token else "books-open")
+    with ServerProcess(books, env=env) as srv:
+        cmd = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(CONFIG), "run",
+               f"{srv.url}/openapi.json", "--max-examples", str(args.examples),
+               "--seed", str(args.seed), "--workers", str(args.workers), "--max-time", str(args.max_time),
+               "--phases", args.phases, "--no-color"]
+        if token:
+            cmd += ["--header", f"Authorization: Bearer {token}"]
+        t0 = time.monotonic()
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)   # its cache stays out of the checkout
+        elapsed = time.monotonic() - t0
+        log = srv.log_text()
+    out = run.stdout + run.stderr
+    found = _GENERATED.findall(out)
+    generated = int(found[-1]) if found else 0
+    print(f"api_fuzz {label}: {generated} requests generated in {elapsed:.1f} s, schemathesis exit {run.returncode}")
+    for line in out.splitlines():           # each phase's time and outcome
+        if re.match(r"^ \S+\s+(Examples|Coverage|Fuzzing|Stateful) \(in ", line):
+            print("   ", line.strip())
+    internal = [line for line in log.splitlines() if '"level": "error"' in line]
+    if run.returncode != 0 or internal or generated < args.min_requests:
+        print(out[-20000:])
+        for line in internal[:5]:
+            print("server:", line[:2000])
+        why = (f"schemathesis failed (exit {run.returncode})" if run.returncode else
+               f"{len(internal)} internal errors in the server log" if internal else
+               f"only {generated} requests generated (want {args.min_requests})")
+        sys.exit(f"api_fuzz {label}: {why}")
+    return generated
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--examples", type=int, default=15, help="examples per operation and phase")
+    parser.add_argument("--seed", type=int, default=20240601)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--max-time", type=int, default=75, help="seconds for one run")
+    parser.add_argument("--min-requests", type=int, default=1000, help="generated requests a run must reach")
+    parser.add_argument("--phases", default="examples,coverage,fuzzing,stateful")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lorescan-fuzz-") as workdir:
+        total = sum(fuzz(token, args, workdir) for token in (TOKEN, None))
+    print(f"api_fuzz: {total} requests in all, no failures")
+
+
+if __name__ == "__main__":
+    main()
