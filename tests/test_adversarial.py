@@ -601,6 +601,45 @@ def test_lint_of_a_book_with_six_hundred_thousand_near_duplicate_pairs_lists_a_b
     assert "listed 200" in out.stdout
 
 
+# -- 8. batch replay that never loses work (issue 22, item 7) ---------------------------------
+
+def test_a_replay_batch_killed_mid_run_leaves_whole_parts_nothing_in_tmpdir_and_an_unfinished_result(tmp_path):
+    # kill -9 of a run left the shipped-books pickle in TMPDIR and could leave a part written
+    # in place half-way; summarize then read the folder as a complete result.
+    import time as _time
+    from replay_data import synthetic_chats, write_folder
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    book = tmp_path / "book.json"
+    book.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["the"], "content": "A dragon."}}}))
+    chats = write_folder(tmp_path / "chats", synthetic_chats(3000))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), TMPDIR=str(tmpdir))
+    proc = subprocess.Popen([sys.executable, "-m", "lorescan.app.cli", "replay-batch", "--books", str(book),
+                             "--chats", str(chats), "--out", str(out), "--no-progress"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = _time.monotonic() + 120
+        while not list((out / "rows").glob("part-*.parquet")) and proc.poll() is None:
+            assert _time.monotonic() < deadline, "no part written in 120 s"
+            _time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert list(tmpdir.rglob("*lorescan*")) == []        # (tiktoken keeps its data-gym-cache there)
+    parts = sorted((out / "rows").glob("part-*.parquet"))
+    assert parts and all(pq.read_table(p).num_rows >= 0 for p in parts)
+    summary = subprocess.run([sys.executable, "-m", "lorescan.app.cli", "summarize", str(out)], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert summary.returncode == 2 and "unfinished" in summary.stderr and "Traceback" not in summary.stderr, \
+        summary.stderr[-2000:]
+
+
 # -- 6. the command line -------------------------------------------------------------------
 
 def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:

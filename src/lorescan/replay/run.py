@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import multiprocessing
@@ -96,7 +97,17 @@ def _work(shard: Shard, part: str) -> tuple[int, int, int, int]:
 
 def _write_part(cols: Columns, part: str, variants: int) -> tuple[int, int, int, int]:
     import pyarrow.parquet as pq  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
-    pq.write_table(to_table(cols), part)
+    # Written beside its final name and renamed: a killed worker leaves a hidden temporary file
+    # (the rows reader skips names starting with "."), never a truncated part.
+    folder, name = os.path.split(part)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(to_table(cols), tmp)
+        os.replace(tmp, part)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     chats, turns, problems = _counts(cols, variants)
     return chats, turns, len(cols), problems
 
@@ -181,7 +192,8 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
         raise LorebookError("no chats here (a folder is searched for .jsonl and .json chats; a file is read as "
                             "JSON lines, one chat per line)", source=str(chats))
     job = ReplayJob(mode, "", dict(settings or {}), tuple(roles), character, user, seed)   # checked before any work
-    book_file = _ship(loaded, other)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    book_file = _ship(loaded, other, directory=str(out_dir))      # in the output, not TMPDIR
     info = RunInfo(workers=workers)
     t0 = time.perf_counter()
     try:

@@ -97,10 +97,12 @@ def check_settings(mode: str, settings: Mapping[str, Any]) -> None:
 # -- shipping the books to workers ---------------------------------------------------------
 # The two functions to switch to the compiled-book file (.lsc) when it lands: _ship writes
 # the file once, _receive loads it in each worker. Nothing else touches the book's bytes.
-def _ship(books: Sequence[Lorebook], compare: Sequence[Lorebook] | None = None) -> str:
-    """Write the loaded books once to a temporary file; return its path. The caller removes
-    it when the run ends."""
-    fd, path = tempfile.mkstemp(prefix="lorescan-replay-", suffix=".pickle")
+def _ship(books: Sequence[Lorebook], compare: Sequence[Lorebook] | None = None,
+          directory: str | None = None) -> str:
+    """Write the loaded books once to a temporary file (hidden, in ``directory``: the run's
+    output folder, so a killed run leaves nothing in TMPDIR); return its path. The caller
+    removes it when the run ends."""
+    fd, path = tempfile.mkstemp(prefix=".lorescan-replay-", suffix=".pickle", dir=directory)
     with os.fdopen(fd, "wb") as fh:
         pickle.dump((tuple(books), None if compare is None else tuple(compare)), fh,
                     protocol=pickle.HIGHEST_PROTOCOL)
