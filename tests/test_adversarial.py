@@ -640,6 +640,38 @@ def test_a_replay_batch_killed_mid_run_leaves_whole_parts_nothing_in_tmpdir_and_
         summary.stderr[-2000:]
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_of_a_replay_batch_ends_in_one_message_not_a_traceback(tmp_path, workers):
+    # SIGINT (to the whole process group, as a terminal sends it) ended in a traceback from
+    # the parent and from every pool worker.
+    import time as _time
+    from replay_data import synthetic_chats, write_folder
+    pytest.importorskip("pyarrow")
+    book = tmp_path / "book.json"
+    book.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["the"], "content": "A dragon."}}}))
+    chats = write_folder(tmp_path / "chats", synthetic_chats(3000))
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "lorescan.app.cli", "replay-batch", "--books", str(book),
+                             "--chats", str(chats), "--out", str(out), "--no-progress", "--workers", workers],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = _time.monotonic() + 120
+        while not list((out / "rows").glob("part-*.parquet")) and proc.poll() is None:
+            assert _time.monotonic() < deadline, "no part written in 120 s"
+            _time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert "interrupted" in err and "run.json" in err, err[-2000:]
+    assert not (out / "run.json").exists() and list(out.rglob("*.pickle")) == [] and list(out.rglob("*.tmp")) == []
+
+
 # -- 6. the command line -------------------------------------------------------------------
 
 def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import signal
 import tempfile
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -86,6 +87,9 @@ _WORKER: Replayer | None = None
 
 def _init_worker(job: ReplayJob) -> None:
     global _WORKER
+    # Ctrl-C reaches the whole process group: the parent stops the run (cancelling what has
+    # not started); a worker finishes its current part instead of printing a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER = Replayer(job)
 
 
@@ -226,14 +230,18 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(job,)) as pool:
                 pending: set = set()
-                for i, shard in enumerate(shards):
-                    pending.add(pool.submit(_work, shard, str(rows_dir / f"part-{i:06d}.parquet")))
-                    if len(pending) >= 2 * workers:            # stream: a bounded number in flight
-                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for f in done:
-                            _tally(info, bar, f.result())
-                for f in pending:
-                    _tally(info, bar, f.result())
+                try:
+                    for i, shard in enumerate(shards):
+                        pending.add(pool.submit(_work, shard, str(rows_dir / f"part-{i:06d}.parquet")))
+                        if len(pending) >= 2 * workers:            # stream: a bounded number in flight
+                            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                            for f in done:
+                                _tally(info, bar, f.result())
+                    for f in pending:
+                        _tally(info, bar, f.result())
+                except KeyboardInterrupt:
+                    pool.shutdown(wait=True, cancel_futures=True)     # the running parts finish whole
+                    raise
         info.seconds = time.perf_counter() - t0
         bar.show(end="\n")
         if not info.chats:
