@@ -672,6 +672,36 @@ def test_ctrl_c_of_a_replay_batch_ends_in_one_message_not_a_traceback(tmp_path, 
     assert not (out / "run.json").exists() and list(out.rglob("*.pickle")) == [] and list(out.rglob("*.tmp")) == []
 
 
+def test_every_chat_of_a_replay_batch_has_a_row_even_one_with_no_turn(tmp_path):
+    # A chat of a greeting only (no reply after it, no user message at its end) produced no
+    # row at all: counted nowhere, as if it had not been given.
+    pytest.importorskip("pyarrow")
+    chats = tmp_path / "chats.jsonl"
+    lines = [{"id": "greeting-only", "messages": [{"name": "N", "mes": "Welcome, traveller.", "is_user": False}]},
+             {"id": "system-only", "messages": [{"name": "S", "mes": "note", "is_user": False, "is_system": True}]},
+             {"id": "normal", "messages": [{"name": "N", "mes": "Hello.", "is_user": False},
+                                           {"name": "U", "mes": "the dragon", "is_user": True}]}]
+    chats.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = run_child(f"""
+        from lorescan.replay.run import replay_batch
+        from lorescan.replay.output import read_rows
+        book = load_data({{"entries": {{"0": {{"uid": 0, "key": ["dragon"], "content": "A dragon."}}}}}})
+        info = replay_batch([book], {str(chats)!r}, {str(tmp_path / "out")!r})
+        rows = read_rows({str(tmp_path / "out")!r}).to_pylist()
+        by_chat = {{}}
+        for r in rows:
+            by_chat.setdefault(r["chat_id"], []).append((r["outcome"], r["reason"]))
+        print("CHATS", json.dumps(sorted(by_chat)), "PROBLEMS", json.dumps(sorted(
+            (c, reason) for c, rs in by_chat.items() for o, reason in rs if o == "problem")))
+        assert info.chats == 3, info
+    """, cpu=60)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("CHATS"))
+    chats_seen = json.loads(line.split(" PROBLEMS ")[0][len("CHATS "):])
+    problems = json.loads(line.split(" PROBLEMS ")[1])
+    assert len(chats_seen) == 3, chats_seen
+    assert ["greeting-only", "no_turns"] in problems and not any(c == "normal" for c, _ in problems), problems
+
+
 # -- 6. the command line -------------------------------------------------------------------
 
 def _cli_raw(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -279,6 +279,11 @@ class Replayer:
             cols.truncate(mark)             # all of the chat or none of it
             cols.add(chat.chat_id, chat.source, -1, "", "", "", "problem", "engine_error", None, None, "", None,
                      f"{type(exc).__name__}: {exc}")
+            return
+        if len(cols) == mark:               # every chat has a row: this one had nothing to replay
+            cols.add(chat.chat_id, chat.source, -1, "", "", "", "problem", "no_turns", None, None, "", None,
+                     "the chat has no turn to replay (no reply after its first message and no user "
+                     "message at its end)")
 
     def _replay_chat(self, chat: Chat, cols: Columns) -> None:
         scanned = [m for m in chat.messages if not m.is_system]
