@@ -224,7 +224,9 @@ def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int,
     keys = [k for k in owners if len(k) >= NEAR_MIN_LENGTH]
     if len(keys) < 2:
         return
-    found: list[tuple[int, int, int, int, int]] = []      # (entry, key index, ia, jb, score)
+    Row = tuple[int, int, int, int, int]                  # (entry, key index, ia, jb, score)
+    found: list[Row] = []
+    heap: list[Row] = []                                  # the cap smallest rows, negated: a max-heap
     total = 0
     for ia, jb, score in _similar_pairs(keys, process, fuzz.ratio):
         a, b = keys[ia], keys[jb]
@@ -235,15 +237,17 @@ def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int,
         if ea & eb:
             continue          # both spellings on one entry: deliberate variants
         total += 1
-        row = (*min(owners[b]), ia, jb, score)
+        i, k = min(owners[b])
         if cap <= 0:
-            found.append(row)
-        elif len(found) < cap:
-            heapq.heappush(found, tuple(-x for x in row))       # type: ignore[arg-type]  # a max-heap
-        elif tuple(-x for x in row) > found[0]:
-            heapq.heapreplace(found, tuple(-x for x in row))    # type: ignore[arg-type]
+            found.append((i, k, ia, jb, score))
+            continue
+        neg: Row = (-i, -k, -ia, -jb, -score)
+        if len(heap) < cap:
+            heapq.heappush(heap, neg)
+        elif neg > heap[0]:
+            heapq.heapreplace(heap, neg)
     if cap > 0:
-        found = [tuple(-x for x in r) for r in found]           # type: ignore[misc]
+        found = [(-i, -k, -ia, -jb, -score) for i, k, ia, jb, score in heap]
         if unlisted is not None and total > len(found):
             unlisted["LS602"] = unlisted.get("LS602", 0) + total - len(found)
     for i, k, ia, jb, score in sorted(found):
