@@ -364,6 +364,21 @@ def test_a_slot_state_with_unknown_fields_comes_back_as_strict_json():
     """)
 
 
+def test_a_large_valid_slot_state_is_checked_in_linear_time_and_an_oversized_one_refused():
+    # A valid 3 MB state (200,000 small arrays in a field lorescan keeps) took 3.9 s a run to
+    # validate and copy (ABC isinstance checks and a path string per container); 4 MB, 8.6 s.
+    run_child(SLOT, """
+        state = {"version": 1, "first_matched_turn": {}, "x": [[i, "abc"] for i in range(200_000)]}
+        for _ in range(3):
+            out = slot.run(msgs, turn_id="t", state=state).state
+        assert out["x"] == state["x"] and out is not state
+        big = {"version": 1, "x": list(range(1_500_000))}
+        expect_error(lambda: slot.run(msgs, turn_id="t", state=big), "state", "MAX_STATE_VALUES")
+        text = {"version": 1, "x": ["y" * 1_000_000] * 20}
+        expect_error(lambda: slot.run(msgs, turn_id="t", state=text), "state", "MAX_STATE_CHARS")
+    """, cpu=8)
+
+
 def test_a_deep_unknown_field_is_fingerprinted_from_a_deep_call_stack():
     run_child(f"""
         def nest(n):
@@ -446,6 +461,245 @@ def test_chatscan_max_bytes_bounds_what_the_cache_holds_over_2000_turns():
 @long_only
 def test_chatscan_max_bytes_holds_over_2000_turns_of_100_kb_messages():
     run_child(_chatscan_case(2000, 100_000, 32 * MiB), cpu=300)
+
+
+# -- 7. per-scan bounds (issue 22, item 5) --------------------------------------------------
+
+def test_a_record_naming_an_unknown_hash_fingerprints_a_book_once_not_once_per_engine():
+    # Each new engine over the same compiled book used to fingerprint every entry (3.9 s a
+    # request on a 10k book): ten engines, ten times. The table now lives on the compiled book.
+    run_child("""
+        entries = {str(i): {"uid": i, "key": [f"k{i}"], "content": f"entry {i} " * 20}
+                   for i in range(10_000)}
+        compiled = compile_book(load_data({"entries": entries}))
+        chat = [ChatMessage("u", "nothing here", True)]
+        state = {"sticky": {"default.1": {"hash": 12345, "start": 0, "end": 5, "protected": False}},
+                 "cooldown": {}}
+        answers = set()
+        for _ in range(10):
+            engine = STEngine([BookSource(compiled, ("global",))], count_tokens=len)
+            r = engine.scan(chat, max_context=1000, timed_effects=state)
+            answers.add(json.dumps(r.timed_effects.to_json(), sort_keys=True))
+        assert len(answers) == 1, answers
+        print("ten engines", answers)
+    """, cpu=15)
+
+
+def test_counting_the_containers_of_a_card_with_one_long_string_costs_constant_memory_per_character():
+    # The container count's string regex kept a backtracking frame per character of the
+    # longest string (~117 bytes each): a 27 KB PNG whose card holds one 20 MB string (in
+    # base64, escapes included) peaked at 2.5 GB before the card was read.
+    out = run_child(BOMB, """
+        import base64, zlib
+        from lorescan.formats.png import make_chunk, make_png
+        from lorescan.formats._safety import count_containers
+        card = ('{"spec":"chara_card_v2","data":{"name":"b","description":"' + "a\\\\\\\\b\\\\\\"c{[" * 2_000_000
+                + '","character_book":{"entries":[{"keys":["x"],"content":"y"}]}}}')
+        def walk(v):
+            return (isinstance(v, (dict, list))
+                    + sum(walk(c) for c in (v.values() if isinstance(v, dict) else v if isinstance(v, list) else ())))
+        assert count_containers(card) == walk(json.loads(card)) == 6, count_containers(card)
+        text = base64.b64encode(card.encode())
+        body = b"chara\\0\\0" + zlib.compress(text, 9)
+        base = make_png()
+        data = base[:-12] + make_chunk(b"zTXt", body) + base[-12:]
+        print("png bytes", len(data), "card chars", len(card))
+        try:
+            load(data)
+            print("READ")
+        except LorebookError as exc:
+            print("REFUSED", str(exc)[:200])
+        print("peak MB", peak_mb())
+        assert peak_mb() < 700, peak_mb()
+    """, cpu=60, memory=2048 * MiB)
+    assert "READ" in out.stdout or "REFUSED" in out.stdout
+
+
+def test_a_long_message_against_ten_thousand_fuzzy_keys_is_bounded_per_scan_and_reported():
+    # 320 KB of distinct words against 10,000 fuzzy keys took 5.7 s a scan with no bound per
+    # scan (only compiling had one). Three such scans now stop at the per-scan comparison
+    # budget, deterministically, and say so.
+    out = run_child("""
+        import random
+        rng = random.Random(7)
+        def word():
+            return "".join(rng.choice("abcdefghijklmnop") for _ in range(7))
+        entries = {str(i): {"uid": i, "key": [word()], "content": "c", "extensions": {"lorescan_fuzzy": 80}}
+                   for i in range(10_000)}
+        engine = STEngine([BookSource(load_data({"entries": entries}), ("global",))], compat="improved",
+                          count_tokens=len)
+        for n in range(3):
+            text = " ".join(word() for _ in range(40_000))
+            r = engine.scan([ChatMessage("u", text, True)], max_context=10**6)
+            assert len(r.fuzzy_cutoffs) == 1 and "fuzzy_comparisons_per_scan" in r.fuzzy_cutoffs[0], r.fuzzy_cutoffs
+        print("CUT", r.fuzzy_cutoffs[0])
+    """, cpu=10)
+    assert "CUT" in out.stdout
+
+
+def test_a_fuzzy_threshold_that_makes_every_word_a_hit_is_refused_before_any_hit_set_is_built():
+    # A threshold of 1 made every content hit every fuzzy entry: entries x entries hit sets
+    # (a 383 KB book reached 5.7 GB on its first slot run). Both engines refuse it, naming the
+    # field; as a decorator it is rejected (the entry stays exact).
+    run_child("""
+        import random
+        rng = random.Random(5)
+        def word():
+            return "".join(rng.choice("abcdefghijklmnop") for _ in range(7))
+        doc = {"entries": {str(i): {"uid": i, "key": [word()], "content": " ".join(word() for _ in range(20)),
+                                    "extensions": {"lorescan_fuzzy": 1}} for i in range(3000)}}
+        loaded = load(json.dumps(doc).encode())
+        expect_error(lambda: SlotEngine([loaded]), "lorescan_fuzzy", "from 50 to 100")
+        expect_error(lambda: STEngine([BookSource(loaded, ("global",))], compat="improved"), "from 50 to 100")
+        doc["extensions"] = {}
+        for e in doc["entries"].values():
+            e["extensions"] = {}
+            e["content"] = "@@fuzzy 1\\n" + e["content"]
+        book = load_data(doc)
+        r = SlotEngine([book]).run([("user", "a " + word())], turn_id=1)
+        print("slot ran", len(r.messages), "peak MB", peak_mb())
+        assert peak_mb() < 600, peak_mb()
+    """, cpu=60)
+
+
+def test_a_content_that_is_one_long_run_of_letters_is_counted_in_linear_time():
+    # Counted in steps, a text that is one tiktoken piece carried the whole piece into every
+    # step: quadratic (two 1 MB contents: 20.6 s for one scan, 23.6 s for one slot run).
+    run_child("""
+        book = load_data({"entries": {"0": {"uid": 0, "key": ["dragon"], "content": "x" * 1_000_000},
+                                      "1": {"uid": 1, "key": ["dragon"], "content": "y" * 1_000_000}}})
+        r = STEngine([BookSource(book, ("global",))]).scan([ChatMessage("u", "dragon", True)], max_context=10**7)
+        assert len(r.activated) == 2
+        s = SlotEngine([book]).run([("user", "dragon")], turn_id=1)
+        print("activated", len(r.activated), "slot", len(s.messages))
+    """, cpu=10)
+
+
+def test_lint_of_a_book_with_six_hundred_thousand_near_duplicate_pairs_lists_a_bounded_report():
+    # 24,000 keys two letters away from one word: 620,000 LS602 pairs. Every one became a
+    # Finding (373 MB, and the issue's 1.1 MB book gave 729,000); now 200 are listed per code
+    # and the rest counted in one finding, with no Finding built for them.
+    out = run_child("""
+        import itertools
+        from lorescan.lint import LintOptions, lint_book
+        base = "dragonkingsx"
+        keys = []
+        for p, q in itertools.combinations(range(len(base)), 2):
+            for a in "abcdefghijklmnopqrst":
+                for b in "abcdefghijklmnopqrst":
+                    s = list(base); s[p] = a; s[q] = b; keys.append("".join(s))
+        keys = list(dict.fromkeys(keys))
+        book = load_data({"entries": {str(i): {"uid": i, "key": [k], "content": "c"} for i, k in enumerate(keys)}})
+        found = lint_book(book, LintOptions(select=("LS6",)))
+        ls602 = [f for f in found if f.code == "LS602"]
+        assert len(ls602) == 201 and ls602[-1].entry is None, len(ls602)
+        more = int(ls602[-1].message.split()[0].replace(",", ""))
+        assert more > 500_000, ls602[-1].message
+        print("listed", len(ls602) - 1, "more", more, "peak MB", peak_mb())
+        assert peak_mb() < 250, peak_mb()
+    """, cpu=60)
+    assert "listed 200" in out.stdout
+
+
+# -- 8. batch replay that never loses work (issue 22, item 7) ---------------------------------
+
+def test_a_replay_batch_killed_mid_run_leaves_whole_parts_nothing_in_tmpdir_and_an_unfinished_result(tmp_path):
+    # kill -9 of a run left the shipped-books pickle in TMPDIR and could leave a part written
+    # in place half-way; summarize then read the folder as a complete result.
+    import time as _time
+    from replay_data import synthetic_chats, write_folder
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    book = tmp_path / "book.json"
+    book.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["the"], "content": "A dragon."}}}))
+    chats = write_folder(tmp_path / "chats", synthetic_chats(3000))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""), TMPDIR=str(tmpdir))
+    proc = subprocess.Popen([sys.executable, "-m", "lorescan.app.cli", "replay-batch", "--books", str(book),
+                             "--chats", str(chats), "--out", str(out), "--no-progress"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = _time.monotonic() + 120
+        while not list((out / "rows").glob("part-*.parquet")) and proc.poll() is None:
+            assert _time.monotonic() < deadline, "no part written in 120 s"
+            _time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert list(tmpdir.rglob("*lorescan*")) == []        # (tiktoken keeps its data-gym-cache there)
+    parts = sorted((out / "rows").glob("part-*.parquet"))
+    assert parts and all(pq.read_table(p).num_rows >= 0 for p in parts)
+    summary = subprocess.run([sys.executable, "-m", "lorescan.app.cli", "summarize", str(out)], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert summary.returncode == 2 and "unfinished" in summary.stderr and "Traceback" not in summary.stderr, \
+        summary.stderr[-2000:]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_of_a_replay_batch_ends_in_one_message_not_a_traceback(tmp_path, workers):
+    # SIGINT (to the whole process group, as a terminal sends it) ended in a traceback from
+    # the parent and from every pool worker.
+    import time as _time
+    from replay_data import synthetic_chats, write_folder
+    pytest.importorskip("pyarrow")
+    book = tmp_path / "book.json"
+    book.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["the"], "content": "A dragon."}}}))
+    chats = write_folder(tmp_path / "chats", synthetic_chats(3000))
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "lorescan.app.cli", "replay-batch", "--books", str(book),
+                             "--chats", str(chats), "--out", str(out), "--no-progress", "--workers", workers],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = _time.monotonic() + 120
+        while not list((out / "rows").glob("part-*.parquet")) and proc.poll() is None:
+            assert _time.monotonic() < deadline, "no part written in 120 s"
+            _time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert "interrupted" in err and "run.json" in err, err[-2000:]
+    assert not (out / "run.json").exists() and list(out.rglob("*.pickle")) == [] and list(out.rglob("*.tmp")) == []
+
+
+def test_every_chat_of_a_replay_batch_has_a_row_even_one_with_no_turn(tmp_path):
+    # A chat of a greeting only (no reply after it, no user message at its end) produced no
+    # row at all: counted nowhere, as if it had not been given.
+    pytest.importorskip("pyarrow")
+    chats = tmp_path / "chats.jsonl"
+    lines = [{"id": "greeting-only", "messages": [{"name": "N", "mes": "Welcome, traveller.", "is_user": False}]},
+             {"id": "system-only", "messages": [{"name": "S", "mes": "note", "is_user": False, "is_system": True}]},
+             {"id": "normal", "messages": [{"name": "N", "mes": "Hello.", "is_user": False},
+                                           {"name": "U", "mes": "the dragon", "is_user": True}]}]
+    chats.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = run_child(f"""
+        from lorescan.replay.run import replay_batch
+        from lorescan.replay.output import read_rows
+        book = load_data({{"entries": {{"0": {{"uid": 0, "key": ["dragon"], "content": "A dragon."}}}}}})
+        info = replay_batch([book], {str(chats)!r}, {str(tmp_path / "out")!r})
+        rows = read_rows({str(tmp_path / "out")!r}).to_pylist()
+        by_chat = {{}}
+        for r in rows:
+            by_chat.setdefault(r["chat_id"], []).append((r["outcome"], r["reason"]))
+        print("CHATS", json.dumps(sorted(by_chat)), "PROBLEMS", json.dumps(sorted(
+            (c, reason) for c, rs in by_chat.items() for o, reason in rs if o == "problem")))
+        assert info.chats == 3, info
+    """, cpu=60)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("CHATS"))
+    chats_seen = json.loads(line.split(" PROBLEMS ")[0][len("CHATS "):])
+    problems = json.loads(line.split(" PROBLEMS ")[1])
+    assert len(chats_seen) == 3, chats_seen
+    assert ["greeting-only", "no_turns"] in problems and not any(c == "normal" for c, _ in problems), problems
 
 
 # -- 6. the command line -------------------------------------------------------------------

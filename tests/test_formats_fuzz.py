@@ -106,3 +106,28 @@ def test_entries_with_ill_typed_fields_only_raise_lorebook_error(seed, patch):
         convert(book, "sillytavern")
     except LorebookError:
         pass
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\{}[]/\n\u00e9\U0001f600', max_size=12),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.text(alphabet='k"\\{[]}', max_size=4), inner, max_size=4),
+    max_leaves=30)
+
+
+def _containers(value) -> int:
+    stack, n = [value], 0
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (dict, list)):
+            n += 1
+            stack.extend(v.values() if isinstance(v, dict) else v)
+    return n
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON_VALUES, st.sampled_from([None, 1]), st.booleans())
+def test_the_container_count_before_parsing_is_the_parsed_value_s(value, indent, ascii_only):
+    from lorescan.formats._safety import count_containers
+    text = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
+    assert count_containers(text) == _containers(json.loads(text))

@@ -216,7 +216,7 @@ def test_slot_decorator_parsing():
     for bad in ("@@fuzzy", "@@fuzzy 0", "@@fuzzy 101", "@@fuzzy high", "@@fuzzy 80, 90"):
         d, _ = parse_decorators(bad + "\nbody")
         assert d.fuzzy is None
-        assert d.lines[0].status == "rejected: expects a threshold from 1 to 100, or off"
+        assert d.lines[0].status == "rejected: expects a threshold from 50 to 100, or off"
     d, _ = parse_decorators("@@fuzzy nope\n@@@fuzzy 80\nbody")      # the fallback is taken
     assert d.fuzzy == 80.0
 
@@ -382,3 +382,33 @@ def test_card_book_default_and_entry_field(tmp_path):
     engine = STEngine([BookSource(loaded, ("global",))], STSettings(include_names=False), compat="improved")
     assert engine.scan([ChatMessage("u", "Hermoine and Ronlad", is_user=True)],
                        max_context=8192).world_info_after == "HG"      # a card entry's default position
+
+
+def test_a_scan_past_its_fuzzy_comparison_budget_is_cut_reported_and_not_cached():
+    # A tight per-scan budget: the message's words against 40 fuzzy keys of a reachable
+    # length cost more than 50 comparisons, so the typo is not found and the result says so;
+    # the next scan with the default budget over the same cache finds it (the cut hit set
+    # was not cached as the text's answer). An exact mention still matches under the cut.
+    keys = ["Hermione"] + [f"zz{i:02d}word" for i in range(39)]
+    book = book_from_entries("cut", [entry(i, [k], f"C{i}", fuzzy=80) for i, k in enumerate(keys)])
+    tight_limits = replace(DEFAULT_LIMITS, fuzzy_comparisons_per_scan=50)
+    text = "Hermoine came with " + " ".join(f"word{i}" for i in range(10))
+    st_tight = STEngine([BookSource(book, ("global",))], STSettings(include_names=False), compat="improved",
+                        limits=tight_limits)
+    st_wide = STEngine([BookSource(book, ("global",))], STSettings(include_names=False), compat="improved")
+    cache = ChatScan()
+    chat = [ChatMessage("u", text, is_user=True)]
+    cut = st_tight.scan(chat, max_context=8192, cache=cache)
+    assert len(cut.fuzzy_cutoffs) == 1 and "limits.fuzzy_comparisons_per_scan" in cut.fuzzy_cutoffs[0]
+    assert cut.activated == []
+    full = st_wide.scan(chat, max_context=8192, cache=cache)
+    assert full.fuzzy_cutoffs == () and [e.uid for e in full.activated] == [0]
+    exact = st_tight.scan([ChatMessage("u", "Hermione", is_user=True)], max_context=8192)
+    assert [e.uid for e in exact.activated] == [0]
+
+    slot_tight, slot_wide = SlotEngine([book], limits=tight_limits), SlotEngine([book])
+    cache = ChatScan()
+    cut_run = slot_tight.run([("user", text)], turn_id=1, cache=cache)
+    assert len(cut_run.fuzzy_cutoffs) == 1 and [m.content for m in cut_run.messages] == []
+    full_run = slot_wide.run([("user", text)], turn_id=1, cache=cache)
+    assert full_run.fuzzy_cutoffs == () and [m.content for m in full_run.messages] == ["C0"]

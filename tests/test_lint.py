@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from lorescan import load
+from lorescan.formats.load import load_data
 from lorescan.js.regex import compile_regex_key
 from lorescan.lint.book import NEAR_SCORE, _similar_pairs
 from lorescan.lint import CODES, Finding, LintOptions, Severity, lint_book, worst_severity
@@ -392,3 +393,21 @@ def test_the_janitor_engine_throws_where_ls820_says() -> None:
     src = janitor_source(load(DATA / "janitor" / "ls820.js"))
     run = JanitorEngine(src.entries).run({"chat": {"last_messages": [{"message": "the tide"}]}}, random=lambda: 0.0)
     assert run.error is not None and run.error.name == "TypeError"
+
+
+def test_findings_past_the_cap_of_a_code_are_counted_in_one_book_wide_finding():
+    # The capped report lists the first findings of each code in entry order and counts the
+    # rest exactly: compared with the uncapped report of the same book.
+    keys = ["dragonking", "dragonkinq", "dragonkimg", "dragonkihg", "dragonkigg", "lantern", "lantern", "lantern"]
+    book = load_data({"entries": {str(i): {"uid": i, "key": [k], "content": "c"} for i, k in enumerate(keys)}})
+    full = lint_book(book, LintOptions(select=("LS6",), max_findings_per_code=0))
+    capped = lint_book(book, LintOptions(select=("LS6",), max_findings_per_code=2))
+    for code in ("LS601", "LS602"):
+        every = [f for f in full if f.code == code]
+        some = [f for f in capped if f.code == code]
+        if len(every) <= 2:
+            assert some == every
+            continue
+        assert some[:2] == every[:2] and len(some) == 3
+        assert some[2].entry is None and some[2].message.startswith(f"{len(every) - 2:,} more {code} findings")
+    assert any(f.code == "LS602" and f.entry is None for f in capped)

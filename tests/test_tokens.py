@@ -232,6 +232,36 @@ def test_a_count_stopped_at_a_limit_is_exact_below_it_and_a_floor_above_it(tik, 
                 assert limit <= got <= true
 
 
+RUN_PART = st.one_of(PART, st.tuples(st.sampled_from(["a", "x", "é", "漢", "9", " ", "ab"]), st.integers(1, 40))
+                    .map(lambda p: p[0] * p[1]))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(parts=st.lists(RUN_PART, min_size=1, max_size=6), limit=st.integers(0, 200))
+def test_a_long_piece_counted_at_once_gives_the_full_encoding_s_count(tik, parts, limit):
+    # A piece carried past _LONG_PIECE characters ends the stepwise count: the rest is
+    # counted whole from that piece's start (linear, where re-encoding the growing piece at
+    # every step was quadratic). Small steps and pieces make every long run take that path.
+    import lorescan.tokens as tokens
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tokens, "_LONG", 4)
+        mp.setattr(tokens, "_STEP", 3)
+        mp.setattr(tokens, "_LONG_PIECE", 5)
+        text = "".join(parts)
+        tc = count_text(tik, text, limit=limit)
+        true = _tik_count(tik, text)
+        assert tc.total == true if tc.exact else limit <= tc.total <= true
+        running = ConcatCount(tik)
+        joined = ""
+        for part in parts:
+            joined += part
+            got = running.append(part, count_text(tik, part, limit=limit), limit=limit)
+            if running.exact:
+                assert got == _tik_count(tik, joined)
+            else:
+                assert limit <= got <= _tik_count(tik, joined)
+
+
 def test_a_huge_content_that_cannot_fit_is_not_counted_in_full(tik, monkeypatch):
     seen: list[int] = []
     real = tik.encoding

@@ -60,7 +60,9 @@ class Limits:
     book's contents against its fuzzy keys may take (distinct words of the contents times the
     fuzzy keys of a possible length, match/fuzzy.py; about 0.05 us each here, so the default is
     some 10 s). Natural text repeats its words; a book of random strings does not: 10,000 fuzzy
-    entries of 30 random words each need well over a billion.
+    entries of 30 random words each need well over a billion. ``fuzzy_comparisons_per_scan``:
+    the same comparisons for the texts of one scan or slot run (about 1 s; a text that would
+    pass it is matched by its fuzzy keys' exact variants only, and the result says so).
 
     Macros: ``max_macros`` (names in one macro table: a request's ``macros``, the CLI's names)
     and ``max_macro_chars`` (characters of its names and values together; an 11 MB table cost
@@ -98,6 +100,7 @@ class Limits:
     max_fuzzy_comparisons: int = 200_000_000
     max_macros: int = 1_000
     max_macro_chars: int = 1 * MiB
+    fuzzy_comparisons_per_scan: int = 20_000_000
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -379,6 +379,7 @@ class IncrementalCount:
 _HEAD_PIECES = 8            # piece starts kept at the head of a summary
 _LONG = 1 << 16             # characters: a longer text is counted in steps when a limit is given
 _STEP = 1 << 15             # characters per step
+_LONG_PIECE = 1 << 16       # characters: a piece carried further than this ends counting in steps
 _WS = regex.compile(r"\s")
 
 
@@ -536,6 +537,17 @@ def _count_long(tik: TiktokenCounter, text: str, clean: str, limit: int) -> Text
         whole = len(tik.encoding.encode_ordinary(tail))
         pieces = tik._pieces.findall(tail)
         last = pieces[-1] if pieces else ""
+        if len(last) > _LONG_PIECE and pos < n:
+            # One piece (a run of letters) longer than a few steps: carrying it into every
+            # step re-encodes it each time, quadratic in its length (1 MB: 8 s). Count the
+            # rest from that piece's start at once instead: pieces from a piece start depend
+            # only on the text from there, so this is exact, and tiktoken is linear.
+            rest = clean[pos - len(tail):]      # from the start of the pieces not yet in prefix
+            for m in tik._pieces.finditer(rest):
+                last = m.group()
+            last_count = tik.piece_count(last)
+            return TextCount(prefix + len(tik.encoding.encode_ordinary(rest)), True, text[0], text[-1], hard,
+                             keep_clean, text, (starts, before, head_end, last, last_count))
         last_count = tik.piece_count(last) if last else 0
         prefix += whole - last_count
         if prefix >= limit and pos < n:

@@ -30,12 +30,21 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# A string once its escapes are gone: one repeat of one character class, which the regex
+# engine runs without a backtracking frame per character (the old "(?:[^"\\]|\\.)*" kept
+# one per character: ~117 bytes of stack each, 2.5 GB for a 27 KB PNG's inflated card).
+_BARE_STRING = re.compile(r'"[^"]*"')
 
 
 def count_containers(text: str) -> int:
-    """How many arrays and objects the JSON ``text`` holds (braces inside strings do not count)."""
-    bare = _JSON_STRING.sub("", text)
+    """How many arrays and objects the JSON ``text`` holds (braces inside strings do not count).
+
+    Linear time and a constant number of text copies: escaped backslashes are dropped
+    first (left to right, as a reader pairs them), then escaped quotes, so every quote left
+    opens or closes a string."""
+    if "\\" in text:
+        text = text.replace("\\\\", "").replace('\\"', "")
+    bare = _BARE_STRING.sub("", text)
     return bare.count("{") + bare.count("[")
 
 

@@ -36,6 +36,9 @@ class LintOptions:
     tokens, capped at ``budget_cap`` when that is positive, counted with ``count_tokens``
     (default: tiktoken cl100k, offline). ``select`` / ``ignore``: codes or code prefixes.
     ``regex_probe_ms``: CPU time each regex key may spend on the probe texts (LS203).
+    ``max_findings_per_code``: findings listed per code (in entry order; 0: all); the rest of a code
+    are counted in one book-wide finding of that code (729,000 LS602 findings of a 1.1 MB book
+    are not a report).
     """
 
     case_sensitive: bool = False
@@ -48,6 +51,7 @@ class LintOptions:
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     regex_probe_ms: float = 100.0
+    max_findings_per_code: int = 200
 
     def wants(self, code: str) -> bool:
         if self.select and not code_matches(code, self.select):
@@ -75,6 +79,7 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
     source = book.source
     entries = book.entries
     out: list[tuple[int | None, str, str | None, str, str]] = []
+    unlisted: dict[str, int] = {}        # findings counted but not built (LS602 past the cap)
     ctx = KeyContext(source, book.format, options.case_sensitive, options.match_whole_words,
                      options.regex_probe_ms)
     if book.format == "janitor":          # a JanitorAI script book: its own checks, on its own fields
@@ -102,7 +107,7 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
             count = TiktokenCounter()
         out.extend(check_budget(entries, count, budget, note))
     if options.wants_any("LS6") and entries:
-        out.extend(check_duplicates(entries, options.case_sensitive))
+        out.extend(check_duplicates(entries, options.case_sensitive, options.max_findings_per_code, unlisted))
     if options.wants_any("LS7") and entries:
         language = detect_language(e.content for e in entries if not e.disable)
         if language is not None:
@@ -120,4 +125,26 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
                                 entry_name(owner) if owner is not None else "", field))
     position = {e.uid: n for n, e in enumerate(entries)}
     findings.sort(key=lambda f: (f.entry is None, position.get(f.entry, 0) if f.entry is not None else 0, f.code))
-    return findings
+    return _capped(findings, options.max_findings_per_code, source,
+                   {c: n for c, n in unlisted.items() if options.wants(c)})
+
+
+def _capped(findings: list[Finding], cap: int, source: str, unlisted: dict[str, int]) -> list[Finding]:
+    """The first ``cap`` findings of each code, then one book-wide finding per code counting the rest
+    (``cap`` 0: every finding)."""
+    if cap <= 0:
+        return findings
+    seen: dict[str, int] = {}
+    kept: list[Finding] = []
+    for f in findings:
+        n = seen[f.code] = seen.get(f.code, 0) + 1
+        if n <= cap:
+            kept.append(f)
+    for code, n in unlisted.items():
+        seen[code] = seen.get(code, 0) + n
+    for code, n in seen.items():
+        if n > cap:
+            kept.append(Finding(code, f"{n - cap:,} more {code} findings are not listed (the first {cap:,} are; "
+                                f"max_findings_per_code)", "fix the listed ones first, or raise the cap "
+                                "(--max-findings-per-code)", source))
+    return kept

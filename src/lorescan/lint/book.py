@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import heapq
 from typing import Any, Iterator, Sequence
 
 from ..js.regex import split_regex_key
@@ -198,7 +199,11 @@ def _plain_primary(entries: Sequence[Entry], case_sensitive: bool) -> Iterator[t
             yield (key if cs else js_lower(key)), i, k
 
 
-def check_duplicates(entries: Sequence[Entry], case_sensitive: bool) -> Iterator[Raw]:
+def check_duplicates(entries: Sequence[Entry], case_sensitive: bool, cap: int = 0,
+                     unlisted: dict[str, int] | None = None) -> Iterator[Raw]:
+    """LS601 and LS602. ``cap`` > 0: at most ``cap`` LS602 findings (the first in entry order) are
+    built, the others only counted into ``unlisted["LS602"]``, so memory does not grow with the
+    number of similar pairs."""
     owners: dict[str, list[tuple[int, int]]] = {}
     for key, i, k in _plain_primary(entries, case_sensitive):
         owners.setdefault(key, []).append((i, k))
@@ -210,15 +215,20 @@ def check_duplicates(entries: Sequence[Entry], case_sensitive: bool) -> Iterator
         others = ", ".join(_label(entries[j]) for j in distinct if j != i)
         yield (i, "LS601", f"key[{k}]", f"the key {key!r} is also a key of {others}: they fire together",
                "fine if intended; otherwise make the keys specific")
-    yield from _near_duplicates(entries, owners)
+    yield from _near_duplicates(entries, owners, cap, unlisted)
 
 
-def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int, int]]]) -> Iterator[Raw]:
+def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int, int]]], cap: int = 0,
+                     unlisted: dict[str, int] | None = None) -> Iterator[Raw]:
     from rapidfuzz import fuzz, process  # import-cost: rapidfuzz loads only for the near-duplicate check
     keys = [k for k in owners if len(k) >= NEAR_MIN_LENGTH]
     if len(keys) < 2:
         return
-    for ia, jb, score in sorted(_similar_pairs(keys, process, fuzz.ratio)):
+    Row = tuple[int, int, int, int, int]                  # (entry, key index, ia, jb, score)
+    found: list[Row] = []
+    heap: list[Row] = []                                  # the cap smallest rows, negated: a max-heap
+    total = 0
+    for ia, jb, score in _similar_pairs(keys, process, fuzz.ratio):
         a, b = keys[ia], keys[jb]
         if _forms_of_each_other(a, b):
             continue
@@ -226,8 +236,23 @@ def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int,
         eb = {i for i, _ in owners[b]}
         if ea & eb:
             continue          # both spellings on one entry: deliberate variants
+        total += 1
         i, k = min(owners[b])
-        j = min(ea)
+        if cap <= 0:
+            found.append((i, k, ia, jb, score))
+            continue
+        neg: Row = (-i, -k, -ia, -jb, -score)
+        if len(heap) < cap:
+            heapq.heappush(heap, neg)
+        elif neg > heap[0]:
+            heapq.heapreplace(heap, neg)
+    if cap > 0:
+        found = [(-i, -k, -ia, -jb, -score) for i, k, ia, jb, score in heap]
+        if unlisted is not None and total > len(found):
+            unlisted["LS602"] = unlisted.get("LS602", 0) + total - len(found)
+    for i, k, ia, jb, score in sorted(found):
+        a, b = keys[ia], keys[jb]
+        j = min(e for e, _ in owners[a])
         yield (i, "LS602", f"key[{k}]", f"the key {b!r} is nearly {a!r}, a key of {_label(entries[j])} "
                f"(similarity {score}): a typo, or two things named alike?",
                "if it is a typo, fix it; if they are different, nothing to do")

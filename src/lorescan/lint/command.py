@@ -42,6 +42,8 @@ def add_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> No
     p.add_argument("--max-context", type=_positive_int, default=8192, help="context size in tokens (default 8192)")
     p.add_argument("--budget-percent", type=_percent, default=25.0, help="budget, %% of the context (default 25)")
     p.add_argument("--budget-cap", type=_positive_int, default=0, help="budget cap in tokens (default 0: none)")
+    p.add_argument("--max-findings-per-code", type=_positive_int, default=200, metavar="N",
+                   help="findings listed per code and book; the rest are counted in one finding (default 200; 0: all)")
     p.set_defaults(func=lint_command)
 
 
@@ -82,7 +84,8 @@ def lint_command(args: argparse.Namespace, out: TextIO | None = None, err: TextI
     options = LintOptions(case_sensitive=args.case_sensitive, match_whole_words=args.whole_words,
                           recursive=not args.no_recursive, max_context=args.max_context,
                           budget_percent=args.budget_percent, budget_cap=args.budget_cap,
-                          select=_codes(args.select, "--select"), ignore=_codes(args.ignore, "--ignore"))
+                          select=_codes(args.select, "--select"), ignore=_codes(args.ignore, "--ignore"),
+                          max_findings_per_code=getattr(args, "max_findings_per_code", 200))
     results: list[tuple[str, Any, list[Finding]]] = []
     unreadable = False
     for path in args.books:

@@ -21,6 +21,7 @@ from ..errors import SettingsError
 
 if TYPE_CHECKING:
     from .compile import KeyMatcher
+    from .fuzzy import FuzzyWork
 
 __all__ = ["ChatScan"]
 
@@ -78,20 +79,23 @@ class ChatScan:
             self._named_bytes = 0
             self._bytes = 0
 
-    def lookup(self, matcher: "KeyMatcher", text: str) -> frozenset[int]:
-        """The hit set of ``text`` under ``matcher``: cached, or scanned once and stored."""
+    def lookup(self, matcher: "KeyMatcher", text: str, work: "FuzzyWork | None" = None) -> frozenset[int]:
+        """The hit set of ``text`` under ``matcher``: cached, or scanned once and stored.
+        ``work``: the scan's fuzzy comparisons; a text cut off by it is not stored."""
         key = (matcher.token, text)
         found = self._get(key)
         if found is not None:
             self.hit_count += 1
             return found
-        value = matcher.scan(text)
+        cut = work.cut if work is not None else 0
+        value = matcher.scan(text, work)
         self.miss_count += 1
-        self._store(key, value, sys.getsizeof(text))
+        if work is None or work.cut == cut:
+            self._store(key, value, sys.getsizeof(text))
         return value
 
     def lookup_block(self, matcher: "KeyMatcher", texts: tuple[str, ...],
-                     build: Callable[[], frozenset[int]]) -> frozenset[int]:
+                     build: Callable[[], frozenset[int]], work: "FuzzyWork | None" = None) -> frozenset[int]:
         """The union of the hit sets of a run of messages, keyed by their raw strings.
 
         Chats only grow at the new end, so aligned runs of old messages recur turn after
@@ -101,7 +105,10 @@ class ChatScan:
         found = self._get(key)
         if found is not None:
             return found
+        cut = work.cut if work is not None else 0
         value = build()
+        if work is not None and work.cut != cut:
+            return value            # a text in it was cut off: not a complete answer
         # The block's key keeps every message string alive, not only the tuple.
         self._store(key, value, sys.getsizeof(texts) + sum(map(sys.getsizeof, texts)))
         return value

@@ -144,13 +144,14 @@ class KeyMatcher:
         return (KeyMatcher, (self.token, self.automaton, self._table_bytes, self.model, self.n_variants,
                              self.has_newline))
 
-    def scan(self, text: str) -> frozenset[int]:
-        """The set of vids occurring in ``text``."""
+    def scan(self, text: str, work: FuzzyWork | None = None) -> frozenset[int]:
+        """The set of vids occurring in ``text``. ``work``: the scan's fuzzy comparisons
+        (past its limit the fuzzy keys match exactly only and ``work.cut`` counts the text)."""
         if self.automaton is None or not text:
             return EMPTY
         hits = self._hits.text_hits(text, self.automaton, self.tables, self.model, self.scan_raw, self.scan_lower)
         if self.fuzzy is not None:
-            found = self.fuzzy.hits(text, hits)
+            found = self.fuzzy.hits(text, hits, work)
             if found:
                 return hits.union(found)
         return hits
@@ -301,7 +302,7 @@ class CompiledBook:
     __slots__ = ("_book", "_load_book", "name", "entries", "options", "matcher", "specs", "plans",
                  "plans_sub", "vid_entries", "always", "always_sub", "content_hits", "chunk_union_exact",
                  "macro_keys", "regexes", "regex_lits", "regex_hazards", "regex_line_local", "entry_order",
-                 "entry_flags", "levels", "max_entry_depth", "uids", "_columns", "embeddings")
+                 "entry_flags", "levels", "max_entry_depth", "uids", "_columns", "embeddings", "memo")
     # attribute types (each set once, in __init__, through object.__setattr__)
     _book: Lorebook | None
     _load_book: Any
@@ -329,6 +330,9 @@ class CompiledBook:
     uids: Sequence[int | str]
     _columns: Any
     embeddings: Any     # None, or (model name, entry indices int32, float32 rows): lorescan.semantic.store
+    # per-book values an engine derives and every engine over this book shares (built on
+    # first use, e.g. the fingerprint table of lorescan.st.tables); never pickled
+    memo: dict[Any, Any]
 
     def __init__(self, *, book: Lorebook | None, entries: Sequence[Entry], options: MatchOptions,
                  matcher: KeyMatcher, specs: Sequence[VariantSpec], plans: Sequence[EntryPlan],
@@ -353,7 +357,7 @@ class CompiledBook:
                       entry_order=entry_order, entry_flags=entry_flags, levels=levels,
                       max_entry_depth=max_entry_depth,
                       uids=tuple(e.uid for e in entries) if uids is None else uids, _columns=columns,
-                      embeddings=embeddings)
+                      embeddings=embeddings, memo={})
         for k, v in values.items():
             object.__setattr__(self, k, v)
 

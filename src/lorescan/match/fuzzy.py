@@ -46,6 +46,11 @@ __all__ = ["FIELD", "FuzzyIndex", "FuzzyKey", "FuzzyTooCostly", "FuzzyWork", "bo
 
 FIELD = "lorescan_fuzzy"          # the extension field, on an entry or on the book
 OFF = 0.0                         # an explicit "not fuzzy" (false / @@fuzzy off), wins over a book default
+# The lowest threshold: below 50 a word reaches a key sharing under half its letters, so
+# nearly every word hits nearly every key (random 7-letter words, 2,000 entries: 188 MB and
+# 2 s to compile and run at 50, 584 MB and 13 s at 40; at 1 every content hit every entry,
+# entries x entries hit sets: a 383 KB book reached 5.7 GB). Such a threshold is refused.
+MIN_THRESHOLD = 50.0
 _CELLS = 4_000_000                 # words x keys compared in one cdist call (bounds its matrix)
 
 # The Unicode whole-word rule's word characters (lorescan._wordscan_py, MODEL_UNICODE).
@@ -55,14 +60,15 @@ _WORD = regex.compile(r"[\p{L}\p{M}\p{N}\p{Pc}\u200c\u200d]+")
 def parse_threshold(value: Any, *, source: str, entry: Any = None, field: str = f"extensions.{FIELD}"
                     ) -> float | None:
     """A stored fuzzy setting: None (absent or null: inherit), ``OFF`` (false) or a threshold
-    in [1, 100]. Anything else raises :class:`LorebookError` naming the source, entry and field."""
+    in [``MIN_THRESHOLD``, 100]. Anything else raises :class:`LorebookError` naming the source, entry and field."""
     if value is None:
         return None
     if value is False:
         return OFF
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 1 <= value <= 100:
-        raise LorebookError(f"a fuzzy threshold is a number from 1 to 100 (or false), got {value!r:.40}",
+            or not MIN_THRESHOLD <= value <= 100:
+        raise LorebookError(f"a fuzzy threshold is a number from {MIN_THRESHOLD:g} to 100 (or false; a lower one "
+                            f"makes nearly every word a hit), got {value!r:.40}",
                             source=source, entry=entry, field=field)
     return float(value)
 
@@ -89,9 +95,9 @@ def decorator_threshold(args: Sequence[str]) -> float | str:
             value = float(args[0])
         except ValueError:
             value = math.nan
-        if math.isfinite(value) and 1 <= value <= 100:
+        if math.isfinite(value) and MIN_THRESHOLD <= value <= 100:
             return value
-    return "expects a threshold from 1 to 100, or off"
+    return f"expects a threshold from {MIN_THRESHOLD:g} to 100, or off"
 
 
 def _st_decorator(content: str) -> float | None:
@@ -190,9 +196,15 @@ class FuzzyIndex:
     def from_bytes(cls, data: bytes) -> "FuzzyIndex":
         return cls((int(f), int(e), str(t), bool(cs), float(th)) for f, e, t, cs, th in json.loads(data))
 
-    def hits(self, text: str, exact: frozenset[int]) -> list[int]:
-        """The fuzzy vids hit in ``text`` (``exact``: the text's exact hit set)."""
-        return self.hits_many([text], [exact])[0]
+    def hits(self, text: str, exact: frozenset[int], work: "FuzzyWork | None" = None) -> list[int]:
+        """The fuzzy vids hit in ``text`` (``exact``: the text's exact hit set). With ``work``:
+        past its limit, only the vids hit through their exact variants (``work.cut`` counts it)."""
+        try:
+            return self.hits_many([text], [exact], None, work)[0]
+        except FuzzyTooCostly:
+            assert work is not None
+            work.cut += 1
+            return self.hits_many([text], [exact], None, _NO_WORK)[0]
 
     def hits_many(self, texts: Sequence[str], exacts: Sequence[frozenset[int]],
                   memo: dict[tuple[int, str], tuple[int, ...]] | None = None,
@@ -211,7 +223,7 @@ class FuzzyIndex:
                 if found is not None:
                     row.extend(found)
             out.append(row)
-        if not self.groups:
+        if not self.groups or work is _NO_WORK:
             return out
         memo = {} if memo is None else memo
         lines_of = [text_words(t) for t in texts]
@@ -284,14 +296,37 @@ class FuzzyTooCostly(Exception):
 
 
 class FuzzyWork:
-    """Word-to-key comparisons a batch of :meth:`FuzzyIndex.hits_many` calls may make."""
+    """Word-to-key comparisons a batch of :meth:`FuzzyIndex.hits_many` calls may make.
 
-    __slots__ = ("limit", "used")
+    Compiling a book charges one for all of its contents (past the limit the book is
+    refused); a scan charges one for all of its texts (``Limits.fuzzy_comparisons_per_scan``):
+    a text whose comparisons would pass the limit is matched by its fuzzy keys' exact
+    variants only, counted in ``cut`` and reported (:meth:`describe`), and its hit set is
+    not cached, as a cut-off regex is not. The measure is a count, so whether a text is cut
+    depends on the scan's texts and the book, never on the machine's load.
+    """
+
+    __slots__ = ("limit", "used", "cut")
 
     def __init__(self, limit: int) -> None:
         self.limit, self.used = limit, 0
+        self.cut = 0                # texts whose fuzzy comparisons were refused
 
     def charge(self, comparisons: int) -> None:
+        """Count ``comparisons`` about to be made; past the limit raise :class:`FuzzyTooCostly`
+        (and count nothing: what was refused is not spent)."""
+        if self.used + comparisons > self.limit:
+            raise FuzzyTooCostly(self.used + comparisons, self.limit)
         self.used += comparisons
-        if self.used > self.limit:
-            raise FuzzyTooCostly(self.used, self.limit)
+
+    def describe(self) -> str:
+        """The report line of a scan that cut fuzzy matching off (empty when none was cut)."""
+        if not self.cut:
+            return ""
+        texts = "one scanned text" if self.cut == 1 else f"{self.cut} scanned texts"
+        return (f"fuzzy matching was cut off in {texts}: the scan's word-to-key comparisons would pass "
+                f"{self.limit:,} (limits.fuzzy_comparisons_per_scan; {self.used:,} made); its fuzzy keys "
+                f"matched only exactly there this turn")
+
+
+_NO_WORK = FuzzyWork(0)        # hits_many with this: the exact aliases only, no comparison

@@ -27,6 +27,7 @@ from ..js.regex import JSRegex, JSText
 from ..errors import LorebookError
 from ..limits import DEFAULT_LIMITS, Limits
 from .options import MatchOptions
+from .fuzzy import FuzzyWork
 from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
@@ -189,6 +190,9 @@ class ScanView:
     ``oldest_index``: the chat position of the oldest message given, when the caller passes
     only the newest messages of a longer chat (message hit blocks align on chat positions,
     so the same blocks recur turn after turn; see :meth:`_message_hits`).
+    ``fuzzy_work``: the scan's fuzzy-key comparisons (shared by the views of one scan; default:
+    ``limits.fuzzy_comparisons_per_scan``; a text cut off is reported by
+    :meth:`fuzzy_cutoff_report`).
     ``content_of``: entry ``i``'s content, to check a recursion chunk against the entries it
     claims to join (default: ``compiled.entries[i].content``; a book compiled from key specs
     has no entries, so without it every chunk of such a book is scanned).
@@ -203,7 +207,7 @@ class ScanView:
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
                  oldest_index: int = 0, content_of: Callable[[int], str] | None = None,
-                 limits: Limits = DEFAULT_LIMITS) -> None:
+                 limits: Limits = DEFAULT_LIMITS, fuzzy_work: FuzzyWork | None = None) -> None:
         self.compiled = compiled
         self.limits = limits
         self.entries = compiled.entries
@@ -217,6 +221,7 @@ class ScanView:
         self.regex_timeout = regex_timeout
         self.regex_budget = regex_budget if regex_budget is not None else RegexBudget(
             DEFAULT_LIMITS.regex_time_per_scan, regex_timeout)
+        self.fuzzy_work = fuzzy_work if fuzzy_work is not None else FuzzyWork(limits.fuzzy_comparisons_per_scan)
         self.sources = tuple(sources)
         self._nonempty_sources = sum(1 << i for i, text in enumerate(self.sources) if text) if any(self.sources) else 0
         self.injects = tuple(injects)
@@ -355,7 +360,7 @@ class ScanView:
 
     def _single_hits(self, pos: int) -> frozenset[int]:
         m = self._messages[len(self._messages) - 1 - pos]
-        return self._cache.lookup(self._matcher, js_trim(m)) if m else EMPTY
+        return self._cache.lookup(self._matcher, js_trim(m), self.fuzzy_work) if m else EMPTY
 
     def _run_hits(self, pos: int, size: int) -> frozenset[int]:
         if size < 4:
@@ -364,7 +369,7 @@ class ScanView:
         texts = tuple(self._messages[total - pos - size:total - pos])
         half = size // 2
         return self._cache.lookup_block(self._matcher, texts, lambda: _kernels.hits.window_union(
-            [self._run_hits(pos, half), self._run_hits(pos + half, half)]))
+            [self._run_hits(pos, half), self._run_hits(pos + half, half)]), self.fuzzy_work)
 
     def _chunk_hit_list(self) -> list[frozenset[int]]:
         have = self._chunk_hits
@@ -379,13 +384,13 @@ class ScanView:
             elif parts is not None and compiled.chunk_union_exact:
                 lookup, matcher, content_hits = self._cache.lookup, self._matcher, compiled.content_hits
                 if owners is None or len(owners) != len(parts) or content_of is None:
-                    have.append(_kernels.hits.window_union([lookup(matcher, part) for part in parts]))
+                    have.append(_kernels.hits.window_union([lookup(matcher, part, self.fuzzy_work) for part in parts]))
                 else:
                     have.append(_kernels.hits.window_union([
-                        content_hits[j] if part == content_of(j) else lookup(matcher, part)
+                        content_hits[j] if part == content_of(j) else lookup(matcher, part, self.fuzzy_work)
                         for j, part in zip(owners, parts)]))
             else:
-                have.append(self._cache.lookup(self._matcher, text))
+                have.append(self._cache.lookup(self._matcher, text, self.fuzzy_work))
         return have
 
     def _bounds_hits(self, depth: int, sources: int, recursion: int) -> frozenset[int]:
@@ -402,12 +407,12 @@ class ScanView:
                 self._bounds.pop((depth, sources, base[0]), None)
             else:
                 parts = self._message_hits(depth)
-                lookup, matcher = self._cache.lookup, self._matcher
+                lookup, matcher, work = self._cache.lookup, self._matcher, self.fuzzy_work
                 for i, text in enumerate(self.sources):
                     if sources >> i & 1 and text:
-                        parts.append(lookup(matcher, text))
+                        parts.append(lookup(matcher, text, work))
                 for text in self.injects:
-                    parts.append(lookup(matcher, text))
+                    parts.append(lookup(matcher, text, work))
                 if recursion:
                     parts.extend(self._chunk_hit_list()[:recursion])
             found = self._bounds[key] = _kernels.hits.window_union(parts)
@@ -525,7 +530,7 @@ class ScanView:
             found = (stored, EMPTY)
         else:
             if lit_hits is None:
-                lit_hits = cache.lookup(self._matcher, text)
+                lit_hits = cache.lookup(self._matcher, text, self.fuzzy_work)
             probe = JSText(MARKER + text if self.joined else text)
             regexes, search = compiled.regexes, self.regex_budget.search
             hits, cut = [], []
@@ -584,6 +589,11 @@ class ScanView:
         """The raw regex keys cut off so far in this view."""
         return list(self._cut_rx)
 
+    def fuzzy_cutoff_report(self) -> list[str]:
+        """The line that says fuzzy matching was cut off in this scan (none if it was not)."""
+        line = self.fuzzy_work.describe()
+        return [line] if line else []
+
     def cut_off_report(self, raw_keys: Sequence[str]) -> list[str]:
         """One line per distinct cut-off regex key among ``raw_keys``: "regex key … was cut
         off after N ms …" (see RegexBudget.describe)."""
@@ -628,12 +638,12 @@ class ScanView:
         for i in range(len(have), min(stop, len(self.chunks))):
             parts, owners = self._chunk_parts[i], self._chunk_entries[i]
             if parts is None or matcher.has_newline:
-                have.append(lookup(matcher, self.chunks[i]))
+                have.append(lookup(matcher, self.chunks[i], self.fuzzy_work))
             elif owners is None or len(owners) != len(parts) or content_of is None:
-                have.append(_kernels.hits.window_union([lookup(matcher, part) for part in parts]))
+                have.append(_kernels.hits.window_union([lookup(matcher, part, self.fuzzy_work) for part in parts]))
             else:
                 have.append(_kernels.hits.window_union([
-                    macros.content_hits(j, part) if part == content_of(j) else lookup(matcher, part)
+                    macros.content_hits(j, part) if part == content_of(j) else lookup(matcher, part, self.fuzzy_work)
                     for j, part in zip(owners, parts)]))
         return have
 
@@ -645,10 +655,11 @@ class ScanView:
             texts = self.texts(window)
             if texts and window.recursion:
                 chunks = len(self.chunks[:window.recursion])
-                found = _kernels.hits.window_union([lookup(matcher, t) for t in texts[:len(texts) - chunks]]
+                work = self.fuzzy_work
+                found = _kernels.hits.window_union([lookup(matcher, t, work) for t in texts[:len(texts) - chunks]]
                                                    + self._side_chunk_hits(window.recursion)[:chunks])
             else:
-                found = _kernels.hits.window_union([lookup(matcher, t) for t in texts])
+                found = _kernels.hits.window_union([lookup(matcher, t, self.fuzzy_work) for t in texts])
             self._side_windows[window] = found
         return found
 

@@ -130,12 +130,19 @@ def replay_batch_command(args: argparse.Namespace, *, out: TextIO) -> int:
         _need("ray", "ray")
     inputs = read_inputs(args, chat=False)
     compare = None if args.compare is None else [load_book(p, chat_flag="--chats")[0] for p in args.compare]
-    info = replay_batch([b.book for b in inputs.books], args.chats, args.out, mode=inputs.mode,
-                        settings=inputs.replay_settings(), compare=compare, ray=use_ray,
-                        ray_address=args.ray or None, workers=(args.ray_workers or 2) if use_ray else args.workers,
-                        progress=None if args.no_progress else sys.stderr,
-                        roles=[b.role for b in inputs.books], character=inputs.character, user=inputs.user,
-                        seed=inputs.seed)
+    try:
+        info = replay_batch([b.book for b in inputs.books], args.chats, args.out, mode=inputs.mode,
+                            settings=inputs.replay_settings(), compare=compare, ray=use_ray,
+                            ray_address=args.ray or None,
+                            workers=(args.ray_workers or 2) if use_ray else args.workers,
+                            progress=None if args.no_progress else sys.stderr,
+                            roles=[b.role for b in inputs.books], character=inputs.character, user=inputs.user,
+                            seed=inputs.seed)
+    except KeyboardInterrupt:
+        print(f"\nlorescan: replay-batch interrupted: {args.out} holds the whole parts written so far and no "
+              f"run.json (an unfinished result, which summarize refuses); run again into a new folder",
+              file=sys.stderr)
+        return 130
     print(f"{info.chats} chats, {info.turns} turns, {info.rows} rows, {info.problems} problems in "
           f"{info.seconds:.1f} s ({info.backend}, workers: {info.workers}) -> {args.out}", file=out)
     if args.summary:

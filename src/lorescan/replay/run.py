@@ -10,10 +10,12 @@
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import multiprocessing
 import os
+import signal
 import tempfile
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -85,6 +87,9 @@ _WORKER: Replayer | None = None
 
 def _init_worker(job: ReplayJob) -> None:
     global _WORKER
+    # Ctrl-C reaches the whole process group: the parent stops the run (cancelling what has
+    # not started); a worker finishes its current part instead of printing a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER = Replayer(job)
 
 
@@ -96,7 +101,17 @@ def _work(shard: Shard, part: str) -> tuple[int, int, int, int]:
 
 def _write_part(cols: Columns, part: str, variants: int) -> tuple[int, int, int, int]:
     import pyarrow.parquet as pq  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
-    pq.write_table(to_table(cols), part)
+    # Written beside its final name and renamed: a killed worker leaves a hidden temporary file
+    # (the rows reader skips names starting with "."), never a truncated part.
+    folder, name = os.path.split(part)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(to_table(cols), tmp)
+        os.replace(tmp, part)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     chats, turns, problems = _counts(cols, variants)
     return chats, turns, len(cols), problems
 
@@ -181,7 +196,8 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
         raise LorebookError("no chats here (a folder is searched for .jsonl and .json chats; a file is read as "
                             "JSON lines, one chat per line)", source=str(chats))
     job = ReplayJob(mode, "", dict(settings or {}), tuple(roles), character, user, seed)   # checked before any work
-    book_file = _ship(loaded, other)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    book_file = _ship(loaded, other, directory=str(out_dir))      # in the output, not TMPDIR
     info = RunInfo(workers=workers)
     t0 = time.perf_counter()
     try:
@@ -214,14 +230,18 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(job,)) as pool:
                 pending: set = set()
-                for i, shard in enumerate(shards):
-                    pending.add(pool.submit(_work, shard, str(rows_dir / f"part-{i:06d}.parquet")))
-                    if len(pending) >= 2 * workers:            # stream: a bounded number in flight
-                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for f in done:
-                            _tally(info, bar, f.result())
-                for f in pending:
-                    _tally(info, bar, f.result())
+                try:
+                    for i, shard in enumerate(shards):
+                        pending.add(pool.submit(_work, shard, str(rows_dir / f"part-{i:06d}.parquet")))
+                        if len(pending) >= 2 * workers:            # stream: a bounded number in flight
+                            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                            for f in done:
+                                _tally(info, bar, f.result())
+                    for f in pending:
+                        _tally(info, bar, f.result())
+                except KeyboardInterrupt:
+                    pool.shutdown(wait=True, cancel_futures=True)     # the running parts finish whole
+                    raise
         info.seconds = time.perf_counter() - t0
         bar.show(end="\n")
         if not info.chats:

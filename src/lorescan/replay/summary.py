@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..errors import LorebookError
 from .output import read_rows
 from .pairing import uid_order
 
@@ -22,7 +23,10 @@ def summarize(results: str) -> dict[str, Any]:
     import pyarrow.compute as pc  # import-cost: pyarrow is the replay extra's, loaded when rows are written or read
     table = read_rows(results)
     run_file = Path(results) / "run.json"
-    run = json.loads(run_file.read_text()) if run_file.is_file() else {}
+    if not run_file.is_file():           # written last, when every part is in
+        raise LorebookError("an unfinished replay-batch result (no run.json: the run was interrupted or is "
+                            "still going), so its rows are partial", source=str(results))
+    run = json.loads(run_file.read_text())
     base = table.filter(pc.equal(table["variant"], "base"))
     turns = base.filter(pc.equal(base["outcome"], "turn")).num_rows
     entries: dict[tuple[str, str], dict[str, Any]] = {}

@@ -97,10 +97,12 @@ def check_settings(mode: str, settings: Mapping[str, Any]) -> None:
 # -- shipping the books to workers ---------------------------------------------------------
 # The two functions to switch to the compiled-book file (.lsc) when it lands: _ship writes
 # the file once, _receive loads it in each worker. Nothing else touches the book's bytes.
-def _ship(books: Sequence[Lorebook], compare: Sequence[Lorebook] | None = None) -> str:
-    """Write the loaded books once to a temporary file; return its path. The caller removes
-    it when the run ends."""
-    fd, path = tempfile.mkstemp(prefix="lorescan-replay-", suffix=".pickle")
+def _ship(books: Sequence[Lorebook], compare: Sequence[Lorebook] | None = None,
+          directory: str | None = None) -> str:
+    """Write the loaded books once to a temporary file (hidden, in ``directory``: the run's
+    output folder, so a killed run leaves nothing in TMPDIR); return its path. The caller
+    removes it when the run ends."""
+    fd, path = tempfile.mkstemp(prefix=".lorescan-replay-", suffix=".pickle", dir=directory)
     with os.fdopen(fd, "wb") as fh:
         pickle.dump((tuple(books), None if compare is None else tuple(compare)), fh,
                     protocol=pickle.HIGHEST_PROTOCOL)
@@ -277,6 +279,11 @@ class Replayer:
             cols.truncate(mark)             # all of the chat or none of it
             cols.add(chat.chat_id, chat.source, -1, "", "", "", "problem", "engine_error", None, None, "", None,
                      f"{type(exc).__name__}: {exc}")
+            return
+        if len(cols) == mark:               # every chat has a row: this one had nothing to replay
+            cols.add(chat.chat_id, chat.source, -1, "", "", "", "problem", "no_turns", None, None, "", None,
+                     "the chat has no turn to replay (no reply after its first message and no user "
+                     "message at its end)")
 
     def _replay_chat(self, chat: Chat, cols: Columns) -> None:
         scanned = [m for m in chat.messages if not m.is_system]

@@ -346,6 +346,7 @@ class Runtime:
         out = result.to_json()
         out["budget"] = result.budget
         out["regex_cutoffs"] = list(result.regex_cutoffs)
+        out["fuzzy_cutoffs"] = list(result.fuzzy_cutoffs)
         timeouts = len(result.regex_cutoffs)
         if req.explain:
             out["diagnostics"] = [{"world": d.entry.world, "uid": d.entry.uid, "outcome": d.outcome,
@@ -404,7 +405,8 @@ class Runtime:
             "log": [r.to_dict() for r in result.log], "state": result.state, "budget": result.budget,
             "tokens_used": result.tokens_used, "passes": result.passes,
             "disabled_ui_prompts": sorted(result.disabled_ui_prompts), "budget_book": result.budget_book,
-            "notes": [n._asdict() for n in result.notes], "regex_cutoffs": list(result.regex_cutoffs)})
+            "notes": [n._asdict() for n in result.notes], "regex_cutoffs": list(result.regex_cutoffs),
+            "fuzzy_cutoffs": list(result.fuzzy_cutoffs)})
 
     # -- JanitorAI script mode ---------------------------------------------------------------
     def janitor_run(self, req: m.JanitorRunRequest) -> bytes:

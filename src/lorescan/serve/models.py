@@ -357,6 +357,9 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
     diagnostics: Annotated[Union[list[DiagnosticOut], None], doc("with explain: one per entry", None)] = None
     regex_cutoffs: Annotated[list[str], doc("regex keys stopped at the time limit (their entries did not "
                                             "match)", [])] = field(default_factory=list)
+    fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the scan's comparison "
+                                            "budget (its texts matched fuzzy keys exactly only)", [])] = \
+        field(default_factory=list)
 
 
 class SlotMessageOut(Struct, forbid_unknown_fields=True):
@@ -402,6 +405,8 @@ class SlotRunResponse(Struct, forbid_unknown_fields=True):
     notes: Annotated[list[dict[str, Any]], doc("notes about the request", [])] = field(default_factory=list)
     regex_cutoffs: Annotated[list[str], doc("regex keys stopped at the time limit", [])] = \
         field(default_factory=list)
+    fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the run's comparison "
+                                            "budget", [])] = field(default_factory=list)
 
 
 # -- JanitorAI script mode -----------------------------------------------------------------

@@ -40,7 +40,7 @@ from typing import Any, Literal, NamedTuple, get_args
 from ..match.compile import CompiledBook, compile_keys
 from ..semantic.index import SemanticIndex, VectorSettings
 from ..semantic.store import is_candidate
-from ..match.fuzzy import entry_threshold, fuzzy_field
+from ..match.fuzzy import FuzzyWork, entry_threshold, fuzzy_field
 from ..match.keys import KeySpec
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..match.cache import ChatScan
@@ -179,6 +179,9 @@ class SlotResult:
     notes: tuple[RequestNote, ...] = ()
     regex_cutoffs: tuple[str, ...] = ()
     """One line per regex key cut off by the run's regex time budget (also in the log)."""
+    fuzzy_cutoffs: tuple[str, ...] = ()
+    """One line when the run's fuzzy-key comparisons reached ``Limits.fuzzy_comparisons_per_scan``
+    (in the texts it names, fuzzy keys matched only exactly)."""
 
     @property
     def inserted(self) -> tuple[LogRecord, ...]:
@@ -531,7 +534,8 @@ class SlotEngine:
         view = ScanView(self.compiled, [chat[i][1] for i in reversed(scanned)], cache=cache,
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout),
-                        content_of=self._content_of, limits=self.limits)
+                        content_of=self._content_of, limits=self.limits,
+                        fuzzy_work=FuzzyWork(self.limits.fuzzy_comparisons_per_scan))
         pool = self.pool
         by_meaning: dict[int, str] = {}
         if self._semantic is not None:
@@ -638,6 +642,7 @@ class SlotEngine:
         budget_note = RequestNote("budget_stored" if self.budget_book is not None else "budget_default",
                                   self.budget_reason)
         return SlotResult(regex_cutoffs=tuple(view.cut_off_report(view.cut_keys())),
+                          fuzzy_cutoffs=tuple(view.fuzzy_cutoff_report()),
                           messages=messages_out, log=log, state=new_state, budget=self.budget,
                           tokens_used=used, passes=passes, disabled_ui_prompts=prompts,
                           budget_book=self.budget_book, notes=(budget_note, *notes))

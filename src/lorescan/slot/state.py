@@ -12,7 +12,8 @@ The engine never changes the value it is given: it reads it and returns a new on
 
 The state comes from storage anyone may have edited: it must be JSON data (objects with
 string keys, arrays, strings, finite numbers, booleans, null) nested at most
-``max_json_depth`` levels, or a SettingsError names the first bad part. It is read and
+``max_json_depth`` levels, within ``MAX_STATE_VALUES`` values and ``MAX_STATE_CHARS``
+characters of text, or a SettingsError names the first bad part (or the limit). It is read and
 copied without recursion, so no depth reaches Python's recursion limit, and the returned
 state is always strict JSON (``json.dumps(state, allow_nan=False)`` succeeds).
 """
@@ -78,41 +79,84 @@ def with_first_matched(state: Mapping[str, Any] | None,
     return out
 
 
-def _path(path: str, key: Any) -> str:
-    if len(path) > 200:          # only the start of a very deep path is worth printing
-        return path
-    return f"{path}.{key}".lstrip(".") if isinstance(key, str) else f"{path}[{key}]"
+# A state is stored with its chat and sent with each request: past these sizes it is refused
+# (a 4 MB state took 8.6 s to validate and copy; now about a second per million values).
+MAX_STATE_VALUES = 1_000_000          # values (each array item and object member counts one)
+MAX_STATE_CHARS = 16 * 1024 * 1024    # characters of all its strings and object keys
+
+_Chain = tuple[Any, Any] | None        # (parent chain, key): a container's path, spelt out on error
 
 
-def copy_json(value: Mapping[str, Any], *, max_depth: int = DEFAULT_LIMITS.max_json_depth) -> dict[str, Any]:
-    """A deep copy of the JSON object ``value``, built without recursion.
+def _path(chain: _Chain, key: Any = None) -> str:
+    keys = [] if key is None else [key]
+    while chain is not None:
+        chain, k = chain
+        keys.append(k)
+    keys.reverse()
+    out = ""
+    for k in keys:
+        if len(out) > 200:          # only the start of a very deep path is worth printing
+            break
+        out = f"{out}.{k}".lstrip(".") if isinstance(k, str) else f"{out}[{k}]"
+    return out
+
+
+def copy_json(value: Mapping[str, Any], *, max_depth: int = DEFAULT_LIMITS.max_json_depth,
+              max_values: int = MAX_STATE_VALUES, max_chars: int = MAX_STATE_CHARS) -> dict[str, Any]:
+    """A deep copy of the JSON object ``value``, built without recursion, in time linear in its size.
 
     Raises :class:`SettingsError` naming the path of the first part that is not JSON data
     (a non-string key, a NaN or infinite number, another type) or that nests deeper than
-    ``max_depth``.
+    ``max_depth``, or naming the limit when the value holds more than ``max_values`` values
+    or ``max_chars`` characters of strings and keys.
     """
     root: dict[str, Any] = {}
-    # (source container, its copy, path for errors, depth)
-    stack: list[tuple[Any, Any, str, int]] = [(value, root, "", 1)]
+    # (source container, its copy, its path chain, depth)
+    stack: list[tuple[Any, Any, _Chain, int]] = [(value, root, None, 1)]
+    values = chars = 0
+    plain = (str, int, bool, type(None))
     while stack:
-        src, dst, path, depth = stack.pop()
+        src, dst, chain, depth = stack.pop()
         if depth > max_depth:
-            raise _bad(f"nested deeper than {max_depth} levels (max_json_depth)", path[:80] + "...")
-        items = src.items() if isinstance(src, Mapping) else enumerate(src)
+            raise _bad(f"nested deeper than {max_depth} levels (max_json_depth)", _path(chain)[:80] + "...")
+        is_map = type(src) is dict or (type(src) is not list and isinstance(src, Mapping))
+        items = src.items() if is_map else enumerate(src)
+        values += len(src)
+        if values > max_values:
+            raise _bad(f"the state holds more than {max_values:,} values (MAX_STATE_VALUES)")
         for k, v in items:
-            if isinstance(src, Mapping) and not isinstance(k, str):
-                raise _bad(f"object keys must be strings, got {k!r:.40}", path or None)
+            if is_map:
+                if type(k) is not str:
+                    if not isinstance(k, str):
+                        raise _bad(f"object keys must be strings, got {k!r:.40}", _path(chain) or None)
+                chars += len(k)
             item: Any
-            if v is None or isinstance(v, (str, bool, int)):
+            t = type(v)
+            if t in plain:
                 item = v
+                if t is str:
+                    chars += len(v)
+            elif t is float:
+                if not math.isfinite(v):
+                    raise _bad(f"{v} is not a JSON number", _path(chain, k))
+                item = v
+            elif t is dict or t is list or t is tuple:
+                item = {} if t is dict else [None] * len(v)
+                stack.append((v, item, (chain, k), depth + 1))
+            elif isinstance(v, (str, bool, int)):
+                item = v
+                if isinstance(v, str):
+                    chars += len(v)
             elif isinstance(v, float) and math.isfinite(v):
                 item = v
             elif isinstance(v, (Mapping, list, tuple)):
                 item = {} if isinstance(v, Mapping) else [None] * len(v)
-                stack.append((v, item, _path(path, k), depth + 1))
+                stack.append((v, item, (chain, k), depth + 1))
             elif isinstance(v, float):
-                raise _bad(f"{v} is not a JSON number", _path(path, k))
+                raise _bad(f"{v} is not a JSON number", _path(chain, k))
             else:
-                raise _bad(f"not JSON data: {type(v).__name__}", _path(path, k))
+                raise _bad(f"not JSON data: {type(v).__name__}", _path(chain, k))
             dst[k] = item
+        if chars > max_chars:
+            raise _bad(f"the state holds more than {max_chars:,} characters of text (MAX_STATE_CHARS)")
     return root

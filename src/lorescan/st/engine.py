@@ -19,6 +19,7 @@ from ..errors import LorebookError, SettingsError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..match.compile import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE,
                              FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book)
+from ..match.fuzzy import FuzzyWork
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
 from ..model import Lorebook, js_truthy
@@ -409,9 +410,10 @@ class STEngine:
         regex_budget = RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout)
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
+        fuzzy_work = FuzzyWork(self.limits.fuzzy_comparisons_per_scan)
         views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
-                          oldest_index=first, limits=self.limits)
+                          oldest_index=first, limits=self.limits, fuzzy_work=fuzzy_work)
                  for cb in tables.compiled]
         turn = Turn(tables, self._gates, views, regex_budget, random=random, substitute=substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
@@ -438,6 +440,7 @@ class STEngine:
             activated=[s.eid for s in activated], placement=placement, budget=budget,
             budget_overflowed=turn.overflow, overflow_alert_shown=turn.overflow and settings.overflow_alert,
             timed_effects=state, loops=turn.loops, regex_cutoffs=cutoffs,
+            fuzzy_cutoffs=(fuzzy_work.describe(),) if fuzzy_work.cut else (),
             _explain=explanation, _decided=explanation.decisions, _entry=self._entry_of)
 
     async def ascan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], **kwargs: Any) -> STResult:

@@ -260,6 +260,9 @@ class STResult:
         regex_cutoffs: one line per regex key cut off by the scan's regex time budget
             ("regex key … was cut off after N ms …"): such a key counted as not matching
             this turn. Empty normally.
+        fuzzy_cutoffs: one line when the scan's fuzzy-key comparisons reached
+            ``Limits.fuzzy_comparisons_per_scan`` ("fuzzy matching was cut off in …"): in the
+            texts named there the fuzzy keys matched only exactly. Empty normally.
     """
 
     activated: list[EntryId]
@@ -275,6 +278,7 @@ class STResult:
     _decided: Callable[[], dict[EntryId, Diagnostic]] | None = field(repr=False, default=None)
     # EntryId -> the Entry (the engine's books; after pickling, a dict of them).
     _entry: Callable[[EntryId], Entry] = field(repr=False, default=_no_entries)
+    fuzzy_cutoffs: tuple[str, ...] = ()
 
     @property
     def world_info_before(self) -> str:
@@ -304,7 +308,7 @@ class STResult:
         return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
                            self.overflow_alert_shown, self.timed_effects, self.loops,
                            functools.partial(dict, diagnostics), self.regex_cutoffs, None,
-                           entries.__getitem__))
+                           entries.__getitem__, self.fuzzy_cutoffs))
 
     def entry(self, eid: EntryId | tuple[str, int | str]) -> Entry:
         """The entry behind an id of this result (its ``comment`` is the name authors give it).

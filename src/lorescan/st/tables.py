@@ -122,6 +122,14 @@ class EntryTable(Sequence[EntryInfo]):
                         items[g] = self._build(g)
         return [items[g] for g in positions]  # type: ignore[misc]
 
+    def fingerprint_index(self) -> dict[int, int]:
+        """Fingerprint -> the global position of the first entry that has it."""
+        tables = [book_fingerprints(c, w, self._strict) for c, w in zip(self._compiled, self._worlds)]
+        index: dict[int, int] = {}
+        for gpos, (bi, ei) in enumerate(zip(self._order_book, self._order_index)):
+            index.setdefault(tables[bi][ei], gpos)
+        return index
+
     def _build(self, gpos: int) -> EntryInfo:
         bi, ei = self._order_book[gpos], self._order_index[gpos]
         return EntryInfo(gpos, bi, ei, self._compiled[bi].entries[ei], self._worlds[bi], self._strict)
@@ -170,6 +178,21 @@ class KeyIndex:
         return self._entries[self._table()[key]]
 
 
+def book_fingerprints(compiled: CompiledBook, world: str, strict: bool) -> "array[int]":
+    """The fingerprint of every entry of ``compiled`` named ``world`` (by entry index), computed
+    once per compiled book and kept on it: every engine over the book shares the table."""
+    memo_key = ("st.fingerprints", world, strict)
+    table = compiled.memo.get(memo_key)
+    if table is None:
+        table = array("Q")
+        for entry in compiled.entries:
+            decorators, content = parse_st_decorators(entry.content, strict_lines=strict)
+            table.append(entry_fingerprint(entry.fields, uid=entry.uid, world=world, content=content,
+                                           decorators=decorators))
+        compiled.memo[memo_key] = table       # published whole; a racing thread computes the same
+    return table
+
+
 class HashIndex:
     """Entry fingerprint -> :class:`~lorescan.st.timed.TimedEntry`: what timed-effect records point at.
 
@@ -178,8 +201,10 @@ class HashIndex:
     needs it (about a millisecond each: an engine whose chats have no timed records never
     pays for them) and kept on the entry's record; it is a pure function of the entry, so
     threads that race write the same value. A record naming any other entry (edited, or
-    written by another version) makes the first lookup that misses index every entry
-    once; that table is published only when complete.
+    written by another version) makes the first lookup that misses read every entry's
+    fingerprint from its compiled book's table (:func:`book_fingerprints`: computed once
+    per book, not per engine) into a fingerprint -> global position table, published only
+    when complete.
     """
 
     __slots__ = ("_entries", "_timed", "_all")
@@ -187,7 +212,7 @@ class HashIndex:
     def __init__(self, entries: EntryTable, timed: Sequence[EntryInfo]) -> None:
         self._entries = entries
         self._timed = tuple(timed)
-        self._all: dict[int, TimedEntry] | None = None
+        self._all: dict[int, int] | None = None
 
     def get(self, h: int) -> TimedEntry | None:
         """The entry with fingerprint ``h``, timed entries first; None if there is none."""
@@ -196,12 +221,10 @@ class HashIndex:
                 return info.timed()
         index = self._all
         if index is None:
-            index = {}
-            for info in self._entries:
-                if info.hash not in index:
-                    index[info.hash] = info.timed()
+            index = self._entries.fingerprint_index()
             self._all = index
-        return index.get(h)
+        gpos = index.get(h)
+        return None if gpos is None else self._entries[gpos].timed()
 
 
 class UnitCounts:
