@@ -77,6 +77,7 @@ export interface STScanResponse {
   budget: number;
   diagnostics?: Diagnostic[] | null;
   regex_cutoffs?: string[];
+  fuzzy_cutoffs?: string[];
 }
 
 export interface SlotRunRequest {
@@ -119,6 +120,7 @@ export interface SlotRunResponse {
   budget_book?: string | null;
   notes?: Record<string, unknown>[];
   regex_cutoffs?: string[];
+  fuzzy_cutoffs?: string[];
 }
 
 export interface ErrorBody {

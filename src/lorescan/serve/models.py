@@ -355,7 +355,7 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
                                         [{"state": "INITIAL", "next": "NONE", "activated": []}])]
     budget: Annotated[int, doc("the budget in tokens", 2048)]
     diagnostics: Annotated[Union[list[DiagnosticOut], None], doc("with explain: one per entry", None)] = None
-    regex_cutoffs: Annotated[list[str], doc("regex keys stopped at the time limit (their entries did not "
+    regex_cutoffs: Annotated[list[str], doc("regex keys cut off at the scan's regex budget (their entries did not "
                                             "match)", [])] = field(default_factory=list)
     fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the scan's comparison "
                                             "budget (its texts matched fuzzy keys exactly only)", [])] = \
@@ -403,7 +403,7 @@ class SlotRunResponse(Struct, forbid_unknown_fields=True):
     disabled_ui_prompts: Annotated[list[str], doc("UI prompts the books turn off", [])]
     budget_book: Annotated[Union[str, None], doc("the book whose budget applied", None)] = None
     notes: Annotated[list[dict[str, Any]], doc("notes about the request", [])] = field(default_factory=list)
-    regex_cutoffs: Annotated[list[str], doc("regex keys stopped at the time limit", [])] = \
+    regex_cutoffs: Annotated[list[str], doc("regex keys cut off at the run's regex budget", [])] = \
         field(default_factory=list)
     fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the run's comparison "
                                             "budget", [])] = field(default_factory=list)
