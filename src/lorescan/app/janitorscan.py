@@ -22,12 +22,14 @@ from ..formats._safety import parse_json
 from ..formats.janitor import JanitorSource, is_janitor_script, janitor_source, read_janitor_json
 from ..formats.load import load
 from ..limits import DEFAULT_LIMITS
+from ..model import Lorebook
 from ..janitor import JanitorEngine, JanitorResult
 from ..janitor.engine import DEFAULT_APPLY_LIMIT, DEFAULT_WINDOW_DEPTH
 from .chats import read_chat
 from .render import Style, one_line
 
-__all__ = ["janitor_scan_command", "janitor_explain_command", "knob_value"]
+__all__ = ["janitor_scan_command", "janitor_explain_command", "knob_value", "read_janitor_book",
+           "read_janitor_lorebook", "janitor_settings"]
 
 
 def knob_value(text: str | None, default: Any) -> Any:
@@ -41,22 +43,40 @@ def knob_value(text: str | None, default: Any) -> Any:
 
 
 def read_janitor_book(path: str) -> JanitorSource:
-    """The ``dynamicLore`` value and declared knobs of a JanitorAI book file: a script, its JSON
+    """The ``dynamicLore`` value and declared knobs of :func:`read_janitor_lorebook`'s book."""
+    return janitor_source(read_janitor_lorebook(path))
+
+
+def read_janitor_lorebook(path: str) -> Lorebook:
+    """A JanitorAI book file (``book.format == "janitor"``): a script, its JSON
     (``{"dynamicLore": [...], ...}``), or a raw entry array (read as JanitorAI's even where its
-    entries would also pass for a generic entry list)."""
+    entries would also pass for a generic entry list). A ``global:`` (or other source) prefix
+    is dropped."""
+    if path.split(":", 1)[0] in ("global", "character", "persona", "chat"):
+        path = path.split(":", 1)[1]
     try:
         with open(path, "rb") as fh:
             raw = fh.read(DEFAULT_LIMITS.max_file_bytes + 1)
     except OSError as exc:
         raise FormatError(f"cannot read the book: {exc.strerror or exc}", source=path) from exc
     if is_janitor_script(raw):
-        return janitor_source(load(path))
+        return load(path)
     doc = parse_json(raw, source=path)
     if isinstance(doc, list) or (isinstance(doc, dict) and "dynamicLore" in doc):
-        return janitor_source(read_janitor_json(doc, source=path))
+        return read_janitor_json(doc, source=path)
     raise FormatError("a JanitorAI book here is a script declaring dynamicLore, its JSON, or a JSON array of "
                       f"entries (the script's dynamicLore value), not a JSON {type(doc).__name__} without "
                       "dynamicLore", source=path)
+
+
+def janitor_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``replay``'s and ``replay-batch``'s janitor settings from the flags given (the knobs as
+    JSON values, ``compat``); a knob not given is the book's, else the script's default."""
+    settings = {k: knob_value(getattr(args, k, None), None) for k in ("apply_limit", "window_depth")
+                if getattr(args, k, None) is not None}
+    if getattr(args, "compat", None) == "improved":
+        settings["compat"] = "improved"
+    return settings
 
 
 def _run(args: argparse.Namespace) -> tuple[JanitorEngine, JanitorResult, str]:

@@ -27,7 +27,7 @@ from ..model import Lorebook
 from .chats import Shard, iter_shards, read_shard
 from .output import Columns, read_rows, schema, to_table
 from .pairing import entry_name, pair_versions
-from .turns import ReplayJob, Replayer, _ship
+from .turns import ReplayJob, Replayer, _ship, check_settings
 
 __all__ = ["replay_batch", "RunInfo"]
 
@@ -181,6 +181,7 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
         raise LorebookError("no chats here (a folder is searched for .jsonl and .json chats; a file is read as "
                             "JSON lines, one chat per line)", source=str(chats))
     job = ReplayJob(mode, "", dict(settings or {}), tuple(roles), character, user, seed)   # checked before any work
+    check_settings(mode, job.settings, loaded)
     book_file = _ship(loaded, other)
     info = RunInfo(workers=workers)
     t0 = time.perf_counter()
