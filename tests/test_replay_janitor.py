@@ -184,3 +184,27 @@ def test_janitor_replay_refuses_two_books_and_bad_settings(tmp_path, capsys):
     from lorescan.replay.run import replay_batch
     with pytest.raises(SettingsError, match="max_context"):
         replay_batch([book], folder, tmp_path / "o", mode="janitor", settings={"max_context": 10})
+
+
+def test_scan_is_replays_turn_over_the_same_messages(tmp_path, capsys):
+    # the rolls follow roll_seed in both: a scan of the chat so far is the replay's turn there
+    from lorescan.formats.janitor import read_janitor_json
+    from lorescan.replay.chats import Message
+    from lorescan.replay.single import replay_chat
+    case, chat, name, settings = CHATS[0]
+    messages = [Message(name if m["is_bot"] else "User", m["message"], not m["is_bot"], False) for m in chat]
+    replay = replay_chat([read_janitor_json(case["book"])], messages, mode="janitor", settings=settings, seed=3,
+                         chat="chat.json")
+    book, _, _ = _write(tmp_path, case, chat, name)
+    rolled = 0
+    for t in replay.turns:
+        part = tmp_path / f"upto{t.messages}"
+        part.mkdir()
+        (part / "chat.json").write_text(json.dumps([{"name": name if m["is_bot"] else "User", "is_user": not m["is_bot"],
+                                                     "mes": m["message"]} for m in chat[:t.messages]]))
+        assert main(["scan", "--mode", "janitor", book, "--chat", str(part / "chat.json"), "--character", name,
+                     "--seed", "3", "--json", *_flags(settings)]) == 0
+        got = json.loads(capsys.readouterr().out)["result"]
+        assert [*(got["trace"]["selected"] or ()), *got["trace"]["post_shift"]] == list(t.fired), t.number
+        rolled += got["random_calls"] > 0
+    assert rolled >= 3

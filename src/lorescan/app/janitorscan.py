@@ -7,8 +7,9 @@ The book is any JanitorAI book :func:`lorescan.formats.load` reads (a ``.js`` sc
 ``WINDOW_DEPTH`` as defaults (``--apply-limit`` / ``--window-depth`` override); the chat is read as for the other modes and
 handed to the script as ``chat.last_messages`` (``is_bot`` set for the character's
 messages) with its ``message_count``; ``--character`` (or the chat's metadata) is
-``character.name``; ``--compat improved`` selects the improved profile; ``--seed`` seeds
-``Math.random``.
+``character.name``; ``--compat improved`` selects the improved profile; ``Math.random`` reads
+``random.Random(roll_seed(--seed, chat name, messages))`` (:func:`lorescan.app.inputs.roll_seed`),
+so a scan is ``replay``'s turn over the same messages.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from ..model import Lorebook
 from ..janitor import JanitorEngine, JanitorResult
 from ..janitor.engine import DEFAULT_APPLY_LIMIT, DEFAULT_WINDOW_DEPTH
 from .chats import read_chat
+from .inputs import chat_key, roll_seed
 from .render import Style, one_line
 
 __all__ = ["janitor_scan_command", "janitor_explain_command", "knob_value", "read_janitor_book",
@@ -102,7 +104,9 @@ def _run(args: argparse.Namespace) -> tuple[JanitorEngine, JanitorResult, str]:
     context = {"character": character,
                "chat": {"last_messages": [{"is_bot": not m.is_user, "message": m.text} for m in chat.messages],
                         "message_count": len(chat.messages)}}
-    result = engine.run(context, random=random.Random(args.seed).random)
+    # the rolls of every mode (inputs.roll_seed): the generation after the chat's messages
+    rolls = random.Random(roll_seed(args.seed, chat_key(args.chat), len(chat.messages)))
+    result = engine.run(context, random=rolls.random)
     return engine, result, path
 
 
