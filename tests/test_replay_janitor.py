@@ -208,3 +208,28 @@ def test_scan_is_replays_turn_over_the_same_messages(tmp_path, capsys):
         assert [*(got["trace"]["selected"] or ()), *got["trace"]["post_shift"]] == list(t.fired), t.number
         rolled += got["random_calls"] > 0
     assert rolled >= 3
+
+
+def test_a_script_book_on_a_worker_pool_keeps_its_knobs_and_the_rows(tmp_path):
+    from lorescan.app.janitorscan import read_janitor_lorebook
+    from lorescan.replay.run import replay_batch
+    case, chat, name, _ = CHATS[0]
+    script = tmp_path / "book.js"
+    script.write_text(f"const APPLY_LIMIT = 2;\nvar dynamicLore = {json.dumps(case['book'])};\n")
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    for k in range(3):
+        (folder / f"c{k}.json").write_text(json.dumps([{"name": name if m["is_bot"] else "User",
+                                                         "is_user": not m["is_bot"], "mes": m["message"]}
+                                                        for m in chat[:len(chat) - 2 * k]]))
+    book = read_janitor_lorebook(str(script))
+    replay_batch([book], folder, tmp_path / "a", mode="janitor", seed=5)
+    replay_batch([book], folder, tmp_path / "b", mode="janitor", seed=5, workers=2, per_shard=1)
+    rows = [sorted(zip(*read_rows(str(tmp_path / v)).to_pydict().values()), key=repr) for v in "ab"]
+    assert rows[0] == rows[1]
+    t = read_rows(str(tmp_path / "a")).to_pydict()
+    per_turn: dict = {}
+    for chat_id, turn, outcome in zip(t["chat_id"], t["turn"], t["outcome"]):
+        if outcome == "fired":
+            per_turn[chat_id, turn] = per_turn.get((chat_id, turn), 0) + 1
+    assert max(per_turn.values()) == 2 and "cut" in t["outcome"]     # the script's APPLY_LIMIT applies
