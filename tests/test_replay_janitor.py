@@ -223,7 +223,7 @@ def test_a_script_book_on_a_worker_pool_keeps_its_knobs_and_the_rows(tmp_path):
                                                          "is_user": not m["is_bot"], "mes": m["message"]}
                                                         for m in chat[:len(chat) - 2 * k]]))
     book = read_janitor_lorebook(str(script))
-    replay_batch([book], folder, tmp_path / "a", mode="janitor", seed=5)
+    replay_batch([str(script)], folder, tmp_path / "a", mode="janitor", seed=5)     # a path, read as janitor
     replay_batch([book], folder, tmp_path / "b", mode="janitor", seed=5, workers=2, per_shard=1)
     rows = [sorted(zip(*read_rows(str(tmp_path / v)).to_pydict().values()), key=repr) for v in "ab"]
     assert rows[0] == rows[1]
@@ -233,3 +233,18 @@ def test_a_script_book_on_a_worker_pool_keeps_its_knobs_and_the_rows(tmp_path):
         if outcome == "fired":
             per_turn[chat_id, turn] = per_turn.get((chat_id, turn), 0) + 1
     assert max(per_turn.values()) == 2 and "cut" in t["outcome"]     # the script's APPLY_LIMIT applies
+
+
+def test_replay_batch_reads_a_raw_array_path_as_the_scripts(tmp_path, capsys):
+    from lorescan.replay.run import replay_batch
+    case, chat, name, settings = CHATS[0]
+    book, _, folder = _write(tmp_path, case, chat, name)
+    replay_batch([book], folder, tmp_path / "api", mode="janitor", settings=settings)
+    t = read_rows(str(tmp_path / "api")).to_pydict()
+    fired: dict[int, list[int]] = {}
+    for turn, outcome, entry in zip(t["turn"], t["outcome"], t["entry"]):
+        if outcome in ("turn", "fired"):
+            fired.setdefault(turn, [])
+        if outcome == "fired":
+            fired[turn].append(int(entry))
+    assert fired == _batch_fired(tmp_path, book, folder, settings, capsys)

@@ -36,7 +36,7 @@ def check_janitor_settings(books: Sequence[Lorebook] | None, settings: Mapping[s
     for k in settings:
         if k not in SETTINGS:
             raise SettingsError(f"janitor mode takes {', '.join(SETTINGS)}, not {k!r}", source="settings", field=k)
-    if settings.get("compat", "sillytavern") not in ("sillytavern", "script", "improved"):
+    if settings.get("compat", "script") not in ("script", "improved"):
         raise SettingsError("must be 'script' or 'improved'", source="settings", field="compat")
     if books is not None and len(books) != 1:
         raise SettingsError(f"janitor mode runs exactly one book, got {len(books)}", source="replay", field="books")

@@ -167,7 +167,11 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
         raise SettingsError(f"must be a positive integer, got {workers!r}", source="replay", field="workers")
     if isinstance(per_shard, bool) or not isinstance(per_shard, int) or per_shard < 1:
         raise SettingsError(f"must be a positive integer, got {per_shard!r}", source="replay", field="per_shard")
-    loaded = [b if isinstance(b, Lorebook) else load(b) for b in books]
+    read = load
+    if mode == "janitor":         # a raw dynamicLore array is the script's even where it reads as an entry list
+        from ..app.janitorscan import read_janitor_lorebook  # import-cost: janitor mode loads only when asked for
+        read = read_janitor_lorebook
+    loaded = [b if isinstance(b, Lorebook) else read(b) for b in books]
     if not loaded:
         raise SettingsError("at least one book is needed", source="replay", field="books")
     other = None if compare is None else [b if isinstance(b, Lorebook) else load(b) for b in compare]

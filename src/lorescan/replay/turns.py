@@ -46,7 +46,8 @@ class ReplayJob:
     """What every worker needs besides the books: plain, small, picklable.
 
     ``settings``: for SillyTavern mode, STSettings names plus ``max_context`` (default
-    8192) and ``compat`` (default ``"sillytavern"``); for slot mode, none are accepted.
+    8192) and ``compat`` (default ``"sillytavern"``); for slot mode, none are accepted; for
+    janitor mode, ``apply_limit``, ``window_depth`` and ``compat`` (:mod:`lorescan.replay.janitor`).
     ``book_file``: where :func:`_ship` wrote the books (read once per worker). ``roles``:
     each book's role (SillyTavern mode; empty: all ``global``; the compared version's books
     take the same roles when there are as many). ``character``, ``user``: for character and
