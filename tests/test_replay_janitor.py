@@ -34,7 +34,8 @@ def _chats():
             continue
         chat = max((t["context"]["chat"]["last_messages"] for t in turns), key=len)
         name = (turns[0]["context"].get("character") or {}).get("name")
-        if (not isinstance(name, str) or not name or len({json.dumps(t["settings"], sort_keys=True) for t in turns}) != 1
+        knobs = {json.dumps(t["settings"], sort_keys=True) for t in turns}
+        if (not isinstance(name, str) or not name or len(knobs) != 1
                 or not all(isinstance(m, dict) and isinstance(m.get("message"), str) and m["message"].strip()
                            and isinstance(m.get("is_bot"), bool) for m in chat)):
             continue

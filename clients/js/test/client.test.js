@@ -137,7 +137,9 @@ test("JanitorAI script runs replay conformance vectors", async () => {
     // the first three cases of every vector file, every turn of each
     for (const c of JSON.parse(readFileSync(join(folder, file), "utf8")).cases.slice(0, 3)) {
       for (const t of c.turns) {
-        const got = await client.janitorRun({ book: c.book, context: t.context, settings: t.settings, random: t.random });
+        const got = await client.janitorRun({
+          book: c.book, context: t.context, settings: t.settings, random: t.random,
+        });
         const want = t.expected;
         const where = `${file} ${c.name}`;
         assert.equal(got.personality, want.personality, where);

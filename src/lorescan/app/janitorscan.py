@@ -4,9 +4,9 @@ JanitorAI script engine (docs/janitor-mode.md) over a chat.
 The book is any JanitorAI book :func:`lorescan.formats.load` reads (a ``.js`` script declaring
 ``dynamicLore``, its JSON, or a raw entry array), run as
 :func:`lorescan.formats.janitor.janitor_source` gives it, with the script's ``APPLY_LIMIT`` and
-``WINDOW_DEPTH`` as defaults (``--apply-limit`` / ``--window-depth`` override); the chat is read as for the other modes and
-handed to the script as ``chat.last_messages`` (``is_bot`` set for the character's
-messages) with its ``message_count``; ``--character`` (or the chat's metadata) is
+``WINDOW_DEPTH`` as defaults (``--apply-limit`` / ``--window-depth`` override). The chat is read
+as for the other modes and handed to the script as ``chat.last_messages`` (``is_bot`` set for the
+character's messages) with its ``message_count``; ``--character`` (or the chat's metadata) is
 ``character.name``; ``--compat improved`` selects the improved profile; ``Math.random`` reads
 ``random.Random(roll_seed(--seed, chat name, messages))`` (:func:`lorescan.app.inputs.roll_seed`),
 so a scan is ``replay``'s turn over the same messages.

@@ -115,7 +115,8 @@ SCRIPT = """
     }
     document.getElementById("turn-summary").textContent =
       "Turn " + n + ": " + turn.fired + " fired, " + turn.cut + " cut by " + cutBy + ", " +
-      (data.cut_by ? "" : turn.tokens + " of " + turn.budget + " tokens; ") + turn.messages + " messages scanned, the last by " +
+      (data.cut_by ? "" : turn.tokens + " of " + turn.budget + " tokens; ") + turn.messages +
+      " messages scanned, the last by " +
       (turn.speaker || "(no name)") + ":";
     document.getElementById("turn-message").textContent = turn.last;
     var rows = data.defaults.map(function (d, e) { return [e, d[0], d[1], d[2], d[3]]; });
