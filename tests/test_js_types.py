@@ -18,7 +18,8 @@ from lorescan.serve.openapi import openapi_document  # noqa: E402
 DTS = Path(__file__).resolve().parents[1] / "clients" / "js" / "lorescan.d.ts"
 # interface in the .d.ts -> schema in components/schemas; nested types are followed from these
 ROOTS = {"BookInfo": "BookInfo", "STScanRequest": "STScanRequest", "STScanResponse": "STScanResponse",
-         "SlotRunRequest": "SlotRunRequest", "SlotRunResponse": "SlotRunResponse", "ErrorBody": "ErrorBody"}
+         "SlotRunRequest": "SlotRunRequest", "SlotRunResponse": "SlotRunResponse", "ErrorBody": "ErrorBody",
+         "JanitorRunRequest": "JanitorRunRequest", "JanitorRunResponse": "JanitorRunResponse"}
 _PRIMITIVE = {"string": "string", "number": "number", "boolean": "boolean", "null": "null"}
 
 

@@ -476,3 +476,28 @@ def test_the_timed_effect_lane_shows_sticky_and_cooldown_turns(browser: Browser,
     browser.click('#timed rect.col[data-turn="3"]')
     assert _table(browser)["turn"] == "3"
     assert browser.errors() == []
+
+
+def test_a_janitor_report_explains_each_turn_and_names_apply_limit(browser: Browser, tmp_path: Path) -> None:
+    from conftest import TESTS_DIR
+    from lorescan.formats.janitor import read_janitor_json
+    from lorescan.replay.chats import Message
+    case = json.loads((TESTS_DIR / "conformance" / "janitor" / "books.json").read_text())["cases"][0]
+    chat = max((t["context"]["chat"]["last_messages"] for t in case["turns"]), key=len)
+    name = case["turns"][0]["context"]["character"]["name"]
+    messages = [Message(name if m["is_bot"] else "User", m["message"], not m["is_bot"], False) for m in chat]
+    replay = replay_chat([read_janitor_json(case["book"])], messages, mode="janitor", chat="chat.json")
+    path = tmp_path / "janitor.html"
+    path.write_text(render_report(replay), encoding="utf-8")
+    browser.open(path)
+    names = [e.name for e in replay.entries]
+    for turn in (replay.turns[0], next(t for t in replay.turns if t.cut)):
+        browser.js(f"(() => {{ const s = document.getElementById('turn-select'); s.value = '{turn.number}';"
+                   "s.dispatchEvent(new Event('change')); })()")
+        got = _table(browser)
+        assert got["turn"] == str(turn.number) and got["rows"] == len(replay.entries)
+        assert sorted(got["fired"]) == sorted(names[i] for i in turn.fired) and got["cut"] == len(turn.cut)
+        assert got["summary"].startswith(f"Turn {turn.number}: {len(turn.fired)} fired, {len(turn.cut)} cut by "
+                                         "APPLY_LIMIT, ") and "tokens" not in got["summary"]
+    assert browser.js("document.getElementById('budget')") is None
+    assert browser.errors() == []

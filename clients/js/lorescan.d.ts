@@ -123,6 +123,28 @@ export interface SlotRunResponse {
   fuzzy_cutoffs?: string[];
 }
 
+// POST /v1/janitor/run: one run of the JanitorAI script (docs/janitor-mode.md).
+export interface JanitorRunRequest {
+  book: unknown;
+  context: unknown;
+  settings?: { apply_limit?: unknown; window_depth?: unknown };
+  profile?: "script" | "improved";
+  random?: number[] | null;
+  seed?: number | null;
+  explain?: boolean;
+}
+
+export interface JanitorErrorOut { name: string; message: string; }
+
+export interface JanitorRunResponse {
+  personality: string | null;
+  scenario: string | null;
+  error: JanitorErrorOut | null;
+  random_calls: number;
+  trace: Record<string, unknown>;
+  explain?: string[] | null;
+}
+
 export interface ErrorBody {
   error: string; path?: string; source?: string; entry?: number | string; field?: string; reasons?: string[];
 }
@@ -147,4 +169,5 @@ export class LorescanClient {
   deleteBook(id: string): Promise<void>;
   stScan(request: STScanRequest): Promise<STScanResponse>;
   slotRun(request: SlotRunRequest): Promise<SlotRunResponse>;
+  janitorRun(request: JanitorRunRequest): Promise<JanitorRunResponse>;
 }

@@ -101,4 +101,13 @@ export class LorescanClient {
   slotRun(request) {
     return this._call("POST", "/v1/slot/run", JSON.stringify(request), "application/json");
   }
+
+  /**
+   * One run of the JanitorAI script (docs/janitor-mode.md): the raw `dynamicLore` value, the
+   * context the script is given, its knobs, and the `Math.random` values (or a seed).
+   * @param {import("./lorescan").JanitorRunRequest} request
+   */
+  janitorRun(request) {
+    return this._call("POST", "/v1/janitor/run", JSON.stringify(request), "application/json");
+  }
 }

@@ -3,7 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
@@ -128,4 +128,40 @@ test("delete, then the id is gone", async () => {
   await client.deleteBook(book.id);
   await assert.rejects(client.getBook(book.id), (err) => err.status === 404);
   assert.match(await client.metrics(), /lorescan_requests_total\{/);
+});
+
+test("JanitorAI script runs replay conformance vectors", async () => {
+  const folder = join(ROOT, "tests", "conformance", "janitor");
+  let turns = 0;
+  for (const file of readdirSync(folder).filter((f) => f.endsWith(".json")).sort()) {
+    // the first three cases of every vector file, every turn of each
+    for (const c of JSON.parse(readFileSync(join(folder, file), "utf8")).cases.slice(0, 3)) {
+      for (const t of c.turns) {
+        const got = await client.janitorRun({
+          book: c.book, context: t.context, settings: t.settings, random: t.random,
+        });
+        const want = t.expected;
+        const where = `${file} ${c.name}`;
+        assert.equal(got.personality, want.personality, where);
+        assert.equal(got.scenario, want.scenario, where);
+        assert.equal(got.random_calls, want.random_calls, where);
+        assert.equal(got.error && got.error.name, want.error && want.error.name, where);
+        assert.deepEqual(got.trace, want.trace, where);
+        turns += 1;
+      }
+    }
+  }
+  assert.ok(turns >= 20, `${turns} turns`);
+});
+
+test("JanitorAI explain, the improved profile and a located 422", async () => {
+  const book = [{ keywords: ["дракон"], personality: "P" }];
+  const context = { character: { name: "Mira" }, chat: { last_messages: [{ message: "Дракон!" }] } };
+  const plain = await client.janitorRun({ book, context, random: [0.5] });
+  const improved = await client.janitorRun({ book, context, random: [0.5], profile: "improved", explain: true });
+  assert.equal(improved.personality, "\n\nP");
+  assert.ok(improved.explain[0].startsWith("entry[0] applied"), improved.explain[0]);
+  assert.notEqual(plain.personality, improved.personality);     // the script's ASCII words miss the Cyrillic keyword
+  await assert.rejects(client.janitorRun({ book: [{}], context, random: [] }),
+    (err) => err instanceof LorescanError && err.status === 422 && err.path === "$.random");
 });

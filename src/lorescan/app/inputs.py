@@ -242,10 +242,13 @@ def add_setting_arguments(parser: argparse.ArgumentParser) -> None:
     r = parser.add_argument_group("engine")
     r.add_argument("--mode", choices=("sillytavern", "slot", "janitor"), default="sillytavern",
                    help="engine: SillyTavern's World Info, the lorebook-slot platform, or the JanitorAI script "
-                        "(a raw dynamicLore JSON array; --compat improved is its improved profile) "
+                        "(a .js script, its JSON or a raw dynamicLore array; --compat improved is its improved "
+                        "profile) "
                         "(default: %(default)s)")
-    r.add_argument("--apply-limit", metavar="JSON", help="janitor mode: the APPLY_LIMIT knob (default: 6)")
-    r.add_argument("--window-depth", metavar="JSON", help="janitor mode: the WINDOW_DEPTH knob (default: 5)")
+    r.add_argument("--apply-limit", metavar="JSON",
+                   help="janitor mode: the APPLY_LIMIT knob (default: the script's, else 6)")
+    r.add_argument("--window-depth", metavar="JSON",
+                   help="janitor mode: the WINDOW_DEPTH knob (default: the script's, else 5)")
     r.add_argument("--compat", choices=_COMPATS, default=None,
                    help="SillyTavern's exact matching rules, or lorescan's improved ones; a --settings file may "
                         "set compat (default: sillytavern)")

@@ -1,11 +1,15 @@
 """``lorescan scan --mode janitor`` and ``lorescan explain --mode janitor``: one run of the
 JanitorAI script engine (docs/janitor-mode.md) over a chat.
 
-The book is a raw ``dynamicLore`` JSON array; the chat is read as for the other modes and
-handed to the script as ``chat.last_messages`` (``is_bot`` set for the character's
-messages) with its ``message_count``; ``--character`` (or the chat's metadata) is
-``character.name``; ``--compat improved`` selects the improved profile; ``--seed`` seeds
-``Math.random``.
+The book is any JanitorAI book :func:`lorescan.formats.load` reads (a ``.js`` script declaring
+``dynamicLore``, its JSON, or a raw entry array), run as
+:func:`lorescan.formats.janitor.janitor_source` gives it, with the script's ``APPLY_LIMIT`` and
+``WINDOW_DEPTH`` as defaults (``--apply-limit`` / ``--window-depth`` override). The chat is read
+as for the other modes and handed to the script as ``chat.last_messages`` (``is_bot`` set for the
+character's messages) with its ``message_count``; ``--character`` (or the chat's metadata) is
+``character.name``; ``--compat improved`` selects the improved profile; ``Math.random`` reads
+``random.Random(roll_seed(--seed, chat name, messages))`` (:func:`lorescan.app.inputs.roll_seed`),
+so a scan is ``replay``'s turn over the same messages.
 """
 from __future__ import annotations
 
@@ -16,13 +20,18 @@ from typing import Any, TextIO
 
 from ..errors import FormatError, SettingsError
 from ..formats._safety import parse_json
+from ..formats.janitor import JanitorSource, is_janitor_script, janitor_source, read_janitor_json
+from ..formats.load import load
+from ..limits import DEFAULT_LIMITS
+from ..model import Lorebook
 from ..janitor import JanitorEngine, JanitorResult
 from ..janitor.engine import DEFAULT_APPLY_LIMIT, DEFAULT_WINDOW_DEPTH
-from ..limits import DEFAULT_LIMITS
 from .chats import read_chat
+from .inputs import chat_key, roll_seed
 from .render import Style, one_line
 
-__all__ = ["janitor_scan_command", "janitor_explain_command", "knob_value"]
+__all__ = ["janitor_scan_command", "janitor_explain_command", "knob_value", "read_janitor_book",
+           "read_janitor_lorebook", "janitor_settings"]
 
 
 def knob_value(text: str | None, default: Any) -> Any:
@@ -35,18 +44,41 @@ def knob_value(text: str | None, default: Any) -> Any:
         return text
 
 
-def read_janitor_book(path: str) -> Any:
-    """The ``dynamicLore`` array of a raw JSON book file."""
+def read_janitor_book(path: str) -> JanitorSource:
+    """The ``dynamicLore`` value and declared knobs of :func:`read_janitor_lorebook`'s book."""
+    return janitor_source(read_janitor_lorebook(path))
+
+
+def read_janitor_lorebook(path: str) -> Lorebook:
+    """A JanitorAI book file (``book.format == "janitor"``): a script, its JSON
+    (``{"dynamicLore": [...], ...}``), or a raw entry array (read as JanitorAI's even where its
+    entries would also pass for a generic entry list). A ``global:`` (or other source) prefix
+    is dropped."""
+    if path.split(":", 1)[0] in ("global", "character", "persona", "chat"):
+        path = path.split(":", 1)[1]
     try:
         with open(path, "rb") as fh:
             raw = fh.read(DEFAULT_LIMITS.max_file_bytes + 1)
     except OSError as exc:
         raise FormatError(f"cannot read the book: {exc.strerror or exc}", source=path) from exc
-    book = parse_json(raw, source=path)
-    if not isinstance(book, list):
-        raise FormatError("a JanitorAI book here is a JSON array of entries (the script's dynamicLore value), "
-                          f"not a JSON {type(book).__name__}", source=path)
-    return book
+    if is_janitor_script(raw):
+        return load(path)
+    doc = parse_json(raw, source=path)
+    if isinstance(doc, list) or (isinstance(doc, dict) and "dynamicLore" in doc):
+        return read_janitor_json(doc, source=path)
+    raise FormatError("a JanitorAI book here is a script declaring dynamicLore, its JSON, or a JSON array of "
+                      f"entries (the script's dynamicLore value), not a JSON {type(doc).__name__} without "
+                      "dynamicLore", source=path)
+
+
+def janitor_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``replay``'s and ``replay-batch``'s janitor settings from the flags given (the knobs as
+    JSON values, ``compat``); a knob not given is the book's, else the script's default."""
+    settings = {k: knob_value(getattr(args, k, None), None) for k in ("apply_limit", "window_depth")
+                if getattr(args, k, None) is not None}
+    if getattr(args, "compat", None) == "improved":
+        settings["compat"] = "improved"
+    return settings
 
 
 def _run(args: argparse.Namespace) -> tuple[JanitorEngine, JanitorResult, str]:
@@ -59,9 +91,11 @@ def _run(args: argparse.Namespace) -> tuple[JanitorEngine, JanitorResult, str]:
     if not args.chat:
         raise SettingsError("no chat: give one with --chat CHAT", source="command line", field="--chat")
     chat = read_chat(args.chat)
-    engine = JanitorEngine(read_janitor_book(path),
-                           apply_limit=knob_value(getattr(args, "apply_limit", None), DEFAULT_APPLY_LIMIT),
-                           window_depth=knob_value(getattr(args, "window_depth", None), DEFAULT_WINDOW_DEPTH),
+    source = read_janitor_book(path)
+    knobs = {"apply_limit": DEFAULT_APPLY_LIMIT, "window_depth": DEFAULT_WINDOW_DEPTH, **source.knobs()}
+    engine = JanitorEngine(source.entries,
+                           apply_limit=knob_value(getattr(args, "apply_limit", None), knobs["apply_limit"]),
+                           window_depth=knob_value(getattr(args, "window_depth", None), knobs["window_depth"]),
                            profile="improved" if args.compat == "improved" else "script")
     name = args.character if args.character is not None else chat.character_name
     character: dict[str, Any] = {"personality": "", "scenario": ""}
@@ -70,7 +104,9 @@ def _run(args: argparse.Namespace) -> tuple[JanitorEngine, JanitorResult, str]:
     context = {"character": character,
                "chat": {"last_messages": [{"is_bot": not m.is_user, "message": m.text} for m in chat.messages],
                         "message_count": len(chat.messages)}}
-    result = engine.run(context, random=random.Random(args.seed).random)
+    # the rolls of every mode (inputs.roll_seed): the generation after the chat's messages
+    rolls = random.Random(roll_seed(args.seed, chat_key(args.chat), len(chat.messages)))
+    result = engine.run(context, random=rolls.random)
     return engine, result, path
 
 

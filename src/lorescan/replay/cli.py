@@ -11,7 +11,7 @@ from typing import Any, Callable, TextIO
 
 from ..app.argtypes import positive_int
 from ..app.inputs import BOOKS_HELP, add_input_arguments, add_setting_arguments
-from ..errors import LorebookError
+from ..errors import LorebookError, SettingsError
 from .summary import print_summary, summarize
 
 __all__ = ["add_parsers", "add_replay_parser", "replay_batch_command", "replay_command", "summarize_command"]
@@ -70,6 +70,8 @@ def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int
     from .chats import Message  # import-cost: as above
     from .progress import ProgressBar  # import-cost: as above
     from .single import replay_chat, text_summary  # import-cost: as above
+    if args.mode == "janitor":
+        return _replay_janitor(args, out=out, err=err)
     inputs = read_inputs(args)
     chat = inputs.chat
     assert chat is not None
@@ -115,6 +117,59 @@ def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int
     return 0
 
 
+def _janitor_books(args: argparse.Namespace, paths: list[str]) -> list[Any]:
+    from ..app.janitorscan import read_janitor_lorebook  # import-cost: janitor mode loads only when asked for
+    if len(paths) != 1:
+        raise SettingsError(f"janitor mode runs exactly one book, got {len(paths)}", source="command line",
+                            field="books")
+    if args.compare:
+        raise SettingsError("janitor mode does not compare book versions yet", source="command line",
+                            field="--compare")
+    return [read_janitor_lorebook(paths[0])]
+
+
+def _replay_janitor(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
+    """``lorescan replay --mode janitor``: one run of the script per turn (:mod:`.janitor`)."""
+    from ..app.chats import read_chat  # import-cost: as in replay_command
+    from ..app.inputs import chat_key  # import-cost: as above
+    from ..app.janitorscan import janitor_settings  # import-cost: as above
+    from ..st import Character  # import-cost: as above
+    from .chats import Message  # import-cost: as above
+    from .progress import ProgressBar  # import-cost: as above
+    from .single import replay_chat, text_summary  # import-cost: as above
+    paths = list(args.books)
+    if args.chat is None:
+        if len(paths) < 2:
+            raise SettingsError("no chat: give one with --chat CHAT", source="command line", field="--chat")
+        args.chat = paths.pop()
+    books = _janitor_books(args, paths)
+    chat = read_chat(args.chat)
+    if not chat.messages:
+        raise LorebookError("the chat has no messages to replay", source=chat.path)
+    messages = [Message(m.name, m.text, m.is_user, False) for m in chat.messages]
+    name = args.character if args.character is not None else chat.character_name
+    bar = ProgressBar(err)
+    try:
+        replay = replay_chat(books, messages, mode="janitor", settings=janitor_settings(args), seed=args.seed,
+                             chat=chat_key(chat.path), on_turn=bar.update,
+                             character=Character(name) if name is not None else None)
+    finally:
+        bar.close()
+    if args.report:
+        from .. import __version__  # import-cost: as above
+        from .report import render_report  # import-cost: as above
+        page = render_report(replay, version=__version__).encode("utf-8")
+        try:
+            Path(args.report).write_bytes(page)
+        except OSError as exc:
+            raise LorebookError(f"cannot write the report: {exc.strerror or exc}", source=args.report) from exc
+    for line in text_summary(replay):
+        print(line, file=out)
+    if args.report:
+        print(f"report: {args.report}", file=out)
+    return 0
+
+
 def _need(module: str, extra: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise LorebookError(f"needs {module}: pip install \".[{extra}]\" from a checkout (lorescan is not on a "
@@ -128,21 +183,36 @@ def replay_batch_command(args: argparse.Namespace, *, out: TextIO) -> int:
     use_ray = args.ray is not None
     if use_ray:
         _need("ray", "ray")
-    inputs = read_inputs(args, chat=False)
-    compare = None if args.compare is None else [load_book(p, chat_flag="--chats")[0] for p in args.compare]
     try:
-        info = replay_batch([b.book for b in inputs.books], args.chats, args.out, mode=inputs.mode,
-                            settings=inputs.replay_settings(), compare=compare, ray=use_ray,
-                            ray_address=args.ray or None,
-                            workers=(args.ray_workers or 2) if use_ray else args.workers,
-                            progress=None if args.no_progress else sys.stderr,
-                            roles=[b.role for b in inputs.books], character=inputs.character, user=inputs.user,
-                            seed=inputs.seed)
+        if args.mode == "janitor":
+            from ..app.janitorscan import janitor_settings  # import-cost: janitor mode loads only when asked for
+            from ..st import Character  # import-cost: as above
+            info = replay_batch(_janitor_books(args, list(args.books)), args.chats, args.out, mode="janitor",
+                                settings=janitor_settings(args), ray=use_ray, ray_address=args.ray or None,
+                                workers=(args.ray_workers or 2) if use_ray else args.workers,
+                                progress=None if args.no_progress else sys.stderr,
+                                character=Character(args.character) if args.character is not None else None,
+                                seed=args.seed)
+        else:
+            inputs = read_inputs(args, chat=False)
+            compare = (None if args.compare is None
+                       else [load_book(p, chat_flag="--chats")[0] for p in args.compare])
+            info = replay_batch([b.book for b in inputs.books], args.chats, args.out, mode=inputs.mode,
+                                settings=inputs.replay_settings(), compare=compare, ray=use_ray,
+                                ray_address=args.ray or None,
+                                workers=(args.ray_workers or 2) if use_ray else args.workers,
+                                progress=None if args.no_progress else sys.stderr,
+                                roles=[b.role for b in inputs.books], character=inputs.character, user=inputs.user,
+                                seed=inputs.seed)
     except KeyboardInterrupt:
         print(f"\nlorescan: replay-batch interrupted: {args.out} holds the whole parts written so far and no "
               f"run.json (an unfinished result, which summarize refuses); run again into a new folder",
               file=sys.stderr)
         return 130
+    return _batch_done(args, info, out)
+
+
+def _batch_done(args: argparse.Namespace, info: Any, out: TextIO) -> int:
     print(f"{info.chats} chats, {info.turns} turns, {info.rows} rows, {info.problems} problems in "
           f"{info.seconds:.1f} s ({info.backend}, workers: {info.workers}) -> {args.out}", file=out)
     if args.summary:

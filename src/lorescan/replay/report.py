@@ -381,6 +381,8 @@ def _page_data(replay: ChatReplay) -> tuple[dict, int]:
             "outcomes": outcomes, "strings": list(strings), "defaults": [list(d) for d in defaults],
             "spans": [[b, m, a, list(cases), w] for b, m, a, cases, w in spans],
             "turns": turns, "initial": initial}
+    if replay.mode == "janitor":          # the script has no budget: APPLY_LIMIT cuts
+        data["cut_by"] = "APPLY_LIMIT"
     return data, initial
 
 
@@ -422,7 +424,20 @@ def render_report(replay: ChatReplay, *, version: str = "", compare: ChatReplay 
     csp = (f"default-src 'none'; script-src {_csp_hash(_SCRIPT)}; style-src {_csp_hash(_STYLE)}; "
            "img-src 'none'; connect-src 'none'; font-src 'none'; form-action 'none'; base-uri 'none'")
     books = ", ".join(replay.books)
-    mode = "SillyTavern" if replay.mode == "sillytavern" else "lorebook slot"
+    mode = {"sillytavern": "SillyTavern", "janitor": "JanitorAI script"}.get(replay.mode, "lorebook slot")
+    janitor = replay.mode == "janitor"
+    cut_by = "APPLY_LIMIT" if janitor else "the budget"
+    lore = "" if janitor else f"{total_tokens} tokens of lore over all turns; {over} turns over the budget."
+    budget = [] if janitor else [
+        '<h2 id="budget-h">Tokens against the budget</h2>',
+        '<p class="legend">Tokens of the fired entries\u2019 contents per turn.<span class="sw bar"></span>tokens'
+        '<span class="sw line"></span>budget</p>',
+        f'<div class="scroll">{_budget_svg(replay)}</div>',
+        '<h2 id="timed-h">Timed effects</h2>',
+        '<p class="legend">Entries with a sticky, cooldown or delay decision on some turn.<span class="sw sticky">'
+        '</span>fired by a running sticky effect<span class="sw cooldown"></span>held back by its cooldown'
+        '<span class="sw delay"></span>waiting for its delay</p>',
+        f'<div class="scroll">{_timed_svg(replay)}</div>']
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -433,22 +448,14 @@ def render_report(replay: ChatReplay, *, version: str = "", compare: ChatReplay 
         f"<h1>Replay of {_esc(replay.chat)}</h1>",
         f'<p class="meta">Books: {_esc(books)} ({len(replay.entries)} entries). Mode: {mode}. Seed: {replay.seed}. '
         f"{n} turns; {len(fired_ids)} entries fired at least once, {len(never)} never; "
-        f"{total_tokens} tokens of lore over all turns; {over} turns over the budget."
+        f"{lore}"
         f'{" Made by lorescan " + _esc(version) + "." if version else ""}</p>',
         '<h2 id="timeline-h">Activation timeline</h2>',
-        '<p class="legend">Entries that fired (or were cut by the budget) on some turn, in the order they first '
-        'did; click a turn to explain it.<span class="sw on"></span>fired<span class="sw cut"></span>cut by the '
-        'budget</p>',
+        f'<p class="legend">Entries that fired (or were cut by {cut_by}) on some turn, in the order they first '
+        f'did; click a turn to explain it.<span class="sw on"></span>fired<span class="sw cut"></span>cut by '
+        f'{cut_by}</p>',
         f'<div class="scroll" id="timeline-box">{_timeline_svg(replay, rows, hidden)}</div>',
-        '<h2 id="budget-h">Tokens against the budget</h2>',
-        '<p class="legend">Tokens of the fired entries\u2019 contents per turn.<span class="sw bar"></span>tokens'
-        '<span class="sw line"></span>budget</p>',
-        f'<div class="scroll">{_budget_svg(replay)}</div>',
-        '<h2 id="timed-h">Timed effects</h2>',
-        '<p class="legend">Entries with a sticky, cooldown or delay decision on some turn.<span class="sw sticky">'
-        '</span>fired by a running sticky effect<span class="sw cooldown"></span>held back by its cooldown'
-        '<span class="sw delay"></span>waiting for its delay</p>',
-        f'<div class="scroll">{_timed_svg(replay)}</div>',
+        *budget,
         '<p><label for="search">Search the tables: </label><input id="search" type="search" '
         'placeholder="entry, book, reason or text"></p>',
         *compared,

@@ -46,7 +46,8 @@ SCRIPT = """
   var search = document.getElementById("search");
   var body = document.querySelector("#explain tbody");
   var order = {fired: 0, cut: 1, not: 2};
-  var words = {fired: "fired", cut: "cut by budget", not: "did not fire"};
+  var cutBy = data.cut_by || "the budget";
+  var words = {fired: "fired", cut: "cut by " + (data.cut_by || "budget"), not: "did not fire"};
   var caseWords = {inside_word: "inside a longer word", across: "across two texts", recursion: "in a recursion text"};
   var searched = ["explain", "most-used", "least-used", "never-fired", "entry-turns", "compare-turns"];
   function cell(tr, text, cls) {
@@ -113,8 +114,9 @@ SCRIPT = """
       marked[i].classList.toggle("sel", marked[i].getAttribute("data-turn") === String(n));
     }
     document.getElementById("turn-summary").textContent =
-      "Turn " + n + ": " + turn.fired + " fired, " + turn.cut + " cut by the budget, " +
-      turn.tokens + " of " + turn.budget + " tokens; " + turn.messages + " messages scanned, the last by " +
+      "Turn " + n + ": " + turn.fired + " fired, " + turn.cut + " cut by " + cutBy + ", " +
+      (data.cut_by ? "" : turn.tokens + " of " + turn.budget + " tokens; ") + turn.messages +
+      " messages scanned, the last by " +
       (turn.speaker || "(no name)") + ":";
     document.getElementById("turn-message").textContent = turn.last;
     var rows = data.defaults.map(function (d, e) { return [e, d[0], d[1], d[2], d[3]]; });
@@ -161,7 +163,7 @@ SCRIPT = """
     tbody.appendChild(frag);
     document.getElementById("entry-turns").setAttribute("data-entry", String(e));
     document.getElementById("entry-summary").textContent = info[2] + " (" + info[0] + " #" + info[1] + "): fired on " +
-      fired + " of " + data.turns.length + " turns, cut by the budget on " + cut + ".";
+      fired + " of " + data.turns.length + " turns, cut by " + cutBy + " on " + cut + ".";
     clearSort("entry-turns");
     applySearch();
   }

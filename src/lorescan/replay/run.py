@@ -29,7 +29,7 @@ from ..model import Lorebook
 from .chats import Shard, iter_shards, read_shard
 from .output import Columns, read_rows, schema, to_table
 from .pairing import entry_name, pair_versions
-from .turns import ReplayJob, Replayer, _ship
+from .turns import ReplayJob, Replayer, _ship, check_settings
 
 __all__ = ["replay_batch", "RunInfo"]
 
@@ -182,7 +182,11 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
         raise SettingsError(f"must be a positive integer, got {workers!r}", source="replay", field="workers")
     if isinstance(per_shard, bool) or not isinstance(per_shard, int) or per_shard < 1:
         raise SettingsError(f"must be a positive integer, got {per_shard!r}", source="replay", field="per_shard")
-    loaded = [b if isinstance(b, Lorebook) else load(b) for b in books]
+    read = load
+    if mode == "janitor":         # a raw dynamicLore array is the script's even where it reads as an entry list
+        from ..app.janitorscan import read_janitor_lorebook  # import-cost: janitor mode loads only when asked for
+        read = read_janitor_lorebook
+    loaded = [b if isinstance(b, Lorebook) else read(b) for b in books]
     if not loaded:
         raise SettingsError("at least one book is needed", source="replay", field="books")
     other = None if compare is None else [b if isinstance(b, Lorebook) else load(b) for b in compare]
@@ -196,6 +200,7 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
         raise LorebookError("no chats here (a folder is searched for .jsonl and .json chats; a file is read as "
                             "JSON lines, one chat per line)", source=str(chats))
     job = ReplayJob(mode, "", dict(settings or {}), tuple(roles), character, user, seed)   # checked before any work
+    check_settings(mode, job.settings, loaded)
     out_dir.mkdir(parents=True, exist_ok=True)
     book_file = _ship(loaded, other, directory=str(out_dir))      # in the output, not TMPDIR
     info = RunInfo(workers=workers)

@@ -192,28 +192,63 @@ class _Slot:
         return tuple(fired), tuple(sorted(cut)), res.tokens_used, res.budget, tuple(explained)
 
 
+class _Janitor:
+    """JanitorAI mode (:mod:`lorescan.replay.janitor`): one independent run of the script per turn."""
+
+    def __init__(self, book: Lorebook, settings: Mapping[str, Any], name: str | None) -> None:
+        from . import janitor as jm  # import-cost: janitor mode loads only when asked for
+        self.jm = jm
+        self.engine = jm.janitor_engine(book, settings)
+        self.name = name
+        self.entries = tuple(EntryInfo(book.name, str(i), n) for i, n in enumerate(jm.entry_names(self.engine)))
+
+    def turn(self, messages: Sequence[Message], seed: int) -> tuple:
+        res = self.jm.run_turn(self.engine, messages, self.name, seed)
+        threw = res.error is not None           # the script threw: it writes nothing
+        fired = () if threw else tuple(self.jm.applied(res))
+        explained, cut = [], []
+        for x in res.explanations():
+            outcome = "fired" if x.status in ("applied", "post_shift") else "cut" if x.status == "cut" else "not"
+            if threw and outcome == "fired":
+                explained.append(Explained(x.index, "not", "script_error",
+                                           f"{x.text}; but the script threw {res.error.name}: {res.error.message}"))
+                continue
+            if outcome == "cut":
+                cut.append(x.index)
+            explained.append(Explained(x.index, outcome, x.status if outcome == "fired" else x.reason, x.text))
+        explained.sort(key=lambda x: x.entry)
+        return fired, tuple(sorted(cut)), 0, 0, tuple(explained)
+
+
 def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode: str = "sillytavern",
                 settings: Mapping[str, Any] | None = None, seed: int = 0, chat: str = "chat",
                 on_turn: Callable[[int, int], None] | None = None, roles: Sequence[str] | None = None,
                 character: Character | None = None,
                 substitute: Callable[[str], str] | None = None) -> ChatReplay:
     """Replay every turn of ``messages`` against ``books``. ``settings``: as
-    ``replay-batch`` takes them (SillyTavern mode only). ``chat``: the chat's name (a file's
+    ``replay-batch`` takes them (SillyTavern mode; in janitor mode ``apply_limit``,
+    ``window_depth`` and ``compat``, :mod:`lorescan.replay.janitor`, and one book). ``chat``: the chat's name (a file's
     name without folders), which the rolls depend on. ``roles``: each book's role (default:
     all ``global``); ``character``: for character and tag filters; ``substitute``: the name
     macros. ``on_turn(done, total)`` is called after every turn (progress)."""
     settings = dict(settings or {})
-    if mode not in ("sillytavern", "slot"):
-        raise LorebookError(f"must be sillytavern or slot, got {mode!r}", source="replay", field="mode")
-    check_settings(mode, settings)
+    if mode not in ("sillytavern", "slot", "janitor"):
+        raise LorebookError(f"must be sillytavern, slot or janitor, got {mode!r}", source="replay", field="mode")
+    check_settings(mode, settings, books)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise LorebookError(f"must be an integer, got {seed!r}", source="replay", field="seed")
     scanned = [m for m in messages if not m.is_system]
     roles = list(roles) if roles is not None else ["global"] * len(books)
     if len(roles) != len(books):
         raise LorebookError(f"{len(roles)} roles for {len(books)} books", source="replay", field="roles")
-    engine: Any = (_ST(books, settings, roles, character, substitute) if mode == "sillytavern"
-                   else _Slot(books, substitute))
+    engine: Any
+    if mode == "janitor":
+        from .janitor import character_name  # import-cost: as in _Janitor
+        engine = _Janitor(books[0], settings, character_name(character.name if character else None, scanned))
+    elif mode == "sillytavern":
+        engine = _ST(books, settings, roles, character, substitute)
+    else:
+        engine = _Slot(books, substitute)
     points = turn_points(scanned)
     turns = []
     for n, t in enumerate(points, 1):
@@ -255,12 +290,14 @@ def text_summary(replay: ChatReplay) -> list[str]:
     names = [_plain(e.name) for e in replay.entries]
     for t in replay.turns:
         line = (f"turn {t.number} ({t.messages} message{'s' if t.messages != 1 else ''}, last by "
-                f"{_plain(t.speaker) or '(no name)'}): {len(t.fired)} fired, {t.tokens}/{t.budget} tokens")
+                f"{_plain(t.speaker) or '(no name)'}): {len(t.fired)} fired"
+                + ("" if replay.mode == "janitor" else f", {t.tokens}/{t.budget} tokens"))
         if t.fired:
             spans = {x.entry: x.span for x in t.explained if x.span is not None and x.span.cases}
             line += ": " + ", ".join(names[i] + (f" ({_unusual(spans[i])})" if i in spans else "") for i in t.fired)
         if t.cut:
-            line += "; cut by the budget: " + ", ".join(names[i] for i in t.cut)
+            line += "; cut by APPLY_LIMIT: " if replay.mode == "janitor" else "; cut by the budget: "
+            line += ", ".join(names[i] for i in t.cut)
         lines.append(line)
     ever = {i for t in replay.turns for i in t.fired}
     n = len(replay.turns)

@@ -36,7 +36,7 @@ from .output import Columns
 
 __all__ = ["ReplayJob", "Replayer", "turn_seed", "turn_points", "chat_roll_key", "_ship", "_receive"]
 
-MODES = ("sillytavern", "slot")
+MODES = ("sillytavern", "slot", "janitor")
 # Settings a replay takes besides STSettings' own (SillyTavern mode).
 EXTRA_SETTINGS = ("max_context", "compat")
 
@@ -46,7 +46,8 @@ class ReplayJob:
     """What every worker needs besides the books: plain, small, picklable.
 
     ``settings``: for SillyTavern mode, STSettings names plus ``max_context`` (default
-    8192) and ``compat`` (default ``"sillytavern"``); for slot mode, none are accepted.
+    8192) and ``compat`` (default ``"sillytavern"``); for slot mode, none are accepted; for
+    janitor mode, ``apply_limit``, ``window_depth`` and ``compat`` (:mod:`lorescan.replay.janitor`).
     ``book_file``: where :func:`_ship` wrote the books (read once per worker). ``roles``:
     each book's role (SillyTavern mode; empty: all ``global``; the compared version's books
     take the same roles when there are as many). ``character``, ``user``: for character and
@@ -76,11 +77,16 @@ class ReplayJob:
         return make_substitute(self.character.name if self.character else None, self.user)
 
 
-def check_settings(mode: str, settings: Mapping[str, Any]) -> None:
+def check_settings(mode: str, settings: Mapping[str, Any], books: Sequence[Lorebook] | None = None) -> None:
     """Raise :class:`SettingsError` for settings the mode does not take (checked in the
-    parent, before any worker starts)."""
+    parent, before any worker starts); ``books``, when given, are checked too (janitor mode
+    runs one)."""
     if not isinstance(settings, Mapping):
         raise SettingsError("settings must be an object", source="settings")
+    if mode == "janitor":
+        from .janitor import check_janitor_settings  # import-cost: janitor mode loads only when asked for
+        check_janitor_settings(books, settings)
+        return
     if mode == "slot":
         if settings:
             raise SettingsError(f"slot mode takes no settings (books carry their own), got {sorted(settings)}",
@@ -185,7 +191,7 @@ class _STVariant:
             n = self._tokens[eid] = self.engine.tokens(self.entries[eid].content)
         return n
 
-    def new_chat(self) -> None:
+    def new_chat(self, messages: Sequence[Message] = ()) -> None:
         self.state: Any = None
 
     def turn(self, messages: Sequence[ChatMessage]) -> tuple[list[tuple], frozenset, str]:
@@ -216,7 +222,7 @@ class _SlotVariant:
         self.engine = SlotEngine(list(books), substitute=substitute)
         self.cache = ChatScan()
 
-    def new_chat(self) -> None:
+    def new_chat(self, messages: Sequence[Message] = ()) -> None:
         self.state: Any = None
 
     def turn(self, messages: Sequence[tuple[str, str]], turn_id: str) -> tuple[list[tuple], frozenset, str]:
@@ -236,6 +242,36 @@ class _SlotVariant:
         return rows, frozenset(fired), text
 
 
+class _JanitorVariant:
+    """One book version in janitor mode (:mod:`lorescan.replay.janitor`): a run per turn, no state."""
+
+    def __init__(self, book: Lorebook, settings: Mapping[str, Any], character: Character | None) -> None:
+        from . import janitor as jm  # import-cost: as in check_settings
+        self.jm = jm
+        self.book = book.name
+        self.engine = jm.janitor_engine(book, settings)
+        self.given = character.name if character is not None else None
+        self.name: str | None = None
+
+    def new_chat(self, messages: Sequence[Message] = ()) -> None:
+        self.name = self.jm.character_name(self.given, messages)
+
+    def turn(self, messages: Sequence[Message], seed: int) -> tuple[list[tuple], frozenset, str]:
+        """Rows ``(book, entry, outcome, reason, loop, tokens, position)`` for the applied
+        entries (reason ``selected`` or ``post_shift``) and the APPLY_LIMIT cut ones, the
+        applied set and the texts the script appends (or its error)."""
+        res = self.jm.run_turn(self.engine, messages, self.name, seed)
+        if res.error is not None:
+            return [], frozenset(), json.dumps({"error": res.error.to_json()}, sort_keys=True)
+        post = set(res.trace.get("post_shift") or ())
+        rows: list[tuple] = [(self.book, str(i), "fired", "post_shift" if i in post else "selected", None, None, "")
+                             for i in self.jm.applied(res)]
+        rows += [(self.book, str(x.index), "cut", x.reason, None, None, "") for x in res.explanations()
+                 if x.status == "cut"]
+        text = json.dumps({"personality": res.personality, "scenario": res.scenario}, sort_keys=True)
+        return rows, frozenset((self.book, str(i)) for i in self.jm.applied(res)), text
+
+
 class Replayer:
     """Replays chats for one job. Built once per worker (reads the shipped books once and
     keeps the engines, and their caches, warm); :meth:`replay` is called per chat item."""
@@ -248,7 +284,12 @@ class Replayer:
         # the compare version's rows name entries by their base identity (replay.pairing)
         self.pairing = pair_versions(books, compare) if compare is not None else None
         substitute = job.substitute()
-        if job.mode == "sillytavern":
+        if job.mode == "janitor":
+            from .janitor import check_janitor_settings  # import-cost: as in check_settings
+            check_janitor_settings(books, job.settings)
+            self.variants = [_JanitorVariant(v[0], job.settings, job.character) for v in (books, compare)
+                             if v is not None]
+        elif job.mode == "sillytavern":
             self.variants: list[Any] = [_STVariant(v, job.settings, self.rng, roles=job.roles,
                                                    character=job.character, substitute=substitute)
                                         for v in (books, compare) if v is not None]
@@ -288,10 +329,11 @@ class Replayer:
     def _replay_chat(self, chat: Chat, cols: Columns) -> None:
         scanned = [m for m in chat.messages if not m.is_system]
         slot = self.job.mode == "slot"
+        janitor = self.job.mode == "janitor"
         msgs: list[Any] = ([("user" if m.is_user else "assistant", m.text) for m in scanned] if slot
-                           else [ChatMessage(m.name, m.text, m.is_user) for m in scanned])
+                           else scanned if janitor else [ChatMessage(m.name, m.text, m.is_user) for m in scanned])
         for v in self.variants:
-            v.new_chat()
+            v.new_chat(scanned)
         names = ("base", "compare")
         key = chat_roll_key(chat)
         for n, t in enumerate(turn_points(scanned), 1):
@@ -299,7 +341,8 @@ class Replayer:
             seed = roll_seed(self.job.seed, key, t)
             for v in self.variants:
                 self.rng.seed(seed)          # both versions see the same rolls
-                outs.append(v.turn(msgs[:t], str(seed)) if slot else v.turn(msgs[:t]))
+                outs.append(v.turn(msgs[:t], str(seed)) if slot else v.turn(msgs[:t], seed) if janitor
+                            else v.turn(msgs[:t]))
             if self.pairing is not None:
                 rows1, fired1, text1 = outs[1]
                 base_key = self.pairing.base_key
