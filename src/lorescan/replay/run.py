@@ -21,7 +21,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from ..errors import LorebookError, SettingsError
 from ..formats import load
@@ -182,7 +182,7 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
         raise SettingsError(f"must be a positive integer, got {workers!r}", source="replay", field="workers")
     if isinstance(per_shard, bool) or not isinstance(per_shard, int) or per_shard < 1:
         raise SettingsError(f"must be a positive integer, got {per_shard!r}", source="replay", field="per_shard")
-    read = load
+    read: Callable[[str], Lorebook] = load
     if mode == "janitor":         # a raw dynamicLore array is the script's even where it reads as an entry list
         from ..app.janitorscan import read_janitor_lorebook  # import-cost: janitor mode loads only when asked for
         read = read_janitor_lorebook

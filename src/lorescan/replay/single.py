@@ -209,7 +209,7 @@ class _Janitor:
         explained, cut = [], []
         for x in res.explanations():
             outcome = "fired" if x.status in ("applied", "post_shift") else "cut" if x.status == "cut" else "not"
-            if threw and outcome == "fired":
+            if res.error is not None and outcome == "fired":
                 explained.append(Explained(x.index, "not", "script_error",
                                            f"{x.text}; but the script threw {res.error.name}: {res.error.message}"))
                 continue

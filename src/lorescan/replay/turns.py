@@ -284,15 +284,16 @@ class Replayer:
         # the compare version's rows name entries by their base identity (replay.pairing)
         self.pairing = pair_versions(books, compare) if compare is not None else None
         substitute = job.substitute()
+        self.variants: list[Any]
         if job.mode == "janitor":
             from .janitor import check_janitor_settings  # import-cost: as in check_settings
             check_janitor_settings(books, job.settings)
             self.variants = [_JanitorVariant(v[0], job.settings, job.character) for v in (books, compare)
                              if v is not None]
         elif job.mode == "sillytavern":
-            self.variants: list[Any] = [_STVariant(v, job.settings, self.rng, roles=job.roles,
-                                                   character=job.character, substitute=substitute)
-                                        for v in (books, compare) if v is not None]
+            self.variants = [_STVariant(v, job.settings, self.rng, roles=job.roles,
+                                        character=job.character, substitute=substitute)
+                             for v in (books, compare) if v is not None]
         else:
             self.variants = [_SlotVariant(v, substitute) for v in (books, compare) if v is not None]
 
@@ -332,6 +333,7 @@ class Replayer:
         janitor = self.job.mode == "janitor"
         msgs: list[Any] = ([("user" if m.is_user else "assistant", m.text) for m in scanned] if slot
                            else scanned if janitor else [ChatMessage(m.name, m.text, m.is_user) for m in scanned])
+        v: Any
         for v in self.variants:
             v.new_chat(scanned)
         names = ("base", "compare")
