@@ -19,7 +19,7 @@ from .place import Placement
 from .timed import TimedEffects
 
 __all__ = ["EntryId", "Character", "ChatMessage", "BookSource", "LoopRecord", "Diagnostic", "STResult", "KeySpan",
-           "describe_span",
+           "describe_span", "message_name",
            "ROLES", "Role", "Outcome", "Reason", "LoopState"]
 
 Role = Literal["global", "character", "character_extra", "chat", "persona"]
@@ -197,6 +197,18 @@ class Diagnostic:
         return {"entry": self.entry.to_json(), "outcome": self.outcome, "reason": self.reason, "detail": self.detail,
                 "loop": self.loop, "key": self.key, "where": self.where,
                 "span": self.span.to_json() if self.span is not None else None}
+
+
+def message_name(number: int, newest: int) -> str:
+    """A scanned message as every tool names it (docs/sillytavern-mode.md#cli-turns): by the chat
+    file's own message number, e.g. ``message 3, the newest``.
+
+    Args:
+        number: the message's number in the chat file (0 = its first message).
+        newest: its place counting from the newest message scanned (0 = the newest), the
+            ``index`` of a message :class:`KeySpan`; only the newest is marked.
+    """
+    return f"message {number}" + (", the newest" if newest == 0 else "")
 
 
 def describe_span(span: KeySpan, *, name_text: Callable[[str, int, str], str] | None = None,
