@@ -150,3 +150,19 @@ def test_every_key_activation_has_a_span_where_the_engine_matched(book, chat):
             text = js_trim(chat[message_number(chat, span.index)][1])
             inner = span.matched.removeprefix("\x01") if span.start == 0 else span.matched
             assert text[span.start:span.end] == inner, (span, rec.matched_key, chat)
+
+
+def test_replay_in_slot_mode_flags_the_unusual_matches_with_the_chat_numbering():
+    from lorescan.replay.chats import Message
+    from lorescan.replay.single import replay_chat, text_summary
+    messages = [Message("Keeper", "Is coming, they say.", False, False),
+                Message("You", "The lighthouse holds against the storm", True, False),
+                Message("Keeper", "Hm.", False, False), Message("You", "She ran to embrace her brother.", True, False)]
+    replay = replay_chat([st_book("spans", ENTRIES[:4])], messages, mode="slot", numbers=[1, 3, 4, 5])
+    last = text_summary(replay)[-2]
+    assert "Race (\"She ran to emb[race] her brother.\": in message 5, the newest; " \
+           "inside the longer word 'embrace')" in last
+    assert "Saltmere (\"The keeper talks of the [Saltmere] guild.\": in recursion text 2, the content of spans.2)" \
+        in last
+    race = next(x for x in replay.turns[-1].explained if replay.entries[x.entry].name == "Race")
+    assert race.span is not None and "in message 5, the newest" in race.detail

@@ -69,8 +69,7 @@ def with_spans(engine: SlotEngine, messages: Sequence[RoleMessage], result: Slot
         seen = [c for c in chunks if c[0] < rec.pass_number] if not e.decorators.no_recursive_search else []
         depth = e.scan_depth if e.scan_depth > 0 else 0
         texts = WindowTexts(tuple(segments), ("",) * len(SOURCE_NAMES), (), tuple(c[1] for c in seen))
-        parts = [p for p in texts.parts(Window(depth, 0, len(seen))) if p.text or p.kind != "message"] \
-            if depth else _chunk_parts(seen)
+        parts = texts.parts(Window(depth, 0, len(seen))) if depth else _chunk_parts(seen)
         span = _locate(engine, e, rec.matched_key, parts, substitute)
         if span is not None and span.kind == "recursion":
             span = span.with_source(seen[span.index - 1][2])
