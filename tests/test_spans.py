@@ -164,7 +164,8 @@ def test_explain_json_carries_the_span_with_the_chat_numbering():
 def test_replay_summary_flags_unusual_matches():
     replay = replay_chat([load(str(BOOK))], load_chat(str(CHAT)), settings={"scan_depth": 3, "recursive": True})
     last = text_summary(replay)[-2]
-    assert "Race (\"You: She ran to emb[race] her brother at the door.\": in message 3, the newest; inside the longer word 'embrace')" in last
+    assert "Race (\"You: She ran to emb[race] her brother at the door.\": in message 3, the newest; " \
+           "inside the longer word 'embrace')" in last
     assert "Storm warning (" in last and "across message 2 and message 1" in last
     assert "Saltmere guild (" in last and "in recursion text 1, the content of spans.2" in last
     assert "Lighthouse," in last or last.rstrip().endswith("Lighthouse")

@@ -349,8 +349,7 @@ class Runtime:
         out["regex_cutoffs"] = list(result.regex_cutoffs)
         timeouts = len(result.regex_cutoffs)
         if req.explain:
-            # messages named by their place in the request, from 1 (docs/sillytavern-mode.md#cli-turns)
-            named = message_namer(range(1, len(req.messages) + 1))
+            named = message_namer(range(1, len(req.messages) + 1))     # docs/sillytavern-mode.md#cli-turns
             out["diagnostics"] = [{"world": d.entry.world, "uid": d.entry.uid, "outcome": d.outcome,
                                    "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key,
                                    "where": d.where, "span": d.span.to_json() if d.span is not None else None,
