@@ -341,7 +341,7 @@ def test_the_explain_table_marks_each_matched_span_and_its_case(browser: Browser
     assert "inside the longer word \u2018embrace\u2019" in cells["Race"]["where"][0]
     assert cells["Storm warning"]["mark"] == ["storm\u23ceYou: Is coming"]
     assert cells["Storm warning"]["cases"] == ["across"]
-    assert cells["Storm warning"]["where"] == ["message 1 (newest = 0) into message 2 (newest = 0)"]
+    assert cells["Storm warning"]["where"] == ["message 2 into message 1"]
     assert cells["Saltmere guild"]["mark"] == ["Saltmere"] and cells["Saltmere guild"]["cases"] == ["recursion"]
     assert cells["Saltmere guild"]["where"] == ["recursion text 1, the content of spans.2"]
     assert cells["Lighthouse"]["mark"] == ["lighthouse"] and cells["Lighthouse"]["cases"] == []

@@ -302,6 +302,7 @@ def test_explain_shows_where_a_key_matched_inside_a_longer_word(client):
     assert race["span"]["matched"] == "race" and race["span"]["inside_word"] == "embrace"
     assert race["span"]["label"] == "message 0 (newest = 0)" and race["span"]["cases"] == ["inside_word"]
     assert "a warm emb[race]" in race["text"] and "inside the longer word 'embrace'" in race["text"]
+    assert "matched in message 1, the newest:" in race["text"]        # the request's numbering, from 1
     assert bell["span"] is None and bell["outcome"] == "not_activated"
 
 

@@ -663,7 +663,7 @@ def test_the_log_has_one_record_per_pool_entry_with_every_field():
     assert wolf == {"book": "b", "id": 1, "name": "Wolves", "outcome": "inserted",
                     "reason": wolf["reason"], "pass_number": 1, "matched_by": "key", "matched_key": "wolf",
                     "roll": None, "tokens": 1, "priority": 4, "order": 9, "role": "user",
-                    "ignore_on_max_context": False, "position": [0, 0], "detail": None}
+                    "ignore_on_max_context": False, "position": [0, 0], "detail": None, "span": None}
     assert [r.outcome for r in result.log] == ["inserted", "not_matched", "probability_failed",
                                                 "dropped_budget", "disabled", "blocked:dont_activate"]
     assert result.log[2].roll >= 50 and result.log[3].tokens == 200

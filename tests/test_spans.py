@@ -164,8 +164,9 @@ def test_explain_json_carries_the_span_with_the_chat_numbering():
 def test_replay_summary_flags_unusual_matches():
     replay = replay_chat([load(str(BOOK))], load_chat(str(CHAT)), settings={"scan_depth": 3, "recursive": True})
     last = text_summary(replay)[-2]
-    assert "Race (\"You: She ran to emb[race] her brother at the door.\": inside the longer word 'embrace')" in last
-    assert "Storm warning (" in last and "across message 1 (newest = 0) and message 2 (newest = 0)" in last
+    assert "Race (\"You: She ran to emb[race] her brother at the door.\": in message 3, the newest; " \
+           "inside the longer word 'embrace')" in last
+    assert "Storm warning (" in last and "across message 2 and message 1" in last
     assert "Saltmere guild (" in last and "in recursion text 1, the content of spans.2" in last
     assert "Lighthouse," in last or last.rstrip().endswith("Lighthouse")
 
@@ -208,3 +209,35 @@ def test_regex_find_agrees_with_search_and_its_span_matches_there(which, text):
     assert (span is not None) == rx.search(text)
     if span is not None:
         assert 0 <= span[0] <= span[1] <= len(text)
+
+
+def test_the_same_span_is_named_the_same_in_explain_the_report_and_replay(tmp_path):
+    """docs/sillytavern-mode.md#cli-turns: a message is named by the chat file's number (a system
+    message counts), with only the newest marked, in explain's text, the HTML report and replay's
+    line alike. The chat here is tests/data/spans/ with a system message after its first one, so
+    the file numbers (1, 3, 4) differ from both "newest = 0" and the scanned messages' places."""
+    lines = CHAT.read_text(encoding="utf-8").splitlines()
+    system = json.dumps({"name": "Narrator", "is_user": False, "is_system": True, "mes": "A note."})
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("\n".join([*lines[:2], system, *lines[2:]]) + "\n", encoding="utf-8")
+    report = tmp_path / "report.html"
+    common = [str(BOOK), "--chat", str(chat), "--recursive"]
+
+    def run(*args: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "lorescan", *args], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    explained = {line.split("  ")[0]: line for line in run("explain", *common).splitlines() if line.startswith("#")}
+    replayed = run("replay", *common, "--scan-depth", "3", "--report", str(report)).splitlines()
+    page = report.read_text(encoding="utf-8")
+    storm_names, race_name = ("message 3", "message 1"), "message 4, the newest"
+    assert f"across two texts of the joined window, {storm_names[0]} and {storm_names[1]}:" \
+        in explained["#1 Storm warning"]
+    assert f"in {race_name}:" in explained["#0 Race"]
+    last = next(line for line in reversed(replayed) if line.startswith("turn "))
+    assert f"across {storm_names[0]} and {storm_names[1]}" in last and f"in {race_name}; inside the longer" in last
+    # the report's page data holds each span's place as one string
+    assert json.dumps(f"{storm_names[0]} into {storm_names[1]}") in page
+    assert json.dumps(f"{race_name}; inside the longer word \u2018embrace\u2019", ensure_ascii=True) in page
+    assert "newest = 0" not in page

@@ -106,7 +106,7 @@ export interface SlotLogRecord {
   book: string; id: number | string; name: string; outcome: string; reason: string; pass_number: number | null;
   matched_by: string | null; matched_key: string | null; roll: number | null; tokens: number | null;
   priority: number; order: number; role: string; ignore_on_max_context: boolean; position: [number, number];
-  detail?: string | null;
+  detail?: string | null; span?: KeySpan | null;
 }
 
 export interface SlotRunResponse {

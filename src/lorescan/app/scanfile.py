@@ -7,7 +7,6 @@ layout from :mod:`lorescan.app.render`; this module only joins them.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import json
 import re
@@ -17,7 +16,7 @@ from ..errors import SettingsError
 from ..match.options import MatchOptions
 from ..model import Entry
 from ..st import Diagnostic, EntryId, STEngine, STResult
-from ..st.result import describe_span
+from ..st.result import describe_span, message_name
 from .chats import ChatFile
 from .inputs import BOOK_FIELD_OF, Inputs, read_inputs
 from .nearmiss import ChatTexts, near_misses, plain_keys_of, plural, show_key
@@ -54,10 +53,13 @@ class _Report:
         self.options: MatchOptions | None = None
         if inputs.mode == "slot":
             from ..slot.engine import SlotEngine  # import-cost: slot mode loads only when asked for
+            from ..slot.spans import with_spans  # import-cost: slot mode loads only when asked for
             engine = SlotEngine([b.book for b in inputs.books], substitute=self.substitute)
             chat = self.chat
-            self.slot = engine.run(list(zip(chat.roles, (m.text for m in chat.messages))),
-                                   turn_id=inputs.turn_id())
+            self.slot_messages = list(zip(chat.roles, (m.text for m in chat.messages)))
+            # a command's report explains: the spans are found again after the run (docs/slot-mode.md#slot-spans)
+            self.slot = with_spans(engine, self.slot_messages,
+                                   engine.run(self.slot_messages, turn_id=inputs.turn_id()))
         else:
             engine_st = STEngine(inputs.sources(), inputs.settings, compat=inputs.compat,
                                  substitute=self.substitute, random=inputs.random())
@@ -90,16 +92,21 @@ class _Report:
             return label
         i = int(m.group(1))
         chat = self.chat
-        n = chat.numbers[len(chat.messages) - 1 - i]
-        return f"message {n}" + (", the newest" if i == 0 else "")
+        return message_name(chat.numbers[len(chat.messages) - 1 - i], i)
 
     def text_name(self, kind: str, index: int, label: str) -> str:
-        """A scanned text in the chat file's own numbering (``message 3, the newest``)."""
+        """A scanned text in the chat file's own numbering (``message 3, the newest``;
+        docs/sillytavern-mode.md#cli-turns)."""
         if kind != "message" or label == "no message":
             return label
         chat = self.chat
-        n = chat.numbers[len(chat.messages) - 1 - index]
-        return f"message {n}" + (", the newest" if index == 0 else "")
+        if self.slot is not None:       # slot mode numbers the scanned (non-system) messages
+            from ..slot.spans import message_number  # import-cost: slot mode loads only when asked for
+            at = message_number(self.slot_messages, index)
+            if at is None:
+                return label
+            return message_name(chat.numbers[at], index)
+        return message_name(chat.numbers[len(chat.messages) - 1 - index], index)
 
     def span_json(self, d: Diagnostic) -> dict[str, Any] | None:
         """:meth:`KeySpan.to_json` plus ``text`` and ``end_text``: the texts named as :meth:`text_name` does."""
@@ -111,6 +118,31 @@ class _Report:
         out["end_text"] = None if span.end_kind is None or span.end_index is None or span.end_label is None \
             else self.text_name(span.end_kind, span.end_index, span.end_label)
         return out
+
+    def slot_json(self, rec: Any) -> dict[str, Any]:
+        """A slot log record as JSON, its span with ``text``/``end_text`` as :meth:`span_json` writes them."""
+        data = rec.to_dict()
+        if rec.span is not None:
+            data["span"]["text"] = self.text_name(rec.span.kind, rec.span.index, rec.span.label)
+            data["span"]["end_text"] = None
+        return data
+
+    def slot_why(self, rec: Any) -> str:
+        """A slot record's reason, keys as written, with the span when a key matched."""
+        why = _slot_reason(rec)
+        if rec.span is not None and rec.matched_key is not None:
+            head = f"key {show_key(rec.matched_key)} matched"
+            at = len(head) if why.startswith(head) else len(why)       # the span right after the key's words
+            where = describe_span(rec.span, name_text=self.text_name, name_entry=self._slot_entry_name)
+            why = why[:at] + " " + where + why[at:]
+        return why
+
+    def _slot_entry_name(self, key: str) -> str:
+        assert self.slot is not None
+        for rec in self.slot.log:
+            if f"{rec.book}.{rec.id}" == key:
+                return f"#{rec.id} {rec.name}"
+        return key
 
     def entry_name(self, key: str) -> str:
         """An entry named by SillyTavern's ``"<book>.<uid>"`` key, as the tables label it."""
@@ -210,7 +242,7 @@ class _Report:
                               "budget": r.budget, "tokens_used": r.tokens_used, "passes": r.passes,
                               "budget_book": r.budget_book, "state": r.state,
                               "notes": [{"code": n.code, "text": n.text, "message": n.message} for n in r.notes]}
-            data["entries"] = [dataclasses.asdict(rec) for rec in r.log]
+            data["entries"] = [self.slot_json(rec) for rec in r.log]
             return data
         assert self.st is not None
         data["result"] = self.st.to_json()
@@ -284,7 +316,7 @@ def _scan_slot(report: _Report, style: Style, out: TextIO, why: bool) -> int:
     print(style(f"\nInserted ({len(inserted)}):", "bold"), file=out)
     for rec in r.log:
         if rec.outcome == "inserted" or why:
-            print(f"  {rec.book} #{rec.id} {one_line(rec.name, 60)}: {rec.outcome}: {one_line(_slot_reason(rec))}",
+            print(f"  {rec.book} #{rec.id} {one_line(rec.name, 60)}: {rec.outcome}: {one_line(report.slot_why(rec))}",
                   file=out)
     print(style("\nLorebook slot:", "bold"), file=out)
     for m in r.messages:
@@ -365,7 +397,7 @@ def _explain_slot(report: _Report, args: argparse.Namespace, out: TextIO) -> int
                                 field="--entry")
     if args.json:
         data = report.to_json(near=False)
-        data["entries"] = [dataclasses.asdict(rec) for rec in log]
+        data["entries"] = [report.slot_json(rec) for rec in log]
         _write_json(data, out)
         return 0
     style = Style.for_stream(out, args.color)
@@ -376,7 +408,7 @@ def _explain_slot(report: _Report, args: argparse.Namespace, out: TextIO) -> int
     for rec in log:
         ok = rec.outcome == "inserted"
         rows.append(((f"{rec.book} " if many else "") + f"#{rec.id} {rec.name}", rec.outcome,
-                     "green" if ok else "red", _slot_reason(rec),
+                     "green" if ok else "red", report.slot_why(rec),
                      [str(rec.detail).replace("_", " ")] if rec.detail else []))
     table(rows, style, out)
     n = sum(1 for rec in log if rec.outcome == "inserted")

@@ -83,7 +83,7 @@ def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int
         replay = replay_chat([b.book for b in inputs.books], messages, mode=inputs.mode,
                              settings=inputs.replay_settings(), seed=inputs.seed, chat=chat_key(chat.path),
                              on_turn=bar.update, roles=[b.role for b in inputs.books],
-                             character=inputs.character, substitute=inputs.substitute())
+                             character=inputs.character, substitute=inputs.substitute(), numbers=chat.numbers)
     finally:
         bar.close()
     other, to_base = None, None
@@ -94,7 +94,7 @@ def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int
         other_books = [load_book(path)[0] for path in args.compare]
         other = replay_chat(other_books, messages, mode=inputs.mode, settings=inputs.replay_settings(),
                             seed=inputs.seed, chat=chat_key(chat.path), roles=[b.role for b in inputs.books],
-                            character=inputs.character, substitute=inputs.substitute())
+                            character=inputs.character, substitute=inputs.substitute(), numbers=chat.numbers)
         to_base = pair_versions(books, other_books).to_base
     if args.report:
         from .. import __version__  # import-cost: as above

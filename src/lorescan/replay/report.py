@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections import Counter
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..match.spans import KeySpan
 from .report_page import SCRIPT as _SCRIPT, STYLE as _STYLE
@@ -326,11 +326,13 @@ def _json_for_html(obj: object) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _span_place(span: KeySpan) -> str:
-    """Which text a match is in, and the case, in words (the report's matched-text column)."""
-    words = span.label
+def _span_place(span: KeySpan, name: Callable[[str, int, str], str]) -> str:
+    """Which text a match is in, and the case, in words (the report's matched-text column);
+    ``name``: :meth:`ChatReplay.text_namer` (docs/sillytavern-mode.md#cli-turns)."""
+    words = name(span.kind, span.index, span.label)
     if span.across:
-        words += f" into {span.end_label}"
+        assert span.end_kind is not None and span.end_index is not None and span.end_label is not None
+        words += f" into {name(span.end_kind, span.end_index, span.end_label)}"
     if span.kind == "recursion" and span.source_entry:
         words += f", the content of {span.source_entry}"
     if span.inside_word is not None:
@@ -353,18 +355,19 @@ def _page_data(replay: ChatReplay) -> tuple[dict, int]:
     # entry's most frequent row is its default, and a turn lists only the rows that differ.
     spans: dict[tuple, int] = {}
 
-    def span_ref(span: KeySpan | None) -> int:
+    def span_ref(span: KeySpan | None, name: Callable[[str, int, str], str]) -> int:
         """-1, or the index in ``data["spans"]`` of [before, matched, after, cases, where]."""
         if span is None:
             return -1
         before, matched, after = span.shown_parts()
-        value = (s(before), s(matched), s(after), tuple(span.cases), s(_span_place(span)))
+        value = (s(before), s(matched), s(after), tuple(span.cases), s(_span_place(span, name)))
         return spans.setdefault(value, len(spans))
 
     seen: list[Counter[tuple[int, int, int, int]]] = [Counter() for _ in replay.entries]
     rows_of = []
     for t in replay.turns:
-        rows = [(x.entry, (code[x.outcome], s(x.reason), s(x.detail), span_ref(x.span))) for x in t.explained]
+        name = replay.text_namer(t)
+        rows = [(x.entry, (code[x.outcome], s(x.reason), s(x.detail), span_ref(x.span, name))) for x in t.explained]
         for e, row in rows:
             seen[e][row] += 1
         rows_of.append(rows)

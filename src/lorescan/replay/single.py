@@ -21,6 +21,7 @@ from ..match.spans import KeySpan
 from ..model import Lorebook
 from ..st.settings import STSettings
 from ..st import BookSource, Character, ChatMessage, STEngine
+from ..st.result import describe_span, message_namer
 from ..app.chats import read_chat
 from ..app.inputs import roll_seed
 from .chats import Message
@@ -44,7 +45,7 @@ class EntryInfo:
 class Explained:
     """What one entry did on one turn: ``outcome`` is ``fired``, ``cut`` (by the budget)
     or ``not``; ``reason`` the engine's short code; ``detail`` its words; ``span`` where its
-    key matched (SillyTavern mode, entries a key fired; else None)."""
+    key matched (entries a key fired; else None)."""
 
     entry: int
     outcome: str
@@ -72,12 +73,20 @@ class TurnRecord:
 
 @dataclass(frozen=True, slots=True)
 class ChatReplay:
+    """``numbers``: the chat's number of each scanned message, oldest first (the file's, from 1,
+    system messages counted: docs/sillytavern-mode.md#cli-turns)."""
+
     mode: str
     seed: int
     chat: str
     books: tuple[str, ...]
     entries: tuple[EntryInfo, ...]
     turns: tuple[TurnRecord, ...]
+    numbers: tuple[int, ...] = ()
+
+    def text_namer(self, turn: TurnRecord) -> Callable[[str, int, str], str]:
+        """Names the texts of ``turn``'s spans as every tool does (:func:`lorescan.st.result.message_namer`)."""
+        return message_namer(self.numbers[:turn.messages])
 
 
 # -- reading the chat ----------------------------------------------------------------------
@@ -115,7 +124,7 @@ class _ST:
             self._tokens[i] = self.engine.tokens(self.engine.tables.entries[i].entry.content)
         return self._tokens[i]
 
-    def turn(self, messages: Sequence[Message], seed: int) -> tuple:
+    def turn(self, messages: Sequence[Message], seed: int, name: Callable[[str, int, str], str]) -> tuple:
         self.rng.seed(seed)
         chat = [ChatMessage(m.name, m.text, m.is_user) for m in messages]
         res = self.engine.scan(chat, max_context=self.max_context, timed_effects=self.state, cache=self.cache,
@@ -133,27 +142,9 @@ class _ST:
                 cut.append(i)
             else:
                 outcome = "not"
-            explained.append(Explained(i, outcome, d.reason, str(d) if _has_own_str(d) else _describe(d),
-                                       getattr(d, "span", None)))
+            explained.append(Explained(i, outcome, d.reason, d.describe(name_text=name), d.span))
         explained.sort(key=lambda x: x.entry)
         return fired, tuple(sorted(cut)), sum(self._count(i) for i in fired), res.budget, tuple(explained)
-
-
-def _has_own_str(d: Any) -> bool:
-    # Diagnostic may gain a __str__ that is a sentence (issue 11, part 2); use it when present.
-    return "__str__" in type(d).__dict__
-
-
-def _describe(d: Any) -> str:
-    """A diagnostic in words from its fields, for engines whose Diagnostic has no sentence."""
-    parts = [d.detail] if d.detail else []
-    if d.key is not None and "key" not in (d.detail or ""):
-        parts.append(f"key {d.key}")
-    if d.where:
-        parts.append(f"in {d.where}")
-    if d.loop is not None:
-        parts.append(f"loop {d.loop}")
-    return "; ".join(parts)
 
 
 class _Slot:
@@ -165,9 +156,11 @@ class _Slot:
         self.index: dict[tuple[str, str], int] = {}
         self.entries: tuple[EntryInfo, ...] = ()
 
-    def turn(self, messages: Sequence[Message], seed: int) -> tuple:
+    def turn(self, messages: Sequence[Message], seed: int, name: Callable[[str, int, str], str]) -> tuple:
+        from ..slot.spans import with_spans  # import-cost: slot mode loads only when asked for
         chat = [("user" if m.is_user else "assistant", m.text) for m in messages]
-        res = self.engine.run(chat, turn_id=str(seed), state=self.state, cache=self.cache)
+        res = with_spans(self.engine, chat, self.engine.run(chat, turn_id=str(seed), state=self.state,
+                                                            cache=self.cache))
         self.state = res.state
         if not self.entries:              # the pool's entries, in pool order, from the first log
             self.entries = tuple(EntryInfo(str(r.book), str(r.id), (r.name or "").strip() or f"#{r.id}")
@@ -187,7 +180,9 @@ class _Slot:
             detail = r.reason + (f" ({r.detail})" if r.detail else "")
             if r.matched_key is not None and repr(r.matched_key) not in detail:
                 detail += f"; key {r.matched_key!r}"
-            explained.append(Explained(i, outcome, r.outcome, detail))
+            if r.span is not None:
+                detail += " " + describe_span(r.span, name_text=name)
+            explained.append(Explained(i, outcome, r.outcome, detail, r.span))
         explained.sort(key=lambda x: x.entry)
         return tuple(fired), tuple(sorted(cut)), res.tokens_used, res.budget, tuple(explained)
 
@@ -224,19 +219,25 @@ def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode:
                 settings: Mapping[str, Any] | None = None, seed: int = 0, chat: str = "chat",
                 on_turn: Callable[[int, int], None] | None = None, roles: Sequence[str] | None = None,
                 character: Character | None = None,
-                substitute: Callable[[str], str] | None = None) -> ChatReplay:
+                substitute: Callable[[str], str] | None = None,
+                numbers: Sequence[int] | None = None) -> ChatReplay:
     """Replay every turn of ``messages`` against ``books``. ``settings``: as
     ``replay-batch`` takes them (SillyTavern mode; in janitor mode ``apply_limit``,
     ``window_depth`` and ``compat``, :mod:`lorescan.replay.janitor`, and one book). ``chat``: the chat's name (a file's
     name without folders), which the rolls depend on. ``roles``: each book's role (default:
     all ``global``); ``character``: for character and tag filters; ``substitute``: the name
-    macros. ``on_turn(done, total)`` is called after every turn (progress)."""
+    macros. ``on_turn(done, total)`` is called after every turn (progress). ``numbers``: each
+    message's number in the chat file (default: its place in ``messages``, from 1)."""
     settings = dict(settings or {})
     if mode not in ("sillytavern", "slot", "janitor"):
         raise LorebookError(f"must be sillytavern, slot or janitor, got {mode!r}", source="replay", field="mode")
     check_settings(mode, settings, books)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise LorebookError(f"must be an integer, got {seed!r}", source="replay", field="seed")
+    if numbers is not None and len(numbers) != len(messages):
+        raise LorebookError(f"{len(numbers)} numbers for {len(messages)} messages", source="replay", field="numbers")
+    numbered = list(numbers) if numbers is not None else list(range(1, len(messages) + 1))
+    scanned_numbers = tuple(n for n, m in zip(numbered, messages) if not m.is_system)
     scanned = [m for m in messages if not m.is_system]
     roles = list(roles) if roles is not None else ["global"] * len(books)
     if len(roles) != len(books):
@@ -252,7 +253,8 @@ def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode:
     points = turn_points(scanned)
     turns = []
     for n, t in enumerate(points, 1):
-        fired, cut, tokens, budget, explained = engine.turn(scanned[:t], roll_seed(seed, chat, t))
+        name = message_namer(scanned_numbers[:t])
+        fired, cut, tokens, budget, explained = engine.turn(scanned[:t], roll_seed(seed, chat, t), name)
         last = scanned[t - 1]
         turns.append(TurnRecord(n, t, last.name, last.text, fired, cut, tokens, budget, explained))
         if on_turn is not None:
@@ -260,7 +262,7 @@ def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode:
     entries = engine.entries
     if mode == "slot" and not entries:    # no turn ran: list the pool without scanning
         entries = tuple(EntryInfo(b.name, str(e.uid), entry_name(e)) for b in books for e in b.entries)
-    return ChatReplay(mode, seed, chat, tuple(b.name for b in books), entries, tuple(turns))
+    return ChatReplay(mode, seed, chat, tuple(b.name for b in books), entries, tuple(turns), scanned_numbers)
 
 
 def _plain(text: str) -> str:
@@ -268,14 +270,18 @@ def _plain(text: str) -> str:
     return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
 
 
-def _unusual(span: KeySpan) -> str:
+def _unusual(span: KeySpan, name: Callable[[str, int, str], str]) -> str:
     """A fired entry's match when it is one an author may not expect: the matched text in
-    its context and which case it is."""
+    its context and which case it is (``name``: :meth:`ChatReplay.text_namer`)."""
     cases = []
+    if span.kind != "recursion" and not span.across:
+        cases.append(f"in {name(span.kind, span.index, span.label)}")
     if span.inside_word is not None:
         cases.append(f"inside the longer word {span.inside_word!r}")
     if span.across:
-        cases.append(f"across {span.label} and {span.end_label}")
+        assert span.end_kind is not None and span.end_index is not None and span.end_label is not None
+        cases.append(f"across {name(span.kind, span.index, span.label)} and "
+                     f"{name(span.end_kind, span.end_index, span.end_label)}")
     if span.kind == "recursion":
         cases.append(f"in recursion text {span.index}" + (f", the content of {span.source_entry}"
                                                           if span.source_entry else ""))
@@ -294,7 +300,9 @@ def text_summary(replay: ChatReplay) -> list[str]:
                 + ("" if replay.mode == "janitor" else f", {t.tokens}/{t.budget} tokens"))
         if t.fired:
             spans = {x.entry: x.span for x in t.explained if x.span is not None and x.span.cases}
-            line += ": " + ", ".join(names[i] + (f" ({_unusual(spans[i])})" if i in spans else "") for i in t.fired)
+            name = replay.text_namer(t)
+            line += ": " + ", ".join(names[i] + (f" ({_unusual(spans[i], name)})" if i in spans else "")
+                                     for i in t.fired)
         if t.cut:
             line += "; cut by APPLY_LIMIT: " if replay.mode == "janitor" else "; cut by the budget: "
             line += ", ".join(names[i] for i in t.cut)

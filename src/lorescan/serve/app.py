@@ -39,6 +39,7 @@ from ..match.cache import ChatScan
 from ..limits import DEFAULT_LIMITS
 from ..match.options import MatchOptions
 from ..st import BookSource, Character, ChatMessage, Compat, STEngine, STSettings
+from ..st.result import message_namer
 from ..slot import BookSettings, SlotBook, SlotEngine
 from ..tokens import TiktokenCounter, count_words
 from . import models as m
@@ -349,10 +350,11 @@ class Runtime:
         out["fuzzy_cutoffs"] = list(result.fuzzy_cutoffs)
         timeouts = len(result.regex_cutoffs)
         if req.explain:
+            named = message_namer(range(1, len(req.messages) + 1))     # docs/sillytavern-mode.md#cli-turns
             out["diagnostics"] = [{"world": d.entry.world, "uid": d.entry.uid, "outcome": d.outcome,
                                    "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key,
                                    "where": d.where, "span": d.span.to_json() if d.span is not None else None,
-                                   "text": str(d)} for d in result.diagnostics.values()]
+                                   "text": d.describe(name_text=named)} for d in result.diagnostics.values()]
         if timeouts:
             self.metrics.inc("lorescan_regex_timeouts_total", timeouts)
         return msgspec.json.encode(out)

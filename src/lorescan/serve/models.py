@@ -388,6 +388,9 @@ class LogRecordOut(Struct, forbid_unknown_fields=True):
     ignore_on_max_context: Annotated[bool, doc("it may be dropped when the context is full", False)]
     position: Annotated[list[int], doc("where it is placed", [0, 0])]
     detail: Annotated[Union[str, None], doc("one of lorescan.slot.LOG_DETAILS", None)] = None
+    span: Annotated[Union[SpanOut, None], doc("where the key matched; null from /v1/slot/run, which builds "
+                                              "no span (lorescan.slot.spans.with_spans explains a run)",
+                                              None)] = None
 
 
 class SlotRunResponse(Struct, forbid_unknown_fields=True):

@@ -48,6 +48,7 @@ from ..errors import RegexKeyError, SettingsError
 from ..js.regex import RegexTooComplex, regex_key
 from ..macros import expand_content
 from ..match.regexscope import RegexBudget
+from ..match.spans import KeySpan
 from ..match.view import EntryMatch, ScanView, Window
 from ..model import Lorebook
 from ..match.options import MatchOptions
@@ -115,7 +116,9 @@ class LogRecord:
     ``ignore_on_max_context``: ranked below every entry without the decorator.
     ``detail``: None, or one of :data:`LOG_DETAILS` refining the outcome (the selective
     logic failed, a ``/…/`` key is not a valid regex, a key appeared only in a system
-    message, a depth-0 entry that recursion text did not reach).
+    message, a depth-0 entry that recursion text did not reach). ``span``: where the key
+    matched (:class:`~lorescan.match.spans.KeySpan`); None from :meth:`SlotEngine.run`, set by
+    :func:`lorescan.slot.spans.with_spans` on an explanation path.
     """
 
     book: str
@@ -134,11 +137,13 @@ class LogRecord:
     ignore_on_max_context: bool
     position: tuple[int, int]
     detail: LogDetail | None = None
+    span: KeySpan | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as plain JSON data."""
+        """The record as plain JSON data (the span as :meth:`KeySpan.to_json` or None)."""
         data = asdict(self)
         data["position"] = list(self.position)
+        data["span"] = self.span.to_json() if self.span is not None else None
         return data
 
     to_json = to_dict

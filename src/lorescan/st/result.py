@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Literal, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 from ..errors import SettingsError
 from ..match.compile import CompiledBook
@@ -19,7 +19,7 @@ from .place import Placement
 from .timed import TimedEffects
 
 __all__ = ["EntryId", "Character", "ChatMessage", "BookSource", "LoopRecord", "Diagnostic", "STResult", "KeySpan",
-           "describe_span",
+           "describe_span", "message_name", "message_namer",
            "ROLES", "Role", "Outcome", "Reason", "LoopState"]
 
 Role = Literal["global", "character", "character_extra", "chat", "persona"]
@@ -181,11 +181,17 @@ class Diagnostic:
 
     def __str__(self) -> str:
         """One sentence, e.g. ``Entry Saltmere.1 fired (key): primary key 'lighthouse' matched in message 0
-        (newest = 0): "…past the [lighthouse] on the…", loop 1.``"""
+        (newest = 0): "…past the [lighthouse] on the…", loop 1.`` (:meth:`describe` without names)."""
+        return self.describe()
+
+    def describe(self, *, name_text: Callable[[str, int, str], str] | None = None,
+                 name_entry: Callable[[str], str] | None = None) -> str:
+        """:meth:`__str__` with the span's texts and entries named as :func:`describe_span` names them
+        (a tool passes :func:`message_namer` to number messages as its chat does)."""
         verb = "fired" if self.outcome == "activated" else "did not fire"
         why = self.detail or self.reason.replace("_", " ")
         if self.span is not None:
-            why += " " + describe_span(self.span)
+            why += " " + describe_span(self.span, name_text=name_text, name_entry=name_entry)
         elif self.where:
             why += f" in {self.where}"
         loop = f", loop {self.loop}" if self.loop is not None else ""
@@ -197,6 +203,32 @@ class Diagnostic:
         return {"entry": self.entry.to_json(), "outcome": self.outcome, "reason": self.reason, "detail": self.detail,
                 "loop": self.loop, "key": self.key, "where": self.where,
                 "span": self.span.to_json() if self.span is not None else None}
+
+
+def message_name(number: int, newest: int) -> str:
+    """A scanned message as every tool names it (docs/sillytavern-mode.md#cli-turns): by the chat
+    file's own message number, e.g. ``message 3, the newest``.
+
+    Args:
+        number: the message's number in the chat file (1 = its first message, system messages counted).
+        newest: its place counting from the newest message scanned (0 = the newest), the
+            ``index`` of a message :class:`KeySpan`; only the newest is marked.
+    """
+    return f"message {number}" + (", the newest" if newest == 0 else "")
+
+
+def message_namer(numbers: Sequence[int]) -> Callable[[str, int, str], str]:
+    """A ``name_text`` for :func:`describe_span` that names messages by :func:`message_name`.
+
+    Args:
+        numbers: the number of each scanned message in the chat (the file's, from 1, system
+            messages counted; a service request's place in its ``messages``), oldest first.
+    """
+    def name(kind: str, index: int, label: str) -> str:
+        if kind != "message" or label == "no message" or not 0 <= index < len(numbers):
+            return label
+        return message_name(numbers[len(numbers) - 1 - index], index)
+    return name
 
 
 def describe_span(span: KeySpan, *, name_text: Callable[[str, int, str], str] | None = None,
