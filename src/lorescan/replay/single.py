@@ -197,7 +197,8 @@ class _Janitor:
         self.name = name
         self.entries = tuple(EntryInfo(book.name, str(i), n) for i, n in enumerate(jm.entry_names(self.engine)))
 
-    def turn(self, messages: Sequence[Message], seed: int) -> tuple:
+    def turn(self, messages: Sequence[Message], seed: int, name: Callable[[str, int, str], str] | None = None) -> tuple:
+        # (name: how the other modes name a span's message; the script's explanations have no spans)
         res = self.jm.run_turn(self.engine, messages, self.name, seed)
         threw = res.error is not None           # the script threw: it writes nothing
         fired = () if threw else tuple(self.jm.applied(res))
