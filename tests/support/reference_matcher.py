@@ -124,7 +124,9 @@ class ReferenceScanView:
                  injects: Sequence[str] = (), *, cache: object = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: object = None,
-                 oldest_index: int = 0, limits: object = None) -> None:
+                 oldest_index: int = 0, limits: object = None, fuzzy_work: object = None) -> None:
+        # fuzzy_work (the scan's fuzzy comparison budget) is accepted and ignored: the oracle's
+        # inputs are small, and it never cuts fuzzy matching short.
         # regex_budget is accepted and ignored: the oracle gives each evaluation its own
         # wall-clock regex_timeout, as the engines did before the scan-wide budget.
         # oldest_index only aligns the compiled view's cache blocks: nothing to do here.
