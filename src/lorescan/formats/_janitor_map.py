@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..js.coerce import js_string
+from ..js.coerce import js_to_number as js_number
 from ..js.text import js_lower, js_trim
 from ..limits import DEFAULT_LIMITS
 
@@ -36,66 +38,6 @@ JANITOR_FIELDS = frozenset({"keywords", "tag", "triggers", "priority", "probabil
                             *(a for aliases in TEXT_GATES.values() for a in aliases if "." not in a)})
 
 _MATCHABLE = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")
-
-
-def _js_number_text(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(value)
-    if "e" in text:                       # 1e+21 as JavaScript writes it
-        mant, exp = text.split("e")
-        text = f"{mant.removesuffix('.0')}e{'+' if not exp.startswith('-') else ''}{int(exp)}"
-    return text
-
-
-def js_string(value: Any) -> str:
-    """``String(value)`` for a JSON value (``null`` -> ``"null"``, an object -> ``"[object Object]"``)."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "null"
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _js_number_text(value)
-    if isinstance(value, list):
-        return ",".join("" if v is None else js_string(v) for v in value)
-    return "[object Object]"
-
-
-def js_number(value: Any) -> float:
-    """``+value`` (JavaScript's ToNumber) for a JSON value."""
-    if value is None or value is False:
-        return 0.0
-    if value is True:
-        return 1.0
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, list):
-        return js_number(js_string(value))
-    if isinstance(value, str):
-        text = js_trim(value)
-        if not text:
-            return 0.0
-        try:
-            if re.fullmatch(r"0[xX][0-9a-fA-F]+", text):
-                return float(int(text, 16))
-            if re.fullmatch(r"0[oO][0-7]+", text):
-                return float(int(text, 8))
-            if re.fullmatch(r"0[bB][01]+", text):
-                return float(int(text, 2))
-            if re.fullmatch(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)", text):
-                return float(text.replace("Infinity", "inf"))
-        except (ValueError, OverflowError):
-            pass
-        return math.nan
-    return math.nan
 
 
 def term_text(term: Any) -> str:
