@@ -89,8 +89,8 @@ def _has_phrase(raw: Any) -> bool:
 
 
 _POSITIONS = {0: "personality", 1: "scenario"}
-_LOGIC_ALIAS = {SelectiveLogic.AND_ANY: "requireAny", SelectiveLogic.NOT_ALL: "notAll",
-                SelectiveLogic.NOT_ANY: "requireNone", SelectiveLogic.AND_ALL: "requireAll"}
+_LOGIC_ALIAS: dict[int, str] = {SelectiveLogic.AND_ANY: "requireAny", SelectiveLogic.NOT_ALL: "notAll",
+                                SelectiveLogic.NOT_ANY: "requireNone", SelectiveLogic.AND_ALL: "requireAll"}
 # Fields the conversion reads; every other field with a non-default value is reported.
 _READ = frozenset({"uid", "key", "keysecondary", "selective", "selectiveLogic", "content", "constant", "position",
                    "order", "probability", "useProbability", "delay", "characterFilter", "comment", "disable",
