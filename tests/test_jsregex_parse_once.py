@@ -4,7 +4,7 @@ The old module (``src/lorescan/js/regex.py`` and ``js/linear.py`` at :data:`OLD_
 last commit before the package) is read from git history and run in a subprocess; for every
 regex key of the corpus books, of the conformance vectors and of the V8 fixture, the new code
 must give the same translation, line-locality, hazard, expansion count, required and leading
-literals, RE2 plan, and the same verdict (valid, or JSRegexError). Nothing here is a golden
+literals, RE2 plan (its RE2 pattern or the reason it has none, and the cost bound), and the same verdict (valid, or JSRegexError). Nothing here is a golden
 file: both sides are computed in the run. Skips visibly where git or that commit is absent.
 """
 from __future__ import annotations
@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from lorescan.js import linear
 from lorescan.js.regex import (JSRegexError, RegexTooComplex, compile_js_regex, leading_literals,
                                required_literals, split_regex_key)
+from lorescan.js.regex import linear
 from lorescan.js.regex.compiled import _translation
+from lorescan.js.regex.parser import parse
 from tests.conftest import CONFORMANCE_ST, ROOT, SHARED, need_shared
 
 OLD_COMMIT = "8f162c573b4290392cf8e7029563194ec3a013a0"
@@ -39,9 +40,13 @@ for pattern, flags in json.load(sys.stdin):
         out.append(["invalid"])
         continue
     plan = L.Plan(translated[0], "u" in flags, "y" in flags)
+    try:
+        re2 = L._Emitter("u" in flags).emit(L._Parser(translated[0]).parse())
+    except L._NotLinear as exc:
+        re2 = str(exc)
     out.append([list(translated), line_local, hazard, units, R.required_literals(pattern, flags),
                 R.leading_literals(pattern, flags),
-                [plan.reason, plan.program, plan.leaves, plan.nodes, plan.unbounded]])
+                [plan.reason, plan.program, plan.leaves, plan.nodes, plan.unbounded, re2]])
 json.dump(out, sys.stdout)
 """
 
@@ -96,9 +101,14 @@ def _new_facts(pattern: str, flags: str) -> list:
         translated, line_local, hazard, units = _translation(pattern, flags, None)
     except JSRegexError:
         return ["invalid"]
-    plan = linear.Plan(translated[0], "u" in flags, "y" in flags)
+    plan = linear.Plan(parse(pattern, flags))
+    try:
+        re2 = linear._Emitter("u" in flags).emit(linear._Lowering(parse(pattern, flags)).top())
+    except linear._NotLinear as exc:
+        re2 = str(exc)
     facts = [list(translated), line_local, hazard, units, required_literals(pattern, flags),
-             leading_literals(pattern, flags), [plan.reason, plan.program, plan.leaves, plan.nodes, plan.unbounded]]
+             leading_literals(pattern, flags),
+             [plan.reason, plan.program, plan.leaves, plan.nodes, plan.unbounded, re2]]
     return json.loads(json.dumps(facts))             # tuples as lists, as the old side's JSON has them
 
 

@@ -12,7 +12,7 @@ characters as JS does), so the result does not depend on ``regex``'s ideas of "w
 captured empty and is reset to empty at each iteration of an enclosing quantifier (RepeatMatcher).
 
 Engines. :meth:`JSRegex.search` runs a translation on RE2 (``google-re2``, linear time) when
-:mod:`lorescan.js.linear` can re-emit it exactly (no lookaround, backreference or property
+:mod:`lorescan.js.regex.linear` can re-emit it exactly (no lookaround, backreference or property
 escape), else on ``regex``; :meth:`JSRegex.cost` is what an evaluation may cost, computed
 from the pattern and the text alone, so budgets built on it do not depend on machine load.
 
@@ -46,7 +46,7 @@ Known approximations (everything else is intended to be exact and is checked aga
 Layout: :mod:`.chars` (character data, code-point sets), :mod:`.tree`, :mod:`.parser`,
 :mod:`.translate`, :mod:`.literals` (the required-literal prefilter and the leading-literal
 search plan), :mod:`.checks` (expansion count, catastrophic shapes), :mod:`.compiled`
-(:class:`JSRegex`, :class:`JSText`, compiling keys). The RE2 plan is :mod:`lorescan.js.linear`.
+(:class:`JSRegex`, :class:`JSText`, compiling keys). :mod:`.linear` (the RE2 plan and the cost bound).
 
 Turning a key into a regex: engines call :func:`regex_key` (a ``/pattern/flags`` key, with
 the book's limits; None for a plain key) or :func:`compile_regex_key` (a pattern and flags

@@ -214,14 +214,20 @@ class _CharSet:
 
 
 @functools.lru_cache(maxsize=4096)
+def _closed(ranges: tuple[tuple[int, int], ...], props: tuple[str, ...], ignore_case: bool,
+            unicode_mode: bool) -> _CharSet:
+    """The set a JS class matches: itself, closed under Canonicalize under ``i``."""
+    cs = _CharSet(ranges, props)
+    return cs.case_closed(unicode_mode) if ignore_case else cs
+
+
+@functools.lru_cache(maxsize=4096)
 def _charset_emission(ranges: tuple[tuple[int, int], ...], props: tuple[str, ...], negate: bool,
                       ignore_case: bool, unicode_mode: bool) -> tuple[str, bool]:
     """(the ``regex`` text of a JS class, whether it accepts U+000A). A pure function of its
     arguments, memoised across patterns: closing a large class under ``i`` (``[\\s\\S]``,
     ``[\\u0000-\\uffff]``, ``\\p{L}``) takes 1.5-4 ms, and books repeat their classes."""
-    cs = _CharSet(ranges, props)
-    if ignore_case:
-        cs = cs.case_closed(unicode_mode)
+    cs = _closed(ranges, props, ignore_case, unicode_mode)
     return cs.emit(negate), cs.contains()(0x0A) != negate
 
 

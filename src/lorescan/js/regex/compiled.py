@@ -10,9 +10,9 @@ import time
 
 import regex
 
-from ..linear import Plan, linear_text, plan_of
 from .chars import REGEX_MAX_EXPANSION, _SURROGATE_PAIR, _canon_table, _join_surrogates, _split_astral
 from .checks import expansion, hazard
+from .linear import Plan, linear_text, plan_of
 from .literals import leading_literals
 from .parser import parse
 from .translate import Emitter, emit
@@ -118,7 +118,7 @@ class JSRegex:
     _hash: int
     _unicode: bool
     _lead: object                 # tuple[str, ...] | None once known; _UNSET before
-    _plan: Plan | None            # how it runs and what it costs (js.linear), with _compiled
+    _plan: Plan | None            # how it runs and what it costs (js.regex.linear), with _compiled
 
     def __init__(self, source: str, flags: str, compiled: _Compiled | None = None, line_local: bool = False,
                  hazard: str | None = None, expansion: int = 0, translated: _Translated | None = None) -> None:
@@ -162,7 +162,7 @@ class JSRegex:
 
     @property
     def plan(self) -> Plan:
-        """How this regex runs (RE2 or backtracking) and what an evaluation costs (:mod:`lorescan.js.linear`)."""
+        """How this regex runs (RE2 or backtracking) and what an evaluation costs (:mod:`lorescan.js.regex.linear`)."""
         self._ready()
         return self._plan                               # type: ignore[return-value]
 
@@ -241,7 +241,7 @@ class JSRegex:
             compiled = _compile_texts(self.source, self.flags, translated)
         else:                                       # unpickled: translate again
             compiled = _compile_translated(self.source, self.flags, max(self.expansion, REGEX_MAX_EXPANSION))[0]
-        object.__setattr__(self, "_plan", plan_of(compiled[0].pattern, self._unicode, self._sticky))
+        object.__setattr__(self, "_plan", plan_of(self.source, self.flags))
         object.__setattr__(self, "_compiled", compiled)
         object.__setattr__(self, "_translated", None)
         return compiled
@@ -310,7 +310,7 @@ class JSText:
         self._linear: dict[bool, bytes | None] | None = None
 
     def linear(self, unicode_mode: bool) -> bytes | None:
-        """The bytes RE2 searches (see :func:`lorescan.js.linear.linear_text`), or None."""
+        """The bytes RE2 searches (see :func:`lorescan.js.regex.linear.linear_text`), or None."""
         if self._linear is None:
             self._linear = {}
         try:
