@@ -48,22 +48,28 @@ Layout: :mod:`.chars` (character data, code-point sets), :mod:`.tree`, :mod:`.pa
 search plan), :mod:`.checks` (expansion count, catastrophic shapes), :mod:`.compiled`
 (:class:`JSRegex`, :class:`JSText`, compiling keys). :mod:`.linear` (the RE2 plan and the cost bound).
 
-Turning a key into a regex: engines call :func:`regex_key` (a ``/pattern/flags`` key, with
-the book's limits; None for a plain key) or :func:`compile_regex_key` (a pattern and flags
-already split with :func:`split_regex_key`); tools, explanations and tests call
-:func:`compile_js_regex` (memoised, no limits) and :func:`parse_regex_key` (the split, checked).
+Turning a key into a regex: an engine calls :func:`regex_key` (a ``/pattern/flags`` key under
+the book's limits; None for a plain key); :func:`compile_regex_key` is the same for a pattern
+and flags already split (:func:`split_regex_key`, the key's shape without compiling), which
+the lint and ``regex_hazard`` hold. A tool, an explanation or a test calls
+:func:`compile_js_regex` (no limits, memoised) on what :func:`parse_regex_key` (the split,
+checked to compile) returns. Both ways share one parse, one translation and one prefilter.
 """
 from __future__ import annotations
 
-import regex  # noqa: F401  (tests patch ``lorescan.js.regex.regex.compile``)
+import regex  # noqa: F401  (tests patch ``lorescan.js.regex.regex.compile``: the module every compile uses)
 
-from .chars import REGEX_MAX_EXPANSION, _case_classes, _charset_emission, compute_case_classes
-from .compiled import (JSRegex, JSText, _compile_translated, _translate, compile_js_regex, compile_regex_key,
-                       parse_regex_key, regex_key, split_regex_key)
-from .literals import _literal_char, leading_literals, required_literals
+from .chars import REGEX_MAX_EXPANSION, compute_case_classes
+from .compiled import (JSRegex, JSText, compile_js_regex, compile_regex_key, parse_regex_key, regex_key,
+                       split_regex_key)
+from .literals import leading_literals, required_literals
 from .tree import JSRegexError, RegexTimeout, RegexTooComplex
 
-__all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "JSText", "parse_regex_key", "compile_js_regex",
-           "REGEX_MAX_EXPANSION", "compile_regex_key", "regex_key", "split_regex_key", "required_literals",
-           "leading_literals", "compute_case_classes", "_case_classes", "_charset_emission", "_literal_char",
-           "_compile_translated", "_translate"]
+# Private names that tests, tools and benchmarks reach here (the module path they always used).
+from .chars import _case_classes, _charset_emission  # noqa: E402,F401,I001
+from .compiled import _compile_translated  # noqa: E402,F401
+from .literals import _literal_char  # noqa: E402,F401
+
+__all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "JSText", "regex_key", "compile_regex_key",
+           "split_regex_key", "compile_js_regex", "parse_regex_key", "required_literals", "leading_literals",
+           "REGEX_MAX_EXPANSION", "compute_case_classes"]

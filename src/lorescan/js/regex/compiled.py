@@ -15,7 +15,7 @@ from .checks import expansion, hazard
 from .linear import Plan, linear_text, plan_of
 from .literals import leading_literals
 from .parser import parse
-from .translate import Emitter, emit
+from .translate import emit
 from .tree import JSRegexError, RegexTimeout, RegexTooComplex
 
 __all__ = ["JSRegex", "JSText", "compile_regex_key", "compile_js_regex", "regex_key", "split_regex_key",
@@ -28,18 +28,6 @@ _UNSET: object = object()        # JSRegex._lead before its first search
 
 
 _Translated = tuple[str, bool, "str | None"]     # (regex text, canonicalise texts?, fast variant or None)
-
-
-def _translate(pattern: str, flags: str, ascii_case_scoped: bool = False) -> tuple[str, bool, Emitter]:
-    """JS (pattern, flags) -> (``regex`` V0 pattern text, whether texts must be canonicalised,
-    the emitter, whose ``newline``/``text_anchor``/``overlap`` facts describe the pattern).
-
-    ``ascii_case_scoped`` asks for the fast variant of an ``i`` (non-``u``) pattern (see
-    ``Emitter``). Raises JSRegexError.
-    """
-    parsed = parse(pattern, flags)
-    text, em = emit(parsed, ascii_case_scoped)
-    return text, parsed.backrefs and "i" in flags, em
 
 
 def _translation(pattern: str, flags: str, max_expansion: int | None = REGEX_MAX_EXPANSION,
