@@ -351,11 +351,38 @@ def _match_at_literals(pattern: regex.Pattern, text: str, seen: str, lead: tuple
     return False
 
 
+def regex_key(key: str, *, max_length: int | None = None, max_nesting: int | None = None,
+              max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex | None:
+    """The engines' way: the compiled regex of a SillyTavern regex key, or None for a plain key
+    (docs/sillytavern-mode.md#st-regex-keys; the shape is :func:`split_regex_key`'s, and the
+    pattern must compile). Uncached. Raises RegexTooComplex past ``max_length`` (of the
+    pattern), ``max_nesting`` or ``max_expansion`` (see :func:`compile_regex_key`): such a key
+    is a regex to SillyTavern, so it is refused rather than read as text."""
+    split = split_regex_key(key)
+    if split is None:
+        return None
+    try:
+        return compile_regex_key(split[0], split[1], max_length=max_length, max_nesting=max_nesting,
+                                 max_expansion=max_expansion)
+    except JSRegexError:
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_js_regex(pattern: str, flags: str) -> JSRegex:
+    """The tools' way: :func:`compile_regex_key` without limits, memoised, for tools, tests and
+    explanations of keys an engine has accepted (the key split by :func:`parse_regex_key`).
+    Engines never use it: a compiled book holds its own compiled regexes."""
+    return compile_regex_key(pattern, flags, max_expansion=None)
+
+
 def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,
                       max_nesting: int | None = None, max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex:
-    """Compile a JS RegExp (``new RegExp(pattern, flags)``) into a :class:`JSRegex`, uncached.
-    The pattern is translated (and checked) now; ``regex`` compiles the translation on the
-    first search, so a key that is never searched (its required literals never occur)
+    """:func:`regex_key` for a key already split: compile a JS RegExp (``new RegExp(pattern,
+    flags)``) into a :class:`JSRegex`, uncached. Public because code outside ``js/`` holds
+    split keys (``lint/keys.py``, ``match/regexscope.py``); new engine code calls regex_key.
+    The pattern is parsed, checked and translated now; ``regex`` compiles the translation on
+    the first search, so a key that is never searched (its required literals never occur)
     never pays that (~0.5 ms a pattern, more than the translation).
 
     ``max_length``: refuse a pattern longer than this many characters (RegexTooComplex) before
@@ -378,23 +405,16 @@ def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None
     return JSRegex(pattern, flags, None, line_local, hazard_, units, translated)
 
 
-@functools.lru_cache(maxsize=1024)
-def compile_js_regex(pattern: str, flags: str) -> JSRegex:
-    """:func:`compile_regex_key` without limits, memoised: a convenience for tools, tests and
-    explanations of keys an engine has accepted. Engines never use it: a compiled book holds
-    its own compiled regexes."""
-    return compile_regex_key(pattern, flags, max_expansion=None)
-
-
 _KEY_SHAPE = re.compile(r"/([\s\S]+?)/([gimsuy]*)\Z")
 
 
 def split_regex_key(key: str) -> tuple[str, str] | None:
-    """(pattern, flags) of a key shaped like a SillyTavern regex key, without compiling it."""
-    return _split_key(key)
+    """(pattern, flags) of a key shaped like a SillyTavern regex key, without compiling it.
 
-
-def _split_key(key: str) -> tuple[str, str] | None:
+    The body is the shortest non-empty ``P`` with ``key == '/' + P + '/' + F`` and ``F`` drawn
+    from ``gimsuy``; ``P`` must have no ``/`` that is at its start or not preceded by ``\\``;
+    the pattern returned is ``P`` with its first ``\\/`` replaced by ``/`` (ST quirk).
+    """
     m = _KEY_SHAPE.match(key)
     if m is None:
         return None
@@ -405,31 +425,12 @@ def _split_key(key: str) -> tuple[str, str] | None:
     return body.replace("\\/", "/", 1), flags
 
 
-def regex_key(key: str, *, max_length: int | None = None, max_nesting: int | None = None,
-              max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex | None:
-    """The compiled regex of a SillyTavern regex key, or None for a plain key (docs/sillytavern-mode.md#st-regex-keys; see
-    :func:`parse_regex_key`). Uncached. Raises RegexTooComplex past ``max_length`` (of the
-    pattern), ``max_nesting`` or ``max_expansion`` (see :func:`compile_regex_key`): such a key
-    is a regex to SillyTavern, so it is refused rather than read as text."""
-    split = _split_key(key)
-    if split is None:
-        return None
-    try:
-        return compile_regex_key(split[0], split[1], max_length=max_length, max_nesting=max_nesting,
-                                 max_expansion=max_expansion)
-    except JSRegexError:
-        return None
-
-
 def parse_regex_key(key: str) -> tuple[str, str] | None:
-    """Split a SillyTavern regex key into (pattern, flags), or None for a plain key (docs/sillytavern-mode.md#st-regex-keys).
-
-    The body is the shortest non-empty ``P`` with ``key == '/' + P + '/' + F`` and ``F`` drawn
-    from ``gimsuy``; ``P`` must have no ``/`` that is at its start or not preceded by ``\\``;
-    the returned pattern is ``P`` with its first ``\\/`` replaced by ``/`` (ST quirk) and must
-    compile with ``F`` (duplicate flags fail).
-    """
-    split = _split_key(key)
+    """:func:`split_regex_key`, kept only when the pattern compiles with its flags (duplicate
+    flags fail): (pattern, flags), or None for a plain key (docs/sillytavern-mode.md#st-regex-keys).
+    The tools' split, before :func:`compile_js_regex` (``app/nearmiss.py``, ``slot/spans.py``,
+    ``st/explain.py``)."""
+    split = split_regex_key(key)
     if split is None:
         return None
     try:
@@ -437,4 +438,3 @@ def parse_regex_key(key: str) -> tuple[str, str] | None:
     except JSRegexError:
         return None
     return split
-

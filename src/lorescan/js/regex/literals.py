@@ -20,6 +20,7 @@ and classes written without escapes count; every other node contributes no requi
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from .chars import _case_classes
@@ -220,7 +221,9 @@ def literal_facts(parsed: Parsed) -> tuple[tuple[str, ...] | None, tuple[str, ..
     return required, tuple(sorted(lit for lit in lead if not any(o != lit and lit.startswith(o) for o in lead)))
 
 
+@functools.lru_cache(maxsize=512)
 def _facts(pattern: str, flags: str) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """Both answers from one walk of the tree (a book reads the one, a first search the other)."""
     try:
         return literal_facts(parse(pattern, flags))
     except JSRegexError:

@@ -134,7 +134,7 @@ class _Parser:
                 if frame.kind == "capture":
                     self.open_groups.pop()
                 frame = stack.pop()
-                if group.kind in ("?=", "?!") and not self.u or group.kind not in LOOKAROUNDS:
+                if group.kind not in LOOKAROUNDS or (group.kind in ("?=", "?!") and not self.u):
                     frame.items.append(self.quantified(group))      # Annex B: a lookahead is quantifiable
                 else:
                     frame.items.append(self.no_quantifier(group))

@@ -11,6 +11,9 @@ Node set:
 * :class:`Dot`, :class:`Assertion` (``^ $ \\b \\B``), :class:`Backref`;
 * :class:`Group` (capturing, named, non-capturing or a lookaround), :class:`Alt` (every
   disjunction, one alternative or more), :class:`Concat`, :class:`Repeat`.
+
+A tree is shared (the parse is memoised) and never changed after the parse; the classes are
+not ``frozen`` only because a frozen dataclass is slower to build (a book parses every key).
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ class RegexTooComplex(Exception):
     expansion: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Char:
     cp: int
     start: int
@@ -50,7 +53,7 @@ class Char:
     verbatim: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Class:
     """``items``: in source order, code-point ranges ``(lo, hi)`` and the sets of class escapes.
     ``bracket``: written ``[...]`` (False: a class escape such as ``\\d`` outside a class)."""
@@ -66,20 +69,20 @@ class Class:
         return _CharSet(ranges + [r for s in sets for r in s.ranges], [p for s in sets for p in s.props])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Dot:
     start: int
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Assertion:
     kind: str                   # "^", "$", "b" or "B"
     start: int
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Backref:
     """``number``: the group referred to (by number, or by ``name`` resolved after the parse).
     ``inside``: written inside that group, where the capture is always undefined (matches "")."""
@@ -93,7 +96,7 @@ class Backref:
 LOOKAROUNDS = ("?=", "?!", "?<=", "?<!")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Group:
     """``kind``: "capture" (``number``, ``name`` when named), "noncap", or a lookaround opener of
     :data:`LOOKAROUNDS`. ``groups``: the capturing groups numbered before it (its own and those
@@ -108,21 +111,21 @@ class Group:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Alt:
     alts: tuple[Concat, ...]
     start: int
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Concat:
     items: tuple[Node, ...]
     start: int
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Repeat:
     """``lo``/``hi`` as written (``hi`` None: unbounded), before any clamping."""
     body: Node
@@ -136,7 +139,7 @@ class Repeat:
 Node = Union[Char, Class, Dot, Assertion, Backref, Group, Alt, Concat, Repeat]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Parsed:
     """A parsed pattern: its ``root``, the flags it was parsed under, the source it spans
     (``src``), its capturing ``groups``, whether it holds a backreference, ``depth``, the
