@@ -204,3 +204,17 @@ def test_random_patterns_are_read_as_before(tmp_path):
             continue
         differ.append((pattern, flags, o, n))
     assert differ == []
+
+
+def test_every_memo_of_the_package_is_reachable_from_its_namespace():
+    # benchmarks empty every cache found in vars(lorescan.js.regex) to measure a cold worker
+    import importlib
+    import pkgutil
+
+    import lorescan.js.regex as package
+    reachable = {id(v) for v in vars(package).values() if callable(getattr(v, "cache_clear", None))}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        memos = [name for name, v in vars(module).items() if callable(getattr(v, "cache_clear", None))
+                 and getattr(v, "__module__", None) == module.__name__]
+        assert all(id(getattr(module, name)) in reachable for name in memos), (module.__name__, memos)

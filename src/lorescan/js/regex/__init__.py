@@ -69,6 +69,12 @@ from .tree import JSRegexError, RegexTimeout, RegexTooComplex
 from .chars import _case_classes, _charset_emission  # noqa: E402,F401,I001
 from .compiled import _compile_translated  # noqa: E402,F401
 from .literals import _literal_char  # noqa: E402,F401
+# Every memo of the package, here too: benchmarks/bench_heavy.clear_regex_caches (and
+# profile_heavy) empty them all through this namespace to measure a cold worker.
+from .chars import _canon_table, _closed, _cwkcf_ranges, _sorted_cased  # noqa: E402,F401
+from .linear import plan_of  # noqa: E402,F401
+from .literals import _facts  # noqa: E402,F401
+from .parser import parse  # noqa: E402,F401
 
 __all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "JSText", "regex_key", "compile_regex_key",
            "split_regex_key", "compile_js_regex", "parse_regex_key", "required_literals", "leading_literals",
