@@ -427,7 +427,7 @@ def test_compiled_regexes_survive_the_compact_form(how, tmp_path):
 
 
 def test_a_loaded_book_translates_each_regex_once(tmp_path, monkeypatch):
-    from lorescan.js import regex as jsregex
+    from lorescan.js.regex import compiled as jsregex
     save_compiled(compile_book(_regex_book()), tmp_path / "r.lsc")
     calls = []
     real = jsregex._compile_translated

@@ -124,8 +124,8 @@ def test_compiled_books_hold_their_regexes_and_scans_never_translate():
     engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5))
     assert all(isinstance(rx, JSRegex) for rx in engine.compiled[0].regexes)
     assert len(engine.compiled[0].regexes) == 3
-    with mock.patch("lorescan.js.regex._translate", side_effect=AssertionError("translated on the hot path")), \
-            mock.patch("lorescan.js.regex.compile_js_regex", side_effect=AssertionError("global cache used")):
+    with mock.patch("lorescan.js.regex.compiled.emit", side_effect=AssertionError("translated on the hot path")), \
+            mock.patch("lorescan.js.regex.compiled.compile_js_regex", side_effect=AssertionError("global cache used")):
         result = engine.scan([ChatMessage("u", "the Cat and the dooog"), ChatMessage("u", "a b")], max_context=9000)
     assert sorted(e.uid for e in result.activated) == [0, 1, 2]
 
@@ -148,7 +148,7 @@ def test_regex_keys_are_compiled_by_regex_on_their_first_search_only():
     book = _book("/\\bdrag(?:on|oon)s?\\b/i", "/never(?:seen|met)/")
     with mock.patch("lorescan.js.regex.regex.compile", side_effect=AssertionError("compiled early")):
         engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5))
-    with mock.patch("lorescan.js.regex._translate", side_effect=AssertionError("translated on the hot path")):
+    with mock.patch("lorescan.js.regex.compiled.emit", side_effect=AssertionError("translated on the hot path")):
         result = engine.scan([ChatMessage("u", "Two DRAGONS flew")], max_context=9000)
     assert [e.uid for e in result.activated] == [0]
     dragon, never = engine.compiled[0].regexes

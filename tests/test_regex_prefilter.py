@@ -58,7 +58,7 @@ def _holds_a_literal(lits: tuple[str, ...], text: str, flags: str) -> bool:
     ("a\\nb", "", ("a",)),                                          # a literal never holds "\n"
     ("😀x", "", ("x",)), ("\\ud83d", "", None),                   # nor an astral char or a surrogate
     ("(?=abc)", "", None), ("(?<=ab)c", "", ("c",)),              # lookarounds require nothing
-    ("\\k<a|b>xyz", "", None),                                     # no named group: \k is "k"
+    ("\\k<a|b>xyz", "", ("<a", "b>xyz")),                         # no named group: \k is "k"; | splits
 ])
 def test_required_literals_of_hand_picked_keys(pattern, flags, want):
     compile_regex_key(pattern, flags)               # a valid key

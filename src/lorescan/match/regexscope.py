@@ -20,7 +20,7 @@ lorebook-slot mode every text is searched on its own, so every regex is per text
 **Cost.** :class:`RegexBudget` bounds the regex work of one scan or slot run, and whether a
 key matched never depends on how busy the machine is or how many threads scan at once: no
 clock enters the decision. Every evaluation has a nominal cost that is a pure function of
-(pattern, text), :meth:`lorescan.js.regex.JSRegex.cost` (see :mod:`lorescan.js.linear`):
+(pattern, text), :meth:`lorescan.js.regex.JSRegex.cost` (see :mod:`lorescan.js.regex.linear`):
 
 * a regex RE2 can run exactly (most keys: no lookaround, backreference or property escape)
   runs there in linear time, and costs its worst case, ``bytes x program size`` RE2 steps;

@@ -1,8 +1,9 @@
-"""How a translated JS regex is run, and what one evaluation may cost, decided from the pattern alone.
+"""How a JS regex key is run, and what one evaluation may cost, decided from the pattern alone.
 
-:mod:`lorescan.js.regex` translates a JS pattern into a ``regex`` (V0) pattern that spells
-every class, case closure, ``\\b``, ``^`` and ``$`` out explicitly. This module parses that
-translation (a small, fixed grammar: it is our own output) once per regex and decides:
+:mod:`lorescan.js.regex.translate` emits a JS pattern as a ``regex`` (V0) pattern that spells
+every class, case closure, ``\\b``, ``^`` and ``$`` out explicitly. This module reads the same
+parse tree (:mod:`lorescan.js.regex.parser`), lowered node for node to what that translation
+spells (:class:`_Lowering`), once per regex, and decides:
 
 **Linear path.** A translation without lookaround (other than the spelt-out ASCII ``\\b`` and
 ``\\B``), backreference, property escape or ``^``/``$`` under ``m`` is re-emitted for RE2
@@ -27,7 +28,7 @@ steps inside it), each at most ``C * (n+1)**d`` for a text of ``n`` characters. 
 alternative gets past its first step when they start with disjoint characters), a
 quantifier over a body with one way to match is a chain of at most ``n+1`` iterations, a
 lookaround is atomic (one way out) and a backreference compares up to ``n`` characters. An
-evaluation costs at most ``(n+1) * N`` steps (every start). ``/\w+(?=ing)/`` is quadratic,
+evaluation costs at most ``(n+1) * N`` steps (every start). ``/\\w+(?=ing)/`` is quadratic,
 ``/^.*x.*$/m`` cubic. A variable quantifier over a body with several ways to match
 (``(a|aa)+``, ``(a+)+``: exponential) has no such bound: that regex is never run on this
 path, and every evaluation of it is reported as cut off.
@@ -44,6 +45,11 @@ import math
 
 import re2 as _re2
 
+from .chars import (_LINE_TERMINATORS, _MAX_CP, _REGEX_MAX_REPEAT, _WORD, _WORD_IU, _case_classes, _CharSet,
+                    _closed, _complement, _merge)
+from .parser import parse
+from .tree import Alt, Backref, Char, Class, Concat, Dot, Group, Node, Parsed, Repeat
+
 __all__ = ["Plan", "plan_of", "RE2_STEP_SECONDS", "BACKTRACK_STEP_SECONDS", "linear_text"]
 
 RE2_STEP_SECONDS = 6e-9            # one byte against one RE2 instruction, NFA worst case (measured)
@@ -52,8 +58,6 @@ _MAX_DEGREE = 8                    # a bound past this is no bound worth computi
 _MAX_WAYS = 1e15
 _SURROGATES = (0xD800, 0xDFFF)
 _PRIVATE = 0xF0000                 # where non-u surrogate units go for RE2
-_WORD = ((0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A))
-_MAX_CP = 0x10FFFF
 
 
 
@@ -61,171 +65,94 @@ class _NotLinear(Exception):
     """The translation uses a construct RE2 cannot run exactly (the message says which)."""
 
 
-# -- parsing the translation ------------------------------------------------------------------
+# -- the tree, as the translation spells it ------------------------------------------------------
 # Nodes: ("char", cp) ("set", ranges, props) ("anchor", "A"|"Z") ("look", kind, node)
-# ("backref",) ("group", node) ("ci", node) ("seq", [nodes]) ("alt", [nodes]) ("rep", node, lo, hi)
+# ("backref",) ("group", node) ("seq", [nodes]) ("alt", [nodes]) ("rep", node, lo, hi): the
+# translation (lorescan.js.regex.translate) node for node, every set as it is emitted (case
+# closed under i, negated classes with their property escapes kept as a "^" set).
 
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.s, self.i = text, 0
+def _seq(items: list[tuple]) -> tuple:
+    return items[0] if len(items) == 1 else ("seq", items)
 
-    def parse(self) -> tuple:
-        node = self.alt()
-        if self.i != len(self.s):
-            raise ValueError(f"unexpected {self.s[self.i]!r} at {self.i}")
-        return node
 
-    def alt(self) -> tuple:
-        branches = [self.seq()]
-        while self.i < len(self.s) and self.s[self.i] == "|":
-            self.i += 1
-            branches.append(self.seq())
-        return branches[0] if len(branches) == 1 else ("alt", branches)
+def _alt(branches: list[tuple]) -> tuple:
+    return branches[0] if len(branches) == 1 else ("alt", branches)
 
-    def seq(self) -> tuple:
-        items: list[tuple] = []
-        s = self.s
-        while self.i < len(s) and s[self.i] not in "|)":
-            atom = self.atom()
-            items.append(self.quantifier(atom))
-        return items[0] if len(items) == 1 else ("seq", items)
 
-    def quantifier(self, atom: tuple) -> tuple:
-        s = self.s
-        if self.i >= len(s):
-            return atom
-        ch = s[self.i]
-        if ch == "*":
-            lo, hi, self.i = 0, None, self.i + 1
-        elif ch == "+":
-            lo, hi, self.i = 1, None, self.i + 1
-        elif ch == "?":
-            lo, hi, self.i = 0, 1, self.i + 1
-        elif ch == "{":
-            end = s.index("}", self.i)
-            body = s[self.i + 1:end]
-            self.i = end + 1
-            if "," in body:
-                a, b = body.split(",")
-                lo, hi = int(a), (int(b) if b else None)
-            else:
-                lo = hi = int(body)
-        else:
-            return atom
-        if self.i < len(s) and s[self.i] == "?":        # lazy: the same language
-            self.i += 1
+def _set_node(cs: _CharSet, negate: bool) -> tuple:
+    """A set as ``_CharSet.emit`` writes it: the empty set as ``(?!)``, one character as itself."""
+    if not cs.ranges and not cs.props:
+        return ("set", ((0, _MAX_CP),), ()) if negate else ("look", "?!", ("seq", []))
+    if not negate and not cs.props and len(cs.ranges) == 1 and cs.ranges[0][0] == cs.ranges[0][1]:
+        return ("char", cs.ranges[0][0])
+    if negate:
+        if cs.props:
+            return ("set", (), ("^",) + cs.props + tuple(f"{a:x}-{b:x}" for a, b in cs.ranges))
+        return ("set", _complement(cs.ranges), ())
+    return ("set", cs.ranges, cs.props)
+
+
+_LINE_ENDS = ("set", _merge(_LINE_TERMINATORS), ())
+
+
+class _Lowering:
+    def __init__(self, parsed: Parsed) -> None:
+        self.parsed = parsed
+        self.u, self.i, self.s, self.m = parsed.unicode, parsed.ignore_case, "s" in parsed.flags, "m" in parsed.flags
+        self.reset = parsed.backrefs
+
+    def top(self) -> tuple:
+        body = self.node(self.parsed.root)
+        if not self.reset:
+            return body
+        return _seq([("group", ("seq", []))] * self.parsed.groups + [("group", body)])
+
+    def node(self, node: Node) -> tuple:
+        kind = type(node)
+        if kind is Char:
+            cls = _case_classes(self.u)[0].get(node.cp) if self.i else None
+            return _set_node(_CharSet((c, c) for c in cls), False) if cls else ("char", node.cp)
+        if kind is Concat:
+            return _seq([self.node(item) for item in node.items])
+        if kind is Alt:
+            return _alt([self.node(a) for a in node.alts])
+        if kind is Class:
+            cs = node.charset()
+            return _set_node(_closed(cs.ranges, cs.props, self.i, self.u), node.negate)
+        if kind is Dot:
+            return _set_node(_CharSet(() if self.s else _LINE_TERMINATORS), True)
+        if kind is Group:
+            inner = self.node(node.body)
+            if node.kind in ("capture", "noncap"):
+                return ("group", inner)
+            if node.kind in ("?=", "?!") and not self.u:
+                return ("group", ("look", node.kind, inner))
+            return ("look", node.kind, inner)
+        if kind is Repeat:
+            return self.repeat(node)
+        if kind is Backref:
+            return ("group", ("seq", [])) if node.inside else ("backref",)
+        return self.assertion(node.kind)
+
+    def assertion(self, kind: str) -> tuple:
+        if kind == "^":
+            return ("group", ("alt", [("look", "?<=", _LINE_ENDS), ("anchor", "A")])) if self.m else ("anchor", "A")
+        if kind == "$":
+            return ("look", "?=", ("alt", [_LINE_ENDS, ("anchor", "Z")])) if self.m else ("anchor", "Z")
+        w = _set_node(_CharSet(_WORD_IU if (self.u and self.i) else _WORD), False)
+        pairs = (("?<=", "?!"), ("?<!", "?=")) if kind == "b" else (("?<=", "?="), ("?<!", "?!"))
+        return ("group", ("alt", [("seq", [("look", behind, w), ("look", ahead, w)]) for behind, ahead in pairs]))
+
+    def repeat(self, node: Repeat) -> tuple:
+        body = node.body
+        atom = self.node(body)
+        lo = min(node.lo, _REGEX_MAX_REPEAT)
+        hi = None if node.hi is None or node.hi > _REGEX_MAX_REPEAT else node.hi
+        if self.reset and type(body) is Group and body.last > body.groups:
+            atom = ("group", _seq([("group", ("seq", []))] * (body.last - body.groups) + [atom]))
+        elif not ((type(body) is Group and body.kind != "capture") or (type(body) is Backref and body.inside)):
+            atom = ("group", atom)
         return ("rep", atom, lo, hi)
-
-    def atom(self) -> tuple:
-        s = self.s
-        ch = s[self.i]
-        if ch == "(":
-            return self.group()
-        if ch == "[":
-            return self.char_class()
-        if ch == "\\":
-            return self.escape(in_class=False)
-        self.i += 1
-        return ("char", ord(ch))
-
-    def group(self) -> tuple:
-        s = self.s
-        self.i += 1
-        kind = None
-        for opener in ("?:", "?<=", "?<!", "?=", "?!", "?i:", "?P=", "?P<"):
-            if s.startswith(opener, self.i):
-                kind = opener
-                self.i += len(opener)
-                break
-        if kind == "?P=":
-            self.i = s.index(")", self.i) + 1
-            return ("backref",)
-        if kind == "?P<":
-            self.i = s.index(">", self.i) + 1
-        inner = self.alt()
-        if self.i >= len(s) or s[self.i] != ")":
-            raise ValueError("unterminated group")
-        self.i += 1
-        if kind in ("?=", "?!", "?<=", "?<!"):
-            return ("look", kind, inner)
-        if kind == "?i:":
-            return ("ci", inner)
-        return ("group", inner)
-
-    def escape(self, in_class: bool) -> tuple:
-        s = self.s
-        letter = s[self.i + 1]
-        self.i += 2
-        if letter == "u":
-            self.i += 4
-            return ("char", int(s[self.i - 4:self.i], 16))
-        if letter == "U":
-            self.i += 8
-            return ("char", int(s[self.i - 8:self.i], 16))
-        if letter in "pP":
-            end = s.index("}", self.i)
-            prop = s[self.i - 2:end + 1]
-            self.i = end + 1
-            return ("set", (), (prop,))
-        if not in_class and letter in "AZ":
-            return ("anchor", letter)
-        return ("char", {"n": 0x0A, "r": 0x0D, "t": 0x09}.get(letter, ord(letter)))
-
-    def char_class(self) -> tuple:
-        s = self.s
-        self.i += 1
-        negate = s.startswith("^", self.i)
-        if negate:
-            self.i += 1
-        ranges: list[tuple[int, int]] = []
-        props: list[str] = []
-        while s[self.i] != "]":
-            first = self.class_item()
-            if first[0] == "set":
-                props.extend(first[2])
-                continue
-            lo = first[1]
-            if s[self.i] == "-" and s[self.i + 1] != "]":
-                self.i += 1
-                hi = self.class_item()[1]
-                ranges.append((lo, hi))
-            else:
-                ranges.append((lo, lo))
-        self.i += 1
-        merged = _merge(ranges)
-        if negate:
-            if props:
-                return ("set", (), ("^",) + tuple(props) + tuple(f"{a:x}-{b:x}" for a, b in merged))
-            return ("set", _complement(merged), ())
-        return ("set", merged, tuple(props))
-
-    def class_item(self) -> tuple:
-        s = self.s
-        if s[self.i] == "\\":
-            return self.escape(in_class=True)
-        self.i += 1
-        return ("char", ord(s[self.i - 1]))
-
-
-def _merge(ranges) -> tuple[tuple[int, int], ...]:
-    out: list[list[int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return tuple((a, b) for a, b in out)
-
-
-def _complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-    out, nxt = [], 0
-    for lo, hi in ranges:
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= _MAX_CP:
-        out.append((nxt, _MAX_CP))
-    return tuple(out)
 
 
 # -- RE2 emission -------------------------------------------------------------------------------
@@ -415,11 +342,12 @@ class Plan:
 
     __slots__ = ("re2", "reason", "program", "leaves", "nodes", "unbounded", "sticky")
 
-    def __init__(self, v0: str, unicode_mode: bool, sticky: bool) -> None:
-        self.sticky = sticky
+    def __init__(self, parsed: Parsed) -> None:
+        self.sticky = sticky = "y" in parsed.flags
+        unicode_mode = parsed.unicode
         self.re2, self.reason, self.program = None, None, 0
         self.unbounded: str | None = None
-        tree = _Parser(v0).parse()
+        tree = _Lowering(parsed).top()
         try:
             text = _Emitter(unicode_mode).emit(tree)
             options = _re2.Options()
@@ -452,9 +380,9 @@ class Plan:
 
 
 @functools.lru_cache(maxsize=4096)
-def plan_of(v0: str, unicode_mode: bool, sticky: bool) -> Plan:
-    """The :class:`Plan` of a translation (memoised: books repeat their patterns)."""
-    return Plan(v0, unicode_mode, sticky)
+def plan_of(pattern: str, flags: str) -> Plan:
+    """The :class:`Plan` of the JS regex ``/pattern/flags`` (memoised: books repeat their patterns)."""
+    return Plan(parse(pattern, flags))
 
 
 _SURROGATE_TABLE = {cp: _PRIVATE + cp - 0xD800 for cp in range(0xD800, 0xE000)}
