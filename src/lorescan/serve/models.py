@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_type_hints
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
+from ..st.result import ROLES as ST_ROLES, DiagnosticOutcome, Role
 from ..st.settings import InsertionStrategy, STSettings
 
 __all__ = ["BookInfo", "BookLoss", "BookRef", "CharacterIn", "MessageIn", "STSettingsIn", "STScanRequest",
@@ -21,7 +22,6 @@ __all__ = ["BookInfo", "BookLoss", "BookRef", "CharacterIn", "MessageIn", "STSet
            "STScanResponse", "SlotRunResponse", "DiagnosticOut", "BookList", "ST_ROLES", "TOKENIZERS",
            "JanitorRunRequest", "JanitorRunResponse", "JanitorErrorOut"]
 
-ST_ROLES = ("global", "character", "character_extra", "chat", "persona")
 TOKENIZERS = ("cl100k", "words", "chars")
 EXAMPLE_BOOK_ID = "5d41402abc4b2a76b9719d911017c592"
 
@@ -78,7 +78,7 @@ class BookRef(_Strict):
     """A stored book and the roles it plays in this scan (docs/sillytavern-mode.md#st-order)."""
 
     id: BookId
-    roles: Annotated[list[Literal["global", "character", "character_extra", "chat", "persona"]],
+    roles: Annotated[list[Role],
                      doc("the roles the book plays, which set its place in the scan order", ["global"],
                          min_length=1)] = field(default_factory=lambda: ["global"])
 
@@ -321,7 +321,7 @@ class DiagnosticOut(Struct, forbid_unknown_fields=True):
 
     world: Annotated[str, _WORLD_DOC]
     uid: Annotated[Uid, _UID_DOC]
-    outcome: Annotated[Literal["activated", "not_activated"], doc("whether it fired", "activated")]
+    outcome: Annotated[DiagnosticOutcome, doc("whether it fired", "activated")]
     reason: Annotated[str, doc("the rule that decided it", "key_match")]
     detail: Annotated[str, doc("the same, for people", "primary key 'lighthouse' in message 1")]
     loop: Annotated[Union[int, None], doc("the loop pass that decided it", 0)]

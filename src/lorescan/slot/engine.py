@@ -54,6 +54,7 @@ from ..model import Lorebook
 from ..match.options import MatchOptions
 from ..js.text import js_trim
 from ..tokens import count_upto, shared_counter
+from .decorators import MESSAGE_ROLES
 from .pool import SELECTIVE_LOGICS, SlotBook, SlotEntry, pool_budget, slot_entry_from
 from .roll import passes_roll, roll_percent
 from .state import read_first_matched, with_first_matched
@@ -70,8 +71,7 @@ Outcome = Literal["inserted", "dropped_budget", "probability_failed", "not_match
                   "blocked:dont_activate", "blocked:dont_activate_after_match", "blocked:is_greeting",
                   "blocked:is_user_icon", "blocked:activate_only_after", "blocked:activate_only_every"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
-ROLES = ("system", "user", "assistant")
-_ROLE_SET = frozenset(ROLES)
+_ROLE_SET = frozenset(MESSAGE_ROLES)
 
 # One message of SlotEngine.run's input: (role, text) or {"role": ..., "content": ...}.
 RoleMessage = tuple[str, str] | Mapping[str, Any]
@@ -928,7 +928,7 @@ def _read_messages(messages: Sequence[RoleMessage]) -> list[tuple[str, str]]:
         else:
             raise SettingsError(f"expected (role, text) or {{'role', 'content'}}, got {m!r:.60}",
                                 source="messages", field=f"[{i}]")
-        if role not in ROLES:
+        if role not in _ROLE_SET:
             raise SettingsError(f"role must be system, user or assistant, got {role!r:.40}",
                                 source="messages", field=f"[{i}].role")
         if not isinstance(text, str):

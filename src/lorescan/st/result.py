@@ -20,14 +20,14 @@ from .timed import TimedEffects
 
 __all__ = ["EntryId", "Character", "ChatMessage", "BookSource", "LoopRecord", "Diagnostic", "STResult", "KeySpan",
            "describe_span", "message_name", "message_namer",
-           "ROLES", "Role", "Outcome", "Reason", "LoopState"]
+           "ROLES", "Role", "DiagnosticOutcome", "Reason", "LoopState"]
 
 Role = Literal["global", "character", "character_extra", "chat", "persona"]
 """The roles a book plays in an engine (docs/sillytavern-mode.md#st-order)."""
 ROLES: tuple[Role, ...] = ("global", "character", "character_extra", "chat", "persona")
 
-Outcome = Literal["activated", "not_activated"]
-""":attr:`Diagnostic.outcome`."""
+DiagnosticOutcome = Literal["activated", "not_activated"]
+""":attr:`Diagnostic.outcome` (slot mode's log outcome is :data:`lorescan.slot.Outcome`, another concept)."""
 
 Reason = Literal[
     # activated
@@ -114,7 +114,7 @@ class BookSource:
     """
 
     book: Lorebook | CompiledBook
-    roles: tuple[str, ...]
+    roles: tuple[Role, ...]
 
     def __post_init__(self) -> None:
         roles = self.roles
@@ -143,8 +143,8 @@ class LoopRecord:
         activated: the entries this loop activated, in activation order.
     """
 
-    state: str
-    next: str
+    state: LoopState
+    next: LoopState
     activated: tuple[EntryId, ...]
 
     def to_json(self) -> dict[str, Any]:
@@ -158,7 +158,7 @@ class Diagnostic:
 
     Args:
         entry: the entry.
-        outcome: ``"activated"`` or ``"not_activated"`` (:data:`Outcome`).
+        outcome: ``"activated"`` or ``"not_activated"`` (:data:`DiagnosticOutcome`).
         reason: a short code (:data:`Reason`): ``constant``, ``key``, ``sticky``,
             ``decorator``, ``forced`` for activations; a gate, ``group``, ``probability``,
             ``budget`` or ``not_reached`` otherwise.
@@ -171,8 +171,8 @@ class Diagnostic:
     """
 
     entry: EntryId
-    outcome: str
-    reason: str
+    outcome: DiagnosticOutcome
+    reason: Reason
     detail: str = ""
     loop: int | None = None
     key: str | None = None
