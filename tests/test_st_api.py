@@ -72,7 +72,8 @@ def test_every_part_of_a_result_dumps_as_json():
     assert json.loads(json.dumps(r.to_json()))["activated"][0] == {"world": "Api", "uid": r.activated[0].uid}
     for d in r.diagnostics.values():
         data = json.loads(json.dumps(d.to_json()))
-        assert data["entry"] == d.entry.to_json() and data["reason"] == d.reason
+        assert (data["world"], data["uid"]) == d.entry and data["reason"] == d.reason
+        assert data["text"] == str(d)
     for lr in r.loops:
         assert json.loads(json.dumps(lr.to_json()))["state"] == lr.state
     assert json.loads(json.dumps(r.placement.to_json()))["world_info_before"] == r.world_info_before

@@ -317,7 +317,7 @@ class SpanOut(Struct, forbid_unknown_fields=True):
 
 
 class DiagnosticOut(Struct, forbid_unknown_fields=True):
-    """Why one entry did or did not fire (``lorescan.Diagnostic``)."""
+    """Why one entry did or did not fire (``lorescan.Diagnostic.to_json()``)."""
 
     world: Annotated[str, _WORLD_DOC]
     uid: Annotated[Uid, _UID_DOC]
@@ -333,8 +333,9 @@ class DiagnosticOut(Struct, forbid_unknown_fields=True):
 
 
 class STScanResponse(Struct, forbid_unknown_fields=True):
-    """``STResult.to_json()`` (the conformance vectors' ``expected`` shape) plus ``budget``
-    and, with ``explain``, one diagnostic per entry in global order."""
+    """``STResult.to_json(diagnostics=explain)``: the conformance vectors' ``expected`` shape, the
+    budget and cut-off reports and, with ``explain``, one diagnostic per entry in global order
+    (tests/test_serve.py holds this schema and that method to one another)."""
 
     activated: Annotated[list[EntryRef], doc("the entries that fired, in global order",
                                              [{"world": "Saltmere", "uid": 3}])]
@@ -354,12 +355,12 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
     loops: Annotated[list[LoopOut], doc("the scan loop's passes",
                                         [{"state": "INITIAL", "next": "NONE", "activated": []}])]
     budget: Annotated[int, doc("the budget in tokens", 2048)]
-    diagnostics: Annotated[Union[list[DiagnosticOut], None], doc("with explain: one per entry", None)] = None
     regex_cutoffs: Annotated[list[str], doc("regex keys cut off at the scan's regex budget (their entries did not "
                                             "match)", [])] = field(default_factory=list)
     fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the scan's comparison "
                                             "budget (its texts matched fuzzy keys exactly only)", [])] = \
         field(default_factory=list)
+    diagnostics: Annotated[Union[list[DiagnosticOut], None], doc("with explain: one per entry", None)] = None
 
 
 class SlotMessageOut(Struct, forbid_unknown_fields=True):

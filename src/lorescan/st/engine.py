@@ -22,7 +22,7 @@ from ..match.compile import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT,
 from ..match.fuzzy import FuzzyWork
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
-from ..model import Lorebook, js_truthy
+from ..model import Entry, Lorebook, js_truthy
 from ..semantic.index import SemanticIndex, VectorSettings
 from ..semantic.store import is_candidate
 from ..tokens import shared_counter
@@ -307,6 +307,14 @@ class STEngine:
     def tokens(self, text: str) -> int:
         """Returns: ``text``'s length in tokens under this engine's counter."""
         return self.count_tokens(text)
+
+    def entries(self) -> dict[EntryId, Entry]:
+        """Every entry of the engine's books by id, in global order (the order of
+        :attr:`STResult.diagnostics`), so a tool needs none of the engine's tables.
+
+        A book loaded from ``.lsc`` builds its entries on first use: this builds them all.
+        """
+        return {s.eid: s.entry for s in self.tables.entries}
 
     # -- one generation --------------------------------------------------------------
     def scan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], *, max_context: int,
