@@ -25,7 +25,7 @@ from .render import Style, one_line, table
 if TYPE_CHECKING:
     from ..slot.engine import SlotResult
 
-__all__ = ["scan_command", "explain_command", "scan_files"]
+__all__ = ["scan_command", "explain_command"]
 
 _ENTRY_KEY = re.compile(r"'([^'\n]+\.[^'.\n]+)'")
 _MESSAGE_LABEL = re.compile(r"message (\d+) \(newest = 0\)")
@@ -413,6 +413,3 @@ def _explain_slot(report: _Report, args: argparse.Namespace, out: TextIO) -> int
     print(f"\n{plural(n, 'entry', 'entries')} of {len(log)} inserted", file=out)
     return 0
 
-
-# The old name, for callers of the one-book command.
-scan_files = scan_command
