@@ -92,6 +92,9 @@ class STEngine:
         semantic: Vector Storage's world-info matching (docs/semantic.md#sem-engine): entries
             marked ``vectorized`` activate when the newest messages are similar enough to their
             content. Ignored in the SillyTavern profile (``compat="sillytavern"``), which stays exact.
+        _view: for tests only: the class each scan reads the book's key matches through, in place
+            of :class:`~lorescan.match.view.ScanView` (the differential tests pass the plain
+            reference matcher, tests/support/reference_matcher.py, to get an oracle engine).
 
     Raises:
         SettingsError: bad settings or roles, or a compiled book built for other match options.
@@ -107,7 +110,7 @@ class STEngine:
                  random: Callable[[], float] | None = None,
                  post_process: Callable[[str, float | None, float | None], str] | None = None,
                  regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS,
-                 semantic: VectorSettings | None = None) -> None:
+                 semantic: VectorSettings | None = None, _view: type[ScanView] = ScanView) -> None:
         if not isinstance(limits, Limits):
             raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="STEngine",
                                 field="limits")
@@ -122,6 +125,7 @@ class STEngine:
         self.random = random if random is not None else _default_random
         self.post_process = post_process
         self.regex_timeout = regex_timeout
+        self._view = _view
         self.match_options = self.compat.match_options(case_sensitive=settings.case_sensitive,
                                                        match_whole_words=settings.match_whole_words)
         sources = [self._source(b, i) for i, b in enumerate(books)]
@@ -419,7 +423,7 @@ class STEngine:
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
         fuzzy_work = FuzzyWork(self.limits.fuzzy_comparisons_per_scan)
-        views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
+        views = [self._view(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
                           oldest_index=first, limits=self.limits, fuzzy_work=fuzzy_work)
                  for cb in tables.compiled]
