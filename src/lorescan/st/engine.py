@@ -208,7 +208,7 @@ class STEngine:
             max_entry_depth=max((cb.max_entry_depth for cb in compiled), default=0),
             units=UnitCounts())
         self._gates = AlwaysGates(self.tables.always)
-        self._timed_keys = frozenset(s.key for s in timed)     # the entries that start timed effects
+        self._timed_keys = frozenset(s.world_uid for s in timed)     # the entries that start timed effects
         if semantic is not None and not isinstance(semantic, VectorSettings):
             raise SettingsError(f"semantic must be a VectorSettings, got {type(semantic).__name__}",
                                 source="STEngine", field="semantic")
@@ -221,7 +221,7 @@ class STEngine:
         picked = [info for info in self.tables.entries if is_candidate(info.entry, info.content, semantic.enabled_for_all)]
         if not picked:
             return None
-        return SemanticIndex(semantic, [i.key for i in picked], [i.content for i in picked],
+        return SemanticIndex(semantic, [i.world_uid for i in picked], [i.content for i in picked],
                              matrix=self._stored_embeddings(semantic, picked))
 
     def _stored_embeddings(self, semantic: VectorSettings, picked: list[EntryInfo]) -> np.ndarray | None:
@@ -437,14 +437,14 @@ class STEngine:
         if not dry_run and self._timed_keys:
             timed_keys = self._timed_keys
             for s in activated:
-                if s.key not in timed_keys:
+                if s.world_uid not in timed_keys:
                     continue
                 e = s.entry
-                if e.sticky and js_truthy(e.sticky) and s.key not in state.sticky:
-                    state.sticky[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
-                if e.cooldown and js_truthy(e.cooldown) and s.key not in state.cooldown:
-                    state.cooldown[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
-        placement = place_entries([(s.entry, turn.contents.get(s.key, s.content)) for s in activated],
+                if e.sticky and js_truthy(e.sticky) and s.world_uid not in state.sticky:
+                    state.sticky[s.world_uid] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
+                if e.cooldown and js_truthy(e.cooldown) and s.world_uid not in state.cooldown:
+                    state.cooldown[s.world_uid] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
+        placement = place_entries([(s.entry, turn.contents.get(s.world_uid, s.content)) for s in activated],
                                   authors_note=authors_note, post_process=post_process)
         cutoffs = regex_cutoffs(turn)
         explanation = explain_turn(turn)
