@@ -349,15 +349,6 @@ def _slot_local(book, messages, **kw):
     return eng.run(messages, **kw)
 
 
-def _slot_json(result) -> dict:
-    return {"messages": [{"role": x.role, "content": x.content} for x in result.messages],
-            "log": [r.to_dict() for r in result.log], "state": result.state, "budget": result.budget,
-            "tokens_used": result.tokens_used, "passes": result.passes,
-            "disabled_ui_prompts": sorted(result.disabled_ui_prompts), "budget_book": result.budget_book,
-            "notes": [{"code": x.code, "text": x.text, "message": x.message} for x in result.notes],
-            "regex_cutoffs": list(result.regex_cutoffs), "fuzzy_cutoffs": list(result.fuzzy_cutoffs)}
-
-
 def test_slot_17_13_priority_decides_survival_and_order_decides_placement(client):
     def e(uid, tokens, priority, order, role):
         return {"uid": uid, "constant": True, "content": "x" * tokens, "priority": priority, "order": order,
@@ -377,7 +368,7 @@ def test_slot_17_13_priority_decides_survival_and_order_decides_placement(client
     assert [(x["role"], len(x["content"])) for x in got["messages"]] == [("system", 50), ("user", 30)]
     local = SlotEngine([read_world(book_a, name="A"), read_world(book_b, name="B")], count_tokens=len).run(
         [("assistant", "hi")], turn_id="t")
-    assert got == json.loads(json.dumps(_slot_json(local)))
+    assert got == json.loads(json.dumps(local.to_json()))
 
 
 def test_slot_17_14_keep_across_turns_with_the_returned_state(client):
@@ -407,7 +398,41 @@ def test_slot_17_14_keep_across_turns_with_the_returned_state(client):
     local3 = _slot_local(lb, [(x["role"], x["content"]) for x in turn(3, True)], turn_id=t3, count_tokens=count_words)
     local4 = _slot_local(lb, [(x["role"], x["content"]) for x in turn(4, False)], turn_id=t4,
                          state=local3.state, count_tokens=count_words)
-    assert [r3, r4] == json.loads(json.dumps([_slot_json(local3), _slot_json(local4)]))
+    assert [r3, r4] == json.loads(json.dumps([local3.to_json(), local4.to_json()]))
+
+
+def test_slot_run_answers_slot_result_to_json_byte_for_byte(client):
+    """Every field of the answer is SlotResult.to_json(), in its key order: budget from a stored
+    setting, a roll, a disabled UI prompt, a budget drop, an invalid regex key, a depth-0 entry
+    and a skipped system message each put something in the fields they fill."""
+    entries = {
+        "1": {"uid": 1, "key": ["harbor"], "content": "@@probability 100\n@@disable_ui_prompt system_prompt\n"
+                                                      "The harbor is busy.", "priority": 9},
+        "2": {"uid": 2, "key": ["harbor"], "content": "y" * 90, "priority": 1},
+        "3": {"uid": 3, "key": ["/[/"], "content": "never"},
+        "4": {"uid": 4, "key": ["gull"], "content": "@@scan_depth 0\nGulls.", "comment": "Gulls"},
+        "5": {"uid": 5, "key": ["secret"], "content": "Only in a system message."},
+    }
+    book = {"entries": entries, "token_budget": 100}
+    _, info = upload(client, json.dumps(book).encode(), name="port")
+    messages = [{"role": "system", "content": "the secret is safe"}, {"role": "user", "content": "To the harbor!"}]
+    status, _, body = client.request("POST", "/v1/slot/run", {"books": [{"id": info["id"]}], "messages": messages,
+                                                              "turn_id": "t-1", "tokenizer": "chars"})
+    assert status == 200, body
+    local = SlotEngine([read_world(book, name="port")], count_tokens=len, regex_keys="strict").run(
+        [(x["role"], x["content"]) for x in messages], turn_id="t-1")
+    assert body == msgspec.json.encode(local.to_json())
+    assert json.dumps(json.loads(body)) == json.dumps(local.to_json())
+    got = json.loads(body)
+    msgspec.convert(got, m.SlotRunResponse)
+    assert list(got) == list(m.SlotRunResponse.__struct_fields__)      # every field, in the schema's order
+    by_id = {r["id"]: r for r in got["log"]}
+    assert got["budget_book"] == "port" and got["disabled_ui_prompts"] == ["system_prompt"]
+    assert by_id[1]["outcome"] == "inserted" and by_id[1]["roll"] is not None
+    assert by_id[2]["outcome"] == "dropped_budget" and by_id[3]["detail"] == "invalid_regex"
+    assert by_id[4]["detail"] == "recursion_only" and by_id[5]["detail"] == "system_message_only"
+    assert [n["code"] for n in got["notes"]] == ["budget_stored", "system_message_skipped"]
+    assert got["notes"][1]["message"] == 0
 
 
 # -- bad input of every kind --------------------------------------------------------------------

@@ -142,11 +142,11 @@ def test_the_pools_key_specs_compile_to_the_tables_its_st_shaped_entries_did(poo
     the order the plans' slots index), so every match is unchanged."""
     from lorescan.formats.sillytavern import book_from_entries
     from lorescan.match.compile import compile_book
-    from lorescan.slot.engine import _plan_keys
+    from lorescan.slot.plans import plan_keys
     engine = SlotEngine([cc_book("b", pool)], count_tokens=len, regex_keys=mode)
     derived = []
     for e in engine.pool:
-        _plan, spec = _plan_keys(e, engine.regex_keys)
+        _plan, spec = plan_keys(e, engine.regex_keys)
         assume(not spec.literal)
         derived.append({"uid": e.pool_index, "key": list(spec.primary), "keysecondary": list(spec.secondary),
                         "content": e.content, "comment": e.name, "selective": True,

@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from collections.abc import ItemsView, KeysView, ValuesView
+from enum import IntEnum
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .errors import LorebookError
 from .js.text import js_trim
 
-__all__ = ["FrozenMap", "EntryFields", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "js_truthy", "entry_from_fields", "Origin"]
+__all__ = ["FrozenMap", "EntryFields", "ST_ENTRY_DEFAULTS", "Entry", "Lorebook", "js_truthy", "entry_from_fields", "Origin",
+           "SelectiveLogic"]
 
 # SillyTavern's new-entry template, in the order its editor writes the fields (docs/sillytavern-mode.md#st-entries).
 # `uid` and `displayIndex` are filled from the entry's uid.
@@ -34,6 +36,24 @@ ST_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("cooldown", None), ("delay", None), ("triggers", []), ("displayIndex", None),
     ("characterFilter", {"isExclude": False, "names": [], "tags": []}),
 )
+
+
+class SelectiveLogic(IntEnum):
+    """An entry's ``selectiveLogic``: how its secondary keys combine (docs/sillytavern-mode.md#st-key-logic).
+
+    The one vocabulary of SillyTavern mode, slot mode and the format conversions; the stored
+    field stays the number (:attr:`Entry.selective_logic`).
+    """
+
+    AND_ANY = 0      # at least one secondary key matches
+    NOT_ALL = 1      # not every secondary key matches
+    NOT_ANY = 2      # no secondary key matches
+    AND_ALL = 3      # every secondary key matches
+
+    @property
+    def words(self) -> str:
+        """The name as the log and the docs write it: ``"AND ANY"``, ``"NOT ALL"`` ..."""
+        return self.name.replace("_", " ")
 
 
 

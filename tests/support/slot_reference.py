@@ -1,7 +1,8 @@
 """The slot engine's request loop as it was before issue 8's bulk rewrite: every pool entry
 walked in every pass, one ``_Run`` and one ``LogRecord`` built per entry per request.
 
-Kept verbatim (only the imports and the class around it are new) as the oracle of
+Kept verbatim (only the imports, the class around it and, since slot/ was split by stage, the
+module functions it calls in place of the engine's old methods are new) as the oracle of
 ``tests/test_slot_bulk.py``: the bulk ``SlotEngine.run`` must give exactly the same
 messages, log records, notes and state on every input.
 """
@@ -14,8 +15,12 @@ from typing import Any
 from lorescan.match.cache import ChatScan
 from lorescan.match.regexscope import RegexBudget
 from lorescan.match.view import ScanView, Window
-from lorescan.slot.engine import (MAX_PASSES, RoleMessage, LogRecord, RequestNote, SlotEngine, SlotMessage,
-                                  SlotResult, _at_greeting, _entry_window, _read_messages, _Run)
+from lorescan.slot.budget import fit_budget
+from lorescan.slot.engine import SlotEngine
+from lorescan.slot.gates import MAX_PASSES, Run as _Run, at_greeting as _at_greeting, entry_window as _entry_window
+from lorescan.slot.gates import gates, match_keys, roll
+from lorescan.slot.result import LogRecord, RequestNote, RoleMessage, SlotMessage, SlotResult
+from lorescan.slot.result import read_messages as _read_messages
 from lorescan.slot.state import read_first_matched, with_first_matched
 
 
@@ -67,7 +72,7 @@ class ReferenceSlotEngine(SlotEngine):
         for r in runs:
             e = r.e
             fm = first_matched.get(e.book_id, {}).get(str(e.id))
-            verdict = self._gates(e, turn, fm, at_greeting, greeting_index, user_icon)
+            verdict = gates(e, turn, fm, at_greeting, greeting_index, user_icon)
             if verdict is None:
                 pending.append(r)
             elif verdict[0] == "matched":
@@ -94,7 +99,7 @@ class ReferenceSlotEngine(SlotEngine):
                 if window is None:
                     still.append(r)         # no text, or the same texts as in an earlier pass
                     continue
-                if self._match_keys(r, view, window, allowed):
+                if match_keys(r, self._plans[e.pool_index], view, window, allowed, self.regex_keys):
                     r.matched_by = "key"
                     matched.append(r)
                 else:
@@ -103,7 +108,7 @@ class ReferenceSlotEngine(SlotEngine):
             fed = False
             for r in sorted(matched, key=lambda r: r.e.pool_index):
                 r.pass_number = pass_number
-                if not self._roll(r, turn_id):
+                if not roll(r, turn_id):
                     continue
                 r.text = substitute(r.e.content) if substitute is not None and r.e.content else r.e.content
                 activated.append(r)
@@ -120,7 +125,7 @@ class ReferenceSlotEngine(SlotEngine):
             r.outcome = "not_matched"
         notes = self._explain_unmatched(pending, chat, scanned, cache, substitute)
 
-        used = self._fit_budget(activated)
+        used = fit_budget(activated, self.budget, self._tokens.count)
         for r in activated:
             if r.outcome == "dropped_budget":
                 r.reason = f"{r.reason} ({self.budget_reason})"

@@ -23,7 +23,7 @@ from .nearmiss import ChatTexts, near_misses, plain_keys_of, plural, show_key
 from .render import Style, one_line, table
 
 if TYPE_CHECKING:
-    from ..slot.engine import SlotResult
+    from ..slot.result import SlotResult
 
 __all__ = ["scan_command", "explain_command"]
 

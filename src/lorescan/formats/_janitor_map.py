@@ -19,6 +19,7 @@ from ..js.coerce import js_string
 from ..js.coerce import js_to_number as js_number
 from ..js.text import js_lower, js_trim
 from ..limits import DEFAULT_LIMITS
+from ..model import SelectiveLogic
 
 __all__ = ["js_string", "js_number", "term_text", "Term", "read_term", "term_key", "gates_of", "is_always_on",
            "keywords_of", "priority_of", "TEXT_GATES", "TAG_GATES", "count_gate_values", "book_links",
@@ -222,7 +223,8 @@ class StMapping:
     losses: list[tuple[str, str]]
 
 
-_LOGIC = {"any": 0, "nall": 1, "none": 2, "all": 3}
+_LOGIC = {"any": SelectiveLogic.AND_ANY, "nall": SelectiveLogic.NOT_ALL, "none": SelectiveLogic.NOT_ANY,
+          "all": SelectiveLogic.AND_ALL}
 _KIND_WORDS = {"any": "any-of", "all": "all-of", "none": "none-of", "nall": "not-all"}
 
 
@@ -282,7 +284,7 @@ def to_st(raw: Any, index: int, *, emitted: frozenset[str] = frozenset(), tagged
                                 f"(the {_KIND_WORDS[next(iter(kinds))]} gate was kept)"))
     if kinds:
         kind, secondary = next(iter(kinds.items()))
-        out["keysecondary"], out["selective"], out["selectiveLogic"] = secondary, True, _LOGIC[kind]
+        out["keysecondary"], out["selective"], out["selectiveLogic"] = secondary, True, int(_LOGIC[kind])
         if constant:                               # a constant entry skips secondary keys: match every text
             constant, keys = False, ["/(?:)/"]
     for name in TAG_GATES:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..js.text import js_lower, js_trim
-from ..model import ST_ENTRY_DEFAULTS, Entry, Lorebook, js_truthy
+from ..model import ST_ENTRY_DEFAULTS, Entry, Lorebook, SelectiveLogic, js_truthy
 from ._janitor_map import (book_links, effective_window_depth, gates_of, is_always_on, key_term, keywords_of,
                            read_term, to_st)
 from ._mapping import Loss, json_equal
@@ -89,7 +89,8 @@ def _has_phrase(raw: Any) -> bool:
 
 
 _POSITIONS = {0: "personality", 1: "scenario"}
-_LOGIC_ALIAS = {0: "requireAny", 1: "notAll", 2: "requireNone", 3: "requireAll"}
+_LOGIC_ALIAS: dict[int, str] = {SelectiveLogic.AND_ANY: "requireAny", SelectiveLogic.NOT_ALL: "notAll",
+                                SelectiveLogic.NOT_ANY: "requireNone", SelectiveLogic.AND_ALL: "requireAll"}
 # Fields the conversion reads; every other field with a non-default value is reported.
 _READ = frozenset({"uid", "key", "keysecondary", "selective", "selectiveLogic", "content", "constant", "position",
                    "order", "probability", "useProbability", "delay", "characterFilter", "comment", "disable",

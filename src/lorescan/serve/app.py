@@ -393,13 +393,7 @@ class Runtime:
         timeouts = len(result.regex_cutoffs)
         if timeouts:
             self.metrics.inc("lorescan_regex_timeouts_total", timeouts)
-        return msgspec.json.encode({
-            "messages": [{"role": x.role, "content": x.content} for x in result.messages],
-            "log": [r.to_dict() for r in result.log], "state": result.state, "budget": result.budget,
-            "tokens_used": result.tokens_used, "passes": result.passes,
-            "disabled_ui_prompts": sorted(result.disabled_ui_prompts), "budget_book": result.budget_book,
-            "notes": [n._asdict() for n in result.notes], "regex_cutoffs": list(result.regex_cutoffs),
-            "fuzzy_cutoffs": list(result.fuzzy_cutoffs)})
+        return msgspec.json.encode(result.to_json())     # SlotRunResponse: SlotResult.to_json, whole
 
     # -- JanitorAI script mode ---------------------------------------------------------------
     def janitor_run(self, req: m.JanitorRunRequest) -> bytes:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..errors import LorebookError, SettingsError
-from ..model import Entry, Lorebook, js_truthy
+from ..model import Entry, Lorebook, SelectiveLogic, js_truthy
 from ..js.text import js_trim
 from .decorators import MESSAGE_ROLES, Decorators, parse_decorators
 
@@ -28,7 +28,7 @@ TOKEN_BUDGET_RANGE = (100, 32000)
 DEFAULT_TOKEN_BUDGET = 800      # only when no attached book stores a budget [decision, revised]
 
 # SillyTavern's selectiveLogic values (docs/sillytavern-mode.md#st-key-logic), honoured in this mode [decision, revised].
-SELECTIVE_LOGICS = {0: "AND ANY", 1: "NOT ALL", 2: "NOT ANY", 3: "AND ALL"}
+SELECTIVE_LOGICS: dict[SelectiveLogic, str] = {logic: logic.words for logic in SelectiveLogic}
 
 
 def _clamp(value: float, lo: int, hi: int) -> int:
@@ -123,7 +123,7 @@ class SlotEntry:
     ``priority`` field (None when absent: priority then defaults to the stored order).
     ``use_regex``: the stored CCv3 flag (None when absent); only ``regex_keys="strict"``
     reads it (docs/slot-mode.md#slot-keys [decision, revised]). ``selective_logic``: the stored
-    ``selectiveLogic`` (0..3, :data:`SELECTIVE_LOGICS`), None when absent (AND ANY).
+    ``selectiveLogic`` (a :class:`~lorescan.model.SelectiveLogic`), None when absent (AND ANY).
     """
 
     pool_index: int
@@ -140,7 +140,7 @@ class SlotEntry:
     enabled: bool
     constant: bool
     selective: bool
-    selective_logic: int | None
+    selective_logic: SelectiveLogic | None
     case_sensitive: bool
     whole_words: bool
     use_regex: bool | None
@@ -250,7 +250,7 @@ def _unedited_missing_enabled(book: Lorebook, entry: Entry, raw: Mapping[str, An
     return isinstance(fields, Mapping) and fields.get("disable") == entry.fields.get("disable")
 
 
-def _selective_logic(r: _Reader, used: bool) -> int | None:
+def _selective_logic(r: _Reader, used: bool) -> SelectiveLogic | None:
     """The stored selectiveLogic; an unknown value is an error only where it would be used
     (a selective entry with secondary keys), else it reads as absent."""
     name, value = r.first("selectiveLogic", ext=("selectiveLogic",))
@@ -262,7 +262,7 @@ def _selective_logic(r: _Reader, used: bool) -> int | None:
         # SillyTavern silently never fires such an entry; here it is a located error instead.
         raise r.fail(f"expected 0 (AND ANY), 1 (NOT ALL), 2 (NOT ANY) or 3 (AND ALL), got {value!r:.40}",
                      name or "selectiveLogic")
-    return int(value)
+    return SelectiveLogic(int(value))
 
 
 def pool_budget(books: "Sequence[SlotBook]") -> tuple[int, str | None, str]:

@@ -19,7 +19,8 @@ from ..js.text import js_trim
 from ..macros import expand_content
 from ..match.spans import KeySpan, locate_key
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, Window, WindowPart, WindowTexts
-from .engine import LogRecord, RoleMessage, SlotEngine, SlotResult, _read_messages
+from .engine import SlotEngine
+from .result import LogRecord, RoleMessage, SlotResult, read_messages
 
 __all__ = ["with_spans", "message_number"]
 
@@ -46,7 +47,7 @@ def with_spans(engine: SlotEngine, messages: Sequence[RoleMessage], result: Slot
         A new :class:`SlotResult` (records without a key match, a fuzzy or semantic one, or a
         regex cut off by its time limit keep ``span=None``).
     """
-    chat = _read_messages(messages)
+    chat = read_messages(messages)
     substitute = substitute if substitute is not None else engine.substitute
     segments = _segments([text for role, text in reversed(chat) if role != "system"])
     pool = engine.pool

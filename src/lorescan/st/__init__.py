@@ -23,7 +23,7 @@ _LAZY = {
     "Placement": ".place", "DepthGroup": ".place", "Position": ".place", "POSITION_NAMES": ".place",
     "STSettings": ".settings", "Compat": ".settings", "Trigger": ".settings", "InsertionStrategy": ".settings",
     "GENERATION_TRIGGERS": ".settings",
-    "SelectiveLogic": ".tables",
+    "SelectiveLogic": "..model",
     "TimedEffects": ".timed", "EffectRecord": ".timed",
 }
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .result import (ROLES, BookSource, Character, ChatMessage, Diagnostic, EntryId, KeySpan, LoopRecord,
                          DiagnosticOutcome, LoopState, Reason, Role, STResult)
     from .settings import GENERATION_TRIGGERS, Compat, InsertionStrategy, STSettings, Trigger
-    from .tables import SelectiveLogic
+    from ..model import SelectiveLogic
     from .timed import EffectRecord, TimedEffects
 
 

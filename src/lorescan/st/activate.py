@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from ..match.view import MAX_SCAN_DEPTH, Window
-from ..model import js_truthy
+from ..model import SelectiveLogic, js_truthy
 from ..tokens import PrependCount
 from .budget import admit, extend_budget_text
 from .groups import select_in_groups
 from .result import LoopRecord, quoted
-from .tables import EntryInfo, SelectiveLogic
+from .tables import EntryInfo
 from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Turn, entry_window, note
 
 __all__ = ["run_loops", "static_gate", "gate", "GateResult", "AlwaysGates"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Generic, Sequence, TypeVar
 
-from ..model import js_truthy
-from .tables import EntryInfo, SelectiveLogic
+from ..model import SelectiveLogic, js_truthy
+from .tables import EntryInfo
 from .turn import Detail, Turn, entry_window, note
 from .result import quoted
 

@@ -12,7 +12,6 @@ import re
 import threading
 from array import array
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any, Iterator, Sequence
 
 from ..js.sthash import entry_fingerprint
@@ -27,17 +26,9 @@ from .result import EntryId
 from .settings import Compat, STSettings
 from .timed import TimedEntry
 
-__all__ = ["EntryInfo", "Tables", "EntryTable", "KeyIndex", "HashIndex", "UnitCounts", "SelectiveLogic",
+__all__ = ["EntryInfo", "Tables", "EntryTable", "KeyIndex", "HashIndex", "UnitCounts",
            "split_group_names"]
 
-
-class SelectiveLogic(IntEnum):
-    """An entry's ``selectiveLogic``: how its secondary keys combine (docs/sillytavern-mode.md#st-key-logic)."""
-
-    AND_ANY = 0      # at least one secondary key matches
-    NOT_ALL = 1      # not every secondary key matches
-    NOT_ANY = 2      # no secondary key matches
-    AND_ALL = 3      # every secondary key matches
 
 _GROUP_SPLIT = re.compile(",[" + "".join(sorted(JS_WHITESPACE)) + "]*")
 
