@@ -13,7 +13,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from lorescan import ChatMessage, STEngine, TiktokenCounter
+from lorescan import ChatMessage, STEngine
+from lorescan.tokens import TiktokenCounter
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.st import POSITION_NAMES
 

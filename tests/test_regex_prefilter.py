@@ -268,3 +268,18 @@ def test_the_shipped_case_tables_are_the_computed_ones_for_this_unicode_version(
     assert _casetables.classes(_casetables.UNICODE) == compute_case_classes(True)
     _case_classes.cache_clear()
     assert _case_classes(True)[1] == compute_case_classes(True)
+
+
+def test_the_case_table_generator_rewrites_the_shipped_file_unchanged_and_lives_outside_it():
+    import ast
+    import unicodedata
+
+    from lorescan.js import _casetables, _casetables_gen
+    source = _casetables_gen.TABLES.read_text("utf-8")
+    imported = {n.module for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)} | \
+        {a.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import) for a in n.names}
+    assert imported <= {"__future__"}          # data only: the tables import nothing back
+    if _casetables.UNIDATA_VERSION != unicodedata.unidata_version:
+        pytest.skip(f"the tables are for Unicode {_casetables.UNIDATA_VERSION}, this Python has "
+                    f"{unicodedata.unidata_version}")
+    assert _casetables_gen.render(source) == source

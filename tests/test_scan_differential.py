@@ -4,7 +4,6 @@ settings and multi-turn chats."""
 from __future__ import annotations
 
 import functools
-from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,15 +81,14 @@ def test_compiled_and_reference_engines_agree_turn_by_turn(ents, cfg, chat, rng,
     make = functools.partial(STEngine, [BookSource(book, ("global",))], STSettings(**cfg), compat=compat,
                              count_tokens=js_count_words, random=functools.partial(float, rng),
                              substitute=lambda t: t.replace("{{char}}", "wolf"))
-    fast, slow = make(), make()
+    fast, slow = make(), make(_view=ReferenceScanView)
     cache = ChatScan()
     state_f = state_s = None
     for n in range(1, len(chat) + 1):
         msgs = [ChatMessage("User" if i % 2 else "Moon", t) for i, t in enumerate(chat[:n])]
         kw = dict(max_context=200, global_scan_data={"scenario": "a red tower"}, injects=["river ash"])
         got = fast.scan(msgs, timed_effects=state_f, cache=cache, **kw)
-        with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
-            want = slow.scan(msgs, timed_effects=state_s, **kw)
+        want = slow.scan(msgs, timed_effects=state_s, **kw)
         assert got.to_json() == want.to_json()
         state_f, state_s = got.timed_effects, want.timed_effects
 
@@ -114,13 +112,12 @@ def test_compiled_and_reference_engines_agree_on_real_books_and_chats():
                              budget_cap=4000, use_group_scoring=True)
             make = functools.partial(STEngine, [BookSource(book, ("global",))], cfg, compat=compat,
                                      count_tokens=js_count_words, random=functools.partial(float, 0.4))
-            fast, slow = make(), make()
+            fast, slow = make(), make(_view=ReferenceScanView)
             cache = ChatScan()
             state_f = state_s = None
             for n in range(20, 60, 4):
                 got = fast.scan(chat[:n], max_context=16000, timed_effects=state_f, cache=cache)
-                with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
-                    want = slow.scan(chat[:n], max_context=16000, timed_effects=state_s)
+                want = slow.scan(chat[:n], max_context=16000, timed_effects=state_s)
                 assert got.to_json() == want.to_json(), (name, compat, n)
                 state_f, state_s = got.timed_effects, want.timed_effects
                 checked += bool(got.activated)

@@ -29,6 +29,7 @@ from hook_helpers import OTHER, SERA, chat_of, macro_book, macros  # noqa: E402
 from lorescan.app.conformance import CONTRACT_FIELDS, _engine_for, iter_cases  # noqa: E402
 from lorescan.formats.sillytavern import read_world  # noqa: E402
 from lorescan.st import Character, ChatMessage  # noqa: E402
+from lorescan.st.result import message_namer  # noqa: E402
 from lorescan.serve import models as m  # noqa: E402
 from lorescan.serve.testing import ServerProcess  # noqa: E402
 from lorescan.slot import SlotBook  # noqa: E402
@@ -164,7 +165,8 @@ def test_conformance_vectors_through_the_service_match_the_runner(client):
                 req = _case_request(case, ids, turn["messages"], turn, state_http)
                 for msg in req["messages"]:
                     msg.setdefault("name", "")
-                status, got = client.json("POST", "/v1/st/scan", req)
+                status, _, raw = client.request("POST", "/v1/st/scan", req)
+                got = json.loads(raw)
                 assert status == 200, (case["name"], ti, got)
                 msgspec.convert(got, m.STScanResponse)
                 local = engine.scan([ChatMessage(x["name"], x["mes"], bool(x.get("is_user"))) for x in turn["messages"]],
@@ -172,18 +174,15 @@ def test_conformance_vectors_through_the_service_match_the_runner(client):
                                     global_scan_data=case.get("global_scan_data"), injects=req["injects"],
                                     authors_note=req["authors_note"], trigger=req["trigger"],
                                     dry_run=req["dry_run"], timed_effects=state_local)
-                want = local.to_json()
-                diagnostics = got.pop("diagnostics")
-                assert got.pop("regex_cutoffs") == list(local.regex_cutoffs)
-                assert got.pop("fuzzy_cutoffs") == list(local.fuzzy_cutoffs)
-                assert got.pop("budget") == local.budget
-                assert got == json.loads(json.dumps(want)), (path, case["name"], ti)
+                # the answer is the result's own to_json, byte for byte (messages named by their place)
+                want = local.to_json(diagnostics=True, name_text=message_namer(range(1, len(req["messages"]) + 1)))
+                assert raw == msgspec.json.encode(want), (path, case["name"], ti)
                 for f in CONTRACT_FIELDS:        # and so the vector's expectation, as the runner checks it
                     g, w = got[f], turn["expected"].get(f)
                     if f in ("outlets", "timed_effects"):
                         g, w = _sorted(g), _sorted(w)
                     assert g == w, (path, case["name"], ti, f)
-                assert len(diagnostics) == len(local.diagnostics)
+                assert len(got["diagnostics"]) == len(local.diagnostics)
                 state_http, state_local = got["timed_effects"], local.timed_effects
                 turns += 1
     assert turns > 50, f"only {turns} turns ran"
@@ -203,12 +202,12 @@ def test_macros_and_a_seed_are_inputs_of_one_request_and_leave_the_cached_engine
             req = {"books": [{"id": info["id"]}], "settings": settings, "tokenizer": "words", "max_context": 4000,
                    "messages": [{"name": x.name, "mes": x.text} for x in chat[:n]], "seed": seed,
                    **({"macros": table} if table else {})}
-            status, got = client.json("POST", "/v1/st/scan", req)
+            status, _, raw = client.request("POST", "/v1/st/scan", req)
+            got = json.loads(raw)
             assert status == 200, got
             local = engine.scan(chat[:n], max_context=4000, random=random.Random(seed).random,
                                 substitute=macros(table) if table else None)
-            got.pop("budget"), got.pop("regex_cutoffs"), got.pop("fuzzy_cutoffs")
-            assert got == json.loads(json.dumps(local.to_json())), (n, table)
+            assert raw == msgspec.json.encode(local.to_json()), (n, table)
             runs.append(got["activated"])
     assert len({json.dumps(r) for r in runs}) > 3       # the macros and rolls changed what activated
 
@@ -289,6 +288,43 @@ def test_explain_gives_one_diagnostic_per_entry(client):
                                                          "messages": [{"mes": "Who keeps the lighthouse?"}],
                                                          "max_context": 8192})
     assert "diagnostics" not in plain
+
+
+def _fields(struct: type) -> list[str]:
+    return list(struct.__struct_fields__)
+
+
+def test_the_response_models_are_the_schema_of_the_results_to_json():
+    # one definition: every field of the answer comes from STResult.to_json (and each diagnostic
+    # from Diagnostic.to_json), in the model's order, and validates against it strictly
+    engine = STEngine([BookSource(load(EXAMPLE), ("global",))], count_tokens=count_words)
+    result = engine.scan([ChatMessage("Rowan", "Who keeps the lighthouse? The bell rang.")], max_context=8192)
+    data = json.loads(msgspec.json.encode(result.to_json(diagnostics=True)))
+    assert list(data) == _fields(m.STScanResponse)
+    assert result.activated and any(d["span"] for d in data["diagnostics"])
+    for d in data["diagnostics"]:
+        assert list(d) == _fields(m.DiagnosticOut)
+        if d["span"] is not None:
+            assert list(d["span"]) == _fields(m.SpanOut)
+    msgspec.convert(data, m.STScanResponse, strict=True)
+    assert "diagnostics" not in result.to_json()
+    msgspec.convert(result.to_json(), m.STScanResponse, strict=True)
+
+
+def test_the_explained_answer_is_the_results_to_json_byte_for_byte(client):
+    _, info = upload(client, EXAMPLE)
+    chat = [{"name": "Rowan", "mes": "Is the lighthouse lit?", "is_user": True},
+            {"name": "Mara", "mes": "Ask the keeper about the bell."}]
+    engine = STEngine([BookSource(load(EXAMPLE), ("global",))], count_tokens=count_words)
+    local = engine.scan([ChatMessage(x["name"], x["mes"], x.get("is_user", False)) for x in chat], max_context=8192)
+    for explain in (True, False):
+        status, _, raw = client.request("POST", "/v1/st/scan", {"books": [{"id": info["id"]}], "explain": explain,
+                                                                "tokenizer": "words", "messages": chat,
+                                                                "max_context": 8192})
+        assert status == 200, raw
+        want = local.to_json(diagnostics=explain, name_text=message_namer([1, 2]))
+        assert raw == msgspec.json.encode(want), explain
+    assert "message 2, the newest" in raw.decode() or not explain
 
 
 def test_explain_shows_where_a_key_matched_inside_a_longer_word(client):

@@ -85,7 +85,7 @@ def test_spans_survive_pickling_and_serialise_to_json():
     copy = pickle.loads(pickle.dumps(r))
     assert copy.explain("spans", 0).span == r.explain("spans", 0).span
     data = json.loads(json.dumps([d.to_json() for d in r.diagnostics.values()]))
-    race = next(d for d in data if d["entry"] == {"world": "spans", "uid": 0})
+    race = next(d for d in data if (d["world"], d["uid"]) == ("spans", 0))
     assert race["span"]["inside_word"] == "embrace" and race["span"]["cases"] == ["inside_word"]
 
 

@@ -72,7 +72,8 @@ def test_every_part_of_a_result_dumps_as_json():
     assert json.loads(json.dumps(r.to_json()))["activated"][0] == {"world": "Api", "uid": r.activated[0].uid}
     for d in r.diagnostics.values():
         data = json.loads(json.dumps(d.to_json()))
-        assert data["entry"] == d.entry.to_json() and data["reason"] == d.reason
+        assert (data["world"], data["uid"]) == d.entry and data["reason"] == d.reason
+        assert data["text"] == str(d)
     for lr in r.loops:
         assert json.loads(json.dumps(lr.to_json()))["state"] == lr.state
     assert json.loads(json.dumps(r.placement.to_json()))["world_info_before"] == r.world_info_before
@@ -119,3 +120,13 @@ def test_a_slot_result_dumps_as_json_through_to_json():
     assert [r["name"] for r in data["log"]] == [r.name for r in result.log]
     assert data["budget"] == result.budget and data["state"] == result.state
     assert result.log[0].to_json() == result.log[0].to_dict()
+
+
+def test_an_engine_lists_its_entries_by_id_in_global_order_as_the_diagnostics_do():
+    book = _book()
+    engine = STEngine([BookSource(book, ("global",))], count_tokens=count_words)
+    entries = engine.entries()
+    result = engine.scan(CHAT, max_context=4000)
+    assert list(entries) == list(result.diagnostics)
+    assert [e.uid for e in entries.values()] == [1, 0, "x"]          # order descending: 20, 10, 5
+    assert all(entries[eid] == result.entry(eid) for eid in entries)

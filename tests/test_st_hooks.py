@@ -7,7 +7,6 @@ import functools
 import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
@@ -165,15 +164,14 @@ def test_macro_entries_are_walked_where_the_naive_view_finds_their_expanded_keys
                                                  for uid, row in enumerate(rows)))
     make = functools.partial(STEngine, [BookSource(book, ("global",))], STSettings(scan_depth=2, recursive=True),
                              count_tokens=js_count_words, random=lambda: 0.5)
-    fast, slow, cache = make(), make(), ChatScan()
+    fast, slow, cache = make(), make(_view=ReferenceScanView), ChatScan()
     rng = random.Random(9)
     words = ["rain", "Anon", "Tess", "Seraphina's keep", "Brannoc's gate", "door"]
     chat = [ChatMessage("U", " ".join(rng.choice(words) for _ in range(3))) for _ in range(14)]
     activated = 0
     for n in range(1, len(chat) + 1):
         got = fast.scan(chat[:n], max_context=4000, cache=cache, substitute=macros(table))
-        with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
-            want = slow.scan(chat[:n], max_context=4000, substitute=macros(table))
+        want = slow.scan(chat[:n], max_context=4000, substitute=macros(table))
         assert got.to_json() == want.to_json(), n
         activated += len(got.activated)
     assert activated > len(chat)

@@ -21,7 +21,7 @@ CONFORMANCE = sorted((Path(__file__).parent / "conformance" / "st").glob("*.json
 
 # what the api change points lorescan's lazy map at (issue 10: "st/__init__.py re-exports every public ST name")
 PUBLIC_ST = ["STEngine", "STResult", "Diagnostic", "LoopRecord", "Placement", "DepthGroup", "BookSource",
-             "Character", "ChatMessage", "EntryId", "STSettings", "Compat", "TimedEffects", "Outcome", "Reason",
+             "Character", "ChatMessage", "EntryId", "STSettings", "Compat", "TimedEffects", "DiagnosticOutcome", "Reason",
              "LoopState"]
 
 
@@ -36,8 +36,13 @@ def test_every_public_st_name_is_exported_by_the_st_package():
 
 def test_the_top_level_names_are_the_st_packages_objects():
     for name in ["STEngine", "STResult", "Diagnostic", "BookSource", "Character", "ChatMessage", "EntryId",
-                 "STSettings", "Compat", "TimedEffects"]:
+                 "STSettings", "Compat"]:
         assert getattr(lorescan, name) is getattr(st, name), name
+
+
+def test_the_old_name_of_the_diagnostic_outcome_still_resolves_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="DiagnosticOutcome"):
+        assert st.Outcome is st.DiagnosticOutcome
 
 
 def _scan_every_vector():
@@ -59,7 +64,7 @@ def _scan_every_vector():
 
 
 def test_every_outcome_reason_and_loop_state_the_engine_reports_is_in_its_literal_alias():
-    outcomes, reasons, states = set(typing.get_args(st.Outcome)), set(typing.get_args(st.Reason)), \
+    outcomes, reasons, states = set(typing.get_args(st.DiagnosticOutcome)), set(typing.get_args(st.Reason)), \
         set(typing.get_args(st.LoopState))
     seen_reasons: set[str] = set()
     seen_outcomes: set[str] = set()

@@ -7,7 +7,10 @@ chats as the command line reads them: :func:`read_chat`.
 The rules each mode implements are written down in the repository's ``docs/`` folder.
 
 The public names below are imported on first use (PEP 562), so ``import lorescan`` stays
-cheap; ``from lorescan import STEngine`` loads what the engine needs and nothing more.
+cheap; ``from lorescan import STEngine`` loads what the engine needs and nothing more. The top
+level holds what a new user needs; the rest lives in the subpackages (``lorescan.st``,
+``lorescan.slot``, ``lorescan.formats``, ``lorescan.match``, ``lorescan.tokens``,
+``lorescan.errors``), and a name that moved there still resolves here with a warning.
 """
 from __future__ import annotations
 
@@ -15,35 +18,42 @@ import importlib
 
 from ._version import __version__
 
-# public name -> the module (relative to this package) that defines it
+# public name -> the module (relative to this package) that defines it: what a new user needs
 _LAZY = {
     "BACKEND": "._kernels",
-    # SillyTavern mode: the engine, its inputs and its results
+    # SillyTavern mode: the engine, its inputs and its results (more: lorescan.st)
     "STEngine": ".st", "STResult": ".st", "BookSource": ".st", "Character": ".st",
-    "ChatMessage": ".st", "Diagnostic": ".st", "EntryId": ".st", "LoopRecord": ".st",
-    "Placement": ".st", "DepthGroup": ".st",
-    "TimedEffects": ".st", "EffectRecord": ".st",
+    "ChatMessage": ".st", "Diagnostic": ".st", "EntryId": ".st",
     "STSettings": ".st", "Compat": ".st",
-    # lorebook-slot mode
-    "SlotEngine": ".slot", "SlotResult": ".slot", "SlotMessage": ".slot", "LogRecord": ".slot",
+    # lorebook-slot mode (more: lorescan.slot)
+    "SlotEngine": ".slot", "SlotResult": ".slot", "SlotBook": ".slot", "BookSettings": ".slot",
     # JanitorAI script lorebooks (the "Advanced Lorebook" v12 script, run exactly)
     "JanitorEngine": ".janitor", "JanitorResult": ".janitor",
-    "RequestNote": ".slot", "RoleMessage": ".slot", "SlotBook": ".slot", "BookSettings": ".slot",
-    "Outcome": ".slot", "OUTCOMES": ".slot", "LogDetail": ".slot", "NoteCode": ".slot", "MatchedBy": ".slot",
-    # books: the model, files in any format
-    "Entry": ".model", "Lorebook": ".model", "Origin": ".model", "entry_from_fields": ".model",
-    "load": ".formats", "load_data": ".formats", "convert": ".formats", "Loss": ".formats",
-    "LossReport": ".formats", "FormatName": ".formats", "book_from_entries": ".formats",
+    # books: the model, files in any format (more: lorescan.model, lorescan.formats)
+    "Entry": ".model", "Lorebook": ".model",
+    "load": ".formats", "convert": ".formats",
     "read_chat": ".app.chats",
     # compiled books and the hit cache (more compile-level tools: lorescan.match)
     "compile_book": ".match.compile", "CompiledBook": ".match.compile", "load_compiled": ".match.compile",
     "save_compiled": ".match.lsc", "ChatScan": ".match.cache",
-    # token counters (more: lorescan.tokens)
-    "TiktokenCounter": ".tokens", "IncrementalCount": ".tokens", "count_words": ".tokens",
-    # errors and limits
+    # errors and limits (every error: lorescan.errors)
     "LorebookError": ".errors", "FormatError": ".errors", "SettingsError": ".errors",
-    "RegexKeyError": ".errors", "CompiledFormError": ".match.lsc",
     "Limits": ".limits", "DEFAULT_LIMITS": ".limits",
+}
+
+# names the top level exported before it was cut to the ones above: still resolved, with a
+# DeprecationWarning naming the subpackage to import them from
+_MOVED = {
+    "LoopRecord": "lorescan.st", "Placement": "lorescan.st", "DepthGroup": "lorescan.st",
+    "TimedEffects": "lorescan.st", "EffectRecord": "lorescan.st",
+    "SlotMessage": "lorescan.slot", "LogRecord": "lorescan.slot", "RequestNote": "lorescan.slot",
+    "RoleMessage": "lorescan.slot", "Outcome": "lorescan.slot", "OUTCOMES": "lorescan.slot",
+    "LogDetail": "lorescan.slot", "NoteCode": "lorescan.slot", "MatchedBy": "lorescan.slot",
+    "Origin": "lorescan.model", "entry_from_fields": "lorescan.model",
+    "load_data": "lorescan.formats", "Loss": "lorescan.formats", "LossReport": "lorescan.formats",
+    "FormatName": "lorescan.formats", "book_from_entries": "lorescan.formats",
+    "TiktokenCounter": "lorescan.tokens", "IncrementalCount": "lorescan.tokens", "count_words": "lorescan.tokens",
+    "RegexKeyError": "lorescan.errors", "CompiledFormError": "lorescan.match.lsc",
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -52,28 +62,32 @@ TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing alone costs
 if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, imported eagerly
     from ._kernels import BACKEND
     from .app.chats import read_chat
-    from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
-    from .formats import FormatName, Loss, LossReport, book_from_entries, convert, load, load_data
+    from .errors import FormatError, LorebookError, SettingsError
+    from .formats import convert, load
+    from .janitor import JanitorEngine, JanitorResult
     from .limits import DEFAULT_LIMITS, Limits
     from .match.cache import ChatScan
     from .match.compile import CompiledBook, compile_book, load_compiled
-    from .match.lsc import CompiledFormError, save_compiled
-    from .model import Entry, Lorebook, Origin, entry_from_fields
-    from .janitor import JanitorEngine, JanitorResult
-    from .slot import (OUTCOMES, BookSettings, LogDetail, LogRecord, MatchedBy, NoteCode, Outcome, RequestNote,
-                       RoleMessage, SlotBook, SlotEngine, SlotMessage, SlotResult)
-    from .st import (BookSource, Character, ChatMessage, Compat, DepthGroup, Diagnostic, EffectRecord, EntryId,
-                     LoopRecord, Placement, STEngine, STResult, STSettings, TimedEffects)
-    from .tokens import IncrementalCount, TiktokenCounter, count_words
+    from .match.lsc import save_compiled
+    from .model import Entry, Lorebook
+    from .slot import BookSettings, SlotBook, SlotEngine, SlotResult
+    from .st import (BookSource, Character, ChatMessage, Compat, Diagnostic, EntryId, STEngine, STResult,
+                     STSettings)
 
 
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lorescan' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value          # later lookups skip this function
-    return value
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value          # later lookups skip this function
+        return value
+    home = _MOVED.get(name)
+    if home is not None:                 # not cached: every use of the old spelling warns
+        import warnings
+        warnings.warn(f"lorescan.{name} moved: import it from {home} (from {home} import {name})",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(home), name)
+    raise AttributeError(f"module 'lorescan' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

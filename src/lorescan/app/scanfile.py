@@ -25,7 +25,7 @@ from .render import Style, one_line, table
 if TYPE_CHECKING:
     from ..slot.result import SlotResult
 
-__all__ = ["scan_command", "explain_command", "scan_files"]
+__all__ = ["scan_command", "explain_command"]
 
 _ENTRY_KEY = re.compile(r"'([^'\n]+\.[^'.\n]+)'")
 _MESSAGE_LABEL = re.compile(r"message (\d+) \(newest = 0\)")
@@ -245,17 +245,15 @@ class _Report:
             data["entries"] = [self.slot_json(rec) for rec in r.log]
             return data
         assert self.st is not None
-        data["result"] = self.st.to_json()
-        data["result"]["budget"] = self.st.budget
-        data["result"]["regex_cutoffs"] = list(self.st.regex_cutoffs)
-        data["result"]["fuzzy_cutoffs"] = list(self.st.fuzzy_cutoffs)
+        data["result"] = self.st.to_json()         # what the service answers, without its diagnostics
         view = self.view if near else None
         rows = []
         for eid, d in self.st.diagnostics.items():
             e = self.entries.get(eid)
-            row: dict[str, Any] = {"world": eid.world, "uid": eid.uid, "name": _name(e) if e else None, "outcome": d.outcome,
-                   "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key, "where": self.where(d.where),
-                   "span": self.span_json(d), "text": self.why(d)}
+            record = d.to_json()           # the service's record, with the entry's name, and texts as the chat numbers them
+            row: dict[str, Any] = {"world": record.pop("world"), "uid": record.pop("uid"),
+                                   "name": _name(e) if e else None, **record}
+            row.update(where=self.where(d.where), span=self.span_json(d), text=self.why(d))
             if near:
                 row["near_misses"] = [n.to_json() for n in self.near(eid, d, view)]
             rows.append(row)
@@ -415,6 +413,3 @@ def _explain_slot(report: _Report, args: argparse.Namespace, out: TextIO) -> int
     print(f"\n{plural(n, 'entry', 'entries')} of {len(log)} inserted", file=out)
     return 0
 
-
-# The old name, for callers of the one-book command.
-scan_files = scan_command

@@ -2,7 +2,7 @@
 more code points with the same ES Canonicalize value, without ``u`` (LEGACY) and with it
 (UNICODE), for the Unicode version below. A regex key with ``i`` needs them; computing them
 walks every BMP (and SMP) code point. Used only when the running Python has this Unicode
-version; regenerate with ``python -m lorescan.js._casetables`` (rewrites this file).
+version; regenerate with ``python -m lorescan.js._casetables_gen`` (rewrites this file).
 
 Each table is one string (quick to compile and to read): classes separated by spaces, code
 points in hex separated by commas.
@@ -242,30 +242,3 @@ def classes(table: str) -> tuple[tuple[int, ...], ...]:
     """The classes written in ``table``."""
     return tuple(tuple(int(cp, 16) for cp in cls.split(",")) for cls in table.split())
 
-
-def _render() -> str:
-    import unicodedata
-    from pathlib import Path
-
-    from lorescan.js.regex import compute_case_classes  # import-cost: only the generator (python -m) needs it
-
-    source = Path(__file__).read_text("utf-8")
-    head, rest = source.split("UNIDATA_VERSION = ", 1)
-    out = [head + f'UNIDATA_VERSION = "{unicodedata.unidata_version}"']
-    for name, mode in (("LEGACY", False), ("UNICODE", True)):
-        out.append(f"{name} = (")
-        line = '    "'
-        for cls in compute_case_classes(mode):
-            item = ",".join(f"{cp:x}" for cp in cls) + " "
-            if len(line) + len(item) > 117:
-                out.append(line + '"')
-                line = '    "'
-            line += item
-        out.append(line + '"')
-        out.append(")")
-    return "\n".join(out) + "\n\n\ndef classes(" + rest.split("\n\n\ndef classes(", 1)[1]
-
-
-if __name__ == "__main__":
-    from pathlib import Path
-    Path(__file__).write_text(_render(), "utf-8")

@@ -53,7 +53,7 @@ OFF = 0.0                         # an explicit "not fuzzy" (false / @@fuzzy off
 MIN_THRESHOLD = 50.0
 _CELLS = 4_000_000                 # words x keys compared in one cdist call (bounds its matrix)
 
-# The Unicode whole-word rule's word characters (lorescan._wordscan_py, MODEL_UNICODE).
+# The Unicode whole-word rule's word characters (_wordchars.MODEL_UNICODE, the kernels' table).
 _WORD = regex.compile(r"[\p{L}\p{M}\p{N}\p{Pc}\u200c\u200d]+")
 
 

@@ -9,7 +9,7 @@ This module is the interface between the engines and the matcher. Key hits come 
 the book's automaton, per text, through the caller's ChatScan cache (every occurrence of a key is examined, so a text's
 hits do not depend on what else the window holds); only
 special keys (regex, U+0001, blank, macro) look at the assembled haystack. The plain
-implementation it replaced lives on as the test oracle, tests/reference_matcher.py.
+implementation it replaced lives on as the test oracle, tests/support/reference_matcher.py.
 Regex keys that cannot see past their own text are tested text by text and cached
 the same way (see lorescan.match.regexscope); the others search the assembled haystack.
 """

@@ -115,13 +115,15 @@ class _ST:
                                substitute=substitute)
         self.cache = ChatScan()
         self.state: Any = None
-        self.index = {s.eid: i for i, s in enumerate(self.engine.tables.entries)}
-        self.entries = tuple(EntryInfo(s.eid.world, str(s.eid.uid), entry_name(s.entry)) for s in self.engine.tables.entries)
+        books = self.engine.entries()
+        self.index = {eid: i for i, eid in enumerate(books)}
+        self.entries = tuple(EntryInfo(eid.world, str(eid.uid), entry_name(e)) for eid, e in books.items())
+        self._contents = [e.content for e in books.values()]
         self._tokens = [-1] * len(self.entries)
 
     def _count(self, i: int) -> int:
         if self._tokens[i] < 0:
-            self._tokens[i] = self.engine.tokens(self.engine.tables.entries[i].entry.content)
+            self._tokens[i] = self.engine.tokens(self._contents[i])
         return self._tokens[i]
 
     def turn(self, messages: Sequence[Message], seed: int, name: Callable[[str, int, str], str]) -> tuple:

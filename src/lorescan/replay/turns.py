@@ -182,7 +182,7 @@ class _STVariant:
                                compat=settings.get("compat", "sillytavern"), random=rng.random,
                                substitute=substitute)
         self.cache = ChatScan()
-        self.entries = {s.eid: s.entry for s in self.engine.tables.entries}
+        self.entries = self.engine.entries()
         self._tokens: dict[Any, int] = {}
 
     def tokens(self, eid: Any) -> int:
@@ -211,10 +211,8 @@ class _STVariant:
                 if d.reason == "budget" and d.outcome == "not_activated":
                     rows.append((eid.world, str(eid.uid), "cut", "budget", d.loop, self.tokens(eid),
                                  _position(self.entries[eid])))
-        out = res.to_json()
-        for k in ("activated", "timed_effects", "loops", "budget_overflowed", "overflow_alert_shown"):
-            out.pop(k)
-        return rows, frozenset((e.world, str(e.uid)) for e in res.activated), json.dumps(out, sort_keys=True)
+        prompt = res.placement.to_json()                # the prompt's parts, as STResult.to_json() gives them
+        return rows, frozenset((e.world, str(e.uid)) for e in res.activated), json.dumps(prompt, sort_keys=True)
 
 
 class _SlotVariant:

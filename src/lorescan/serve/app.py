@@ -344,19 +344,10 @@ class Runtime:
             raise _input_error(exc) from None
         finally:
             self._after_chat(cache, h0, m0)
-        out = result.to_json()
-        out["budget"] = result.budget
-        out["regex_cutoffs"] = list(result.regex_cutoffs)
-        out["fuzzy_cutoffs"] = list(result.fuzzy_cutoffs)
-        timeouts = len(result.regex_cutoffs)
-        if req.explain:
-            named = message_namer(range(1, len(req.messages) + 1))     # docs/sillytavern-mode.md#cli-turns
-            out["diagnostics"] = [{"world": d.entry.world, "uid": d.entry.uid, "outcome": d.outcome,
-                                   "reason": d.reason, "detail": d.detail, "loop": d.loop, "key": d.key,
-                                   "where": d.where, "span": d.span.to_json() if d.span is not None else None,
-                                   "text": d.describe(name_text=named)} for d in result.diagnostics.values()]
-        if timeouts:
-            self.metrics.inc("lorescan_regex_timeouts_total", timeouts)
+        # messages named by their place in the request (docs/sillytavern-mode.md#cli-turns)
+        out = result.to_json(diagnostics=req.explain, name_text=message_namer(range(1, len(req.messages) + 1)))
+        if result.regex_cutoffs:
+            self.metrics.inc("lorescan_regex_timeouts_total", len(result.regex_cutoffs))
         return msgspec.json.encode(out)
 
     # -- lorebook-slot mode ----------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_type_hints
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
+from ..st.result import ROLES as ST_ROLES, DiagnosticOutcome, Role
 from ..st.settings import InsertionStrategy, STSettings
 
 __all__ = ["BookInfo", "BookLoss", "BookRef", "CharacterIn", "MessageIn", "STSettingsIn", "STScanRequest",
@@ -21,7 +22,6 @@ __all__ = ["BookInfo", "BookLoss", "BookRef", "CharacterIn", "MessageIn", "STSet
            "STScanResponse", "SlotRunResponse", "DiagnosticOut", "BookList", "ST_ROLES", "TOKENIZERS",
            "JanitorRunRequest", "JanitorRunResponse", "JanitorErrorOut"]
 
-ST_ROLES = ("global", "character", "character_extra", "chat", "persona")
 TOKENIZERS = ("cl100k", "words", "chars")
 EXAMPLE_BOOK_ID = "5d41402abc4b2a76b9719d911017c592"
 
@@ -78,7 +78,7 @@ class BookRef(_Strict):
     """A stored book and the roles it plays in this scan (docs/sillytavern-mode.md#st-order)."""
 
     id: BookId
-    roles: Annotated[list[Literal["global", "character", "character_extra", "chat", "persona"]],
+    roles: Annotated[list[Role],
                      doc("the roles the book plays, which set its place in the scan order", ["global"],
                          min_length=1)] = field(default_factory=lambda: ["global"])
 
@@ -317,11 +317,11 @@ class SpanOut(Struct, forbid_unknown_fields=True):
 
 
 class DiagnosticOut(Struct, forbid_unknown_fields=True):
-    """Why one entry did or did not fire (``lorescan.Diagnostic``)."""
+    """Why one entry did or did not fire (``lorescan.Diagnostic.to_json()``)."""
 
     world: Annotated[str, _WORLD_DOC]
     uid: Annotated[Uid, _UID_DOC]
-    outcome: Annotated[Literal["activated", "not_activated"], doc("whether it fired", "activated")]
+    outcome: Annotated[DiagnosticOutcome, doc("whether it fired", "activated")]
     reason: Annotated[str, doc("the rule that decided it", "key_match")]
     detail: Annotated[str, doc("the same, for people", "primary key 'lighthouse' in message 1")]
     loop: Annotated[Union[int, None], doc("the loop pass that decided it", 0)]
@@ -333,8 +333,9 @@ class DiagnosticOut(Struct, forbid_unknown_fields=True):
 
 
 class STScanResponse(Struct, forbid_unknown_fields=True):
-    """``STResult.to_json()`` (the conformance vectors' ``expected`` shape) plus ``budget``
-    and, with ``explain``, one diagnostic per entry in global order."""
+    """``STResult.to_json(diagnostics=explain)``: the conformance vectors' ``expected`` shape, the
+    budget and cut-off reports and, with ``explain``, one diagnostic per entry in global order
+    (tests/test_serve.py holds this schema and that method to one another)."""
 
     activated: Annotated[list[EntryRef], doc("the entries that fired, in global order",
                                              [{"world": "Saltmere", "uid": 3}])]
@@ -354,12 +355,12 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
     loops: Annotated[list[LoopOut], doc("the scan loop's passes",
                                         [{"state": "INITIAL", "next": "NONE", "activated": []}])]
     budget: Annotated[int, doc("the budget in tokens", 2048)]
-    diagnostics: Annotated[Union[list[DiagnosticOut], None], doc("with explain: one per entry", None)] = None
     regex_cutoffs: Annotated[list[str], doc("regex keys cut off at the scan's regex budget (their entries did not "
                                             "match)", [])] = field(default_factory=list)
     fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the scan's comparison "
                                             "budget (its texts matched fuzzy keys exactly only)", [])] = \
         field(default_factory=list)
+    diagnostics: Annotated[Union[list[DiagnosticOut], None], doc("with explain: one per entry", None)] = None
 
 
 class SlotMessageOut(Struct, forbid_unknown_fields=True):

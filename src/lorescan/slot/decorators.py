@@ -20,15 +20,17 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from ..js.text import JS_WHITESPACE, js_trim
 from ..match.fuzzy import decorator_threshold
 
-__all__ = ["Decorators", "DecoratorLine", "parse_decorators", "ROLES", "UI_PROMPTS",
+__all__ = ["Decorators", "DecoratorLine", "parse_decorators", "MESSAGE_ROLES", "MessageRole", "UI_PROMPTS",
            "NOT_APPLICABLE"]
 
-ROLES = ("system", "user", "assistant")
+MessageRole = Literal["system", "user", "assistant"]
+"""The role of a message in slot mode (and of ``@@role``): not the roles a book plays in SillyTavern mode."""
+MESSAGE_ROLES: tuple[MessageRole, ...] = ("system", "user", "assistant")
 UI_PROMPTS = ("system_prompt", "post_history_instructions")
 # CCv3 placement decorators: meaningless with a single slot, so rejected (fallback tried).
 NOT_APPLICABLE = frozenset({"depth", "reverse_depth", "instruct_depth", "reverse_instruct_depth",
@@ -122,7 +124,7 @@ def _flag(field_name: str, value: Any = True) -> Callable[[tuple[str, ...]], _Re
 
 
 def _role(args: tuple[str, ...]) -> _Result:
-    if len(args) == 1 and args[0].lower() in ROLES:
+    if len(args) == 1 and args[0].lower() in MESSAGE_ROLES:
         return {"role": args[0].lower()}
     return "expects system, user or assistant"
 

@@ -150,7 +150,7 @@ class SlotEngine:
 
         pool: list[SlotEntry] = []
         plans: list[Plan] = []
-        specs: list[KeySpec] = []       # what the match core compiles; not kept (issue 8: memory)
+        specs: list[KeySpec] = []       # what the match core compiles; dropped once compiled (memory)
         for bi, b in enumerate(slot_books):
             for ei, entry in enumerate(b.book.entries):
                 e = slot_entry_from(entry, pool_index=len(pool), book_index=bi, index=ei, book=b,

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import LorebookError, SettingsError
 from ..model import Entry, Lorebook, SelectiveLogic, js_truthy
 from ..js.text import js_trim
-from .decorators import ROLES, Decorators, parse_decorators
+from .decorators import MESSAGE_ROLES, Decorators, parse_decorators
 
 __all__ = ["BookSettings", "SlotBook", "SlotEntry", "slot_entry_from", "raw_entry_of", "ROLE_NUMBERS",
            "DEFAULT_TOKEN_BUDGET", "SELECTIVE_LOGICS", "pool_budget"]
@@ -225,7 +225,7 @@ class _Reader:
         name, value = self.first("role", ext=("role",))
         if value is None:
             return "system"
-        if isinstance(value, str) and js_trim(value).lower() in ROLES:
+        if isinstance(value, str) and js_trim(value).lower() in MESSAGE_ROLES:
             return js_trim(value).lower()
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value in ROLE_NUMBERS:
             return ROLE_NUMBERS[int(value)]

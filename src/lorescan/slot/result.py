@@ -13,7 +13,7 @@ from typing import Any, Literal, NamedTuple, get_args
 
 from ..errors import SettingsError
 from ..match.spans import KeySpan
-from .decorators import ROLES
+from .decorators import MESSAGE_ROLES
 
 __all__ = ["SlotResult", "SlotMessage", "LogRecord", "RequestNote", "RoleMessage", "Outcome", "OUTCOMES",
            "MatchedBy", "MATCHED_BY", "LogDetail", "LOG_DETAILS", "NoteCode", "NOTE_CODES", "read_messages"]
@@ -23,7 +23,7 @@ Outcome = Literal["inserted", "dropped_budget", "probability_failed", "not_match
                   "blocked:dont_activate", "blocked:dont_activate_after_match", "blocked:is_greeting",
                   "blocked:is_user_icon", "blocked:activate_only_after", "blocked:activate_only_every"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
-_ROLE_SET = frozenset(ROLES)
+_ROLE_SET = frozenset(MESSAGE_ROLES)
 
 # One message of SlotEngine.run's input: (role, text) or {"role": ..., "content": ...}.
 RoleMessage = tuple[str, str] | Mapping[str, Any]
@@ -173,7 +173,7 @@ def read_messages(messages: Sequence[RoleMessage]) -> list[tuple[str, str]]:
         else:
             raise SettingsError(f"expected (role, text) or {{'role', 'content'}}, got {m!r:.60}",
                                 source="messages", field=f"[{i}]")
-        if role not in ROLES:
+        if role not in MESSAGE_ROLES:       # a tuple: an unhashable role is refused, not a TypeError
             raise SettingsError(f"role must be system, user or assistant, got {role!r:.40}",
                                 source="messages", field=f"[{i}].role")
         if not isinstance(text, str):

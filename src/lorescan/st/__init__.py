@@ -19,7 +19,7 @@ _LAZY = {
     "STEngine": ".engine",
     "STResult": ".result", "Diagnostic": ".result", "LoopRecord": ".result", "BookSource": ".result",
     "Character": ".result", "ChatMessage": ".result", "EntryId": ".result", "ROLES": ".result",
-    "Outcome": ".result", "Reason": ".result", "LoopState": ".result", "Role": ".result", "KeySpan": ".result",
+    "DiagnosticOutcome": ".result", "Reason": ".result", "LoopState": ".result", "Role": ".result", "KeySpan": ".result",
     "Placement": ".place", "DepthGroup": ".place", "Position": ".place", "POSITION_NAMES": ".place",
     "STSettings": ".settings", "Compat": ".settings", "Trigger": ".settings", "InsertionStrategy": ".settings",
     "GENERATION_TRIGGERS": ".settings",
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .engine import STEngine
     from .place import POSITION_NAMES, DepthGroup, Placement, Position
     from .result import (ROLES, BookSource, Character, ChatMessage, Diagnostic, EntryId, KeySpan, LoopRecord,
-                         LoopState, Outcome, Reason, Role, STResult)
+                         DiagnosticOutcome, LoopState, Reason, Role, STResult)
     from .settings import GENERATION_TRIGGERS, Compat, InsertionStrategy, STSettings, Trigger
     from ..model import SelectiveLogic
     from .timed import EffectRecord, TimedEffects
@@ -42,6 +42,11 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
+    if name == "Outcome":             # the old name, which slot mode's log outcome also had
+        import warnings
+        warnings.warn("lorescan.st.Outcome was renamed DiagnosticOutcome (lorescan.slot.Outcome is slot mode's "
+                      "log outcome)", DeprecationWarning, stacklevel=2)
+        module, name = ".result", "DiagnosticOutcome"
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)

@@ -61,7 +61,7 @@ def static_gate(turn: Turn, info: EntryInfo) -> tuple[str, str] | None:
     if e.delay and js_truthy(e.delay) and turn.chat_length < e.delay:   # (0 and None: no delay, no call)
         return "delay", (f"chat has {turn.chat_length} message{'' if turn.chat_length == 1 else 's'}, "
                          f"delay is {e.delay}")
-    if info.key in turn.cooldown and info.key not in turn.sticky:
+    if info.world_uid in turn.cooldown and info.world_uid not in turn.sticky:
         return "cooldown", "on cooldown"
     return None
 
@@ -84,7 +84,7 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
     if static is not None:
         return (False, static[0], static[1], None, None)
     e = info.entry
-    sticky = info.key in turn.sticky
+    sticky = info.world_uid in turn.sticky
     dur = e.delay_until_recursion
     if dur and not sticky:
         if turn.state != RECURSION:
@@ -98,10 +98,10 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
         return (True, "decorator", "@@activate", None, None)
     if info.dont_activate:
         return (False, "dont_activate", "@@dont_activate", None, None)
-    if info.key in turn.forced:
+    if info.world_uid in turn.forced:
         return (True, "forced", "activated by the caller for this scan", None, None)
-    if turn.semantic and info.key in turn.semantic:     # Vector Storage forces it, as the caller would
-        return (True, "semantic", turn.semantic[info.key], None, None)
+    if turn.semantic and info.world_uid in turn.semantic:     # Vector Storage forces it, as the caller would
+        return (True, "semantic", turn.semantic[info.world_uid], None, None)
     if e.constant:
         return (True, "constant", "constant entry", None, None)
     if sticky:
@@ -183,7 +183,7 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
         # The same bounds plus recursion chunks: the candidates are the last loop's that
         # are still open plus the entries the new chunks hit (a loop costs what it adds).
         activated, failed = turn.activated, turn.failed
-        todo = [s for s in basis[2] if s.key not in activated and s.key not in failed]
+        todo = [s for s in basis[2] if s.world_uid not in activated and s.world_uid not in failed]
         if rec > basis[1]:
             found = {s.gpos for s in todo}
             for bi, view in enumerate(turn.views):
@@ -219,38 +219,38 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     touched = turn.sticky or turn.cooldown or turn.forced or turn.semantic
     static_bits = _NEEDS_TURN | (_NEEDS_CHARACTER if turn.character is not None else 0)
     for info in walk:
-        key = info.key
-        if key in activated or key in failed:
+        ref = info.world_uid
+        if ref in activated or ref in failed:
             continue
         verdict = verdicts.get(info.gpos)
-        if verdict is not None and not (touched and (key in turn.sticky or key in turn.cooldown
-                                                      or key in turn.forced or key in turn.semantic)):
+        if verdict is not None and not (touched and (ref in turn.sticky or ref in turn.cooldown
+                                                      or ref in turn.forced or ref in turn.semantic)):
             if verdict[3] & static_bits:
                 static = static_gate(turn, info)
                 if static is not None:
-                    notes[key] = (info, "not_activated", static[0], static[1], loop, None)
+                    notes[ref] = (info, "not_activated", static[0], static[1], loop, None)
                     continue
             if verdict[0]:
                 new.append(info)
-                notes[key] = (info, "activated", verdict[1], verdict[2], loop, None)
+                notes[ref] = (info, "activated", verdict[1], verdict[2], loop, None)
             else:
-                notes[key] = (info, "not_activated", verdict[1], verdict[2], loop, None)
+                notes[ref] = (info, "not_activated", verdict[1], verdict[2], loop, None)
             continue
         ok, reason, detail, matched, window = gate(turn, info)
         if ok:
             new.append(info)
-            notes[key] = (info, "activated", reason, detail, loop, matched)
+            notes[ref] = (info, "activated", reason, detail, loop, matched)
         else:
-            notes[key] = (info, "not_activated", reason, detail, loop, matched)
+            notes[ref] = (info, "not_activated", reason, detail, loop, matched)
         if window is not None:
-            turn.last_windows[key] = window
+            turn.last_windows[ref] = window
     # Sticky entries first, then global order. SillyTavern activates the caller's forced
     # object in place of the entry; it is not in the global order (indexOf = -1), so it
     # sorts before the other non-sticky entries (docs/sillytavern-mode.md#st-loop step 3).
     if turn.sticky or turn.forced or turn.semantic:
         sticky = turn.sticky
-        forced_now = {s.key for s in new if notes[s.key][2] in ("forced", "semantic")}
-        new.sort(key=lambda s: (0 if s.key in sticky else 1, 0 if s.key in forced_now else 1))
+        forced_now = {s.world_uid for s in new if notes[s.world_uid][2] in ("forced", "semantic")}
+        new.sort(key=lambda s: (0 if s.world_uid in sticky else 1, 0 if s.world_uid in forced_now else 1))
     return new
 
 
@@ -273,7 +273,7 @@ def run_loops(turn: Turn) -> None:
         t0 = turn.budget_text_tokens
         pending = select_in_groups(turn, new, loop)
         admitted = admit(turn, pending, t0, loop)
-        successful = [s for s in pending if s.key not in turn.failed]
+        successful = [s for s in pending if s.world_uid not in turn.failed]
         recursable = [s for s in successful if not s.entry.prevent_recursion]
         nxt = NONE
         if settings.recursive and not turn.overflow and recursable:
@@ -293,10 +293,10 @@ def run_loops(turn: Turn) -> None:
         turn.loops.append(LoopRecord(turn.state, nxt, tuple(s.eid for s in admitted)))
         if nxt == NONE:
             break
-        parts = [turn.contents.get(s.key, s.content) for s in recursable]
+        parts = [turn.contents.get(s.world_uid, s.content) for s in recursable]
         text = "\n".join(parts)
         if text:
-            turn.chunk_parts.append(tuple(zip([s.key for s in recursable], parts)))
+            turn.chunk_parts.append(tuple(zip([s.world_uid for s in recursable], parts)))
             # Tell a book's view which of its entries the chunk joins, as what texts, so it can
             # reuse the contents' compile-time hits (and a substituted content's cached ones)
             # instead of scanning the chunk (it checks the join).

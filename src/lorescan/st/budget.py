@@ -100,25 +100,25 @@ def admit(turn: Turn, pending: list[EntryInfo], t0: int, loop: int) -> list[Entr
                 if not rest.entry.ignore_budget or rest is s:
                     note(turn, rest, "not_activated", "budget", "the budget was already used up", loop)
             break
-        if ent.use_probability and ent.probability != 100 and s.key not in turn.sticky:
+        if ent.use_probability and ent.probability != 100 and s.world_uid not in turn.sticky:
             roll = turn.random()
             prob = ent.probability
             if not (isinstance(prob, (int, float)) and roll * 100 <= prob):
-                turn.failed.add(s.key)
+                turn.failed.add(s.world_uid)
                 note(turn, s, "not_activated", "probability", f"roll {roll * 100:.4g} is above probability {prob!r}",
                      loop)
                 continue
         content = s.content
         if substitute is not None:
             content = expand_content(substitute, content, tables.limits, source=s.world, entry=ent.uid)
-            turn.contents[s.key] = content
+            turn.contents[s.world_uid] = content
         if not turn.overflow:
             found = counts.get(s.gpos)
             if found is not None and found[0] is content and found[2].exact:
                 unit, tc = found[1], found[2]
             else:
                 unit, tc = count_unit(tables.units, turn.counter, s, content, remaining - running.total)
-            units[s.key] = (unit, tc)
+            units[s.world_uid] = (unit, tc)
             total = t0 + running.append(unit, tc, limit=remaining)
             if not ent.ignore_budget and total >= turn.budget:
                 turn.overflow = True
@@ -126,7 +126,7 @@ def admit(turn: Turn, pending: list[EntryInfo], t0: int, loop: int) -> list[Entr
                 note(turn, s, "not_activated", "budget",
                      f"{'' if exact else 'at least '}{total} tokens would reach the budget of {turn.budget}", loop)
                 continue
-        turn.activated[s.key] = s
+        turn.activated[s.world_uid] = s
         turn.activated_order.append(s)
         admitted.append(s)
     return admitted
@@ -139,9 +139,9 @@ def extend_budget_text(turn: Turn, counted: list[EntryInfo]) -> None:
     not ``""``. Once the budget has overflowed nothing reads its count again.
     """
     contents = turn.contents
-    if not turn.overflow and counted and (len(counted) > 1 or contents.get(counted[0].key, counted[0].content)):
+    if not turn.overflow and counted and (len(counted) > 1 or contents.get(counted[0].world_uid, counted[0].content)):
         done = turn.units
-        units = [done.get(s.key) or count_unit(turn.tables.units, turn.counter, s, contents.get(s.key, s.content),
+        units = [done.get(s.world_uid) or count_unit(turn.tables.units, turn.counter, s, contents.get(s.world_uid, s.content),
                                                turn.budget)
                  for s in counted]
         assert turn.budget_text is not None

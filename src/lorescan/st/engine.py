@@ -22,7 +22,7 @@ from ..match.compile import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT,
 from ..match.fuzzy import FuzzyWork
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
-from ..model import Lorebook, js_truthy
+from ..model import Entry, Lorebook, js_truthy
 from ..semantic.index import SemanticIndex, VectorSettings
 from ..semantic.store import is_candidate
 from ..tokens import shared_counter
@@ -92,6 +92,9 @@ class STEngine:
         semantic: Vector Storage's world-info matching (docs/semantic.md#sem-engine): entries
             marked ``vectorized`` activate when the newest messages are similar enough to their
             content. Ignored in the SillyTavern profile (``compat="sillytavern"``), which stays exact.
+        _view: for tests only: the class each scan reads the book's key matches through, in place
+            of :class:`~lorescan.match.view.ScanView` (the differential tests pass the plain
+            reference matcher, tests/support/reference_matcher.py, to get an oracle engine).
 
     Raises:
         SettingsError: bad settings or roles, or a compiled book built for other match options.
@@ -107,7 +110,7 @@ class STEngine:
                  random: Callable[[], float] | None = None,
                  post_process: Callable[[str, float | None, float | None], str] | None = None,
                  regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS,
-                 semantic: VectorSettings | None = None) -> None:
+                 semantic: VectorSettings | None = None, _view: type[ScanView] = ScanView) -> None:
         if not isinstance(limits, Limits):
             raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="STEngine",
                                 field="limits")
@@ -122,6 +125,7 @@ class STEngine:
         self.random = random if random is not None else _default_random
         self.post_process = post_process
         self.regex_timeout = regex_timeout
+        self._view = _view
         self.match_options = self.compat.match_options(case_sensitive=settings.case_sensitive,
                                                        match_whole_words=settings.match_whole_words)
         sources = [self._source(b, i) for i, b in enumerate(books)]
@@ -204,7 +208,7 @@ class STEngine:
             max_entry_depth=max((cb.max_entry_depth for cb in compiled), default=0),
             units=UnitCounts())
         self._gates = AlwaysGates(self.tables.always)
-        self._timed_keys = frozenset(s.key for s in timed)     # the entries that start timed effects
+        self._timed_keys = frozenset(s.world_uid for s in timed)     # the entries that start timed effects
         if semantic is not None and not isinstance(semantic, VectorSettings):
             raise SettingsError(f"semantic must be a VectorSettings, got {type(semantic).__name__}",
                                 source="STEngine", field="semantic")
@@ -217,7 +221,7 @@ class STEngine:
         picked = [info for info in self.tables.entries if is_candidate(info.entry, info.content, semantic.enabled_for_all)]
         if not picked:
             return None
-        return SemanticIndex(semantic, [i.key for i in picked], [i.content for i in picked],
+        return SemanticIndex(semantic, [i.world_uid for i in picked], [i.content for i in picked],
                              matrix=self._stored_embeddings(semantic, picked))
 
     def _stored_embeddings(self, semantic: VectorSettings, picked: list[EntryInfo]) -> np.ndarray | None:
@@ -307,6 +311,14 @@ class STEngine:
     def tokens(self, text: str) -> int:
         """Returns: ``text``'s length in tokens under this engine's counter."""
         return self.count_tokens(text)
+
+    def entries(self) -> dict[EntryId, Entry]:
+        """Every entry of the engine's books by id, in global order (the order of
+        :attr:`STResult.diagnostics`), so a tool needs none of the engine's tables.
+
+        A book loaded from ``.lsc`` builds its entries on first use: this builds them all.
+        """
+        return {s.eid: s.entry for s in self.tables.entries}
 
     # -- one generation --------------------------------------------------------------
     def scan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], *, max_context: int,
@@ -411,7 +423,7 @@ class STEngine:
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
         fuzzy_work = FuzzyWork(self.limits.fuzzy_comparisons_per_scan)
-        views = [ScanView(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
+        views = [self._view(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
                           oldest_index=first, limits=self.limits, fuzzy_work=fuzzy_work)
                  for cb in tables.compiled]
@@ -425,14 +437,14 @@ class STEngine:
         if not dry_run and self._timed_keys:
             timed_keys = self._timed_keys
             for s in activated:
-                if s.key not in timed_keys:
+                if s.world_uid not in timed_keys:
                     continue
                 e = s.entry
-                if e.sticky and js_truthy(e.sticky) and s.key not in state.sticky:
-                    state.sticky[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
-                if e.cooldown and js_truthy(e.cooldown) and s.key not in state.cooldown:
-                    state.cooldown[s.key] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
-        placement = place_entries([(s.entry, turn.contents.get(s.key, s.content)) for s in activated],
+                if e.sticky and js_truthy(e.sticky) and s.world_uid not in state.sticky:
+                    state.sticky[s.world_uid] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
+                if e.cooldown and js_truthy(e.cooldown) and s.world_uid not in state.cooldown:
+                    state.cooldown[s.world_uid] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
+        placement = place_entries([(s.entry, turn.contents.get(s.world_uid, s.content)) for s in activated],
                                   authors_note=authors_note, post_process=post_process)
         cutoffs = regex_cutoffs(turn)
         explanation = explain_turn(turn)

@@ -59,7 +59,7 @@ class TurnExplanation:
         haystacks: dict[tuple[int, Window], WindowHaystack] = {}    # entries share windows: join each once
         out: dict[EntryId, Diagnostic] = {}
         for info in tables.entries:
-            d = noted.get(info.key)
+            d = noted.get(info.world_uid)
             if d is None:
                 static = static_gate(turn, info)
                 if static is not None:
@@ -68,11 +68,11 @@ class TurnExplanation:
                     d = Diagnostic(info.eid, "not_activated", "no_keys", "the entry has no primary keys")
                 else:
                     d = Diagnostic(info.eid, "not_activated", "no_key_match", "no primary key matched")
-            elif d.outcome == "activated" and info.key not in turn.activated:
+            elif d.outcome == "activated" and info.world_uid not in turn.activated:
                 d = Diagnostic(info.eid, "not_activated", "not_reached", "matched, but the scan ended first",
                                d.loop, d.key)
             if d.key is not None and d.outcome == "activated" and d.span is None:
-                window = turn.last_windows.get(info.key)
+                window = turn.last_windows.get(info.world_uid)
                 if window is not None:
                     hay = haystacks.get((info.book, window))
                     if hay is None:

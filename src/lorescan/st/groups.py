@@ -133,10 +133,10 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
         if removed is None:
             return
         if removed is m:
-            notes[m.key] = (m, "not_activated", "group", reason, loop, None)
+            notes[m.world_uid] = (m, "not_activated", "group", reason, loop, None)
         else:
             note(turn, removed, "not_activated", "group",
-                 f"removed in place of {quoted(m.key)}, which a group had already removed (SillyTavern quirk)", loop)
+                 f"removed in place of {quoted(m.world_uid)}, which a group had already removed (SillyTavern quirk)", loop)
 
     names = js_key_order(list(groups))
     has_sticky: set[str] = set()
@@ -144,13 +144,13 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
     # 8.2 timed-effect filter
     for name in names:
         members = groups[name]
-        if sticky and any(m.key in sticky for m in members):
+        if sticky and any(m.world_uid in sticky for m in members):
             has_sticky.add(name)
             for m in members:
-                if m.key not in sticky:
+                if m.world_uid not in sticky:
                     drop(m, f"group {name!r} has a sticky member")
         for m in members:
-            if m.key in cooldown:
+            if m.world_uid in cooldown:
                 drop(m, f"on cooldown (group {name!r})")
             elif m.entry.delay and js_truthy(m.entry.delay) and chat_length < m.entry.delay:
                 drop(m, f"delayed (group {name!r})")
@@ -188,7 +188,7 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             top = min(prio, key=_order_rank)     # the first of the lowest rank, as a stable sort's [0]
             for m in members:
                 if m is not top:
-                    drop(m, (_prioritized, name, top.key))
+                    drop(m, (_prioritized, name, top.world_uid))
             continue
         total = sum(m.entry.group_weight for m in members)
         roll = turn.random() * total
@@ -203,5 +203,5 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             continue
         for m in members:
             if m is not winner:
-                drop(m, (_lost_roll, name, winner.key))
+                drop(m, (_lost_roll, name, winner.world_uid))
     return pending.items

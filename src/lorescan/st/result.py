@@ -20,14 +20,14 @@ from .timed import TimedEffects
 
 __all__ = ["EntryId", "Character", "ChatMessage", "BookSource", "LoopRecord", "Diagnostic", "STResult", "KeySpan",
            "describe_span", "message_name", "message_namer",
-           "ROLES", "Role", "Outcome", "Reason", "LoopState"]
+           "ROLES", "Role", "DiagnosticOutcome", "Reason", "LoopState"]
 
 Role = Literal["global", "character", "character_extra", "chat", "persona"]
 """The roles a book plays in an engine (docs/sillytavern-mode.md#st-order)."""
 ROLES: tuple[Role, ...] = ("global", "character", "character_extra", "chat", "persona")
 
-Outcome = Literal["activated", "not_activated"]
-""":attr:`Diagnostic.outcome`."""
+DiagnosticOutcome = Literal["activated", "not_activated"]
+""":attr:`Diagnostic.outcome` (slot mode's log outcome is :data:`lorescan.slot.Outcome`, another concept)."""
 
 Reason = Literal[
     # activated
@@ -114,7 +114,7 @@ class BookSource:
     """
 
     book: Lorebook | CompiledBook
-    roles: tuple[str, ...]
+    roles: tuple[Role, ...]
 
     def __post_init__(self) -> None:
         roles = self.roles
@@ -143,8 +143,8 @@ class LoopRecord:
         activated: the entries this loop activated, in activation order.
     """
 
-    state: str
-    next: str
+    state: LoopState
+    next: LoopState
     activated: tuple[EntryId, ...]
 
     def to_json(self) -> dict[str, Any]:
@@ -158,7 +158,7 @@ class Diagnostic:
 
     Args:
         entry: the entry.
-        outcome: ``"activated"`` or ``"not_activated"`` (:data:`Outcome`).
+        outcome: ``"activated"`` or ``"not_activated"`` (:data:`DiagnosticOutcome`).
         reason: a short code (:data:`Reason`): ``constant``, ``key``, ``sticky``,
             ``decorator``, ``forced`` for activations; a gate, ``group``, ``probability``,
             ``budget`` or ``not_reached`` otherwise.
@@ -171,8 +171,8 @@ class Diagnostic:
     """
 
     entry: EntryId
-    outcome: str
-    reason: str
+    outcome: DiagnosticOutcome
+    reason: Reason
     detail: str = ""
     loop: int | None = None
     key: str | None = None
@@ -197,12 +197,18 @@ class Diagnostic:
         loop = f", loop {self.loop}" if self.loop is not None else ""
         return f"Entry {self.entry.key} {verb} ({self.reason}): {why}{loop}."
 
-    def to_json(self) -> dict[str, Any]:
-        """Returns: the record as plain JSON data (the entry as ``{"world", "uid"}``, the span as
-        :meth:`KeySpan.to_json` or None)."""
-        return {"entry": self.entry.to_json(), "outcome": self.outcome, "reason": self.reason, "detail": self.detail,
-                "loop": self.loop, "key": self.key, "where": self.where,
-                "span": self.span.to_json() if self.span is not None else None}
+    def to_json(self, *, name_text: Callable[[str, int, str], str] | None = None) -> dict[str, Any]:
+        """Returns: the record as plain JSON data, the service's ``DiagnosticOut``: the entry's
+        ``world`` and ``uid``, the fields above (the span as :meth:`KeySpan.to_json` or None) and
+        ``text``, the whole record as one sentence (:meth:`describe`).
+
+        Args:
+            name_text: how ``text`` names the scanned texts (:meth:`describe`).
+        """
+        return {"world": self.entry.world, "uid": self.entry.uid, "outcome": self.outcome, "reason": self.reason,
+                "detail": self.detail, "loop": self.loop, "key": self.key, "where": self.where,
+                "span": self.span.to_json() if self.span is not None else None,
+                "text": self.describe(name_text=name_text)}
 
 
 def message_name(number: int, newest: int) -> str:
@@ -391,13 +397,33 @@ class STResult:
         """
         return self.diagnostics[EntryId(world, uid)]
 
-    def to_json(self) -> dict[str, Any]:
-        """Returns: the result in the conformance vectors' ``expected`` shape."""
-        return {
+    def to_json(self, *, diagnostics: bool = False,
+                name_text: Callable[[str, int, str], str] | None = None) -> dict[str, Any]:
+        """The result as plain JSON data: what the service's ``/v1/st/scan`` answers
+        (``lorescan.serve.models.STScanResponse`` is its schema; a test holds the two together).
+
+        Args:
+            diagnostics: also give ``diagnostics``, one :meth:`Diagnostic.to_json` per entry of
+                the books in global order (:attr:`diagnostics`: computed if not yet).
+            name_text: how each diagnostic's ``text`` names the scanned texts
+                (:meth:`Diagnostic.describe`; the service numbers messages by their place in the request).
+
+        Returns:
+            The conformance vectors' ``expected`` fields (``activated``, the placement,
+            ``budget_overflowed``, ``overflow_alert_shown``, ``timed_effects``, ``loops``), then
+            ``budget``, ``regex_cutoffs``, ``fuzzy_cutoffs`` and, when asked for, ``diagnostics``.
+        """
+        out: dict[str, Any] = {
             "activated": [e.to_json() for e in self.activated],
             **self.placement.to_json(),
             "budget_overflowed": self.budget_overflowed,
             "overflow_alert_shown": self.overflow_alert_shown,
             "timed_effects": self.timed_effects.to_json(),
             "loops": [lr.to_json() for lr in self.loops],
+            "budget": self.budget,
+            "regex_cutoffs": list(self.regex_cutoffs),
+            "fuzzy_cutoffs": list(self.fuzzy_cutoffs),
         }
+        if diagnostics:
+            out["diagnostics"] = [d.to_json(name_text=name_text) for d in self.diagnostics.values()]
+        return out

@@ -96,7 +96,7 @@ class Compat:
 
     Args:
         word_chars, nospace_scripts, multiword, blank_keys: the matching rules (see
-            :class:`~lorescan.model.MatchOptions`).
+            :class:`~lorescan.match.options.MatchOptions`).
         group_bookkeeping: ``"sillytavern"`` (remove-the-last-entry quirk, whole-string
             "already activated" test) or ``"fixed"``.
         decorators: ``"sillytavern"`` or ``"strict_lines"``.

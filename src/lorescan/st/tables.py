@@ -49,17 +49,20 @@ class EntryInfo:
     """One entry in the global order, with everything static precomputed.
 
     ``gpos``: its place in the global order; ``book``/``index``: which compiled book and
-    which entry of it; ``key``: ``"<book>.<uid>"``; ``content``: without decorator lines;
+    which entry of it; ``eid``: its :class:`EntryId` (how results name it); ``world_uid``:
+    SillyTavern's ``"<book>.<uid>"`` string, under which SillyTavern keys its activated
+    and failed entries and its timed-effect records, and so the turn does (not a matching key:
+    those are ``entry.key``); ``content``: without decorator lines;
     ``sources``: the match-source flags as a bit set; ``groups``: its inclusion groups.
     """
 
-    __slots__ = ("gpos", "book", "index", "entry", "eid", "key", "content", "decorators", "activate",
+    __slots__ = ("gpos", "book", "index", "entry", "eid", "world_uid", "content", "decorators", "activate",
                  "dont_activate", "has_keys", "sources", "groups", "_hash", "world")
 
     def __init__(self, gpos: int, book: int, index: int, entry: Entry, world: str, strict: bool) -> None:
         self.gpos, self.book, self.index, self.entry, self.world = gpos, book, index, entry, world
         self.eid = EntryId(world, entry.uid)
-        self.key = self.eid.key
+        self.world_uid = self.eid.key
         self.decorators, self.content = parse_st_decorators(entry.content, strict_lines=strict)
         self.activate = "@@activate" in self.decorators
         self.dont_activate = "@@dont_activate" in self.decorators
@@ -78,7 +81,7 @@ class EntryInfo:
 
     def timed(self) -> TimedEntry:
         """What timed-effect evaluation reads of this entry."""
-        return TimedEntry(self.key, self.entry.sticky, self.entry.cooldown)
+        return TimedEntry(self.world_uid, self.entry.sticky, self.entry.cooldown)
 
 
 class EntryTable(Sequence[EntryInfo]):

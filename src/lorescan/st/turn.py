@@ -101,9 +101,9 @@ class Turn:
 def note(turn: Turn, info: EntryInfo, outcome: str, reason: str, detail: Detail = "", loop: int | None = None,
          key: str | None = None, window: Window | None = None) -> None:
     """Record the latest decision about an entry (and the window it matched in)."""
-    turn.notes[info.key] = (info, outcome, reason, detail, loop, key)
+    turn.notes[info.world_uid] = (info, outcome, reason, detail, loop, key)
     if window is not None:
-        turn.last_windows[info.key] = window
+        turn.last_windows[info.world_uid] = window
 
 
 def effective_depth(entry: Entry, global_depth: int) -> float:
