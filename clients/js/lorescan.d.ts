@@ -42,7 +42,7 @@ export interface STScanRequest {
   macros?: Record<string, string> | null;
   explain?: boolean;
   chat_id?: string | null;
-  /** The delta form (docs/service.md#chat-delta); LorescanClient.stScan fills it in by itself. */
+  // the delta form (docs/service.md#chat-delta); LorescanClient.stScan fills it in by itself
   prefix?: { count: number; digest: string } | null;
 }
 
@@ -161,9 +161,9 @@ export class LorescanError extends Error {
 
 export interface ClientOptions {
   token?: string; fetch?: typeof fetch; timeoutMs?: number;
-  /** Default true: stScan with a chat_id sends only the new messages, and resends the chat on a 409. */
+  // default true: stScan with a chat_id sends only the new messages, and resends the chat on a 409
   delta?: boolean;
-  /** Chats remembered for delta requests (default 1000). */
+  // chats remembered for delta requests (default 1000)
   chats?: number;
 }
 
