@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,67 @@ def test_a_negative_job_count_is_refused_at_the_flag(argv, capsys):
         main(argv)
     assert exc.value.code == 2
     assert "--jobs" in capsys.readouterr().err
+
+
+def _env() -> dict:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+                                                       os.environ.get("PYTHONPATH", "")]))
+
+
+def test_a_terminal_gets_a_progress_bar_and_the_problems_on_lines_of_their_own(tmp_path):
+    pty = pytest.importorskip("pty")
+    src = _catalogue(tmp_path)
+    (src / "bad.json").write_text("{not json", encoding="utf-8")
+    leader, follower = pty.openpty()
+    try:
+        r = subprocess.run([sys.executable, "-m", "lorescan", "compile", str(src), "-o", str(tmp_path / "out")],
+                           stdout=subprocess.DEVNULL, stderr=follower, env=dict(_env(), TERM="xterm"), timeout=300)
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:             # the terminal's other end is closed: everything is read
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    err = b"".join(chunks).decode()
+    assert r.returncode == 1
+    assert "\r\x1b[K[" in err and "3/3 books" in err, repr(err)
+    assert f"\r\x1b[Klorescan compile: {src / 'bad.json'}: " in err, repr(err)
+    last = err.replace("\r\x1b[K", "\n").strip().splitlines()[-1]
+    assert last.startswith(f"lorescan compile: 2 of 3 books compiled into {tmp_path / 'out'} in "), repr(err)
+    assert last.endswith("; 1 skipped"), repr(err)
+
+
+def test_an_interrupted_catalogue_leaves_whole_files_only(tmp_path):
+    src = tmp_path / "in"
+    keys = [f"name{i} place{i} thing{i}" for i in range(300)]
+    for i in range(120):
+        _book(src / f"card-{i}.json", f"card-{i}", keys[i:] + keys[:i])
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "lorescan", "compile", str(src), "-o", str(out), "--jobs", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        while proc.poll() is None and not (out.is_dir() and any(out.glob("*.lsc"))):
+            time.sleep(0.02)
+        proc.send_signal(2)              # SIGINT, as Ctrl-C sends it to the command
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode in (0, 130), err       # 0: it finished before the signal arrived
+    assert "Traceback" not in err, err
+    if proc.returncode == 130:
+        assert "lorescan compile: interrupted: " in err, err
+        assert len(list(out.glob("*.lsc"))) < 120
+    leftovers = [p.name for p in out.iterdir() if not p.name.endswith(".lsc")]
+    assert leftovers == []
+    for lsc in out.glob("*.lsc"):
+        assert len(load_compiled(lsc).book.entries) == 300

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -84,6 +85,18 @@ def _init_worker(options: Any, force: bool) -> None:
     global _options, _force
     _options, _force = options, force
     _import_compiler()
+
+
+def _init_pool_worker(options: Any, force: bool) -> None:
+    """A pool worker: Ctrl-C goes to the parent only, and the parent's ``terminate`` (SIGTERM)
+    unwinds the book in hand, so ``save_compiled`` removes its temporary file before the exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_term)
+    _init_worker(options, force)
+
+
+def _exit_on_term(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _import_compiler() -> None:
@@ -160,12 +173,13 @@ class _Progress:
                        f"{failed} ({rate:.0f}/s)")
         self.err.flush()
 
-    def finish(self, out_dir: str) -> None:
+    def finish(self, out_dir: str, *, interrupted: bool = False) -> None:
         self._clear()
         elapsed = time.monotonic() - self.t0
         ok = self.done - self.failed
-        print(f"lorescan compile: {ok} of {self.total} books compiled into {out_dir} in {elapsed:.1f} s"
-              + (f"; {self.failed} skipped" if self.failed else ""), file=self.err)
+        print(f"lorescan compile: {'interrupted: ' if interrupted else ''}{ok} of {self.total} books compiled "
+              f"into {out_dir} in {elapsed:.1f} s" + (f"; {self.failed} skipped" if self.failed else ""),
+              file=self.err)
 
 
 def _jobs_count(value: int) -> int:
@@ -186,15 +200,18 @@ def catalogue_command(args: argparse.Namespace, options: Any, *, err: TextIO | N
         progress.step()
     n_jobs = min(_jobs_count(args.jobs), max(1, len(jobs)))
     _import_compiler()            # before the fork: workers inherit the imported modules
-    if n_jobs == 1:
-        _init_worker(options, args.force)
-        results: Iterator[tuple[Job, str | None]] = map(_run_job, jobs)
-        _consume(results, progress)
-    else:
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-        with ctx.Pool(n_jobs, initializer=_init_worker, initargs=(options, args.force)) as pool:
-            _consume(pool.imap_unordered(_run_job, jobs, chunksize=_CHUNK), progress)
+    try:
+        if n_jobs == 1:
+            _init_worker(options, args.force)
+            _consume(map(_run_job, jobs), progress)
+        else:
+            methods = multiprocessing.get_all_start_methods()
+            ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+            with ctx.Pool(n_jobs, initializer=_init_pool_worker, initargs=(options, args.force)) as pool:
+                _consume(pool.imap_unordered(_run_job, jobs, chunksize=_CHUNK), progress)
+    except KeyboardInterrupt:     # the pool's exit has stopped the workers; every written file is whole
+        progress.finish(out_dir, interrupted=True)
+        return 130
     progress.finish(out_dir)
     return 1 if progress.failed else 0
 
