@@ -205,3 +205,18 @@ def test_an_interrupted_catalogue_leaves_whole_files_only(tmp_path):
     assert leftovers == []
     for lsc in out.glob("*.lsc"):
         assert len(load_compiled(lsc).book.entries) == 300
+
+
+def test_an_output_folder_inside_the_input_folder_is_not_read_as_books(tmp_path, capsys):
+    src = _catalogue(tmp_path)
+    out = src / "compiled"
+    for _ in range(2):
+        assert main(["compile", str(src), "-o", str(out), "--force"]) == 0
+        assert "2 of 2 books compiled" in capsys.readouterr().err
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.lsc")) == ["a.lsc", "deep/b.lsc"]
+
+
+def test_one_book_with_jobs_still_writes_the_file_named(tmp_path):
+    target = tmp_path / "one.lsc"
+    assert main(["compile", str(BOOK), "-o", str(target), "--jobs", "2"]) == 0
+    assert target.is_file()

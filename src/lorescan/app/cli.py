@@ -83,7 +83,7 @@ def _add_compile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     k.add_argument("book", nargs="+", help="lorebook files (any supported format) or folders of them")
     k.add_argument("-o", "--output", required=True,
                    help="the .lsc file to write (one book), or the folder to write into (several books, a "
-                        "folder, a path ending in /, or --jobs)")
+                        "folder, or a path ending in /)")
     k.add_argument("--jobs", type=count, default=None, metavar="N",
                    help="processes compiling a catalogue (default 1; 0: one per CPU)")
     k.add_argument("--force", action="store_true", help="replace outputs that exist")

@@ -22,7 +22,7 @@ from ..errors import LorebookError
 
 __all__ = ["BOOK_SUFFIXES", "Job", "compile_command", "plan_jobs"]
 
-BOOK_SUFFIXES = (".json", ".png", ".charx", ".lorebook", ".js", ".lsc")   # what a folder's walk takes
+BOOK_SUFFIXES = (".json", ".png", ".charx", ".lorebook")   # what a folder's walk takes (files named: any)
 _CHUNK = 8          # books handed to a worker at a time: few round trips, an even end
 
 
@@ -34,12 +34,16 @@ class Job:
     target: str
 
 
-def _walk(folder: str) -> Iterator[str]:
+def _walk(folder: str, skip: str) -> Iterator[str]:
     for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _same_path(os.path.join(root, d), skip))
         for name in sorted(files):
             if not name.startswith(".") and name.lower().endswith(BOOK_SUFFIXES):
                 yield os.path.join(root, name)
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
 
 
 def _target_name(path: str) -> str:
@@ -47,10 +51,10 @@ def _target_name(path: str) -> str:
 
 
 def plan_jobs(inputs: list[str], out_dir: str) -> tuple[list[Job], list[tuple[str, str]]]:
-    """The books named by ``inputs`` (files, and folders walked for :data:`BOOK_SUFFIXES`) and
-    their targets in ``out_dir``: a file's ``<stem>.lsc``, a folder's books under their path
-    inside the folder. Returns the jobs and the problems (source, reason) of inputs that cannot
-    be compiled: missing, or a second book with the same target."""
+    """The books named by ``inputs`` (files, and folders walked for :data:`BOOK_SUFFIXES`, the
+    output folder left out) and their targets in ``out_dir``: a file's ``<stem>.lsc``, a folder's
+    books under their path inside the folder. Returns the jobs and the problems (source, reason)
+    of inputs that cannot be compiled: missing, or a second book with the same target."""
     jobs: list[Job] = []
     problems: list[tuple[str, str]] = []
     taken: dict[str, str] = {}
@@ -66,7 +70,7 @@ def plan_jobs(inputs: list[str], out_dir: str) -> tuple[list[Job], list[tuple[st
 
     for item in inputs:
         if os.path.isdir(item):
-            for path in _walk(item):
+            for path in _walk(item, out_dir):
                 add(path, os.path.relpath(path, item))
         elif os.path.exists(item):
             add(item, os.path.basename(item))
@@ -182,8 +186,10 @@ class _Progress:
               file=self.err)
 
 
-def _jobs_count(value: int) -> int:
-    return os.cpu_count() or 1 if value == 0 else value
+def _jobs_count(value: int | None) -> int:
+    if value is None:
+        return 1
+    return (os.cpu_count() or 1) if value == 0 else value
 
 
 def catalogue_command(args: argparse.Namespace, options: Any, *, err: TextIO | None = None) -> int:
@@ -224,11 +230,11 @@ def _consume(results: Iterator[tuple[Job, str | None]], progress: _Progress) -> 
 
 
 def is_catalogue(args: argparse.Namespace) -> bool:
-    """Whether the arguments ask for a folder out: several inputs, a folder in, ``-o`` an existing
-    folder or ending in a path separator, or ``--jobs`` given."""
+    """Whether the arguments ask for a folder out: several inputs, a folder in, or ``-o`` an
+    existing folder or ending in a path separator."""
     out = args.output
     return (len(args.book) > 1 or any(os.path.isdir(b) for b in args.book) or os.path.isdir(out)
-            or out.endswith((os.sep, "/")) or args.jobs is not None)
+            or out.endswith((os.sep, "/")))
 
 
 def compile_command(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
@@ -237,8 +243,6 @@ def compile_command(args: argparse.Namespace, *, err: TextIO | None = None) -> i
     options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,
                                                    match_whole_words=args.whole_words)
     if is_catalogue(args):
-        if args.jobs is None:
-            args.jobs = 1
         return catalogue_command(args, options, err=err)
     from ..match.compile import compile_book  # import-cost: a command loads only what it runs
     from ..match.lsc import save_compiled  # import-cost: as above
