@@ -10,14 +10,19 @@ Measured in the same run:
   compile, encode, write the ``.lsc``), interleaved book by book with the **baseline**:
   ``json.load`` of the same file and ``json.dump`` of it to a file in the same folder. The
   asserted figure is their ratio (compile / baseline, summed over the books). At the end of
-  issue 20 it measures about 3-4.5x on a loaded 2-core machine (CPU time per book ~31 ms).
+  issue 20 it measures 3.9-4.3x on a 2-core machine shared with other work (load average 7-15).
 * **the command**: ``lorescan compile DIR -o OUT --jobs 2`` in process (a forked pool of two),
-  timed by pytest-benchmark; books / (wall x jobs) is reported, with the serial per-core rate.
+  timed by pytest-benchmark; books / (wall x jobs) is reported, with the serial per-core rate;
+* **one book a command** (reported): the CPU of ``lorescan compile BOOK -o BOOK.lsc`` as a process
+  of its own (0.4-0.55 s here, nearly all of it importing the readers and the compiler), which a
+  catalogue pays once per worker.
 
-The issue's target, 30 books a second per core, is an absolute rate: ~31 ms a book of CPU here
-meets it on an idle core, but wall time on a 2-core machine shared with other work swings 2-3x,
-so it is reported (``books_per_s_per_core``, ``cpu_books_per_s``), not asserted; the ratio to
-the JSON baseline is (``RATIO_GUARD``, a regression guard above the present figure).
+The issue's target, 30 books a second per core, is an absolute rate: 33 ms a book. The CPU time a
+book costs in a catalogue measures 31-43 ms here (``serial_cpu_ms_per_book``; about a quarter of it is the
+``.lsc`` entry records' rebuild check, a quarter reading the JSON into entries), and wall time on a
+loaded 2-core machine swings 2-4x beyond that, so the rate is reported (``cpu_books_per_s``,
+``books_per_s_per_core``), not asserted; the ratio to the JSON baseline is (``RATIO_GUARD``, a
+regression guard above the present figure).
 """
 from __future__ import annotations
 
@@ -25,6 +30,9 @@ import argparse
 import json
 import os
 import random
+import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -98,6 +106,15 @@ def bench_compile_a_catalogue_vs_json_load_and_dump(benchmark, catalogue, tmp_pa
     assert len(written) == len(books)
     assert len(load_compiled(written[0]).book.entries) >= 20
 
+    # the one-book form for comparison: a process per book pays the imports every time (CPU, reported)
+    one_cpu = []
+    for path in books[:3]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-m", "lorescan", "compile", str(path), "-o", str(tmp_path / "one.lsc"),
+                        "--force"], check=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        one_cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+
     ratio = t_compile / t_json
     info = {"books": len(books), "jobs": JOBS, "cpus": os.cpu_count(),
             "serial_ms_per_book": round(1000 * t_compile / len(books), 2),
@@ -107,7 +124,8 @@ def bench_compile_a_catalogue_vs_json_load_and_dump(benchmark, catalogue, tmp_pa
             "serial_books_per_s": round(len(books) / t_compile, 1),
             "cpu_books_per_s": round(len(books) / cpu_compile, 1),
             "command_wall_s": round(wall, 2),
-            "books_per_s_per_core": round(len(books) / (wall * JOBS), 1)}
+            "books_per_s_per_core": round(len(books) / (wall * JOBS), 1),
+            "one_book_command_cpu_ms": round(1000 * sorted(one_cpu)[1], 1)}
     benchmark.extra_info.update(info)
     print("\ncompile:", json.dumps(info))
     assert ratio <= RATIO_GUARD, f"compiling a book costs {ratio:.1f}x json.load + json.dump of it"
