@@ -4,8 +4,9 @@ A catalogue is compiled on ``--jobs`` processes. Each worker pays the import of 
 the compiler once (they are imported before the pool forks, so a forked worker pays nothing) and
 then compiles its share of the books; the per-book work is reading, compiling and encoding. A
 bad book is one line on stderr (the file and the reason) and is skipped; the exit status is 1
-when any book was skipped. Every ``.lsc`` is written under a temporary name in the output
-folder and renamed into place (``save_compiled``), so a stopped run leaves whole files only.
+when any book was skipped, 130 when Ctrl-C stopped the run. Every ``.lsc`` is written under a
+temporary name in the output folder and renamed into place (``save_compiled``; a worker stopped
+mid-book removes its temporary file), so a stopped run leaves whole files only.
 """
 from __future__ import annotations
 
