@@ -42,6 +42,8 @@ export interface STScanRequest {
   macros?: Record<string, string> | null;
   explain?: boolean;
   chat_id?: string | null;
+  // the delta form (docs/service.md#chat-delta); LorescanClient.stScan fills it in by itself
+  prefix?: { count: number; digest: string } | null;
 }
 
 export interface EntryRef { world: string; uid: number | string; }
@@ -147,6 +149,7 @@ export interface JanitorRunResponse {
 
 export interface ErrorBody {
   error: string; path?: string; source?: string; entry?: number | string; field?: string; reasons?: string[];
+  code?: "prefix_unknown";
 }
 
 export class LorescanError extends Error {
@@ -156,10 +159,20 @@ export class LorescanError extends Error {
   constructor(status: number, body: ErrorBody);
 }
 
-export interface ClientOptions { token?: string; fetch?: typeof fetch; timeoutMs?: number; }
+export interface ClientOptions {
+  token?: string; fetch?: typeof fetch; timeoutMs?: number;
+  // default true: stScan with a chat_id sends only the new messages, and resends the chat on a 409
+  delta?: boolean;
+  // chats remembered for delta requests (default 1000)
+  chats?: number;
+}
+
+/** The digest (64 hex digits) of these messages, as a delta request's prefix.digest names them. */
+export function chatDigest(messages: STMessage[]): Promise<string>;
 
 export class LorescanClient {
   constructor(baseUrl: string, options?: ClientOptions);
+  deltaStats: { deltas: number; resends: number };
   health(): Promise<{ status: string }>;
   metrics(): Promise<string>;
   uploadBook(book: object | string | ArrayBuffer | Uint8Array | Blob,

@@ -16,16 +16,97 @@ export class LorescanError extends Error {
   }
 }
 
+// -- the delta form of stScan (docs/service.md#chat-delta) -------------------------------------
+// The digest of a chat's first n messages is a SHA-256 hash chain: d0 = SHA-256("lorescan chat v1"),
+// d(i+1) = SHA-256(d(i) || u32le(name.length) || UTF-16LE(name) || u32le(mes.length) || UTF-16LE(mes)
+// || is_user as one byte), with lengths in UTF-16 code units (a JS string's length).
+
+const CHAIN_SEED_TEXT = "lorescan chat v1";
+let subtle;
+
+async function sha256(bytes) {
+  if (!subtle) {
+    subtle = globalThis.crypto && globalThis.crypto.subtle;
+    if (!subtle) subtle = (await import("node:crypto")).webcrypto.subtle;   // Node 18 without the global
+  }
+  return new Uint8Array(await subtle.digest("SHA-256", bytes));
+}
+
+function normalized(m) {
+  return { name: m.name === undefined ? "" : m.name, mes: m.mes, is_user: m.is_user === undefined ? false : m.is_user };
+}
+
+async function nextLink(prev, m) {
+  const { name, mes } = m;
+  const buf = new Uint8Array(32 + 4 + 2 * name.length + 4 + 2 * mes.length + 1);
+  const view = new DataView(buf.buffer);
+  buf.set(prev, 0);
+  let at = 32;
+  for (const text of [name, mes]) {
+    view.setUint32(at, text.length, true);
+    at += 4;
+    for (let i = 0; i < text.length; i += 1, at += 2) view.setUint16(at, text.charCodeAt(i), true);
+  }
+  buf[at] = m.is_user ? 1 : 0;
+  return sha256(buf);
+}
+
+function hex(bytes) {
+  let out = "";
+  for (const b of bytes) out += b.toString(16).padStart(2, "0");
+  return out;
+}
+
+/**
+ * The digest (64 hex digits) of these messages, as a delta request's `prefix.digest` names them.
+ * @param {{mes: string, name?: string, is_user?: boolean}[]} messages
+ */
+export async function chatDigest(messages) {
+  let d = await sha256(new TextEncoder().encode(CHAIN_SEED_TEXT));
+  for (const m of messages) d = await nextLink(d, normalized(m));
+  return hex(d);
+}
+
+function sameMessage(a, b) {
+  return a.mes === b.mes && a.name === b.name && a.is_user === b.is_user;
+}
+
+/** What one chat's last answered request sent: its messages, and the chain's links computed so far. */
+class SentChat {
+  constructor(messages, links) {
+    this.messages = messages;
+    this.links = links;      // links[i]: the digest of the first i messages (a prefix of the chain)
+  }
+
+  async link(count) {
+    if (this.links.length === 0) this.links.push(await sha256(new TextEncoder().encode(CHAIN_SEED_TEXT)));
+    while (this.links.length <= count) {
+      const i = this.links.length - 1;
+      this.links.push(await nextLink(this.links[i], this.messages[i]));
+    }
+    return this.links[count];
+  }
+}
+
 export class LorescanClient {
   /**
    * @param {string} baseUrl e.g. "http://127.0.0.1:8000"
-   * @param {{token?: string, fetch?: typeof fetch, timeoutMs?: number}} [options]
+   * @param {{token?: string, fetch?: typeof fetch, timeoutMs?: number, delta?: boolean, chats?: number}} [options]
+   *   `delta` (default true): an stScan with a `chat_id` sends only the messages after the part of
+   *   the chat this client last sent for it, and resends the whole chat when the server answers
+   *   409 `prefix_unknown`; `chats` (default 1000): how many chats it remembers.
    */
   constructor(baseUrl, options = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, "");
     this.token = options.token;
     this.fetch = options.fetch || globalThis.fetch;
     this.timeoutMs = options.timeoutMs;
+    this.delta = options.delta !== false;
+    this.maxChats = options.chats === undefined ? 1000 : options.chats;
+    /** @private @type {Map<string, SentChat>} */
+    this._sent = new Map();
+    /** Requests sent as a delta, and deltas the server answered 409 (then resent whole). */
+    this.deltaStats = { deltas: 0, resends: 0 };
     if (typeof this.fetch !== "function") {
       throw new TypeError("lorescan: no fetch available; pass options.fetch");
     }
@@ -92,9 +173,50 @@ export class LorescanClient {
     await this._call("DELETE", `/v1/books/${encodeURIComponent(id)}`);
   }
 
-  /** One SillyTavern-mode generation. @param {import("./lorescan").STScanRequest} request */
-  stScan(request) {
-    return this._call("POST", "/v1/st/scan", JSON.stringify(request), "application/json");
+  /**
+   * One SillyTavern-mode generation. With a `chat_id` (and `delta` on), only the messages after
+   * what this client last sent for the chat go over the wire, with that prefix's digest; a
+   * server that does not hold it answers 409 `prefix_unknown` and the whole chat is resent.
+   * @param {import("./lorescan").STScanRequest} request
+   */
+  async stScan(request) {
+    const post = (body) => this._call("POST", "/v1/st/scan", JSON.stringify(body), "application/json");
+    const id = request.chat_id;
+    if (!this.delta || id === undefined || id === null || request.prefix !== undefined ||
+        !Array.isArray(request.messages)) {
+      return post(request);
+    }
+    const messages = request.messages.map(normalized);      // a copy: later edits by the caller are seen
+    const sent = this._sent.get(id);
+    let count = 0;
+    if (sent) {
+      const n = Math.min(sent.messages.length, messages.length);
+      while (count < n && sameMessage(sent.messages[count], messages[count])) count += 1;
+    }
+    if (count > 0) {
+      const digest = hex(await sent.link(count));
+      this.deltaStats.deltas += 1;
+      try {
+        const result = await post({ ...request, messages: request.messages.slice(count), prefix: { count, digest } });
+        this._remember(id, new SentChat(messages, sent.links.slice(0, count + 1)));
+        return result;
+      } catch (err) {
+        if (!(err instanceof LorescanError && err.status === 409 && err.body && err.body.code === "prefix_unknown")) {
+          throw err;
+        }
+        this.deltaStats.resends += 1;
+      }
+    }
+    const result = await post(request);
+    this._remember(id, new SentChat(messages, []));
+    return result;
+  }
+
+  /** @private */
+  _remember(id, chat) {
+    this._sent.delete(id);
+    this._sent.set(id, chat);
+    while (this._sent.size > this.maxChats) this._sent.delete(this._sent.keys().next().value);
   }
 
   /** One lorebook-slot request. @param {import("./lorescan").SlotRunRequest} request */

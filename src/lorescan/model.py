@@ -288,26 +288,43 @@ _FIELD_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {
 _MAX_NUMBER = 2**53   # beyond JS's exact integers: such depths, orders or durations are rejected as absurd
 
 
+def _check_value(name: str, value: Any, types: tuple[type, ...], nullable: bool, *, source: str,
+                 uid: object) -> None:
+    if value is None:
+        if nullable:
+            return
+        raise LorebookError("must not be null", source=source, entry=uid, field=name)
+    if not isinstance(value, types) or (bool not in types and isinstance(value, bool)
+                                        and types != _NUM_BOOL):
+        want = "/".join(sorted({t.__name__ for t in types}))
+        raise LorebookError(f"expected {want}, got {type(value).__name__} {value!r:.60}",
+                            source=source, entry=uid, field=name)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise LorebookError(f"number must be finite, got {value!r}", source=source,
+                            entry=uid, field=name)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > _MAX_NUMBER:
+        raise LorebookError(f"number out of range: {value!r}", source=source, entry=uid,
+                            field=name)
+
+
 def _check_fields(fields: Mapping[str, Any], *, source: str, uid: object) -> None:
+    get = fields.get
     for name, (types, nullable) in _FIELD_TYPES.items():
-        if name not in fields:
+        value = get(name, _ABSENT)
+        if value is _ABSENT:
             continue
-        value = fields[name]
-        if value is None:
-            if nullable:
+        # The common values, accepted here without a call; anything else gets every check.
+        t = type(value)
+        if t is str or t is list or t is dict or t is bool:
+            if t in types:
                 continue
-            raise LorebookError("must not be null", source=source, entry=uid, field=name)
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)
-                                            and types != _NUM_BOOL):
-            want = "/".join(sorted({t.__name__ for t in types}))
-            raise LorebookError(f"expected {want}, got {type(value).__name__} {value!r:.60}",
-                                source=source, entry=uid, field=name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise LorebookError(f"number must be finite, got {value!r}", source=source,
-                                entry=uid, field=name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > _MAX_NUMBER:
-            raise LorebookError(f"number out of range: {value!r}", source=source, entry=uid,
-                                field=name)
+        elif t is int:
+            if int in types and -_MAX_NUMBER <= value <= _MAX_NUMBER:
+                continue
+        elif t is float:
+            if float in types and -_MAX_NUMBER <= value <= _MAX_NUMBER:     # NaN fails both
+                continue
+        _check_value(name, value, types, nullable, source=source, uid=uid)
     for name in ("key", "keysecondary", "triggers"):
         items = fields.get(name)
         if isinstance(items, list):

@@ -8,9 +8,7 @@ import sys
 from typing import Sequence
 
 from ..errors import LorebookError
-from ..st.settings import Compat
-from .argtypes import finish_subparsers, positive_float, positive_int
-from ..replay.cli import add_parsers, add_replay_parser, replay_batch_command, replay_command, summarize_command  # pyarrow, Ray: when run
+from .argtypes import count, finish_subparsers, positive_float, positive_int
 
 __all__ = ["main"]
 
@@ -27,32 +25,23 @@ def _cmd_convert(argv: Sequence[str]) -> int:
 
 
 def _cmd_replay_batch(args: argparse.Namespace) -> int:
+    from ..replay.cli import replay_batch_command  # import-cost: loaded with the parsers already
     return replay_batch_command(args, out=sys.stdout)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    from ..replay.cli import replay_command  # import-cost: loaded with the parsers already
     return replay_command(args, out=sys.stdout, err=sys.stderr)
 
 
 def _cmd_summarize(args: argparse.Namespace) -> int:
+    from ..replay.cli import summarize_command  # import-cost: loaded with the parsers already
     return summarize_command(args, out=sys.stdout)
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from ..match.compile import compile_book  # import-cost: a command loads only what it runs
-    from .inputs import load_book  # import-cost: a command loads only what it runs
-    from ..match.lsc import save_compiled  # import-cost: a command loads only what it runs
-    options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,
-                                                   match_whole_words=args.whole_words)
-    if os.path.exists(args.output) and not args.force:
-        raise LorebookError("the output exists; give --force to replace it", source=args.output)
-    book, _ = load_book(args.book)
-    compiled = compile_book(book, options)
-    try:
-        save_compiled(compiled, args.output)
-    except OSError as exc:
-        raise LorebookError(f"cannot write: {exc.strerror or exc}", source=args.output) from exc
-    return 0
+    from .compilecmd import compile_command  # import-cost: a command loads only what it runs
+    return compile_command(args)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -69,25 +58,48 @@ def _build_parser() -> argparse.ArgumentParser:
     c.add_argument("--loops", action="store_true", help="show differences in the informative 'loops' field")
     c.set_defaults(func=_cmd_conformance)
     sub.add_parser("convert", help="convert a lorebook between formats (lorescan convert -h)", add_help=False)
-    k = sub.add_parser("compile", help="compile a lorebook to the compact .lsc form (lorescan.load_compiled)",
+    _add_compile_parser(sub)
+    _add_scan_parsers(sub)
+    _add_serve_parser(sub)
+    from ..lint.command import add_parser as add_lint_parser  # import-cost: lint's checks load only for lint
+    add_lint_parser(sub)
+    # the replay package (its turns, slot mode, numpy) loads with its parsers; pyarrow and Ray when run
+    from ..replay.cli import add_parsers, add_replay_parser  # import-cost: as above
+    add_parsers(sub, _cmd_replay_batch, _cmd_summarize)
+    add_replay_parser(sub, _cmd_replay)
+    finish_subparsers(sub)
+    return p
+
+
+def _add_compile_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    k = sub.add_parser("compile", help="compile lorebooks to the compact .lsc form (lorescan.load_compiled)",
                        description="Compile a lorebook once to the compact .lsc form: every command that takes "
                                    "a book (scan, explain, replay, replay-batch, lint) and lorescan.load_compiled "
                                    "read it without compiling again, when the engine uses the same --compat, "
-                                   "--case-sensitive and --whole-words.")
-    k.add_argument("book", help="lorebook file (any supported format)")
-    k.add_argument("-o", "--output", required=True, help="the .lsc file to write")
-    k.add_argument("--force", action="store_true", help="replace the output if it exists")
+                                   "--case-sensitive and --whole-words. Several books, or folders of books, "
+                                   "compile into the folder -o names (BOOK.json to BOOK.lsc; a folder's books "
+                                   "under their path in it); a bad book is reported (file and reason, one line) "
+                                   "and skipped, and the exit status is then 1.")
+    k.add_argument("book", nargs="+", help="lorebook files (any supported format) or folders of them")
+    k.add_argument("-o", "--output", required=True,
+                   help="the .lsc file to write (one book), or the folder to write into (several books, a "
+                        "folder, or a path ending in /)")
+    k.add_argument("--jobs", type=count, default=None, metavar="N",
+                   help="processes compiling a catalogue (default 1; 0: one per CPU)")
+    k.add_argument("--force", action="store_true", help="replace outputs that exist")
     k.add_argument("--compat", choices=("sillytavern", "improved"), default="sillytavern",
                    help="matching rules the engine will use (must match STEngine's compat)")
     k.add_argument("--case-sensitive", action="store_true", help="the engine's case_sensitive setting")
     k.add_argument("--whole-words", action="store_true", help="the engine's match_whole_words setting")
     k.set_defaults(func=_cmd_compile)
-    _add_scan_parsers(sub)
-    _add_serve_parser(sub)
-    from ..lint.command import add_parser as add_lint_parser  # import-cost: lint's checks load only for lint
-    add_lint_parser(sub)
-    add_parsers(sub, _cmd_replay_batch, _cmd_summarize)
-    add_replay_parser(sub, _cmd_replay)
+
+
+def _compile_parser() -> argparse.ArgumentParser:
+    """The parser of ``lorescan compile`` alone: the other commands' parsers import their
+    modules (replay, slot, numpy), which a compile does not need (most of a one-book run)."""
+    p = argparse.ArgumentParser(prog="lorescan", description="Exact, fast lorebook (World Info) engine.")
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_compile_parser(sub)
     finish_subparsers(sub)
     return p
 
@@ -188,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except BrokenPipeError:
             return _closed_pipe()
-    args, extra = _build_parser().parse_known_args(argv)
+    parser = _compile_parser() if argv[:1] == ["compile"] else _build_parser()
+    args, extra = parser.parse_known_args(argv)
     if extra:      # reported against the subcommand's usage, not the top level's list of commands
         args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:

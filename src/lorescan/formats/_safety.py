@@ -10,7 +10,6 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Iterable
 from typing import Any
 
 from ..errors import FormatError
@@ -49,20 +48,21 @@ def count_containers(text: str) -> int:
 
 
 def check_depth(value: Any, *, limit: int, source: str) -> None:
-    """Raise FormatError if ``value`` nests deeper than ``limit`` (iterative, no recursion)."""
-    stack = [(value, 1)]
-    children: Iterable[Any]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
+    """Raise FormatError if ``value`` nests deeper than ``limit`` (iterative, no recursion):
+    level by level, each level the arrays and objects one deeper than the last."""
+    level = [value] if isinstance(value, _CONTAINERS) else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             raise FormatError(f"JSON nested deeper than {limit} levels", source=source)
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+        deeper: list[Any] = []
+        for item in level:
+            deeper += [c for c in (item.values() if isinstance(item, dict) else item) if isinstance(c, _CONTAINERS)]
+        level = deeper
+
+
+_CONTAINERS = (dict, list)
 
 
 def parse_json(data: bytes | str, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:

@@ -15,6 +15,9 @@ __all__ = ["read_world", "write_world", "st_key_order", "book_from_entries", "lo
 _MAX_INDEX = 2**32 - 2
 
 
+_GONE: Any = object()     # a field the model did not keep (a sentinel no JSON value is)
+
+
 def _array_index(key: str) -> int | None:
     """The integer of a canonical array-index property name, else None (JS key order)."""
     if key == "0":
@@ -76,7 +79,8 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
         if not isinstance(raw, Mapping):
             raise LorebookError(f"an entry must be an object, got {type(raw).__name__}", source=source,
                                 entry=k)
-        fallback_uid = _array_index(k) if _array_index(k) is not None else k
+        index = _array_index(k)
+        fallback_uid = index if index is not None else k
         entry = entry_from_fields(raw, source=source, fill_defaults=fill_defaults, uid=fallback_uid)
         if entry.uid in seen:
             raise LorebookError(f"duplicate uid {entry.uid!r} (also under entries[{seen[entry.uid]!r}])",
@@ -84,8 +88,12 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
         seen[entry.uid] = k
         entries.append(entry)
         # values the model normalised on reading (a null characterFilter): restore on write
-        changed = {f: (raw[f], entry.fields[f]) for f in raw
-                   if f in entry.fields and entry.fields[f] is not raw[f] and not _same(raw[f], entry.fields[f])}
+        read = entry.fields.get
+        changed = {}
+        for f, was in raw.items():
+            now = read(f, _GONE)
+            if now is not was and now is not _GONE and not _same(was, now):
+                changed[f] = (was, now)
         if changed:
             normalised[entry.uid] = changed
     if name is None:

@@ -44,6 +44,7 @@ from ..slot import BookSettings, SlotBook, SlotEngine
 from ..tokens import TiktokenCounter, count_words
 from . import models as m
 from .auth import check_header, read_token
+from .chats import ChatPrefixes
 from .config import WORKER_CONFIG_ENV
 from .decoding import HTTPError, read_body as _body, read_request as _decode
 from .logs import REQUEST_ID, log_access, request_id_of
@@ -206,6 +207,7 @@ class Runtime:
         self.ready = False              # set once the engine thread has run its first job
         self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)),
                                 config.chat_cache_texts)
+        self.prefixes = ChatPrefixes(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)))
         self.engines: OrderedDict[tuple, Any] = OrderedDict()
         self.janitor_engines: OrderedDict[tuple, Any] = OrderedDict()
         self.counters: dict[str, Callable[[str], int]] = {}
@@ -307,6 +309,7 @@ class Runtime:
         return found
 
     def st_scan(self, req: m.STScanRequest) -> bytes:
+        req = self.prefixes.whole_request(req)     # the delta form (serve/chats.py): the whole chat, or a 409
         settings = self._st_settings(req.settings)
         compat = Compat.of(req.compat)
         options = compat.match_options(case_sensitive=settings.case_sensitive,

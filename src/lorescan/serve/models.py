@@ -158,12 +158,23 @@ class ForcedEntry(_Strict):
     uid: Annotated[Uid, doc("the entry's uid", 3)]
 
 
+class ChatPrefix(_Strict):
+    """The delta form (docs/service.md#chat-delta): ``messages`` follow the first ``count``
+    messages of the chat this worker holds under ``chat_id``, whose digest is ``digest``; a
+    worker that does not hold them answers 409 with ``code: "prefix_unknown"``."""
+
+    count: Annotated[int, doc("how many messages of the held chat come before ``messages``", 1, ge=1)]
+    digest: Annotated[str, doc("the digest of those messages (a SHA-256 hash chain, lowercase hex)",
+                               "81017c1ae3f3ad24c9c847ee1d5c51777eb9db0392f36637c1ef8a94318ea982",
+                               pattern="^[0-9a-f]{64}$")]
+
+
 class STScanRequest(_Strict):
     """``POST /v1/st/scan``: one SillyTavern-mode generation."""
 
     books: Annotated[list[BookRef], doc("the books in play and their roles", [{"id": EXAMPLE_BOOK_ID}],
                                         max_length=64)]
-    messages: Annotated[list[MessageIn], doc("the chat, oldest first",
+    messages: Annotated[list[MessageIn], doc("the chat, oldest first (with a prefix: the messages after it)",
                                              [{"mes": "Who keeps the lighthouse?", "is_user": True}])]
     max_context: Annotated[int, doc("the model's context size in tokens; the budget is a share of it", 8192,
                                     ge=0)]
@@ -195,6 +206,9 @@ class STScanRequest(_Strict):
     macros: Annotated[Union[dict[MacroName, str], None], _MACROS_DOC] = None
     explain: Annotated[bool, doc("add one diagnostic per entry: why it did or did not fire", False)] = False
     chat_id: Annotated[Union[ChatId, None], _CHAT_ID_DOC] = None
+    prefix: Annotated[Union[ChatPrefix, None],
+                      doc("send only the messages after a prefix this worker holds (needs chat_id; "
+                          "docs/service.md#chat-delta)", None)] = None
 
 
 # -- lorebook-slot mode -----------------------------------------------------------------------
@@ -481,6 +495,8 @@ class ErrorBody(Struct):
     field: Annotated[Union[str, UnsetType], doc("the entry's field (400)", "key")] = UNSET
     reasons: Annotated[Union[list[str], UnsetType], doc("why the worker is not ready (503 from /readyz)",
                                                         ["the books directory is not writable"])] = UNSET
+    code: Annotated[Union[Literal["prefix_unknown"], UnsetType],
+                    doc("what to do about it (409 prefix_unknown: send the whole chat)", "prefix_unknown")] = UNSET
 
 
 def decoder(kind: type) -> msgspec.json.Decoder:

@@ -27,6 +27,7 @@ _ERRORS = {
     "401": "missing or wrong bearer token",
     "404": "unknown book id, or no such route",
     "405": "the route exists but not with this method",
+    "409": "a delta request's prefix is not held by this worker (`code: prefix_unknown`): send the whole chat",
     "413": "the request body is above the size limit",
     "422": "a request field is invalid; `path` locates it (`$.messages[3].mes`, `query.fill_defaults`)",
     "503": "the per-request time limit passed (the scan finishes in the background)",
@@ -124,7 +125,7 @@ def openapi_document(*, token: bool = True) -> dict[str, Any]:
                          {"204": {"description": "deleted"}}, ("404", "422", "503"))},
         "/v1/st/scan": {"post": op(
             "One SillyTavern-mode generation: which entries fire, where they go, the new state",
-            {"200": {"description": "the result", **body(res_st)}}, turn_errors,
+            {"200": {"description": "the result", **body(res_st)}}, (*turn_errors, "409"),
             requestBody={"required": True, **body(req_st)})},
         "/v1/slot/run": {"post": op(
             "One lorebook-slot request: the slot's messages, the request log, the new state",

@@ -1,0 +1,259 @@
+"""``lorescan compile``: one book to one ``.lsc`` file, or a catalogue (files and folders) into a folder.
+
+A catalogue is compiled on ``--jobs`` processes. Each worker pays the import of the readers and
+the compiler once (they are imported before the pool forks, so a forked worker pays nothing) and
+then compiles its share of the books; the per-book work is reading, compiling and encoding. A
+bad book is one line on stderr (the file and the reason) and is skipped; the exit status is 1
+when any book was skipped, 130 when Ctrl-C stopped the run. Every ``.lsc`` is written under a
+temporary name in the output folder and renamed into place (``save_compiled``; a worker stopped
+mid-book removes its temporary file), so a stopped run leaves whole files only.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, TextIO
+
+from ..errors import LorebookError
+
+__all__ = ["BOOK_SUFFIXES", "Job", "compile_command", "plan_jobs"]
+
+BOOK_SUFFIXES = (".json", ".png", ".charx", ".lorebook")   # what a folder's walk takes (files named: any)
+_CHUNK = 8          # books handed to a worker at a time: few round trips, an even end
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One book to compile: where it is read from and where its ``.lsc`` goes."""
+
+    source: str
+    target: str
+
+
+def _walk(folder: str, skip: str) -> Iterator[str]:
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _same_path(os.path.join(root, d), skip))
+        for name in sorted(files):
+            if not name.startswith(".") and name.lower().endswith(BOOK_SUFFIXES):
+                yield os.path.join(root, name)
+
+
+def _same_path(a: str, b: str) -> bool:
+    return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
+
+
+def _target_name(path: str) -> str:
+    return os.path.splitext(path)[0] + ".lsc"
+
+
+def plan_jobs(inputs: list[str], out_dir: str) -> tuple[list[Job], list[tuple[str, str]]]:
+    """The books named by ``inputs`` (files, and folders walked for :data:`BOOK_SUFFIXES`, the
+    output folder left out) and their targets in ``out_dir``: a file's ``<stem>.lsc``, a folder's
+    books under their path inside the folder. Returns the jobs and the problems (source, reason)
+    of inputs that cannot be compiled: missing, or a second book with the same target."""
+    jobs: list[Job] = []
+    problems: list[tuple[str, str]] = []
+    taken: dict[str, str] = {}
+
+    def add(source: str, relative: str) -> None:
+        target = os.path.join(out_dir, _target_name(relative))
+        key = os.path.normcase(os.path.abspath(target))
+        if key in taken:
+            problems.append((source, f"skipped: {taken[key]} is compiled to the same {target}"))
+            return
+        taken[key] = source
+        jobs.append(Job(source, target))
+
+    for item in inputs:
+        if os.path.isdir(item):
+            for path in _walk(item, out_dir):
+                add(path, os.path.relpath(path, item))
+        elif os.path.exists(item):
+            add(item, os.path.basename(item))
+        else:
+            problems.append((item, "no such file or folder"))
+    return jobs, problems
+
+
+# -- the worker side ---------------------------------------------------------------------------
+
+_options: Any = None
+_force = False
+
+
+def _init_worker(options: Any, force: bool) -> None:
+    global _options, _force
+    _options, _force = options, force
+    _import_compiler()
+
+
+def _init_pool_worker(options: Any, force: bool) -> None:
+    """A pool worker: Ctrl-C goes to the parent only, and the parent's ``terminate`` (SIGTERM)
+    unwinds the book in hand, so ``save_compiled`` removes its temporary file before the exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_term)
+    _init_worker(options, force)
+
+
+def _exit_on_term(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _import_compiler() -> None:
+    from ..match.compile import compile_book  # noqa: F401 # import-cost: once per process, before any book
+    from ..match.lsc import save_compiled  # noqa: F401 # import-cost: as above
+    from .inputs import load_book  # noqa: F401 # import-cost: as above
+
+
+def compile_one(job: Job, options: Any, force: bool) -> str | None:
+    """Compile one book to its target; why it failed (one line, after the file's name), or None."""
+    from ..match.compile import compile_book  # import-cost: imported by _import_compiler already
+    from ..match.lsc import save_compiled  # import-cost: as above
+    from .inputs import load_book  # import-cost: as above
+    try:
+        if not force and os.path.exists(job.target):
+            return f"{job.target} exists; give --force to replace it"
+        book, _ = load_book(job.source)
+        compiled = compile_book(book, options)
+        try:
+            os.makedirs(os.path.dirname(job.target) or ".", exist_ok=True)
+            save_compiled(compiled, job.target)
+        except OSError as exc:
+            return f"cannot write {job.target}: {exc.strerror or exc}"
+    except LorebookError as exc:
+        where = str(exc)
+        return where[len(job.source) + 2:] if where.startswith(f"{job.source}: ") or \
+            where.startswith(f"{job.source}, ") else where
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    except (RecursionError, MemoryError, OverflowError, ValueError, TypeError) as exc:
+        return f"internal error: {type(exc).__name__}: {str(exc)[:200]} (please report it)"
+    return None
+
+
+def _run_job(job: Job) -> tuple[Job, str | None]:
+    return job, compile_one(job, _options, _force)
+
+
+# -- the command -------------------------------------------------------------------------------
+
+class _Progress:
+    """A one-line bar on a terminal; nothing otherwise (problems are printed either way)."""
+
+    def __init__(self, total: int, err: TextIO) -> None:
+        self.total, self.err, self.done, self.failed = total, err, 0, 0
+        self.tty = bool(getattr(err, "isatty", lambda: False)()) and os.environ.get("TERM") != "dumb"
+        self.t0 = time.monotonic()
+        self._shown = 0.0
+
+    def problem(self, source: str, reason: str) -> None:
+        self.failed += 1
+        self._clear()
+        print(f"lorescan compile: {source}: {reason}", file=self.err)
+        self._draw(force=True)
+
+    def step(self) -> None:
+        self.done += 1
+        self._draw()
+
+    def _clear(self) -> None:
+        if self.tty:
+            self.err.write("\r\x1b[K")
+
+    def _draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.tty or (not force and now - self._shown < 0.1 and self.done < self.total):
+            return
+        self._shown = now
+        width = 30
+        filled = width * self.done // max(1, self.total)
+        rate = self.done / max(1e-9, now - self.t0)
+        failed = f", {self.failed} skipped" if self.failed else ""
+        self.err.write(f"\r\x1b[K[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} books"
+                       f"{failed} ({rate:.0f}/s)")
+        self.err.flush()
+
+    def finish(self, out_dir: str, *, interrupted: bool = False) -> None:
+        self._clear()
+        elapsed = time.monotonic() - self.t0
+        ok = self.done - self.failed
+        print(f"lorescan compile: {'interrupted: ' if interrupted else ''}{ok} of {self.total} books compiled "
+              f"into {out_dir} in {elapsed:.1f} s" + (f"; {self.failed} skipped" if self.failed else ""),
+              file=self.err)
+
+
+def _jobs_count(value: int | None) -> int:
+    if value is None:
+        return 1
+    return (os.cpu_count() or 1) if value == 0 else value
+
+
+def catalogue_command(args: argparse.Namespace, options: Any, *, err: TextIO | None = None) -> int:
+    """Compile every book ``args.book`` names into the folder ``args.output``."""
+    out_dir = args.output
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise LorebookError(f"cannot create the output folder: {exc.strerror or exc}", source=out_dir) from exc
+    jobs, problems = plan_jobs(list(args.book), out_dir)
+    progress = _Progress(len(jobs) + len(problems), err or sys.stderr)
+    for source, reason in problems:
+        progress.problem(source, reason)
+        progress.step()
+    n_jobs = min(_jobs_count(args.jobs), max(1, len(jobs)))
+    _import_compiler()            # before the fork: workers inherit the imported modules
+    try:
+        if n_jobs == 1:
+            _init_worker(options, args.force)
+            _consume(map(_run_job, jobs), progress)
+        else:
+            methods = multiprocessing.get_all_start_methods()
+            ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+            with ctx.Pool(n_jobs, initializer=_init_pool_worker, initargs=(options, args.force)) as pool:
+                _consume(pool.imap_unordered(_run_job, jobs, chunksize=_CHUNK), progress)
+    except KeyboardInterrupt:     # the pool's exit has stopped the workers; every written file is whole
+        progress.finish(out_dir, interrupted=True)
+        return 130
+    progress.finish(out_dir)
+    return 1 if progress.failed else 0
+
+
+def _consume(results: Iterator[tuple[Job, str | None]], progress: _Progress) -> None:
+    for job, reason in results:
+        if reason is not None:
+            progress.problem(job.source, reason)
+        progress.step()
+
+
+def is_catalogue(args: argparse.Namespace) -> bool:
+    """Whether the arguments ask for a folder out: several inputs, a folder in, or ``-o`` an
+    existing folder or ending in a path separator."""
+    out = args.output
+    return (len(args.book) > 1 or any(os.path.isdir(b) for b in args.book) or os.path.isdir(out)
+            or out.endswith((os.sep, "/")))
+
+
+def compile_command(args: argparse.Namespace, *, err: TextIO | None = None) -> int:
+    """``lorescan compile``: the single-book form (``BOOK -o BOOK.lsc``) or a catalogue."""
+    from ..st.settings import Compat  # import-cost: a command loads only what it runs
+    options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,
+                                                   match_whole_words=args.whole_words)
+    if is_catalogue(args):
+        return catalogue_command(args, options, err=err)
+    from ..match.compile import compile_book  # import-cost: a command loads only what it runs
+    from ..match.lsc import save_compiled  # import-cost: as above
+    from .inputs import load_book  # import-cost: as above
+    if os.path.exists(args.output) and not args.force:
+        raise LorebookError("the output exists; give --force to replace it", source=args.output)
+    book, _ = load_book(args.book[0])
+    compiled = compile_book(book, options)
+    try:
+        save_compiled(compiled, args.output)
+    except OSError as exc:
+        raise LorebookError(f"cannot write: {exc.strerror or exc}", source=args.output) from exc
+    return 0
