@@ -49,6 +49,7 @@ from ..model import Entry, Lorebook, js_truthy
 from .keys import KeyRef, KeySpec, MacroKey, PlainKey, RegexKey
 from .options import MatchOptions
 from .fuzzy import FuzzyIndex, FuzzyTooCostly, FuzzyWork, book_threshold, entry_threshold, key_words
+from .scanwork import ScanWork
 from ..js.text import has_js_whitespace, js_lower, js_trim
 
 __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "compile_keys", "key_spec", "word_model",
@@ -146,14 +147,26 @@ class KeyMatcher:
 
     def scan(self, text: str, work: FuzzyWork | None = None) -> frozenset[int]:
         """The set of vids occurring in ``text``. ``work``: the scan's fuzzy comparisons
-        (past its limit the fuzzy keys match exactly only and ``work.cut`` counts the text)."""
+        (past its limit the fuzzy keys match exactly only and ``work.cut`` counts the text);
+        a :class:`~lorescan.match.scanwork.ScanWork` also bounds the key hits of the text
+        (past its budget ``work.key_cut`` counts it) and carries the scan's deadline."""
         if self.automaton is None or not text:
             return EMPTY
-        hits = self._hits.text_hits(text, self.automaton, self.tables, self.model, self.scan_raw, self.scan_lower)
+        hits = self._exact(text, work)
         if self.fuzzy is not None:
             found = self.fuzzy.hits(text, hits, work)
             if found:
                 return hits.union(found)
+        return hits
+
+    def _exact(self, text: str, work: FuzzyWork | None) -> frozenset[int]:
+        # The automaton's vids; a scan's ScanWork bounds the hits per text (counted in work.key_cut).
+        if not isinstance(work, ScanWork):
+            return self._hits.text_hits(text, self.automaton, self.tables, self.model, self.scan_raw, self.scan_lower)
+        hits, cut = self._hits.bounded_text_hits(text, self.automaton, self.tables, self.model, self.scan_raw,
+                                                 self.scan_lower, work.hit_budget(text), work.deadline)
+        if cut:
+            work.key_cut += 1
         return hits
 
     def scan_many(self, texts: Iterable[str], work: FuzzyWork | None = None) -> Iterator[frozenset[int]]:
@@ -166,8 +179,7 @@ class KeyMatcher:
         memo: dict[tuple[int, str], tuple[int, ...]] = {}
         it = iter(texts)
         while batch := [t or "" for t in itertools.islice(it, _SCAN_BATCH)]:
-            exact = [self._hits.text_hits(t, self.automaton, self.tables, self.model, self.scan_raw,
-                                          self.scan_lower) if t else EMPTY for t in batch]
+            exact = [self._exact(t, work) if t else EMPTY for t in batch]
             found = self.fuzzy.hits_many(batch, exact, memo, work)
             yield from (h.union(f) if f else h for h, f in zip(exact, found))
 

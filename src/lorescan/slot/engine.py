@@ -40,7 +40,8 @@ from typing import Any, Literal, NamedTuple, get_args
 from ..match.compile import CompiledBook, compile_keys
 from ..semantic.index import SemanticIndex, VectorSettings
 from ..semantic.store import is_candidate
-from ..match.fuzzy import FuzzyWork, entry_threshold, fuzzy_field
+from ..match.fuzzy import entry_threshold, fuzzy_field
+from ..match.scanwork import ScanWork
 from ..match.keys import KeySpec
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..match.cache import ChatScan
@@ -187,6 +188,9 @@ class SlotResult:
     fuzzy_cutoffs: tuple[str, ...] = ()
     """One line when the run's fuzzy-key comparisons reached ``Limits.fuzzy_comparisons_per_scan``
     (in the texts it names, fuzzy keys matched only exactly)."""
+    key_hit_cutoffs: tuple[str, ...] = ()
+    """One line when a scanned text gave more key hits than ``Limits.key_hits_per_text`` /
+    ``key_hits_per_char`` allow (keys occurring only past that point did not match)."""
 
     @property
     def inserted(self) -> tuple[LogRecord, ...]:
@@ -497,7 +501,7 @@ class SlotEngine:
             at_greeting: bool | None = None, greeting_index: int | None = None,
             user_icon: str | None = None,
             substitute: Callable[[str], str] | None = None,
-            cache: ChatScan | None = None) -> SlotResult:
+            cache: ChatScan | None = None, deadline: float | None = None) -> SlotResult:
         """Build the lorebook slot for one request.
 
         Args:
@@ -520,6 +524,9 @@ class SlotEngine:
             substitute: overrides the engine's macro hook for this request.
             cache: the chat's :class:`~lorescan.match.cache.ChatScan` (pass the same one
                 every turn so messages already scanned are not scanned again).
+            deadline: a ``time.monotonic()`` value; key matching checks it every 65,536 key
+                hits of a text (None: no deadline). It never changes the answer, only whether
+                there is one.
 
         Returns:
             The :class:`SlotResult`: the slot's messages, the request log (one
@@ -527,6 +534,7 @@ class SlotEngine:
 
         Raises:
             SettingsError: malformed messages or state.
+            ScanDeadlineExceeded: ``deadline`` passed during the run.
         """
         chat = _read_messages(messages)
         first_matched = read_first_matched(state)
@@ -540,7 +548,7 @@ class SlotEngine:
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout),
                         content_of=self._content_of, limits=self.limits,
-                        fuzzy_work=FuzzyWork(self.limits.fuzzy_comparisons_per_scan))
+                        fuzzy_work=ScanWork(self.limits, deadline))
         pool = self.pool
         by_meaning: dict[int, str] = {}
         if self._semantic is not None:
@@ -648,6 +656,7 @@ class SlotEngine:
                                   self.budget_reason)
         return SlotResult(regex_cutoffs=tuple(view.cut_off_report(view.cut_keys())),
                           fuzzy_cutoffs=tuple(view.fuzzy_cutoff_report()),
+                          key_hit_cutoffs=tuple(view.key_hit_cutoff_report()),
                           messages=messages_out, log=log, state=new_state, budget=self.budget,
                           tokens_used=used, passes=passes, disabled_ui_prompts=prompts,
                           budget_book=self.budget_book, notes=(budget_note, *notes))

@@ -295,6 +295,10 @@ class STResult:
         fuzzy_cutoffs: one line when the scan's fuzzy-key comparisons reached
             ``Limits.fuzzy_comparisons_per_scan`` ("fuzzy matching was cut off in …"): in the
             texts named there the fuzzy keys matched only exactly. Empty normally.
+        key_hit_cutoffs: one line when a scanned text gave more key hits than
+            ``Limits.key_hits_per_text`` / ``key_hits_per_char`` allow ("key matching was cut
+            off in …"): keys occurring only past that point in it did not match this turn.
+            Empty normally (only degenerate texts and keys reach it).
     """
 
     activated: list[EntryId]
@@ -311,6 +315,7 @@ class STResult:
     # EntryId -> the Entry (the engine's books; after pickling, a dict of them).
     _entry: Callable[[EntryId], Entry] = field(repr=False, default=_no_entries)
     fuzzy_cutoffs: tuple[str, ...] = ()
+    key_hit_cutoffs: tuple[str, ...] = ()
 
     @property
     def world_info_before(self) -> str:
@@ -340,7 +345,7 @@ class STResult:
         return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
                            self.overflow_alert_shown, self.timed_effects, self.loops,
                            functools.partial(dict, diagnostics), self.regex_cutoffs, None,
-                           entries.__getitem__, self.fuzzy_cutoffs))
+                           entries.__getitem__, self.fuzzy_cutoffs, self.key_hit_cutoffs))
 
     def entry(self, eid: EntryId | tuple[str, int | str]) -> Entry:
         """The entry behind an id of this result (its ``comment`` is the name authors give it).
