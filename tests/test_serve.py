@@ -176,6 +176,7 @@ def test_conformance_vectors_through_the_service_match_the_runner(client):
                 diagnostics = got.pop("diagnostics")
                 assert got.pop("regex_cutoffs") == list(local.regex_cutoffs)
                 assert got.pop("fuzzy_cutoffs") == list(local.fuzzy_cutoffs)
+                assert got.pop("key_hit_cutoffs") == list(local.key_hit_cutoffs)
                 assert got.pop("budget") == local.budget
                 assert got == json.loads(json.dumps(want)), (path, case["name"], ti)
                 for f in CONTRACT_FIELDS:        # and so the vector's expectation, as the runner checks it
@@ -207,7 +208,7 @@ def test_macros_and_a_seed_are_inputs_of_one_request_and_leave_the_cached_engine
             assert status == 200, got
             local = engine.scan(chat[:n], max_context=4000, random=random.Random(seed).random,
                                 substitute=macros(table) if table else None)
-            got.pop("budget"), got.pop("regex_cutoffs"), got.pop("fuzzy_cutoffs")
+            got.pop("budget"), got.pop("regex_cutoffs"), got.pop("fuzzy_cutoffs"), got.pop("key_hit_cutoffs")
             assert got == json.loads(json.dumps(local.to_json())), (n, table)
             runs.append(got["activated"])
     assert len({json.dumps(r) for r in runs}) > 3       # the macros and rolls changed what activated
@@ -319,7 +320,8 @@ def _slot_json(result) -> dict:
             "tokens_used": result.tokens_used, "passes": result.passes,
             "disabled_ui_prompts": sorted(result.disabled_ui_prompts), "budget_book": result.budget_book,
             "notes": [{"code": x.code, "text": x.text, "message": x.message} for x in result.notes],
-            "regex_cutoffs": list(result.regex_cutoffs), "fuzzy_cutoffs": list(result.fuzzy_cutoffs)}
+            "regex_cutoffs": list(result.regex_cutoffs), "fuzzy_cutoffs": list(result.fuzzy_cutoffs),
+            "key_hit_cutoffs": list(result.key_hit_cutoffs)}
 
 
 def test_slot_17_13_priority_decides_survival_and_order_decides_placement(client):

@@ -249,6 +249,7 @@ class _Report:
         data["result"]["budget"] = self.st.budget
         data["result"]["regex_cutoffs"] = list(self.st.regex_cutoffs)
         data["result"]["fuzzy_cutoffs"] = list(self.st.fuzzy_cutoffs)
+        data["result"]["key_hit_cutoffs"] = list(self.st.key_hit_cutoffs)
         view = self.view if near else None
         rows = []
         for eid, d in self.st.diagnostics.items():
@@ -304,7 +305,7 @@ def scan_command(args: argparse.Namespace, *, out: TextIO) -> int:
     if r.budget_overflowed:
         print("\nThe token budget was reached; lower-priority entries were left out "
               "(lorescan explain says which).", file=out)
-    for line in (*r.regex_cutoffs, *r.fuzzy_cutoffs):
+    for line in (*r.regex_cutoffs, *r.fuzzy_cutoffs, *r.key_hit_cutoffs):
         print(f"note: {line}", file=out)
     return 0
 

@@ -3,7 +3,8 @@
 One worker process = one event loop (I/O, JSON, validation) + one engine thread (every
 compile, load and scan). Engines would be safe to share between threads (STEngine's
 docstring); one engine thread keeps scans queued in order, off the event loop, and a request
-that runs past its time limit is answered 503 while its scan finishes in the background (a scan still queued when its deadline passes is skipped).
+that runs past its time limit is answered 503 while its scan finishes in the background (a scan still queued when its deadline passes is skipped;
+key matching stops at the deadline, and the native kernel lets the event loop run while it works).
 Per-request data (timed effects, slot state, messages) lives only in the request; what a
 worker keeps between requests is derived from books alone (compiled books, engines) or
 from text alone (per-chat key-hit caches), so no caller can see another's state.
@@ -33,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import LorebookError
+from ..errors import LorebookError, ScanDeadlineExceeded
 from ..macros import macro_table
 from ..match.cache import ChatScan
 from ..limits import DEFAULT_LIMITS
@@ -99,6 +100,11 @@ class ServeConfig:
 
 class TimeLimit(Exception):
     """The request's deadline passed before its job started."""
+
+
+# The running job's deadline (time.monotonic()): Runtime.run sets it in the job's context and
+# the scan handlers pass it to the engines, whose key matching stops past it (answered 503).
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("lorescan_deadline", default=None)
 
 
 _REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "global_scan_data")
@@ -225,6 +231,7 @@ class Runtime:
             started = time.monotonic()
             if started > deadline:
                 raise TimeLimit()
+            _DEADLINE.set(deadline)     # this job's own context (a copy): the scans it runs honour it
             try:
                 return fn()
             finally:
@@ -238,7 +245,7 @@ class Runtime:
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout=limit)
-        except (asyncio.TimeoutError, TimeLimit):
+        except (asyncio.TimeoutError, TimeLimit, ScanDeadlineExceeded):
             self.metrics.inc("lorescan_request_timeouts_total")
             raise HTTPError(503, f"the request took longer than the time limit of {limit:g} s") from None
 
@@ -339,7 +346,7 @@ class Runtime:
                                  authors_note=req.authors_note, trigger=req.trigger, dry_run=req.dry_run,
                                  timed_effects=req.timed_effects,
                                  forced=[(f.world, f.uid) for f in req.forced], cache=cache,
-                                 substitute=_substitute(req.macros), random=rand)
+                                 substitute=_substitute(req.macros), random=rand, deadline=_DEADLINE.get())
         except LorebookError as exc:
             raise _input_error(exc) from None
         finally:
@@ -348,6 +355,7 @@ class Runtime:
         out["budget"] = result.budget
         out["regex_cutoffs"] = list(result.regex_cutoffs)
         out["fuzzy_cutoffs"] = list(result.fuzzy_cutoffs)
+        out["key_hit_cutoffs"] = list(result.key_hit_cutoffs)
         timeouts = len(result.regex_cutoffs)
         if req.explain:
             named = message_namer(range(1, len(req.messages) + 1))     # docs/sillytavern-mode.md#cli-turns
@@ -394,7 +402,7 @@ class Runtime:
             result = engine.run([(x.role, x.content) for x in req.messages], turn_id=req.turn_id,
                                 state=req.state, dry_run=req.dry_run, at_greeting=req.at_greeting,
                                 greeting_index=req.greeting_index, user_icon=req.user_icon,
-                                substitute=_substitute(req.macros), cache=cache)
+                                substitute=_substitute(req.macros), cache=cache, deadline=_DEADLINE.get())
         except LorebookError as exc:
             raise _input_error(exc) from None
         finally:
@@ -408,7 +416,7 @@ class Runtime:
             "tokens_used": result.tokens_used, "passes": result.passes,
             "disabled_ui_prompts": sorted(result.disabled_ui_prompts), "budget_book": result.budget_book,
             "notes": [n._asdict() for n in result.notes], "regex_cutoffs": list(result.regex_cutoffs),
-            "fuzzy_cutoffs": list(result.fuzzy_cutoffs)})
+            "fuzzy_cutoffs": list(result.fuzzy_cutoffs), "key_hit_cutoffs": list(result.key_hit_cutoffs)})
 
     # -- JanitorAI script mode ---------------------------------------------------------------
     def janitor_run(self, req: m.JanitorRunRequest) -> bytes:
