@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -1010,3 +1011,58 @@ def test_a_slow_regex_key_gives_the_same_answer_on_a_machine_slowed_a_thousandfo
         print("PASS")
     """)
     assert "PASS" in proc.stdout
+
+
+# -- no scan freezes a worker (issue 22 item 4) -------------------------------------------------
+
+def test_healthz_answers_while_a_hostile_scan_runs_and_its_deadline_frees_the_engine_thread(tmp_path):
+    # 256 suffix keys over one 12 MB message: even cut at its hit budget (16 a character) it takes
+    # some 190 million hits (tens of seconds) in one call of the native loop. The event loop must
+    # keep answering meanwhile (that loop used to hold the GIL: a /healthz took 26.7 s), and the
+    # 503 at the time limit must stop the scan, not queue every later request behind the rest of it.
+    import threading
+    from lorescan.serve.testing import ServerProcess
+    n = DEFAULT_LIMITS.max_key_length
+    entries = {str(i): {"uid": i, "key": ["a" * (i + 1)], "content": "x"} for i in range(n)}
+    entries[str(n)] = {"uid": n, "key": ["zzz"], "content": "z"}
+    events: list[tuple[str, int]] = []
+    with ServerProcess(str(tmp_path / "books"), args=["--time-limit", "4"]) as srv:
+        c = srv.client(timeout=120)
+        status, info = c.json("POST", "/v1/books?name=suffixes", json.dumps({"entries": entries}).encode(),
+                              headers={"Content-Type": "application/octet-stream"})
+        assert status in (200, 201), info
+
+        def scan(messages):
+            return {"books": [{"id": info["id"]}], "settings": {"scan_depth": 1000}, "max_context": 10**6,
+                    "tokenizer": "chars", "messages": [{"name": "u", "mes": t, "is_user": True} for t in messages]}
+        # one long text through the service: cut, reported, "zzz" past the cut not matched
+        status, got = c.json("POST", "/v1/st/scan", scan(["a" * 100_000 + " zzz"]))
+        assert status == 200, got
+        assert len(got["key_hit_cutoffs"]) == 1 and "key_hits_per_text" in got["key_hit_cutoffs"][0]
+        assert len(got["activated"]) == n and {"world": "suffixes", "uid": n} not in got["activated"]
+        hostile = json.dumps(scan(["a" * 12_000_000]))
+        sent = threading.Event()
+
+        def run_hostile():
+            client = srv.client(timeout=300)
+            sent.set()
+            events.append(("hostile", client.request("POST", "/v1/st/scan", hostile,
+                                                     headers={"Content-Type": "application/json"})[0]))
+            client.close()
+        worker = threading.Thread(target=run_hostile)
+        worker.start()
+        sent.wait(30)
+        time.sleep(0.5)                 # the body is read and the scan under way
+        probe = srv.client(timeout=60)
+        for _ in range(8):              # a frozen loop answers the first only when the scan stops, the rest after
+            events.append(("healthz", probe.json("GET", "/healthz")[0]))
+            time.sleep(0.25)
+        probe.close()
+        worker.join(300)
+        assert not worker.is_alive()
+        # the event loop answered all along while the scan ran; the scan ran into the time limit
+        assert events == [("healthz", 200)] * 8 + [("hostile", 503)], events
+        # the engine thread is free again: a small scan right after answers within its own limit
+        status, got = c.json("POST", "/v1/st/scan", scan(["a" * 20 + " zzz"]))
+        assert status == 200 and got["key_hit_cutoffs"] == [] and len(got["activated"]) == 21, status
+        c.close()
