@@ -187,7 +187,8 @@ class ScanView:
     joined haystack (regex keys see U+0001 markers and can span texts); False = each text
     is matched on its own (lorebook-slot mode). ``regex_budget``: the scan's regex time
     (shared by the views of one scan; default: ``DEFAULT_LIMITS.regex_time_per_scan``);
-    ``regex_timeout``: CPU seconds one regex evaluation may take (None: the budget's rest).
+    ``regex_timeout``: the nominal seconds one regex evaluation may cost (``JSRegex.cost``, never a
+    clock; None: the budget's rest).
     ``oldest_index``: the chat position of the oldest message given, when the caller passes
     only the newest messages of a longer chat (message hit blocks align on chat positions,
     so the same blocks recur turn after turn; see :meth:`_message_hits`).

@@ -352,7 +352,8 @@ class SlotEngine:
             ``"auto"``: SillyTavern's per-key detection (an invalid ``/…/`` key is literal text).
         user_icon_decorator: accept ``@@is_user_icon`` (the caller then passes ``user_icon``
             to :meth:`run`).
-        regex_timeout: CPU seconds allowed to one regex key on one text.
+        regex_timeout: the nominal seconds one regex key may cost on one text (``JSRegex.cost``, a
+            function of the pattern and the text, never a clock; see ``RegexBudget``).
         limits: ``regex_time_per_scan`` bounds all regex time of one :meth:`run` (cut-off keys
             are listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons).
 

@@ -86,7 +86,8 @@ class STEngine:
         substitute: ``text -> text`` for macros (the default of :meth:`scan`'s).
         random: ``() -> float`` in [0, 1) (the default of :meth:`scan`'s).
         post_process: ``(content, position, depth) -> text`` (the default of :meth:`scan`'s).
-        regex_timeout: CPU seconds one regex evaluation may take (None: no per-evaluation cap).
+        regex_timeout: the nominal seconds one regex evaluation may cost (``JSRegex.cost``, a
+            function of the pattern and the text, never a clock; None: no per-evaluation cap).
         limits: ``regex_time_per_scan`` bounds all regex time of one scan (cut-off keys are
             listed in ``STResult.regex_cutoffs``); book and key size limits.
         semantic: Vector Storage's world-info matching (docs/semantic.md#sem-engine): entries
