@@ -1066,3 +1066,26 @@ def test_healthz_answers_while_a_hostile_scan_runs_and_its_deadline_frees_the_en
         status, got = c.json("POST", "/v1/st/scan", scan(["a" * 20 + " zzz"]))
         assert status == 200 and got["key_hit_cutoffs"] == [] and len(got["activated"]) == 21, status
         c.close()
+
+
+# -- bounded lint (issue 22 item 5) ----------------------------------------------------------------
+
+def test_lint_probes_regex_keys_within_one_total_budget_and_reports_the_keys_it_left_unprobed():
+    # 0.1 s of probes a regex key made a book of 100,000 regex keys hours of lint; the book's
+    # probes now share one nominal budget, and a backtracking key past it is reported, not skipped.
+    run_child("""
+        from dataclasses import replace
+        from lorescan.lint import LintOptions, lint_book
+        keys = [f"/(?<=foo{i})bar/" for i in range(40)] + ["/plain(ly)? linear/"]
+        entries = {str(i): {"uid": i, "key": [k], "content": "c"} for i, k in enumerate(keys)}
+        book = load_data({"entries": entries})
+        assert not [f for f in lint_book(book) if f.code == "LS203"]       # the default budget probes them all
+        tight = LintOptions(regex_probe_ms=100, regex_probe_total_ms=150)
+        found = [(f.entry, f.message) for f in lint_book(book, tight) if f.code == "LS203"]
+        assert found == [(f.entry, f.message) for f in lint_book(book, tight) if f.code == "LS203"]
+        unprobed = [uid for uid, message in found if "was not probed" in message]
+        assert len(found) == len(unprobed) and 0 < len(unprobed) < 40, found[:3]
+        assert unprobed == list(range(40 - len(unprobed), 40)), unprobed      # the first ones were probed
+        assert all("regex_probe_total_ms=150" in message for _, message in found)
+        print("UNPROBED", len(unprobed))
+    """, cpu=20)
