@@ -276,6 +276,20 @@ def test_the_key_hit_cut_is_the_same_on_both_kernels():
     """, cpu=20)
 
 
+def test_a_content_past_the_key_hit_budget_is_refused_when_the_book_is_compiled_naming_the_entry():
+    # recursion needs a content's whole hit set, so there is no cut to report: the book is refused
+    # (the shape of a 2 MB content of "a" under suffix keys: a minute of CPU per compile before)
+    run_child(SUFFIX_KEYS, """
+        def with_content(text):
+            doc = {"entries": dict(entries, **{"900": {"uid": 900, "key": ["q"], "content": text}})}
+            return load(json.dumps(doc).encode())
+        exc = expect_error(lambda: compile_book(with_content("a" * 1_000_000)), "key_hits_per_char")
+        assert exc.entry == 900 and exc.field == "content", (exc.entry, exc.field)
+        # under the budget the same content compiles and its hits are exact
+        assert len(compile_book(with_content("a" * 200)).content_hits[N + 1]) == 200
+    """, cpu=20)
+
+
 def test_a_deadline_turns_a_long_scan_into_an_error_never_into_another_answer():
     run_child(SUFFIX_KEYS, """
         from lorescan.match.cache import ChatScan
