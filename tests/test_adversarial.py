@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -205,19 +206,123 @@ def test_counted_repeats_that_would_build_gigabytes_are_refused_before_compiling
     """, cpu=20, memory=1536 * MiB)
 
 
-def test_keys_that_are_suffixes_of_one_another_cost_at_most_one_hit_per_key_length():
-    # a, aa, aaa, ...: every position of "aaa..." ends one occurrence of each key
-    n = DEFAULT_LIMITS.max_key_length
+# 256 keys a, aa, ..., a*256, and "zzz" (entry 256) at the end of the text: every position of
+# "aaa..." ends one occurrence of each a-key, 256 million hits in 1 MB (a minute of CPU before).
+SUFFIX_KEYS = f"""
+import time
+from dataclasses import replace
+from lorescan import _hits_py
+from lorescan.errors import ScanDeadlineExceeded
+try:
+    from lorescan import _hits_c
+except ModuleNotFoundError:
+    _hits_c = None
+N = {DEFAULT_LIMITS.max_key_length}
+entries = {{str(i): {{"uid": i, "key": ["a" * (i + 1)], "content": "x"}} for i in range(N)}}
+entries[str(N)] = {{"uid": N, "key": ["zzz"], "content": "z"}}
+book = load(json.dumps({{"entries": entries}}).encode())
+def hostile(size):
+    return "a" * size + " zzz"
+def st(limits=DEFAULT_LIMITS):
+    return STEngine([BookSource(book, ("global",))], count_tokens=len, limits=limits)
+def uids(r):
+    return sorted(e.uid for e in r.activated)
+"""
+
+
+def test_keys_that_are_suffixes_of_one_another_are_cut_at_the_hit_budget_and_the_cut_reported():
     size = 1_000_000 if LONG else 100_000
     if os.environ.get("LORESCAN_PURE_PYTHON") == "1":
         size //= 10                  # the twin handles each hit in Python
-    run_child(f"""
-        entries = {{str(i): {{"uid": i, "key": ["a" * (i + 1)], "content": "x"}} for i in range({n})}}
-        book = load(json.dumps({{"entries": entries}}).encode())
-        engine = STEngine([BookSource(book, ("global",))], count_tokens=len)
-        r = engine.scan([ChatMessage("u", "a" * {size}, True)], max_context=10**6)
-        assert len(r.activated) == {n}
-    """, cpu=60 if LONG else 20)
+    out = run_child(SUFFIX_KEYS, f"""
+        engine, cache = st(), ChatScan()
+        start = time.process_time()
+        for _ in range(2):           # a cut text is never cached as complete: reported both times
+            r = engine.scan([ChatMessage("u", hostile({size}), True)], max_context=10**6, cache=cache)
+            # every a-key occurs within the budget; "zzz" only past it, so it is not matched
+            assert uids(r) == list(range(N)), uids(r)[-3:]
+            assert len(r.key_hit_cutoffs) == 1 and "key_hits_per_char" in r.key_hit_cutoffs[0], r.key_hit_cutoffs
+        print("CPU", time.process_time() - start, r.key_hit_cutoffs[0])
+        slot = SlotEngine([SlotBook(book)], count_tokens=len).run([("user", hostile({size // 10}))], turn_id=1)
+        assert len(slot.key_hit_cutoffs) == 1 and slot.key_hit_cutoffs == r.key_hit_cutoffs, slot.key_hit_cutoffs
+        # under the budget the answer is exact: a short text, or a budget raised to cover the text
+        short = engine.scan([ChatMessage("u", hostile(300), True)], max_context=10**6)
+        assert uids(short) == list(range(N + 1)) and short.key_hit_cutoffs == ()
+        roomy = st(replace(DEFAULT_LIMITS, key_hits_per_char=N))
+        r = roomy.scan([ChatMessage("u", hostile(20_000), True)], max_context=10**6)
+        assert uids(r) == list(range(N + 1)) and r.key_hit_cutoffs == ()
+    """, cpu=20)      # two scans of 1 MB: about 3.5 s native here (the cut at 16 hits a character)
+    assert "CPU" in out.stdout
+
+
+def test_the_key_hit_cut_is_the_same_on_both_kernels():
+    # the same hits taken, the same cut, whatever the budget's position in the passes
+    run_child(SUFFIX_KEYS, """
+        if _hits_c is None:
+            print("native kernel not built: the twin alone")
+        m = compile_book(book).matcher
+        text = hostile(2_000)
+        args = (m.automaton, m.tables, m.model, m.scan_raw, m.scan_lower)
+        full = _hits_py.bounded_text_hits(text, *args, -1, None)
+        assert full == (frozenset(range(N + 1)), False), full
+        total = sum(1 for _ in m.automaton.iter(text.lower()))
+        for budget in (0, 1, 255, 256, 300, 65_536, total - 1, total, total + 1):
+            got = _hits_py.bounded_text_hits(text, *args, budget, None)
+            assert got[1] == (budget < total), (budget, got[1])
+            assert (got[0] == full[0]) == (budget >= total), budget
+            if _hits_c is not None:
+                assert _hits_c.bounded_text_hits(text, *args, budget, None) == got, budget
+        print("OK", total)
+    """, cpu=20)
+
+
+def test_a_content_past_the_key_hit_budget_is_refused_when_the_book_is_compiled_naming_the_entry():
+    # recursion needs a content's whole hit set, so there is no cut to report: the book is refused
+    # (the shape of a 2 MB content of "a" under suffix keys: a minute of CPU per compile before)
+    run_child(SUFFIX_KEYS, """
+        def with_content(text):
+            doc = {"entries": dict(entries, **{"900": {"uid": 900, "key": ["q"], "content": text}})}
+            return load(json.dumps(doc).encode())
+        exc = expect_error(lambda: compile_book(with_content("a" * 1_000_000)), "key_hits_per_char")
+        assert exc.entry == 900 and exc.field == "content", (exc.entry, exc.field)
+        # under the budget the same content compiles and its hits are exact
+        assert len(compile_book(with_content("a" * 200)).content_hits[N + 1]) == 200
+    """, cpu=20)
+
+
+def test_a_deadline_turns_a_long_scan_into_an_error_never_into_another_answer():
+    run_child(SUFFIX_KEYS, """
+        from lorescan.match.cache import ChatScan
+        engine = st(replace(DEFAULT_LIMITS, key_hits_per_char=N))    # no cut: only the deadline can stop it
+        text = hostile(20_000)
+        want = engine.scan([ChatMessage("u", text, True)], max_context=10**6)
+        later = engine.scan([ChatMessage("u", text, True)], max_context=10**6, deadline=time.monotonic() + 3600)
+        assert later.to_json() == want.to_json() and uids(want) == list(range(N + 1))
+        m = compile_book(book).matcher
+        args = (text, m.automaton, m.tables, m.model, m.scan_raw, m.scan_lower, -1, time.monotonic() - 1)
+        for kernel in (_hits_py, _hits_c) if _hits_c is not None else (_hits_py,):
+            try:
+                kernel.bounded_text_hits(*args)
+            except ScanDeadlineExceeded as exc:
+                print("DEADLINE", kernel.__name__, exc)
+            else:
+                raise AssertionError(f"{kernel.__name__} ignored the deadline")
+        cache = ChatScan()
+        for run in (lambda: engine.scan([ChatMessage("u", text, True)], max_context=10**6, cache=cache,
+                                        deadline=time.monotonic() - 1),
+                    lambda: SlotEngine([SlotBook(book)], count_tokens=len,
+                                       limits=replace(DEFAULT_LIMITS, key_hits_per_char=N)).run(
+                        [("user", text)], turn_id=1, cache=cache, deadline=time.monotonic() - 1)):
+            try:
+                run()
+            except ScanDeadlineExceeded:
+                pass
+            else:
+                raise AssertionError("the engine ignored the deadline")
+        # nothing half-done was cached: the same chat with the same cache gives the whole answer
+        again = engine.scan([ChatMessage("u", text, True)], max_context=10**6, cache=cache)
+        assert again.to_json() == want.to_json()
+    """, cpu=20)
 
 
 def test_a_megabyte_of_macros_as_key_and_content_is_refused_and_the_allowed_size_builds():
@@ -920,3 +1025,81 @@ def test_a_slow_regex_key_gives_the_same_answer_on_a_machine_slowed_a_thousandfo
         print("PASS")
     """)
     assert "PASS" in proc.stdout
+
+
+# -- no scan freezes a worker (issue 22 item 4) -------------------------------------------------
+
+def test_healthz_answers_while_a_hostile_scan_runs_and_its_deadline_frees_the_engine_thread(tmp_path):
+    # 256 suffix keys over one 12 MB message: even cut at its hit budget (16 a character) it takes
+    # some 190 million hits (tens of seconds) in one call of the native loop. The event loop must
+    # keep answering meanwhile (that loop used to hold the GIL: a /healthz took 26.7 s), and the
+    # 503 at the time limit must stop the scan, not queue every later request behind the rest of it.
+    import threading
+    from lorescan.serve.testing import ServerProcess
+    n = DEFAULT_LIMITS.max_key_length
+    entries = {str(i): {"uid": i, "key": ["a" * (i + 1)], "content": "x"} for i in range(n)}
+    entries[str(n)] = {"uid": n, "key": ["zzz"], "content": "z"}
+    events: list[tuple[str, int]] = []
+    with ServerProcess(str(tmp_path / "books"), args=["--time-limit", "4"]) as srv:
+        c = srv.client(timeout=120)
+        status, info = c.json("POST", "/v1/books?name=suffixes", json.dumps({"entries": entries}).encode(),
+                              headers={"Content-Type": "application/octet-stream"})
+        assert status in (200, 201), info
+
+        def scan(messages):
+            return {"books": [{"id": info["id"]}], "settings": {"scan_depth": 1000}, "max_context": 10**6,
+                    "tokenizer": "chars", "messages": [{"name": "u", "mes": t, "is_user": True} for t in messages]}
+        # one long text through the service: cut, reported, "zzz" past the cut not matched
+        status, got = c.json("POST", "/v1/st/scan", scan(["a" * 100_000 + " zzz"]))
+        assert status == 200, got
+        assert len(got["key_hit_cutoffs"]) == 1 and "key_hits_per_text" in got["key_hit_cutoffs"][0]
+        assert len(got["activated"]) == n and {"world": "suffixes", "uid": n} not in got["activated"]
+        hostile = json.dumps(scan(["a" * 12_000_000]))
+        sent = threading.Event()
+
+        def run_hostile():
+            client = srv.client(timeout=300)
+            sent.set()
+            events.append(("hostile", client.request("POST", "/v1/st/scan", hostile,
+                                                     headers={"Content-Type": "application/json"})[0]))
+            client.close()
+        worker = threading.Thread(target=run_hostile)
+        worker.start()
+        sent.wait(30)
+        time.sleep(0.5)                 # the body is read and the scan under way
+        probe = srv.client(timeout=60)
+        for _ in range(8):              # a frozen loop answers the first only when the scan stops, the rest after
+            events.append(("healthz", probe.json("GET", "/healthz")[0]))
+            time.sleep(0.25)
+        probe.close()
+        worker.join(300)
+        assert not worker.is_alive()
+        # the event loop answered all along while the scan ran; the scan ran into the time limit
+        assert events == [("healthz", 200)] * 8 + [("hostile", 503)], events
+        # the engine thread is free again: a small scan right after answers within its own limit
+        status, got = c.json("POST", "/v1/st/scan", scan(["a" * 20 + " zzz"]))
+        assert status == 200 and got["key_hit_cutoffs"] == [] and len(got["activated"]) == 21, status
+        c.close()
+
+
+# -- bounded lint (issue 22 item 5) ----------------------------------------------------------------
+
+def test_lint_probes_regex_keys_within_one_total_budget_and_reports_the_keys_it_left_unprobed():
+    # 0.1 s of probes a regex key made a book of 100,000 regex keys hours of lint; the book's
+    # probes now share one nominal budget, and a backtracking key past it is reported, not skipped.
+    run_child("""
+        from dataclasses import replace
+        from lorescan.lint import LintOptions, lint_book
+        keys = [f"/(?<=foo{i})bar/" for i in range(40)] + ["/plain(ly)? linear/"]
+        entries = {str(i): {"uid": i, "key": [k], "content": "c"} for i, k in enumerate(keys)}
+        book = load_data({"entries": entries})
+        assert not [f for f in lint_book(book) if f.code == "LS203"]       # the default budget probes them all
+        tight = LintOptions(regex_probe_ms=100, regex_probe_total_ms=150)
+        found = [(f.entry, f.message) for f in lint_book(book, tight) if f.code == "LS203"]
+        assert found == [(f.entry, f.message) for f in lint_book(book, tight) if f.code == "LS203"]
+        unprobed = [uid for uid, message in found if "was not probed" in message]
+        assert len(found) == len(unprobed) and 0 < len(unprobed) < 40, found[:3]
+        assert unprobed == list(range(40 - len(unprobed), 40)), unprobed      # the first ones were probed
+        assert all("regex_probe_total_ms=150" in message for _, message in found)
+        print("UNPROBED", len(unprobed))
+    """, cpu=20)

@@ -2,21 +2,44 @@
 """Per-text hit sets and window unions. Twin: src/lorescan/_hits_py.py."""
 from lorescan._chars cimport MODEL_ASCII, MODEL_NOSPACE, occurrence_ok
 
+from time import monotonic
+
 from lorescan import _wordchars
+from lorescan.errors import ScanDeadlineExceeded
 
 cdef bytes _TABLE_BYTES = _wordchars.CHAR_TABLE
 cdef const unsigned char* TABLE = _TABLE_BYTES
 EMPTY = frozenset()
 
 
-cdef int scan_pass(str text, object automaton, const int[:] lengths, const int[:] free_vid,
-                   const int[:] bound_vid, int model, set out) except -1:
+# Every YIELD_EVERY hits a pass lets other threads run (a Cython loop never reaches the
+# interpreter's switch points) and checks the caller's deadline.
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+cdef enum:
+    YIELD_EVERY = 65536
+
+
+cdef Py_ssize_t scan_pass(str text, object automaton, const int[:] lengths, const int[:] free_vid,
+                          const int[:] bound_vid, int model, set out, Py_ssize_t left,
+                          object deadline) except -2:
     # One automaton pass: free variants are hit by any occurrence (the case filter is the
     # choice of tables for this pass), bounded ones by an occurrence with word boundaries.
-    cdef Py_ssize_t end, pid, start
+    # At most ``left`` hits are taken: returns the hits still allowed, -1 when one more came.
+    cdef Py_ssize_t end, pid, start, seen = 0
     cdef int v, b
     cdef tuple item
     for item in automaton.iter(text):
+        if left == 0:
+            return -1
+        left -= 1
+        seen += 1
+        if seen % YIELD_EVERY == 0:
+            with nogil:
+                pass
+            if deadline is not None and monotonic() > deadline:
+                raise ScanDeadlineExceeded(f"the scan passed its deadline after {seen:,} key hits in one text")
         end = item[0]
         pid = item[1]
         v = free_vid[pid]
@@ -27,20 +50,27 @@ cdef int scan_pass(str text, object automaton, const int[:] lengths, const int[:
             start = end - lengths[pid] + 1
             if occurrence_ok(text, start, end + 1, model, TABLE):
                 out.add(b)
-    return 0
+    return left
 
 
 def text_hits(str text, automaton, tables, int model, bint scan_raw, bint scan_lower):
     """The vids occurring in ``text`` (see the twin for the table layout)."""
+    return bounded_text_hits(text, automaton, tables, model, scan_raw, scan_lower, -1, None)[0]
+
+
+def bounded_text_hits(str text, automaton, tables, int model, bint scan_raw, bint scan_lower,
+                      Py_ssize_t max_hits, deadline):
+    """``(vids, cut)``: :func:`text_hits` from at most ``max_hits`` hits (< 0: all; see the twin)."""
     lengths, raw_free, raw_bound, low_free, low_bound = tables
     if model < MODEL_ASCII or model > MODEL_NOSPACE:
         raise ValueError(f"unknown word model {model!r}")
     cdef set out = set()
+    cdef Py_ssize_t left = PY_SSIZE_T_MAX if max_hits < 0 else max_hits
     if scan_raw:
-        scan_pass(text, automaton, lengths, raw_free, raw_bound, model, out)
-    if scan_lower:
-        scan_pass(text.lower(), automaton, lengths, low_free, low_bound, model, out)
-    return frozenset(out) if out else EMPTY
+        left = scan_pass(text, automaton, lengths, raw_free, raw_bound, model, out, left, deadline)
+    if scan_lower and left >= 0:
+        left = scan_pass(text.lower(), automaton, lengths, low_free, low_bound, model, out, left, deadline)
+    return (frozenset(out) if out else EMPTY), left < 0
 
 
 def window_union(parts):

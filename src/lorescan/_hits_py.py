@@ -6,25 +6,43 @@ and a union of sparse sets costs what the hits cost, not what the book costs.
 """
 from __future__ import annotations
 
+import sys
 from itertools import islice
+from time import monotonic
 from typing import Any, Sequence
 
 from . import _wordchars as _ws
+from .errors import ScanDeadlineExceeded
 
-__all__ = ["text_hits", "window_union", "entries_hit"]
+__all__ = ["text_hits", "bounded_text_hits", "window_union", "entries_hit"]
 
 EMPTY: frozenset[int] = frozenset()
 
 
+YIELD_EVERY = 65536          # hits between deadline checks (the native kernel also lets other threads run there)
+
+
 def _pass(text: str, automaton: Any, lengths: Sequence[int], free_vid: Sequence[int],
-          bound_vid: Sequence[int], model: int, out: set[int]) -> None:
+          bound_vid: Sequence[int], model: int, out: set[int], left: int, deadline: float | None) -> int:
     # In slices: a text can hold up to (longest key) hits per character, too many to list at once.
+    # At most ``left`` hits are taken: returns the hits still allowed, -1 when one more came.
     found = automaton.iter(text)
-    while hits := list(islice(found, 65536)):
+    seen = 0
+    while hits := list(islice(found, min(YIELD_EVERY, left + 1))):
+        cut = len(hits) > left
+        if cut:
+            del hits[left:]
+        left -= len(hits)
+        seen += len(hits)
         free, bounded = _ws.case_filter(hits, free_vid, bound_vid)
         out.update(free)
         if bounded:
             out.update(bound_vid[pid] for pid in _ws.whole_word_hits(text, bounded, lengths, model))
+        if cut:
+            return -1
+        if deadline is not None and monotonic() > deadline:
+            raise ScanDeadlineExceeded(f"the scan passed its deadline after {seen:,} key hits in one text")
+    return left
 
 
 def text_hits(text: str, automaton: Any, tables: Sequence[Sequence[int]], model: int,
@@ -38,15 +56,32 @@ def text_hits(text: str, automaton: Any, tables: Sequence[Sequence[int]], model:
     need word boundaries under word ``model``. ``scan_raw``/``scan_lower`` skip a pass
     that has no variants.
     """
+    return bounded_text_hits(text, automaton, tables, model, scan_raw, scan_lower, -1, None)[0]
+
+
+def bounded_text_hits(text: str, automaton: Any, tables: Sequence[Sequence[int]], model: int,
+                      scan_raw: bool, scan_lower: bool, max_hits: int,
+                      deadline: float | None) -> tuple[frozenset[int], bool]:
+    """``(vids, cut)``: :func:`text_hits` from at most ``max_hits`` of the automaton's hits
+    (``max_hits`` < 0: all of them).
+
+    The hits are the automaton's (end, pattern) reports, the raw pass's first, in the order it
+    gives them; past ``max_hits`` the text is not enumerated further and ``cut`` is True (the
+    vids are those of the first ``max_hits`` hits: no false hit, perhaps some missing). The
+    same text and automaton give the same cut on both kernels. ``deadline``: a
+    ``time.monotonic()`` value checked every ``YIELD_EVERY`` hits; past it
+    :class:`~lorescan.errors.ScanDeadlineExceeded` is raised.
+    """
     lengths, raw_free, raw_bound, low_free, low_bound = tables
     if model not in (_ws.MODEL_ASCII, _ws.MODEL_UNICODE, _ws.MODEL_NOSPACE):
         raise ValueError(f"unknown word model {model!r}")
     out: set[int] = set()
+    left = sys.maxsize if max_hits < 0 else max_hits
     if scan_raw:
-        _pass(text, automaton, lengths, raw_free, raw_bound, model, out)
-    if scan_lower:
-        _pass(text.lower(), automaton, lengths, low_free, low_bound, model, out)
-    return frozenset(out) if out else EMPTY
+        left = _pass(text, automaton, lengths, raw_free, raw_bound, model, out, left, deadline)
+    if scan_lower and left >= 0:
+        left = _pass(text.lower(), automaton, lengths, low_free, low_bound, model, out, left, deadline)
+    return (frozenset(out) if out else EMPTY), left < 0
 
 
 def window_union(parts: Sequence[frozenset[int]]) -> frozenset[int]:

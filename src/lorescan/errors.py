@@ -1,7 +1,7 @@
 """The LorebookError family: bad input, located by file, entry and field."""
 from __future__ import annotations
 
-__all__ = ["LorebookError", "FormatError", "SettingsError", "RegexKeyError"]
+__all__ = ["LorebookError", "FormatError", "SettingsError", "RegexKeyError", "ScanDeadlineExceeded"]
 
 
 class LorebookError(ValueError):
@@ -41,3 +41,9 @@ class SettingsError(LorebookError):
 
 class RegexKeyError(LorebookError):
     """A regex key that cannot be used (only raised where a format requires valid regexes)."""
+
+
+class ScanDeadlineExceeded(TimeoutError):
+    """A scan ran past the deadline its caller gave (``deadline=``, a ``time.monotonic()``
+    value). Not a LorebookError: the input is not at fault, the caller's time is up. A deadline
+    only ever turns an answer into this error, never into a different answer."""

@@ -73,7 +73,14 @@ class Limits:
     recursion stops and the result says so), ``regex_time_per_scan`` (seconds of regex
     evaluation one scan or slot run may spend in all, counted as each evaluation's nominal
     cost, a function of the pattern and the text, never by a clock: see
-    ``lorescan.match.regexscope``; a key cut off is reported, never read as "no match").
+    ``lorescan.match.regexscope``; a key cut off is reported, never read as "no match"),
+    ``key_hits_per_text`` and ``key_hits_per_char`` (automaton hits one scanned text may give:
+    the larger of the first and the second times its length; keys that are suffixes of one
+    another give one hit per key per character, 256 keys over a 1 MB message 256 million and a
+    minute of CPU; past the budget the text is not enumerated further and the result says so,
+    see ``lorescan.match.scanwork``. The most any corpus book gives on any corpus chat message
+    or entry content is 19,140 hits (a 152,707-character content) and 0.18 hits per character:
+    every such text is at least 112 times under its budget).
 
     Raises:
         SettingsError: a limit that is not a positive integer (a positive finite number for
@@ -101,6 +108,8 @@ class Limits:
     max_macros: int = 1_000
     max_macro_chars: int = 1 * MiB
     fuzzy_comparisons_per_scan: int = 20_000_000
+    key_hits_per_text: int = 65_536
+    key_hits_per_char: int = 16
 
     def __post_init__(self) -> None:
         for f in fields(self):

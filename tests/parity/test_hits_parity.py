@@ -26,7 +26,7 @@ def outcome(fn, *args):
 
 
 def test_signatures_match(native_hits):
-    for name in ("text_hits", "window_union", "entries_hit"):
+    for name in ("text_hits", "bounded_text_hits", "window_union", "entries_hit"):
         assert list(inspect.signature(getattr(native_hits, name)).parameters) == \
             list(inspect.signature(getattr(_hits_py, name)).parameters), name
 
@@ -40,6 +40,21 @@ def test_text_hits_agree(native_hits, book, opts, text, model):
     for raw, low in ((True, True), (True, False), (False, True)):
         args = (text, m.automaton, m.tables, model, raw, low)
         assert outcome(native_hits.text_hits, *args) == outcome(_hits_py.text_hits, *args)
+
+
+@MANY
+@given(book=books(), opts=options, text=texts, model=st.integers(0, 2), budget=st.integers(-1, 40))
+def test_bounded_text_hits_agree_on_the_hits_and_the_cut(native_hits, book, opts, text, model, budget):
+    # the same first ``budget`` automaton hits taken on both kernels: the same vids, the same cut
+    m = compile_book(book, opts).matcher
+    if m.automaton is None:
+        return
+    for raw, low in ((True, True), (True, False), (False, True)):
+        args = (text, m.automaton, m.tables, model, raw, low, budget, None)
+        got = outcome(native_hits.bounded_text_hits, *args)
+        assert got == outcome(_hits_py.bounded_text_hits, *args)
+        if budget < 0:
+            assert got == ("ok", (_hits_py.text_hits(*args[:6]), False))
 
 
 @MANY

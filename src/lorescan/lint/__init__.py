@@ -35,7 +35,12 @@ class LintOptions:
     settings (entries' own overrides win). The budget is ``budget_percent`` of ``max_context``
     tokens, capped at ``budget_cap`` when that is positive, counted with ``count_tokens``
     (default: tiktoken cl100k, offline). ``select`` / ``ignore``: codes or code prefixes.
-    ``regex_probe_ms``: CPU time each regex key may spend on the probe texts (LS203).
+    ``regex_probe_ms``: the nominal milliseconds (``JSRegex.cost``, a function of the pattern
+    and the text, never a clock) each regex key may cost on the probe texts (LS203);
+    ``regex_probe_total_ms``: the same for all of a book's regex keys together (at 0.1 s a key,
+    100,000 regex keys were hours of lint; weyland's 128 cost 819 ms); a key that needs
+    backtracking and comes after the budget is spent is not probed and reported as LS203 (it
+    may be cut off in a scan).
     ``max_findings_per_code``: findings listed per code (in entry order; 0: all); the rest of a code
     are counted in one book-wide finding of that code (729,000 LS602 findings of a 1.1 MB book
     are not a report).
@@ -51,6 +56,7 @@ class LintOptions:
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     regex_probe_ms: float = 100.0
+    regex_probe_total_ms: float = 100_000.0
     max_findings_per_code: int = 200
 
     def wants(self, code: str) -> bool:
@@ -81,7 +87,7 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
     out: list[tuple[int | None, str, str | None, str, str]] = []
     unlisted: dict[str, int] = {}        # findings counted but not built (LS602 past the cap)
     ctx = KeyContext(source, book.format, options.case_sensitive, options.match_whole_words,
-                     options.regex_probe_ms)
+                     options.regex_probe_ms, options.regex_probe_total_ms)
     if book.format == "janitor":          # a JanitorAI script book: its own checks, on its own fields
         if options.wants_any("LS8"):
             out.extend(check_janitor(book))

@@ -46,6 +46,7 @@ _MACRO = re.compile(r"\{\{\s*([^{}:\s]*)")
 # "/body/" plus at most three letters: what a regex key with a slip looks like ("/role, /stop"
 # is a list of commands, not a regex with flags "stop").
 _LOOKS_REGEX = re.compile(r"/(.+)/([A-Za-z]{0,3})\Z", re.S)
+NOT_PROBED = "not probed"      # KeyContext.probe once the book's probe budget is spent
 _PROBE_END = "\u2603"          # a character no probe pattern is likely to accept, to force backtracking
 
 
@@ -53,19 +54,28 @@ class KeyContext:
     """What the key checks need to know about the book and the lint options."""
 
     def __init__(self, source: str, fmt: str, case_sensitive: bool, whole_words: bool,
-                 regex_probe_ms: float) -> None:
+                 regex_probe_ms: float, regex_probe_total_ms: float = float("inf")) -> None:
         self.source = source
         self.format = fmt
         self.case_sensitive = case_sensitive
         self.whole_words = whole_words
         self.regex_probe_ms = regex_probe_ms
+        self.regex_probe_total_ms = regex_probe_total_ms
+        self.probe_left_ms = regex_probe_total_ms      # nominal ms the book's probes may still cost
         self.regex_as_text: str | None = None     # who reads this entry's regex keys as text (LS204)
-        self._probed: dict[tuple[str, str], tuple[float, int] | None] = {}
+        self._probed: dict[tuple[str, str], tuple[float, int] | None | str] = {}
 
-    def probe(self, rx: JSRegex) -> tuple[float, int] | None:
+    def probe(self, rx: JSRegex) -> tuple[float, int] | None | str:
+        """:func:`probe_regex` of ``rx`` (once per pattern), or ``NOT_PROBED`` once what is left
+        of the book's probe budget is less than one key's (``regex_probe_ms``)."""
         key = (rx.source, rx.flags)
         if key not in self._probed:
-            self._probed[key] = probe_regex(rx, self.regex_probe_ms)
+            if self.probe_left_ms < self.regex_probe_ms:
+                self._probed[key] = NOT_PROBED
+            else:
+                cut, spent = _probe(rx, self.regex_probe_ms)
+                self.probe_left_ms -= spent
+                self._probed[key] = cut
         return self._probed[key]
 
 
@@ -173,7 +183,15 @@ def _check_regex(key: str, field: str, ctx: KeyContext) -> Generator[Raw, None, 
         yield ("LS202", field, f"{_s(key)} can backtrack catastrophically: {rx.hazard}",
                "remove the nested or overlapping repetition (e.g. (a+)+ -> a+)")
     cut = ctx.probe(rx)
-    if cut is not None:
+    if cut == NOT_PROBED:
+        if rx.plan.re2 is None:      # linear-time keys are never cut off by a scan: nothing to say
+            yield ("LS203", field, f"{_s(key)} needs backtracking ({rx.plan.reason}) and was not probed: the book's "
+                   f"regex keys spent the lint's probe budget (regex_probe_total_ms="
+                   f"{ctx.regex_probe_total_ms:,.0f}) before it, so a scan may cut it off and count it as not matching",
+                   "rewrite the pattern without lookarounds or backreferences (then it runs in linear time), "
+                   "or lint with a larger regex_probe_total_ms")
+    elif cut is not None:
+        assert not isinstance(cut, str)
         ms, length = cut
         plan = rx.plan
         if plan.nodes is None:
@@ -222,14 +240,20 @@ def probe_regex(rx: JSRegex, budget_ms: float) -> tuple[float, int] | None:
     only, so the answer is the same on any machine). Returns (nominal ms, probe length) of the
     first probe that was cut off, or None when all ran. A regex RE2 runs is never cut off here
     unless a probe's linear cost is over the budget."""
+    return _probe(rx, budget_ms)[0]
+
+
+def _probe(rx: JSRegex, budget_ms: float) -> tuple[tuple[float, int] | None, float]:
+    # probe_regex's answer and the nominal ms its evaluations cost (at most budget_ms)
     budget = RegexBudget(seconds=budget_ms / 1000, per_eval=budget_ms / 2000)
+    found: tuple[float, int] | None = None
     for text in _probe_texts(rx.source):
-        found = budget.search(rx, "\x01" + text)
-        if found is None:
-            return budget.cut.get(f"/{rx.source}/{rx.flags}", budget_ms), len(text)
+        if budget.search(rx, "\x01" + text) is None:
+            found = budget.cut.get(f"/{rx.source}/{rx.flags}", budget_ms), len(text)
+            break
         if budget.left <= 0:
             break
-    return None
+    return found, (budget.seconds - budget.left) * 1000
 
 
 def _probe_texts(pattern: str) -> Iterator[str]:

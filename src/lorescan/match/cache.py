@@ -81,16 +81,16 @@ class ChatScan:
 
     def lookup(self, matcher: "KeyMatcher", text: str, work: "FuzzyWork | None" = None) -> frozenset[int]:
         """The hit set of ``text`` under ``matcher``: cached, or scanned once and stored.
-        ``work``: the scan's fuzzy comparisons; a text cut off by it is not stored."""
+        ``work``: the scan's fuzzy comparisons (and key hits, a ScanWork); a text cut off by it is not stored."""
         key = (matcher.token, text)
         found = self._get(key)
         if found is not None:
             self.hit_count += 1
             return found
-        cut = work.cut if work is not None else 0
+        cut = work.cuts if work is not None else 0
         value = matcher.scan(text, work)
         self.miss_count += 1
-        if work is None or work.cut == cut:
+        if work is None or work.cuts == cut:
             self._store(key, value, sys.getsizeof(text))
         return value
 
@@ -105,9 +105,9 @@ class ChatScan:
         found = self._get(key)
         if found is not None:
             return found
-        cut = work.cut if work is not None else 0
+        cut = work.cuts if work is not None else 0
         value = build()
-        if work is not None and work.cut != cut:
+        if work is not None and work.cuts != cut:
             return value            # a text in it was cut off: not a complete answer
         # The block's key keeps every message string alive, not only the tuple.
         self._store(key, value, sys.getsizeof(texts) + sum(map(sys.getsizeof, texts)))

@@ -49,6 +49,7 @@ from ..model import Entry, Lorebook, js_truthy
 from .keys import KeyRef, KeySpec, MacroKey, PlainKey, RegexKey
 from .options import MatchOptions
 from .fuzzy import FuzzyIndex, FuzzyTooCostly, FuzzyWork, book_threshold, entry_threshold, key_words
+from .scanwork import ScanWork
 from ..js.text import has_js_whitespace, js_lower, js_trim
 
 __all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "compile_keys", "key_spec", "word_model",
@@ -146,14 +147,28 @@ class KeyMatcher:
 
     def scan(self, text: str, work: FuzzyWork | None = None) -> frozenset[int]:
         """The set of vids occurring in ``text``. ``work``: the scan's fuzzy comparisons
-        (past its limit the fuzzy keys match exactly only and ``work.cut`` counts the text)."""
+        (past its limit the fuzzy keys match exactly only and ``work.cut`` counts the text);
+        a :class:`~lorescan.match.scanwork.ScanWork` also bounds the key hits of the text
+        (past its budget ``work.key_cut`` counts it) and carries the scan's deadline."""
         if self.automaton is None or not text:
             return EMPTY
-        hits = self._hits.text_hits(text, self.automaton, self.tables, self.model, self.scan_raw, self.scan_lower)
+        hits = self._exact(text, work)
         if self.fuzzy is not None:
             found = self.fuzzy.hits(text, hits, work)
             if found:
                 return hits.union(found)
+        return hits
+
+    def _exact(self, text: str, work: FuzzyWork | None) -> frozenset[int]:
+        # The automaton's vids; a scan's ScanWork bounds the hits per text (counted in work.key_cut).
+        if not isinstance(work, ScanWork):
+            return self._hits.text_hits(text, self.automaton, self.tables, self.model, self.scan_raw, self.scan_lower)
+        hits, cut = self._hits.bounded_text_hits(text, self.automaton, self.tables, self.model, self.scan_raw,
+                                                 self.scan_lower, work.hit_budget(text), work.deadline)
+        if cut:
+            work.key_cut += 1
+            if work.first_cut is None:
+                work.first_cut = text
         return hits
 
     def scan_many(self, texts: Iterable[str], work: FuzzyWork | None = None) -> Iterator[frozenset[int]]:
@@ -161,13 +176,12 @@ class KeyMatcher:
         each distinct word of all the texts is compared with the fuzzy keys once (match/fuzzy.py).
         ``work`` bounds those comparisons (:class:`~lorescan.match.fuzzy.FuzzyTooCostly` past it)."""
         if self.fuzzy is None or self.automaton is None:
-            yield from map(self.scan, texts)
+            yield from (self.scan(t, work) for t in texts)
             return
         memo: dict[tuple[int, str], tuple[int, ...]] = {}
         it = iter(texts)
         while batch := [t or "" for t in itertools.islice(it, _SCAN_BATCH)]:
-            exact = [self._hits.text_hits(t, self.automaton, self.tables, self.model, self.scan_raw,
-                                          self.scan_lower) if t else EMPTY for t in batch]
+            exact = [self._exact(t, work) if t else EMPTY for t in batch]
             found = self.fuzzy.hits_many(batch, exact, memo, work)
             yield from (h.union(f) if f else h for h, f in zip(exact, found))
 
@@ -693,7 +707,9 @@ def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterabl
     always_sub: list[int] = []
     hazards: list[tuple[int, str, str]] = []
     unicode = options.word_chars == "unicode"     # fuzzy keys need the Unicode word rule (match/fuzzy.py)
+    uids: list[Any] = []                          # to name an entry whose content is refused below
     for i, spec in enumerate(key_specs):
+        uids.append(spec.uid)
         fuzzy = spec.fuzzy if unicode else None
         plan = _plan(builder, spec, False, source, fuzzy)
         sub = plan
@@ -745,8 +761,15 @@ def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterabl
         for v in first_vids:
             yield spec_text[spec_offsets[v]:spec_offsets[v + 1]].tobytes().decode("utf-8", "surrogatepass")
     matcher = _matcher(words, len(first_vids), table_bytes, word_model(options), n_specs, has_newline, None)
+    # Contents are held to a scanned text's key-hit budget: recursion needs their whole hit sets,
+    # so a content past it (suffix keys over "aaaa...", a minute of CPU per 2 MB) is refused.
+    work = ScanWork(limits, fuzzy_limit=limits.max_fuzzy_comparisons)
     try:
-        for hits in matcher.scan_many(contents(), FuzzyWork(limits.max_fuzzy_comparisons)):
+        for i, (text, hits) in enumerate(zip(contents(), matcher.scan_many(contents(), work))):
+            if work.key_cut and text is work.first_cut:
+                raise LorebookError(f"the content gives more key occurrences than a scanned text may "
+                                    f"({work.describe_budget()}): the keys overlap each other too much",
+                                    source=source, entry=uids[i] if i < len(uids) else None, field="content")
             tables.add_hits(hits)
     except FuzzyTooCostly as exc:
         raise LorebookError(

@@ -312,6 +312,11 @@ class FuzzyWork:
         self.limit, self.used = limit, 0
         self.cut = 0                # texts whose fuzzy comparisons were refused
 
+    @property
+    def cuts(self) -> object:
+        """Texts cut so far: a cache stores a result only when this did not change."""
+        return self.cut
+
     def charge(self, comparisons: int) -> None:
         """Count ``comparisons`` about to be made; past the limit raise :class:`FuzzyTooCostly`
         (and count nothing: what was refused is not spent)."""

@@ -28,6 +28,7 @@ from ..errors import LorebookError
 from ..limits import DEFAULT_LIMITS, Limits
 from .options import MatchOptions
 from .fuzzy import FuzzyWork
+from .scanwork import ScanWork
 from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
@@ -186,13 +187,16 @@ class ScanView:
     joined haystack (regex keys see U+0001 markers and can span texts); False = each text
     is matched on its own (lorebook-slot mode). ``regex_budget``: the scan's regex time
     (shared by the views of one scan; default: ``DEFAULT_LIMITS.regex_time_per_scan``);
-    ``regex_timeout``: CPU seconds one regex evaluation may take (None: the budget's rest).
+    ``regex_timeout``: the nominal seconds one regex evaluation may cost (``JSRegex.cost``, never a
+    clock; None: the budget's rest).
     ``oldest_index``: the chat position of the oldest message given, when the caller passes
     only the newest messages of a longer chat (message hit blocks align on chat positions,
     so the same blocks recur turn after turn; see :meth:`_message_hits`).
     ``fuzzy_work``: the scan's fuzzy-key comparisons (shared by the views of one scan; default:
     ``limits.fuzzy_comparisons_per_scan``; a text cut off is reported by
-    :meth:`fuzzy_cutoff_report`).
+    :meth:`fuzzy_cutoff_report`); a :class:`~lorescan.match.scanwork.ScanWork` (the default)
+    also bounds each text's key hits (reported by :meth:`key_hit_cutoff_report`) and carries the
+    scan's deadline.
     ``content_of``: entry ``i``'s content, to check a recursion chunk against the entries it
     claims to join (default: ``compiled.entries[i].content``; a book compiled from key specs
     has no entries, so without it every chunk of such a book is scanned).
@@ -221,7 +225,7 @@ class ScanView:
         self.regex_timeout = regex_timeout
         self.regex_budget = regex_budget if regex_budget is not None else RegexBudget(
             DEFAULT_LIMITS.regex_time_per_scan, regex_timeout)
-        self.fuzzy_work = fuzzy_work if fuzzy_work is not None else FuzzyWork(limits.fuzzy_comparisons_per_scan)
+        self.fuzzy_work = fuzzy_work if fuzzy_work is not None else ScanWork(limits)
         self.sources = tuple(sources)
         self._nonempty_sources = sum(1 << i for i, text in enumerate(self.sources) if text) if any(self.sources) else 0
         self.injects = tuple(injects)
@@ -592,6 +596,13 @@ class ScanView:
     def fuzzy_cutoff_report(self) -> list[str]:
         """The line that says fuzzy matching was cut off in this scan (none if it was not)."""
         line = self.fuzzy_work.describe()
+        return [line] if line else []
+
+    def key_hit_cutoff_report(self) -> list[str]:
+        """The line that says key matching was cut off in a text of this scan, at its key-hit
+        budget (none if it was not; see :class:`~lorescan.match.scanwork.ScanWork`)."""
+        work = self.fuzzy_work
+        line = work.describe_key_cut() if isinstance(work, ScanWork) else ""
         return [line] if line else []
 
     def cut_off_report(self, raw_keys: Sequence[str]) -> list[str]:

@@ -3,7 +3,8 @@
 One worker process = one event loop (I/O, JSON, validation) + one engine thread (every
 compile, load and scan). Engines would be safe to share between threads (STEngine's
 docstring); one engine thread keeps scans queued in order, off the event loop, and a request
-that runs past its time limit is answered 503 while its scan finishes in the background (a scan still queued when its deadline passes is skipped).
+that runs past its time limit is answered 503 while its scan finishes in the background (a scan still queued when its deadline passes is skipped;
+key matching stops at the deadline, and the native kernel lets the event loop run while it works).
 Per-request data (timed effects, slot state, messages) lives only in the request; what a
 worker keeps between requests is derived from books alone (compiled books, engines) or
 from text alone (per-chat key-hit caches), so no caller can see another's state.
@@ -33,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import LorebookError
+from ..errors import LorebookError, ScanDeadlineExceeded
 from ..macros import macro_table
 from ..match.cache import ChatScan
 from ..limits import DEFAULT_LIMITS
@@ -100,6 +101,11 @@ class ServeConfig:
 
 class TimeLimit(Exception):
     """The request's deadline passed before its job started."""
+
+
+# The running job's deadline (time.monotonic()): Runtime.run sets it in the job's context and
+# the scan handlers pass it to the engines, whose key matching stops past it (answered 503).
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("lorescan_deadline", default=None)
 
 
 _REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "global_scan_data")
@@ -227,6 +233,7 @@ class Runtime:
             started = time.monotonic()
             if started > deadline:
                 raise TimeLimit()
+            _DEADLINE.set(deadline)     # this job's own context (a copy): the scans it runs honour it
             try:
                 return fn()
             finally:
@@ -240,7 +247,7 @@ class Runtime:
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout=limit)
-        except (asyncio.TimeoutError, TimeLimit):
+        except (asyncio.TimeoutError, TimeLimit, ScanDeadlineExceeded):
             self.metrics.inc("lorescan_request_timeouts_total")
             raise HTTPError(503, f"the request took longer than the time limit of {limit:g} s") from None
 
@@ -342,7 +349,7 @@ class Runtime:
                                  authors_note=req.authors_note, trigger=req.trigger, dry_run=req.dry_run,
                                  timed_effects=req.timed_effects,
                                  forced=[(f.world, f.uid) for f in req.forced], cache=cache,
-                                 substitute=_substitute(req.macros), random=rand)
+                                 substitute=_substitute(req.macros), random=rand, deadline=_DEADLINE.get())
         except LorebookError as exc:
             raise _input_error(exc) from None
         finally:
@@ -388,7 +395,7 @@ class Runtime:
             result = engine.run([(x.role, x.content) for x in req.messages], turn_id=req.turn_id,
                                 state=req.state, dry_run=req.dry_run, at_greeting=req.at_greeting,
                                 greeting_index=req.greeting_index, user_icon=req.user_icon,
-                                substitute=_substitute(req.macros), cache=cache)
+                                substitute=_substitute(req.macros), cache=cache, deadline=_DEADLINE.get())
         except LorebookError as exc:
             raise _input_error(exc) from None
         finally:

@@ -374,6 +374,9 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
     fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the scan's comparison "
                                             "budget (its texts matched fuzzy keys exactly only)", [])] = \
         field(default_factory=list)
+    key_hit_cutoffs: Annotated[list[str], doc("one line when key matching was cut off in a text at its key-hit "
+                                              "budget (keys only past that point did not match)", [])] = \
+        field(default_factory=list)
     diagnostics: Annotated[Union[list[DiagnosticOut], None], doc("with explain: one per entry", None)] = None
 
 
@@ -425,6 +428,8 @@ class SlotRunResponse(Struct, forbid_unknown_fields=True):
         field(default_factory=list)
     fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the run's comparison "
                                             "budget", [])] = field(default_factory=list)
+    key_hit_cutoffs: Annotated[list[str], doc("one line when key matching was cut off in a text at its key-hit "
+                                              "budget", [])] = field(default_factory=list)
 
 
 # -- JanitorAI script mode -----------------------------------------------------------------

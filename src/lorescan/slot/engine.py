@@ -43,10 +43,10 @@ from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..macros import expand_content
 from ..match.cache import ChatScan
 from ..match.compile import CompiledBook, compile_keys
-from ..match.fuzzy import FuzzyWork
 from ..match.keys import KeySpec
 from ..match.options import MatchOptions
 from ..match.regexscope import RegexBudget
+from ..match.scanwork import ScanWork
 from ..match.view import ScanView, Window
 from ..model import Lorebook
 from ..semantic.index import SemanticIndex, VectorSettings
@@ -98,7 +98,8 @@ class SlotEngine:
             ``"auto"``: SillyTavern's per-key detection (an invalid ``/…/`` key is literal text).
         user_icon_decorator: accept ``@@is_user_icon`` (the caller then passes ``user_icon``
             to :meth:`run`).
-        regex_timeout: CPU seconds allowed to one regex key on one text.
+        regex_timeout: the nominal seconds one regex key may cost on one text (``JSRegex.cost``, a
+            function of the pattern and the text, never a clock; see ``RegexBudget``).
         limits: ``regex_time_per_scan`` bounds all regex time of one :meth:`run` (cut-off keys
             are listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons).
 
@@ -226,7 +227,7 @@ class SlotEngine:
             at_greeting: bool | None = None, greeting_index: int | None = None,
             user_icon: str | None = None,
             substitute: Callable[[str], str] | None = None,
-            cache: ChatScan | None = None) -> SlotResult:
+            cache: ChatScan | None = None, deadline: float | None = None) -> SlotResult:
         """Build the lorebook slot for one request.
 
         Args:
@@ -249,6 +250,9 @@ class SlotEngine:
             substitute: overrides the engine's macro hook for this request.
             cache: the chat's :class:`~lorescan.match.cache.ChatScan` (pass the same one
                 every turn so messages already scanned are not scanned again).
+            deadline: a ``time.monotonic()`` value; key matching checks it every 65,536 key
+                hits of a text (None: no deadline). It never changes the answer, only whether
+                there is one.
 
         Returns:
             The :class:`SlotResult`: the slot's messages, the request log (one
@@ -256,6 +260,7 @@ class SlotEngine:
 
         Raises:
             SettingsError: malformed messages or state.
+            ScanDeadlineExceeded: ``deadline`` passed during the run.
         """
         chat = read_messages(messages)
         first_matched = read_first_matched(state)
@@ -269,7 +274,7 @@ class SlotEngine:
                         substitute=substitute, joined=False, regex_timeout=self.regex_timeout,
                         regex_budget=RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout),
                         content_of=self._content_of, limits=self.limits,
-                        fuzzy_work=FuzzyWork(self.limits.fuzzy_comparisons_per_scan))
+                        fuzzy_work=ScanWork(self.limits, deadline))
         pool = self.pool
         by_meaning: dict[int, str] = {}
         if self._semantic is not None:
@@ -381,6 +386,7 @@ class SlotEngine:
                                   self.budget_reason)
         return SlotResult(regex_cutoffs=tuple(view.cut_off_report(view.cut_keys())),
                           fuzzy_cutoffs=tuple(view.fuzzy_cutoff_report()),
+                          key_hit_cutoffs=tuple(view.key_hit_cutoff_report()),
                           messages=messages_out, log=log, state=new_state, budget=self.budget,
                           tokens_used=used, passes=passes, disabled_ui_prompts=prompts,
                           budget_book=self.budget_book, notes=(budget_note, *notes))

@@ -132,6 +132,9 @@ class SlotResult:
     fuzzy_cutoffs: tuple[str, ...] = ()
     """One line when the run's fuzzy-key comparisons reached ``Limits.fuzzy_comparisons_per_scan``
     (in the texts it names, fuzzy keys matched only exactly)."""
+    key_hit_cutoffs: tuple[str, ...] = ()
+    """One line when a scanned text gave more key hits than ``Limits.key_hits_per_text`` /
+    ``key_hits_per_char`` allow (keys occurring only past that point did not match)."""
 
     @property
     def inserted(self) -> tuple[LogRecord, ...]:
@@ -147,7 +150,8 @@ class SlotResult:
                 "tokens_used": self.tokens_used, "passes": self.passes,
                 "disabled_ui_prompts": sorted(self.disabled_ui_prompts), "budget_book": self.budget_book,
                 "notes": [{"code": n.code, "text": n.text, "message": n.message} for n in self.notes],
-                "regex_cutoffs": list(self.regex_cutoffs), "fuzzy_cutoffs": list(self.fuzzy_cutoffs)}
+                "regex_cutoffs": list(self.regex_cutoffs), "fuzzy_cutoffs": list(self.fuzzy_cutoffs),
+                "key_hit_cutoffs": list(self.key_hit_cutoffs)}
 
 
 def read_messages(messages: Sequence[RoleMessage]) -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ from ..errors import LorebookError, SettingsError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..match.compile import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE,
                              FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book)
-from ..match.fuzzy import FuzzyWork
+from ..match.scanwork import ScanWork
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
 from ..model import Entry, Lorebook, js_truthy
@@ -86,7 +86,8 @@ class STEngine:
         substitute: ``text -> text`` for macros (the default of :meth:`scan`'s).
         random: ``() -> float`` in [0, 1) (the default of :meth:`scan`'s).
         post_process: ``(content, position, depth) -> text`` (the default of :meth:`scan`'s).
-        regex_timeout: CPU seconds one regex evaluation may take (None: no per-evaluation cap).
+        regex_timeout: the nominal seconds one regex evaluation may cost (``JSRegex.cost``, a
+            function of the pattern and the text, never a clock; None: no per-evaluation cap).
         limits: ``regex_time_per_scan`` bounds all regex time of one scan (cut-off keys are
             listed in ``STResult.regex_cutoffs``); book and key size limits.
         semantic: Vector Storage's world-info matching (docs/semantic.md#sem-engine): entries
@@ -327,7 +328,8 @@ class STEngine:
              dry_run: bool = False, timed_effects: TimedEffects | Mapping[str, Any] | None = None,
              forced: Iterable[tuple[str, int | str]] = (), cache: Any = None,
              substitute: Callable[[str], str] | None = None, random: Callable[[], float] | None = None,
-             post_process: Callable[[str, float | None, float | None], str] | None = None) -> STResult:
+             post_process: Callable[[str, float | None, float | None], str] | None = None,
+             deadline: float | None = None) -> STResult:
         """Run one generation.
 
         Args:
@@ -348,6 +350,8 @@ class STEngine:
             substitute, random, post_process: this call's hooks (a chat's macros, a seeded
                 source); None: the engine's. Given here they give exactly what the same
                 hooks given to the constructor give, and nothing is copied or recomputed.
+            deadline: a ``time.monotonic()`` value; key matching checks it every 65,536 key hits
+                of a text (None: no deadline). It never changes the answer, only whether there is one.
 
         Returns:
             The turn's :class:`STResult`.
@@ -355,6 +359,7 @@ class STEngine:
         Raises:
             SettingsError: a bad ``max_context``, ``trigger``, ``dry_run``, ``global_scan_data``, inject or hook.
             LorebookError: a malformed message or timed-effects record.
+            ScanDeadlineExceeded: ``deadline`` passed during the scan.
         """
         settings = self.settings
         substitute = self.substitute if substitute is None else substitute
@@ -422,7 +427,7 @@ class STEngine:
         regex_budget = RegexBudget(self.limits.regex_time_per_scan, self.regex_timeout)
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
-        fuzzy_work = FuzzyWork(self.limits.fuzzy_comparisons_per_scan)
+        fuzzy_work = ScanWork(self.limits, deadline)
         views = [self._view(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
                           oldest_index=first, limits=self.limits, fuzzy_work=fuzzy_work)
@@ -453,6 +458,7 @@ class STEngine:
             budget_overflowed=turn.overflow, overflow_alert_shown=turn.overflow and settings.overflow_alert,
             timed_effects=state, loops=turn.loops, regex_cutoffs=cutoffs,
             fuzzy_cutoffs=(fuzzy_work.describe(),) if fuzzy_work.cut else (),
+            key_hit_cutoffs=(fuzzy_work.describe_key_cut(),) if fuzzy_work.key_cut else (),
             _explain=explanation, _decided=explanation.decisions, _entry=self._entry_of)
 
     async def ascan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], **kwargs: Any) -> STResult:

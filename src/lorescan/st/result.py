@@ -301,6 +301,10 @@ class STResult:
         fuzzy_cutoffs: one line when the scan's fuzzy-key comparisons reached
             ``Limits.fuzzy_comparisons_per_scan`` ("fuzzy matching was cut off in …"): in the
             texts named there the fuzzy keys matched only exactly. Empty normally.
+        key_hit_cutoffs: one line when a scanned text gave more key hits than
+            ``Limits.key_hits_per_text`` / ``key_hits_per_char`` allow ("key matching was cut
+            off in …"): keys occurring only past that point in it did not match this turn.
+            Empty normally (only degenerate texts and keys reach it).
     """
 
     activated: list[EntryId]
@@ -317,6 +321,7 @@ class STResult:
     # EntryId -> the Entry (the engine's books; after pickling, a dict of them).
     _entry: Callable[[EntryId], Entry] = field(repr=False, default=_no_entries)
     fuzzy_cutoffs: tuple[str, ...] = ()
+    key_hit_cutoffs: tuple[str, ...] = ()
 
     @property
     def world_info_before(self) -> str:
@@ -346,7 +351,7 @@ class STResult:
         return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
                            self.overflow_alert_shown, self.timed_effects, self.loops,
                            functools.partial(dict, diagnostics), self.regex_cutoffs, None,
-                           entries.__getitem__, self.fuzzy_cutoffs))
+                           entries.__getitem__, self.fuzzy_cutoffs, self.key_hit_cutoffs))
 
     def entry(self, eid: EntryId | tuple[str, int | str]) -> Entry:
         """The entry behind an id of this result (its ``comment`` is the name authors give it).
@@ -411,7 +416,7 @@ class STResult:
         Returns:
             The conformance vectors' ``expected`` fields (``activated``, the placement,
             ``budget_overflowed``, ``overflow_alert_shown``, ``timed_effects``, ``loops``), then
-            ``budget``, ``regex_cutoffs``, ``fuzzy_cutoffs`` and, when asked for, ``diagnostics``.
+            ``budget``, ``regex_cutoffs``, ``fuzzy_cutoffs``, ``key_hit_cutoffs`` and, when asked for, ``diagnostics``.
         """
         out: dict[str, Any] = {
             "activated": [e.to_json() for e in self.activated],
@@ -423,6 +428,7 @@ class STResult:
             "budget": self.budget,
             "regex_cutoffs": list(self.regex_cutoffs),
             "fuzzy_cutoffs": list(self.fuzzy_cutoffs),
+            "key_hit_cutoffs": list(self.key_hit_cutoffs),
         }
         if diagnostics:
             out["diagnostics"] = [d.to_json(name_text=name_text) for d in self.diagnostics.values()]

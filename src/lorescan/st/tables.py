@@ -238,7 +238,8 @@ class Tables:
 
     Args:
         settings, compat, match_options, limits: the engine's configuration.
-        regex_timeout: CPU seconds one regex evaluation may take (None: no cap).
+        regex_timeout: the nominal seconds one regex evaluation may cost (``JSRegex.cost``, never a
+            clock; None: no cap).
         strict: whether decorators follow ``strict_lines`` (docs/improved-profile.md#decorators).
         compiled, worlds: the de-duplicated books and their names.
         entries: all entries in global order.
