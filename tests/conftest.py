@@ -115,14 +115,17 @@ TWIN_MODULES = frozenset({
     "test_janitor_conformance.py", "test_janitor_engine.py", "test_janitor_explain.py",
     "test_janitor_fastpath.py", "test_janitor_improved.py", "test_formats_janitor_convert.py",
     "test_lint.py", "test_replay.py", "test_replay_compare.py", "test_replay_janitor.py",
-    "test_replay_vocabulary.py", "test_report.py",
+    "test_replay_vocabulary.py", "test_report.py", "test_report_browser.py", "test_readme.py",
+    "test_serve.py", "test_serve_ops.py", "test_semantic_engine.py", "test_semantic_slot.py",
     "test_twin_selection.py",
 })
+# Why each of these needs no twin run; none calls a kernel in the test process (the audit checks
+# that on every run), and what their subprocesses (the CLI, a server) scan with, the engines, the
+# twin modules test in process.
 NOT_ON_TWINS = {
     "test_imports.py": "import rules, read from the source",
     "test_packaging.py": "metadata, dependencies and installs",
     "test_docs.py": "the docs' text",
-    "test_readme.py": "the README's text",
     "test_doc_commands.py": "documented commands, as subprocesses, scanning what the engine tests scan",
     "test_formats_corpus.py": "reading and converting files (no scan)",
     "test_formats_fuzz.py": "reading mutated files (no scan)",
@@ -137,17 +140,12 @@ NOT_ON_TWINS = {
     "test_toml_settings.py": "settings files (no scan)",
     "test_cli.py": "the command line's arguments and output, as subprocesses",
     "test_convert_cli.py": "the convert command, as a subprocess",
-    "test_janitor_cli.py": "the janitor commands' arguments and output",
+    "test_janitor_cli.py": "the janitor commands' arguments and output (the janitor scan calls no kernel)",
     "test_lint_cli.py": "the lint command, as a subprocess",
-    "test_report_browser.py": "the HTML report in a browser",
-    "test_serve.py": "the HTTP service",
     "test_serve_janitor.py": "the HTTP service's janitor routes, over HTTP",
     "test_serve_openapi.py": "the OpenAPI document and the served routes, over HTTP",
-    "test_serve_ops.py": "the service's operations (config, store, health), over HTTP",
     "test_serve_replicas.py": "replicas sharing a books folder, over HTTP",
     "test_semantic.py": "embeddings (its own CI step; it compares both backends' scores itself)",
-    "test_semantic_engine.py": "semantic activation (its own CI step)",
-    "test_semantic_slot.py": "semantic activation in slot mode (its own CI step)",
     "test_replay_ray.py": "Ray batch replay (its own CI step, -m ray)",
 }
 
