@@ -216,7 +216,8 @@ def test_counted_repeats_past_the_expansion_limit_are_refused_before_compiling(t
     save_compiled(compiled, tmp_path / "z.lsc")
     for restored in (pickle.loads(pickle.dumps(compiled)), load_compiled(tmp_path / "z.lsc")):
         assert restored.regexes[0].expansion == 1_500_000
-        assert restored.regexes[0].search("\x01" + "z" * 1_500_000)
+        # no wall-clock limit: what is tested is the kept expansion, not the machine's speed
+        assert restored.regexes[0].search("\x01" + "z" * 1_500_000, timeout=None)
 
 
 def test_catastrophic_shapes_are_flagged_at_compile_time():
