@@ -79,5 +79,5 @@ def native_hits() -> ModuleType:
 def hits(request) -> ModuleType:
     """Every behaviour test that takes ``hits`` runs on both the twin and the native kernel."""
     if request.param == "twin":
-        return importlib.import_module("lorescan._hits_py")
+        return importlib.import_module("lorescan.match._hits_py")
     return built("_hits_c")

@@ -13,7 +13,7 @@ import pytest
 from rapidfuzz import fuzz
 
 from lorescan import BookSource, ChatMessage, STEngine, STSettings, SlotEngine
-from lorescan import _kernels
+from lorescan.match import _kernels
 from lorescan.errors import LorebookError
 from lorescan.limits import DEFAULT_LIMITS
 from lorescan.match import fuzzy as fuzzy_mod

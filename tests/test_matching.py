@@ -28,14 +28,14 @@ def test_backend_says_native_exactly_when_the_built_hit_kernel_is_in_use():
     import subprocess
     import sys
     built = importlib.util.find_spec("lorescan._hits_c") is not None
-    code = "import lorescan, lorescan._kernels as k; print(lorescan.BACKEND, k.hits.__name__)"
+    code = "import lorescan, lorescan.match._kernels as k; print(lorescan.BACKEND, k.hits.__name__)"
     for forced, want in ((False, "native" if built else "python"), (True, "python")):
         env = {k: v for k, v in os.environ.items() if k != "LORESCAN_PURE_PYTHON"}
         if forced:
             env["LORESCAN_PURE_PYTHON"] = "1"
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
         assert r.returncode == 0, r.stderr
-        assert r.stdout.split() == [want, "lorescan._hits_c" if want == "native" else "lorescan._hits_py"]
+        assert r.stdout.split() == [want, "lorescan._hits_c" if want == "native" else "lorescan.match._hits_py"]
     if os.environ.get("LORESCAN_REQUIRE_NATIVE") == "1":
         assert built
 

@@ -1,8 +1,8 @@
 # cython: boundscheck=False, wraparound=False
-"""Per-text hit sets and window unions. Twin: src/lorescan/_hits_py.py."""
+"""Per-text hit sets and window unions. Twin: src/lorescan/match/_hits_py.py."""
 from lorescan._chars cimport MODEL_ASCII, MODEL_NOSPACE, occurrence_ok
 
-from lorescan import _wordchars
+from lorescan.match import _wordchars
 
 cdef bytes _TABLE_BYTES = _wordchars.CHAR_TABLE
 cdef const unsigned char* TABLE = _TABLE_BYTES

@@ -17,7 +17,7 @@ from ._version import __version__
 
 # public name -> the module (relative to this package) that defines it
 _LAZY = {
-    "BACKEND": "._kernels",
+    "BACKEND": ".match._kernels",
     # SillyTavern mode: the engine, its inputs and its results
     "STEngine": ".st", "STResult": ".st", "BookSource": ".st", "Character": ".st",
     "ChatMessage": ".st", "Diagnostic": ".st", "EntryId": ".st", "LoopRecord": ".st",
@@ -50,7 +50,7 @@ __all__ = ["__version__", *_LAZY]
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing alone costs more than the rest
 if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, imported eagerly
-    from ._kernels import BACKEND
+    from .match._kernels import BACKEND
     from .app.chats import read_chat
     from .errors import FormatError, LorebookError, RegexKeyError, SettingsError
     from .formats import FormatName, Loss, LossReport, book_from_entries, convert, load, load_data

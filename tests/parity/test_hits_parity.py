@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import need_shared
-from lorescan import _hits_py
+from lorescan.match import _hits_py
 from lorescan.match.compile import compile_book
 from lorescan.formats.sillytavern import load_world_file
 from lorescan.match import MatchOptions

@@ -37,8 +37,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import ahocorasick
 import numpy as np
 
-from .. import _kernels
-from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
+from . import _kernels
+from ._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..js.stdecorators import parse_st_decorators
 from ..errors import LorebookError, RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals

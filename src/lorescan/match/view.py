@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .. import _kernels
+from . import _kernels
 from .compile import EMPTY, SKIP, literal_absent
 from .keys import KeyRef, MacroKey, PlainKey, RegexKey, SpecialKey
 from .cache import ChatScan
