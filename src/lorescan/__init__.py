@@ -36,7 +36,7 @@ _LAZY = {
     "LossReport": ".formats", "FormatName": ".formats", "book_from_entries": ".formats",
     "read_chat": ".app.chats",
     # compiled books and the hit cache (more compile-level tools: lorescan.match)
-    "compile_book": ".match.compile", "CompiledBook": ".match.compile", "load_compiled": ".match.compile",
+    "compile_book": ".st.compiled", "CompiledBook": ".st.compiled", "load_compiled": ".st.compiled",
     "save_compiled": ".match.lsc", "ChatScan": ".match.cache",
     # token counters (more: lorescan.tokens)
     "TiktokenCounter": ".tokens", "IncrementalCount": ".tokens", "count_words": ".tokens",
@@ -56,7 +56,7 @@ if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, impor
     from .formats import FormatName, Loss, LossReport, book_from_entries, convert, load, load_data
     from .limits import DEFAULT_LIMITS, Limits
     from .match.cache import ChatScan
-    from .match.compile import CompiledBook, compile_book, load_compiled
+    from .st.compiled import CompiledBook, compile_book, load_compiled
     from .match.lsc import CompiledFormError, save_compiled
     from .model import Entry, Lorebook, Origin, entry_from_fields
     from .janitor import JanitorEngine, JanitorResult

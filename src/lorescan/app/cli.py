@@ -39,7 +39,7 @@ def _cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from ..match.compile import compile_book  # import-cost: a command loads only what it runs
+    from ..st.compiled import compile_book  # import-cost: a command loads only what it runs
     from .inputs import load_book  # import-cost: a command loads only what it runs
     from ..match.lsc import save_compiled  # import-cost: a command loads only what it runs
     options = Compat.of(args.compat).match_options(case_sensitive=args.case_sensitive,

@@ -32,7 +32,7 @@ from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
-    from .compile import CompiledBook
+    from .compile import CompiledKeys
 
 __all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "WindowPart", "EntryMatch", "ScanView", "match_plain_key"]
 
@@ -176,8 +176,8 @@ def _segments_of(messages: Sequence[str]) -> list[str]:
 class ScanView:
     """The texts of one scan and the key hits on them (compiled implementation).
 
-    ``compiled``: the book (entry index = position in ``compiled.entries``; its
-    ``options`` are the plain-key rules); ``cache``: the caller-owned per-chat hit cache
+    ``compiled``: the :class:`~lorescan.match.compile.CompiledKeys` (entry index = key spec
+    index, for a SillyTavern book its entry index; their ``options`` are the plain-key rules); ``cache``: the caller-owned per-chat hit cache
     (:class:`lorescan.match.cache.ChatScan`; without one, hits are cached for this view only);
     ``messages``: message strings newest first, as scanned (``"Name: text"`` when names are
     included), untrimmed; ``sources``: six strings in SOURCE_NAMES order ("" = absent);
@@ -194,15 +194,15 @@ class ScanView:
     ``limits.fuzzy_comparisons_per_scan``; a text cut off is reported by
     :meth:`fuzzy_cutoff_report`).
     ``content_of``: entry ``i``'s content, to check a recursion chunk against the entries it
-    claims to join (default: ``compiled.entries[i].content``; a book compiled from key specs
-    has no entries, so without it every chunk of such a book is scanned).
+    claims to join (without it every recursion chunk is scanned; SillyTavern mode passes
+    ``CompiledBook.content_of``).
 
     Regex keys: a line-local one (see :mod:`lorescan.match.regexscope`) is tested once per text
     (cached in the ChatScan beside the literal hits) and a window's answer is a union; any
     other is tested on the window's joined haystack.
     """
 
-    def __init__(self, compiled: "CompiledBook", messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
+    def __init__(self, compiled: "CompiledKeys", messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
                  injects: Sequence[str] = (), *, cache: ChatScan | None = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
@@ -210,10 +210,6 @@ class ScanView:
                  limits: Limits = DEFAULT_LIMITS, fuzzy_work: FuzzyWork | None = None) -> None:
         self.compiled = compiled
         self.limits = limits
-        self.entries = compiled.entries
-        if content_of is None and len(compiled.entries):
-            entries = compiled.entries          # (not through self: a view must not be in a cycle)
-            content_of = lambda i: entries[i].content      # noqa: E731
         self._content_of = content_of
         self.options = compiled.options
         self.substitute = substitute

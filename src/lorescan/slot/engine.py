@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
-from ..match.compile import CompiledBook, compile_keys
+from ..match.compile import CompiledKeys, compile_keys
 from ..semantic.index import SemanticIndex, VectorSettings
 from ..semantic.store import is_candidate
 from ..match.fuzzy import FuzzyWork, entry_threshold, fuzzy_field
@@ -413,7 +413,7 @@ class SlotEngine:
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
         try:
-            self.compiled: CompiledBook = compile_keys(specs, self.match_options, limits=limits,
+            self.compiled: CompiledKeys = compile_keys(specs, self.match_options, limits=limits,
                                                        name="lorebook slot pool",
                                                        source=" + ".join(dict.fromkeys(b.book.source for b in slot_books))
                                                        or "<slot pool>")

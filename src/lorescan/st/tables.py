@@ -18,7 +18,7 @@ from typing import Any, Iterator, Sequence
 from ..js.sthash import entry_fingerprint
 from ..js.text import JS_WHITESPACE
 from ..limits import Limits
-from ..match.compile import CompiledBook
+from .compiled import CompiledBook
 from ..match.options import MatchOptions
 from ..model import Entry
 from ..tokens import TextCount
