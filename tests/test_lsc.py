@@ -175,7 +175,8 @@ def test_a_book_file_holds_its_keys_part_as_a_keys_only_file_holds_it():
     assert (book_header["kind"], keys_header["kind"]) == ("CompiledBook", "CompiledKeys")
     assert keys_sections and all(name.startswith("keys:") for name in keys_sections)
     assert {n for n in book_sections if not n.startswith("keys:")} == {
-        "book:entries", "book:entry_offsets", "book:book", "book:uids", "book:entry_order", "book:entry_flags"}
+        "book:entries", "book:entry_offsets", "book:book", "book:uids", "book:entry_order", "book:entry_flags",
+        "book:timed_hash_loose", "book:timed_hash_strict"}
     book_keys = {n: v for n, v in book_sections.items() if n.startswith("keys:")}
     assert book_keys.keys() == keys_sections.keys()
     # byte for byte, but for the automaton: pyahocorasick's node blob carries uninitialised padding
@@ -558,3 +559,55 @@ def test_a_file_written_under_another_import_path_of_the_same_release_loads(tmp_
     subprocess.run([sys.executable, "-c", code, str(out), str(other)], check=True, env=env, cwd=tmp_path)
     assert lorescan_version() == __version__
     assert len(load_compiled(out).book.entries) == 1
+
+
+def _computed_fingerprint(entry: Entry, world: str, strict: bool) -> int:
+    from lorescan.js.stdecorators import parse_st_decorators
+    from lorescan.js.sthash import entry_fingerprint
+    decorators, content = parse_st_decorators(entry.content, strict_lines=strict)
+    return entry_fingerprint(entry.fields, uid=entry.uid, world=world, content=content, decorators=decorators)
+
+
+def _timed_book() -> Lorebook:
+    return book_from_entries("timed", [
+        {"uid": 0, "key": ["dragon"], "content": "the dragon stays", "sticky": 5},
+        {"uid": 1, "key": ["wyrm"], "content": "@@dont_activate\nthe wyrm rests", "cooldown": 3},
+        {"uid": 2, "key": ["knight"], "content": "not timed"},
+        {"uid": 3, "key": ["rook"], "content": "x" * 3000, "sticky": 2, "cooldown": 1},
+    ])
+
+
+@pytest.mark.parametrize("path", REAL_BOOKS + [None], ids=[p.name for p in REAL_BOOKS] + ["timed"])
+def test_the_stored_fingerprints_of_timed_entries_are_the_ones_the_engine_computes(path, tmp_path):
+    book = _timed_book() if path is None else load(path)
+    fresh = compile_book(book)
+    save_compiled(fresh, tmp_path / "b.lsc")
+    loaded = load_compiled(tmp_path / "b.lsc")
+    timed = [i for i, e in enumerate(book.entries) if e.sticky or e.cooldown]
+    if path is None:
+        assert timed == [0, 1, 3]
+    for i, e in enumerate(book.entries):
+        for strict in (False, True):
+            for cb in (fresh, loaded):
+                want = _computed_fingerprint(e, book.name, strict) if i in timed else None
+                assert cb.timed_hash(i, book.name, strict) == want, (e.uid, strict)
+                assert cb.timed_hash(i, "another name", strict) is None      # stored under the book's name only
+
+
+def test_a_cold_engine_over_a_loaded_book_reads_a_timed_record_without_fingerprinting(tmp_path, monkeypatch):
+    import lorescan.st.tables as tables
+    book = _timed_book()
+    save_compiled(compile_book(book), tmp_path / "b.lsc")
+    state = {"sticky": {"timed.0": {"hash": _computed_fingerprint(book.entries[0], "timed", False),
+                                    "start": 1, "end": 10 ** 6, "protected": False}}, "cooldown": {}}
+    chat = [ChatMessage("U", "nothing that matches", is_user=True)] * 3
+    want = STEngine([BookSource(book, ("global",))]).scan(chat, max_context=10_000, timed_effects=state)
+    calls = []
+    real = tables.entry_fingerprint
+    monkeypatch.setattr(tables, "entry_fingerprint", lambda *a, **k: calls.append(a) or real(*a, **k))
+    got = STEngine([BookSource(load_compiled(tmp_path / "b.lsc"), ("global",))]).scan(
+        chat, max_context=10_000, timed_effects=state)
+    assert calls == []
+    assert got.to_json() == want.to_json()
+    assert [k.key for k in got.activated] == ["timed.0"]            # the sticky record kept it active
+

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..js.sthash import entry_fingerprint
 from ..js.stdecorators import parse_st_decorators
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..match.compile import CompiledKeys, build_keys
@@ -61,7 +62,7 @@ class CompiledBook:
     """
 
     __slots__ = ("_book", "_load_book", "name", "keys", "entries", "uids", "entry_order", "entry_flags",
-                 "levels", "max_entry_depth", "embeddings", "memo")
+                 "timed_hashes", "levels", "max_entry_depth", "embeddings", "memo")
     # attribute types (each set once, in __init__, through object.__setattr__)
     _book: Lorebook | None
     _load_book: Any
@@ -71,6 +72,9 @@ class CompiledBook:
     uids: Sequence[int | str]
     entry_order: Any
     entry_flags: Any
+    # (loose, strict): per entry, int64, SillyTavern's fingerprint of each FLAG_TIMED entry under
+    # the book's own name with decorators read without / with strict_lines (0 elsewhere)
+    timed_hashes: tuple[Any, Any]
     levels: tuple[float, ...]
     max_entry_depth: int
     embeddings: Any     # None, or (model name, entry indices int32, float32 rows): lorescan.semantic.store
@@ -79,7 +83,8 @@ class CompiledBook:
     memo: dict[Any, Any]
 
     def __init__(self, *, keys: CompiledKeys, entries: Sequence[Entry], entry_order: Any, entry_flags: Any,
-                 levels: tuple[float, ...], max_entry_depth: int, book: Lorebook | None = None,
+                 timed_hashes: tuple[Any, Any], levels: tuple[float, ...], max_entry_depth: int,
+                 book: Lorebook | None = None,
                  load_book: Any = None, name: str | None = None, uids: Sequence[int | str] | None = None,
                  embeddings: Any = None) -> None:
         if name is None:
@@ -88,7 +93,7 @@ class CompiledBook:
         assert book is not None or load_book is not None, "a CompiledBook needs its book or a way to load it"
         values = dict(_book=book, _load_book=load_book, name=name, keys=keys, entries=entries,
                       uids=tuple(e.uid for e in entries) if uids is None else uids,
-                      entry_order=entry_order, entry_flags=entry_flags, levels=levels,
+                      entry_order=entry_order, entry_flags=entry_flags, timed_hashes=timed_hashes, levels=levels,
                       max_entry_depth=max_entry_depth, embeddings=embeddings, memo={})
         for k, v in values.items():
             object.__setattr__(self, k, v)
@@ -106,6 +111,14 @@ class CompiledBook:
             book = self._load_book()
             object.__setattr__(self, "_book", book)
         return book
+
+    def timed_hash(self, i: int, world: str, strict: bool) -> int | None:
+        """The stored fingerprint of entry ``i`` named ``world`` (None: not stored, compute it):
+        stored for the timed entries, whose fingerprints timed-effect records name, under the
+        book's own name."""
+        if world != self.name or not int(self.entry_flags[i]) & FLAG_TIMED:
+            return None
+        return int(self.timed_hashes[1 if strict else 0][i])
 
     def content_of(self, i: int) -> str:
         """Entry ``i``'s content (what ``keys.content_hits[i]`` are the hits of)."""
@@ -188,10 +201,11 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        flags = np.array([_entry_flags(e) for e in entries], dtype=np.uint8)
         return CompiledBook(
             book=book, keys=keys, entries=entries,
             entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
-            entry_flags=np.array([_entry_flags(e) for e in entries], dtype=np.uint8),
+            entry_flags=flags, timed_hashes=_timed_hashes(entries, flags, book.name),
             levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),
             max_entry_depth=_max_entry_depth(entries))
     finally:
@@ -215,6 +229,22 @@ def _entry_flags(entry: Entry) -> int:
     if js_truthy(entry.sticky) or js_truthy(entry.cooldown):
         flags |= FLAG_TIMED
     return flags
+
+
+def _timed_hashes(entries: Sequence[Entry], flags: Any, world: str) -> tuple[Any, Any]:
+    # Only the timed entries: a fingerprint costs about a millisecond per kilobyte of entry
+    # (cyrb53 in Python), too much for every entry of a large book; timed-effect records of an
+    # ordinary chat name timed entries (st.tables.HashIndex looks at them first).
+    loose, strict = np.zeros(len(entries), dtype=np.int64), np.zeros(len(entries), dtype=np.int64)
+    for i in np.flatnonzero(flags & FLAG_TIMED).tolist():
+        e = entries[i]
+        for out, strict_lines in ((loose, False), (strict, True)):
+            if strict_lines and not e.content.startswith("@@"):
+                out[i] = loose[i]          # no decorator line: both readings are the same
+                continue
+            decorators, content = parse_st_decorators(e.content, strict_lines=strict_lines)
+            out[i] = entry_fingerprint(e.fields, uid=e.uid, world=world, content=content, decorators=decorators)
+    return loose, strict
 
 
 def _entry_order(entry: Entry) -> float:

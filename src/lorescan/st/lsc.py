@@ -11,7 +11,9 @@ header's ``meta["book"]``:
   ``book:uids``, small values through this module's :func:`encode_value` (the match core's
   encoder extended with the model's FrozenMap, EntryFields and Origin, and references to
   entry fields stored in the records);
-- ``book:entry_order`` and ``book:entry_flags`` (the engine's per-entry columns), and the
+- ``book:entry_order``, ``book:entry_flags`` and ``book:timed_hash_loose`` / ``_strict``
+  (the engine's per-entry columns: the timed entries' fingerprints, which a cold engine
+  would otherwise compute for the first timed-effect record), and the
   entry embeddings of meaning-based activation (``book:emb:rows``, ``book:emb:matrix``).
 
 A reader that needs only the keys (``match.lsc.decode_keys``) never reads these sections.
@@ -201,6 +203,8 @@ def encode_book(cb: Any) -> bytes:
         w.value("book:uids", list(cb.uids), encode=encode_value)
     w.array("book:entry_order", np.asarray(cb.entry_order, dtype=np.float64))
     w.array("book:entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
+    w.array("book:timed_hash_loose", np.asarray(cb.timed_hashes[0], dtype=np.int64))
+    w.array("book:timed_hash_strict", np.asarray(cb.timed_hashes[1], dtype=np.int64))
     embedded = cb.embeddings
     if embedded is not None:         # meaning-based activation's entry embeddings (lorescan.semantic.store)
         w.array("book:emb:rows", np.asarray(embedded[1], dtype=np.int32))
@@ -245,7 +249,8 @@ def _read_book(r: FormReader, make: Callable[..., Any]) -> Any:
                         origin=b["origin"])
     load_book.reader = r          # type: ignore[attr-defined]  # encode_book copies from it
     order, flags = r.array("book:entry_order"), r.array("book:entry_flags")
-    if order.shape != (n,) or flags.shape != (n,):
+    hashes = (r.array("book:timed_hash_loose"), r.array("book:timed_hash_strict"))
+    if any(column.shape != (n,) for column in (order, flags) + hashes):
         r.fail("entry columns do not match the entry count")
     embeddings = None
     if meta["embeddings"] is not None:
@@ -254,7 +259,7 @@ def _read_book(r: FormReader, make: Callable[..., Any]) -> Any:
             r.fail("entry embeddings do not match the entries")
         embeddings = (str(meta["embeddings"]), rows, matrix)
     return make(keys=keys, load_book=load_book, name=meta["name"], entries=entries, uids=_lazy_uids(r, n),
-                entry_order=order, entry_flags=flags, levels=tuple(meta["levels"]),
+                entry_order=order, entry_flags=flags, timed_hashes=hashes, levels=tuple(meta["levels"]),
                 max_entry_depth=meta["max_entry_depth"], embeddings=embeddings)
 
 
