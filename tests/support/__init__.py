@@ -10,4 +10,4 @@ def book_view(compiled, *args, **kw):
     """A ScanView over a compiled SillyTavern book as its engine makes one: the book's keys,
     and its entries' contents to check recursion chunks against."""
     from lorescan.match.view import ScanView     # not at import: some tests pick the backend first
-    return ScanView(compiled.keys, *args, content_of=compiled.content_of, **kw)
+    return ScanView(compiled.keys, *args, content_of=compiled.content_of, uid_of=compiled.uids.__getitem__, **kw)

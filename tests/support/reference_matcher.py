@@ -126,7 +126,7 @@ class ReferenceScanView:
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: object = None,
                  oldest_index: int = 0, limits: object = None, fuzzy_work: object = None,
-                 content_of: Callable[[int], str] | None = None) -> None:
+                 content_of: Callable[[int], str] | None = None, uid_of: object = None) -> None:
         # fuzzy_work (the scan's fuzzy comparison budget) is accepted and ignored: the oracle's
         # inputs are small, and it never cuts fuzzy matching short.
         # regex_budget is accepted and ignored: the oracle gives each evaluation its own

@@ -16,7 +16,7 @@ the same way (see lorescan.match.regexscope); the others search the assembled ha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _kernels
 from .compile import EMPTY, SKIP, literal_absent
@@ -193,6 +193,7 @@ class ScanView:
     ``fuzzy_work``: the scan's fuzzy-key comparisons (shared by the views of one scan; default:
     ``limits.fuzzy_comparisons_per_scan``; a text cut off is reported by
     :meth:`fuzzy_cutoff_report`).
+    ``uid_of``: entry ``i``'s id, to name it in errors (without it, errors name no entry).
     ``content_of``: entry ``i``'s content, to check a recursion chunk against the entries it
     claims to join (without it every recursion chunk is scanned; SillyTavern mode passes
     ``CompiledBook.content_of``).
@@ -207,10 +208,12 @@ class ScanView:
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
                  oldest_index: int = 0, content_of: Callable[[int], str] | None = None,
-                 limits: Limits = DEFAULT_LIMITS, fuzzy_work: FuzzyWork | None = None) -> None:
+                 limits: Limits = DEFAULT_LIMITS, fuzzy_work: FuzzyWork | None = None,
+                 uid_of: Callable[[int], Any] | None = None) -> None:
         self.compiled = compiled
         self.limits = limits
         self._content_of = content_of
+        self._uid_of = uid_of
         self.options = compiled.options
         self.substitute = substitute
         self.joined = joined
@@ -615,12 +618,11 @@ class ScanView:
     def _macro_too_long(self, raw: str, what: str) -> LorebookError:
         """The error for a macro key expanded past the key limit, naming the entry that has it."""
         field, uid = "key", None
-        for e in self.entries:
-            for name, keys in (("key", e.key), ("keysecondary", e.keysecondary)):
-                if raw in keys:
-                    field, uid = f"{name}[{keys.index(raw)}]", e.uid
-                    break
-            if uid is not None:
+        for i, plan in enumerate(self.compiled.plans_sub):
+            refs = [("key", k, r) for k, r in plan.primary] + [("keysecondary", k, r) for k, r in enumerate(plan.secondary)]
+            found = next((f"{name}[{k}]" for name, k, r in refs if type(r) is MacroKey and r.raw == raw), None)
+            if found is not None:
+                field, uid = found, (self._uid_of(i) if self._uid_of is not None else None)
                 break
         return LorebookError(f"the key {raw[:60]!r} {what} after macro substitution, above the limit "
                              f"max_key_length={self.limits.max_key_length}", source=self.compiled.name or "<memory>",

@@ -413,7 +413,8 @@ class STEngine:
         fuzzy_work = FuzzyWork(self.limits.fuzzy_comparisons_per_scan)
         views = [ScanView(cb.keys, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
-                          oldest_index=first, content_of=cb.content_of, limits=self.limits, fuzzy_work=fuzzy_work)
+                          oldest_index=first, content_of=cb.content_of, uid_of=cb.uids.__getitem__,
+                          limits=self.limits, fuzzy_work=fuzzy_work)
                  for cb in tables.compiled]
         turn = Turn(tables, self._gates, views, regex_budget, random=random, substitute=substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,
