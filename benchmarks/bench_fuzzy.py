@@ -30,7 +30,8 @@ import pytest
 from conftest import SHORT, make_book, make_chat
 from lorescan import BACKEND
 from lorescan.match.cache import ChatScan
-from lorescan.match.compile import EMPTY, KeyMatcher, compile_book
+from lorescan.match.compile import EMPTY, KeyMatcher
+from lorescan.st.compiled import compile_book
 from lorescan.match import MatchOptions
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.st import STSettings
@@ -155,7 +156,7 @@ def _scan_before(self: KeyMatcher, text: str) -> frozenset[int]:
 @pytest.mark.benchmark(group="fuzzy-overhead")
 def bench_book_without_fuzzy_keys_pays_nothing(benchmark, world):
     exact, _fuzzy, chat = world
-    matcher = compile_book(exact, MatchOptions.improved()).matcher
+    matcher = compile_book(exact, MatchOptions.improved()).keys.matcher
     assert matcher.fuzzy is None
     texts = [f"{m.name}: {m.text}" for m in chat[:CHAT]]
     now = KeyMatcher.scan

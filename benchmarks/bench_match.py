@@ -19,9 +19,10 @@ import pytest
 
 from conftest import SHORT, make_chat, median_seconds
 from lorescan import BACKEND
-from lorescan.match.compile import compile_book
+from lorescan.st.compiled import compile_book
 from lorescan.match.cache import ChatScan
-from lorescan.match.view import ScanView, Window
+from lorescan.match.view import Window
+from tests.support import book_view
 from tests.support.reference_matcher import ReferenceScanView
 
 GIB = 1 << 30
@@ -56,7 +57,7 @@ class Chat:
         return (self.newest_first(self.turn_no),), {}
 
     def turn(self, messages: list[str]) -> int:
-        view = ScanView(self.compiled, messages, cache=self.cache)
+        view = book_view(self.compiled, messages, cache=self.cache)
         window = Window(self.depth)
         cands = view.candidates(self.depth, 0)
         for i in cands:
@@ -90,7 +91,7 @@ def bench_compile(benchmark, synthetic_book, n):
     peak_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
     retained = _rss_bytes() - before
     _COMPILED.setdefault(n, compiled)
-    benchmark.extra_info.update(backend=BACKEND, variants=len(compiled.specs),
+    benchmark.extra_info.update(backend=BACKEND, variants=len(compiled.keys.specs),
                                 peak_growth_mib=round(peak_growth / 2**20, 1), retained_mib=round(retained / 2**20, 1))
     if benchmark.disabled:
         return

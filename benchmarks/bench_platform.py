@@ -44,7 +44,8 @@ from conftest import SHORT, need_shared
 from lorescan import BookSource, ChatMessage, STEngine, STSettings, load
 from lorescan.js.stdecorators import parse_st_decorators
 from lorescan.js.sthash import entry_fingerprint
-from lorescan.match.compile import compile_book, load_compiled
+from lorescan.match.compile import load_keys
+from lorescan.st.compiled import compile_book, load_compiled
 from lorescan.match.lsc import save_compiled
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.st import Compat
@@ -195,7 +196,7 @@ def bench_cold_small_book_requests_vs_floor_and_naive(benchmark, platform):
 
     def floor(lsc, msgs) -> None:
         t0 = time.perf_counter()
-        matcher = load_compiled(lsc).matcher
+        matcher = load_keys(lsc).matcher
         hits = frozenset().union(*[matcher.scan(f"{m.name}: {m.text}") for m in msgs[-10:]])
         times["floor"].append(time.perf_counter() - t0)
         assert hits is not None

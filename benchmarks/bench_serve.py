@@ -37,7 +37,7 @@ from conftest import make_book, make_chat, median_seconds
 pytest.importorskip("msgspec", reason="the serve extra is not installed (pip install '.[serve]')")
 pytest.importorskip("uvicorn", reason="the serve extra is not installed (pip install '.[serve]')")
 
-from lorescan.match.compile import compile_book  # noqa: E402
+from lorescan.st.compiled import compile_book  # noqa: E402
 from lorescan.model import Lorebook, entry_from_fields  # noqa: E402
 from lorescan.match.cache import ChatScan  # noqa: E402
 from lorescan.st import BookSource, ChatMessage, Compat, STEngine, STSettings  # noqa: E402

@@ -18,7 +18,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 from hypothesis import settings
 
-from lorescan import _kernels
+from lorescan.match import _kernels
 
 # Hypothesis profiles (HYPOTHESIS_PROFILE; the default "dev" is hypothesis's defaults, every count
 # as its decorator says). "ci" (CI's run on the native kernels) and "twin" (its run on the pure-Python
@@ -89,13 +89,13 @@ def native_hits() -> ModuleType:
 def hits(request) -> ModuleType:
     """Every behaviour test that takes ``hits`` runs on both the twin and the native kernel."""
     if request.param == "twin":
-        return importlib.import_module("lorescan._hits_py")
+        return importlib.import_module("lorescan.match._hits_py")
     return built("_hits_c")
 
 
 # -- the pure-Python twins' run ---------------------------------------------------------------
 # CI runs the whole suite on the native kernels, then again with LORESCAN_PURE_PYTHON=1 only the
-# test modules that reach a kernel (``lorescan._kernels.hits``: the hit sets and window unions of
+# test modules that reach a kernel (``lorescan.match._kernels.hits``: the hit sets and window unions of
 # every scan), each of their tests marked ``twin`` here (``-m twin``); the others never call a
 # kernel, so running them on the twins would prove nothing new. This is the one list: every test
 # module is in exactly one of TWIN_MODULES and NOT_ON_TWINS (tests/test_twin_selection.py checks
@@ -117,13 +117,18 @@ TWIN_MODULES = frozenset({
     "test_lint.py", "test_replay.py", "test_replay_compare.py", "test_replay_janitor.py",
     "test_replay_vocabulary.py", "test_report.py", "test_report_browser.py", "test_readme.py",
     "test_serve.py", "test_serve_ops.py", "test_semantic_engine.py", "test_semantic_slot.py",
-    "test_twin_selection.py",
+    "test_twin_selection.py", "test_compilecmd.py", "test_chat_prefix.py",
+    "test_slot_plans.py",
 })
 # Why each of these needs no twin run; none calls a kernel in the test process (the audit checks
 # that on every run), and what their subprocesses (the CLI, a server) scan with, the engines, the
 # twin modules test in process.
 NOT_ON_TWINS = {
     "test_imports.py": "import rules, read from the source",
+    "test_public_api.py": "the names the package offers",
+    "test_entry_checks.py": "an entry's field checks (no scan)",
+    "test_json_depth.py": "JSON nesting checks (no scan)",
+    "test_jsregex_parse_once.py": "the regex parse against the old module (no scan)",
     "test_packaging.py": "metadata, dependencies and installs",
     "test_docs.py": "the docs' text",
     "test_doc_commands.py": "documented commands, as subprocesses, scanning what the engine tests scan",
@@ -190,7 +195,7 @@ def _module_of(item: pytest.Item) -> str:
 
 
 class _KernelAudit:
-    """Stands in for ``lorescan._kernels.hits`` and notes that a kernel was reached (every caller
+    """Stands in for ``lorescan.match._kernels.hits`` and notes that a kernel was reached (every caller
     looks the kernel up there at call time: ``_kernels.hits.<function>``)."""
 
     def __init__(self, kernel: ModuleType) -> None:
@@ -223,5 +228,5 @@ def _kernels_reached_only_by_twin_modules(request):
     yield
     module = _module_of(request.node)
     if KERNEL_AUDIT.reached and module not in TWIN_MODULES:
-        pytest.fail(f"{module} reached a native kernel (lorescan._kernels.hits) but is not in TWIN_MODULES "
+        pytest.fail(f"{module} reached a native kernel (lorescan.match._kernels.hits) but is not in TWIN_MODULES "
                     "(tests/conftest.py), so CI's pure-Python run would skip it: move it there", pytrace=False)

@@ -5,9 +5,10 @@ from typing import Callable, Sequence
 
 from hypothesis import strategies as st
 
-from lorescan.match.compile import compile_book
+from lorescan.st.compiled import compile_book
 from lorescan.match.cache import ChatScan
-from lorescan.match.view import ScanView, Window
+from lorescan.match.view import Window
+from tests.support import book_view
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.match import MatchOptions
 from tests.support.reference_matcher import ReferenceScanView
@@ -69,7 +70,7 @@ def check_agreement(book: Lorebook, opts: MatchOptions, messages: Sequence[str],
                     cache: ChatScan | None = None, compiled=None) -> None:
     """The compiled ScanView agrees with the reference on every entry, window and key."""
     compiled = compiled if compiled is not None else compile_book(book, opts)
-    view = ScanView(compiled, messages, sources, injects, cache=cache, substitute=substitute, joined=joined,
+    view = book_view(compiled, messages, sources, injects, cache=cache, substitute=substitute, joined=joined,
                     regex_timeout=None)
     ref = ReferenceScanView(compiled, messages, sources, injects, substitute=substitute, joined=joined,
                             regex_timeout=None)

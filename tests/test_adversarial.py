@@ -211,7 +211,7 @@ def test_counted_repeats_that_would_build_gigabytes_are_refused_before_compiling
 SUFFIX_KEYS = f"""
 import time
 from dataclasses import replace
-from lorescan import _hits_py
+from lorescan.match import _hits_py
 from lorescan.errors import ScanDeadlineExceeded
 try:
     from lorescan import _hits_c
@@ -260,7 +260,7 @@ def test_the_key_hit_cut_is_the_same_on_both_kernels():
     run_child(SUFFIX_KEYS, """
         if _hits_c is None:
             print("native kernel not built: the twin alone")
-        m = compile_book(book).matcher
+        m = compile_book(book).keys.matcher
         text = hostile(2_000)
         args = (m.automaton, m.tables, m.model, m.scan_raw, m.scan_lower)
         full = _hits_py.bounded_text_hits(text, *args, -1, None)
@@ -286,7 +286,7 @@ def test_a_content_past_the_key_hit_budget_is_refused_when_the_book_is_compiled_
         exc = expect_error(lambda: compile_book(with_content("a" * 1_000_000)), "key_hits_per_char")
         assert exc.entry == 900 and exc.field == "content", (exc.entry, exc.field)
         # under the budget the same content compiles and its hits are exact
-        assert len(compile_book(with_content("a" * 200)).content_hits[N + 1]) == 200
+        assert len(compile_book(with_content("a" * 200)).keys.content_hits[N + 1]) == 200
     """, cpu=20)
 
 
@@ -298,7 +298,7 @@ def test_a_deadline_turns_a_long_scan_into_an_error_never_into_another_answer():
         want = engine.scan([ChatMessage("u", text, True)], max_context=10**6)
         later = engine.scan([ChatMessage("u", text, True)], max_context=10**6, deadline=time.monotonic() + 3600)
         assert later.to_json() == want.to_json() and uids(want) == list(range(N + 1))
-        m = compile_book(book).matcher
+        m = compile_book(book).keys.matcher
         args = (text, m.automaton, m.tables, m.model, m.scan_raw, m.scan_lower, -1, time.monotonic() - 1)
         for kernel in (_hits_py, _hits_c) if _hits_c is not None else (_hits_py,):
             try:

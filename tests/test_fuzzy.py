@@ -13,12 +13,12 @@ import pytest
 from rapidfuzz import fuzz
 
 from lorescan import BookSource, ChatMessage, STEngine, STSettings, SlotEngine
-from lorescan import _kernels
+from lorescan.match import _kernels
 from lorescan.errors import LorebookError
 from lorescan.limits import DEFAULT_LIMITS
 from lorescan.match import fuzzy as fuzzy_mod
 from lorescan.match.cache import ChatScan
-from lorescan.match.compile import compile_book
+from lorescan.st.compiled import compile_book
 from lorescan.match.fuzzy import FuzzyIndex, key_words
 from lorescan.formats import book_from_entries
 from lorescan.match import MatchOptions
@@ -106,7 +106,7 @@ def test_regex_and_wordless_keys_are_never_fuzzy():
     assert fired([entry(0, ["/Hermione/i"], fuzzy=50)], "hermione") == {"E0"}
     book = book_from_entries("fz", [entry(0, ["?!"], fuzzy=50)])
     cb = compile_book(book, MatchOptions.improved())
-    assert cb.matcher.fuzzy is None          # no word to compare: the key is exact only
+    assert cb.keys.matcher.fuzzy is None          # no word to compare: the key is exact only
 
 
 # -- case and whole words ---------------------------------------------------------------------
@@ -171,8 +171,8 @@ def test_sillytavern_profile_ignores_the_field_and_the_decorator():
     assert fired(entries, "Hermione", compat="sillytavern") == {"E0", "HG"}
     book = book_from_entries("fz", entries)
     exact = compile_book(book, MatchOptions.sillytavern())
-    assert exact.matcher.fuzzy is None and len(exact.matcher._table_bytes) == 5
-    assert "~" not in "".join(spec[0] for spec in exact.specs)
+    assert exact.keys.matcher.fuzzy is None and len(exact.keys.matcher._table_bytes) == 5
+    assert "~" not in "".join(spec[0] for spec in exact.keys.specs)
 
 
 def test_bad_thresholds_name_the_source_entry_and_field():
@@ -253,9 +253,9 @@ def test_recursion_chunks_carry_fuzzy_hits_from_contents():
     assert fired(entries, "the lighthouse", recursive=True) == {"The keeper mentions Hermoine.", "HG"}
     assert fired(entries, "the lighthouse", recursive=False) == {"The keeper mentions Hermoine."}
     cb = compile_book(book_from_entries("fz", entries), MatchOptions.improved())
-    fvid = cb.matcher.fuzzy.keys[0][0]
-    assert fvid in cb.content_hits[0]
-    assert cb.chunk_union_exact
+    fvid = cb.keys.matcher.fuzzy.keys[0][0]
+    assert fvid in cb.keys.content_hits[0]
+    assert cb.keys.chunk_union_exact
 
 
 def test_compiled_form_keeps_fuzzy_keys(tmp_path):
@@ -266,8 +266,8 @@ def test_compiled_form_keeps_fuzzy_keys(tmp_path):
         if again is None:
             save_compiled(cb, tmp_path / "b.lsc")
             again = load_compiled(tmp_path / "b.lsc")
-        assert again.matcher.fuzzy.keys == cb.matcher.fuzzy.keys
-        assert again.matcher.scan("Hermoine") == cb.matcher.scan("Hermoine") == {cb.matcher.fuzzy.keys[0][0]}
+        assert again.keys.matcher.fuzzy.keys == cb.keys.matcher.fuzzy.keys
+        assert again.keys.matcher.scan("Hermoine") == cb.keys.matcher.scan("Hermoine") == {cb.keys.matcher.fuzzy.keys[0][0]}
 
 
 def test_books_without_fuzzy_keys_never_load_rapidfuzz():
@@ -280,7 +280,7 @@ def test_books_without_fuzzy_keys_never_load_rapidfuzz():
         assert st.scan([ChatMessage("u", "Hermione", is_user=True)], max_context=8192).world_info_before == "HG"
         slot = SlotEngine([book])
         assert [m.content for m in slot.run([("user", "Hermione")], turn_id=1).messages] == ["HG"]
-        assert st.compiled[0].matcher.fuzzy is None and slot.compiled.matcher.fuzzy is None
+        assert st.compiled[0].keys.matcher.fuzzy is None and slot.compiled.matcher.fuzzy is None
         assert "rapidfuzz" not in sys.modules, "a book without fuzzy keys imported rapidfuzz"
         print("ok")
     """)

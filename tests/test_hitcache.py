@@ -5,9 +5,10 @@ import pytest
 
 import lorescan.match.cache as hitcache
 from lorescan.formats import book_from_entries
-from lorescan.match.compile import compile_book
+from lorescan.st.compiled import compile_book
 from lorescan.match.cache import ChatScan
-from lorescan.match.view import ScanView, Window
+from lorescan.match.view import Window
+from tests.support import book_view
 from lorescan.model import Lorebook, entry_from_fields
 
 BOOK = Lorebook(name="t", entries=tuple(entry_from_fields({"uid": i, "key": [k]}, uid=i)
@@ -20,7 +21,7 @@ def test_each_text_is_scanned_once_across_turns():
     chat = ["alpha one", "beta two", "gamma three"]
     for turn in range(1, len(chat) + 1):
         messages = list(reversed(chat[:turn]))
-        view = ScanView(compiled, messages, cache=cache)
+        view = book_view(compiled, messages, cache=cache)
         view.candidates(10, 0)
     assert cache.miss_count == 3 and cache.hit_count == 3
 
@@ -28,16 +29,16 @@ def test_each_text_is_scanned_once_across_turns():
 def test_other_chats_with_the_same_book_reuse_the_hits():
     compiled = compile_book(BOOK)
     cache = ChatScan()
-    ScanView(compiled, ["alpha one"], cache=cache).candidates(5, 0)
-    ScanView(compiled, ["alpha one", "beta"], cache=cache).candidates(5, 0)
+    book_view(compiled, ["alpha one"], cache=cache).candidates(5, 0)
+    book_view(compiled, ["alpha one", "beta"], cache=cache).candidates(5, 0)
     assert cache.miss_count == 2 and cache.hit_count == 1
 
 
 def test_different_books_do_not_share_entries():
     cache = ChatScan()
     a, b = compile_book(BOOK), compile_book(BOOK)
-    assert list(ScanView(a, ["alpha"], cache=cache).candidates(1, 0)) == [0]
-    assert list(ScanView(b, ["alpha"], cache=cache).candidates(1, 0)) == [0]
+    assert list(book_view(a, ["alpha"], cache=cache).candidates(1, 0)) == [0]
+    assert list(book_view(b, ["alpha"], cache=cache).candidates(1, 0)) == [0]
     assert cache.miss_count == 2
 
 
@@ -45,9 +46,9 @@ def test_count_bound_evicts_least_recently_used():
     compiled = compile_book(BOOK)
     cache = ChatScan(max_texts=2)
     for text in ("alpha", "beta", "alpha", "gamma"):
-        cache.lookup(compiled.matcher, text)
+        cache.lookup(compiled.keys.matcher, text)
     assert len(cache) == 2
-    cache.lookup(compiled.matcher, "alpha")          # still there: it was used after beta
+    cache.lookup(compiled.keys.matcher, "alpha")          # still there: it was used after beta
     assert cache.miss_count == 3
 
 
@@ -55,14 +56,14 @@ def test_byte_bound_is_respected():
     compiled = compile_book(BOOK)
     cache = ChatScan(max_bytes=20_000)
     for i in range(500):
-        cache.lookup(compiled.matcher, f"alpha {i} " + "x" * 100)
+        cache.lookup(compiled.keys.matcher, f"alpha {i} " + "x" * 100)
     assert cache.nbytes <= 20_000 and 0 < len(cache) < 500
 
 
 def test_cached_hits_are_immutable_values():
     compiled = compile_book(BOOK)
     cache = ChatScan()
-    assert isinstance(cache.lookup(compiled.matcher, "alpha beta"), frozenset)
+    assert isinstance(cache.lookup(compiled.keys.matcher, "alpha beta"), frozenset)
 
 
 def test_no_module_level_cache_state():
@@ -80,8 +81,8 @@ def test_results_do_not_depend_on_the_cache():
     compiled = compile_book(BOOK)
     cache = ChatScan(max_texts=1)
     for messages in (["alpha", "beta"], ["gamma", "alpha"], ["beta"]):
-        with_cache = ScanView(compiled, messages, cache=cache)
-        without = ScanView(compiled, messages)
+        with_cache = book_view(compiled, messages, cache=cache)
+        without = book_view(compiled, messages)
         for i in range(3):
             assert with_cache.match_entry(i, Window(2)) == without.match_entry(i, Window(2))
 
@@ -97,7 +98,7 @@ def test_cached_runs_of_old_messages_give_exact_windows_as_the_chat_grows():
     cache = ChatScan(max_texts=50)
     for turn in range(1, len(chat) + 1):
         messages = chat[turn - 1::-1]
-        view = ScanView(compiled, messages, cache=cache)
+        view = book_view(compiled, messages, cache=cache)
         ref = ReferenceScanView(compiled, messages)
         for depth in (1, 3, 4, 5, 17, 33, 64, 100):
             for i in range(3):
@@ -118,8 +119,8 @@ def test_message_blocks_align_on_chat_positions_so_a_steady_turn_stores_little()
         for length in range(40, 104):
             newest = chat[length - 20:length][::-1]
             before = len(cache)
-            view = ScanView(compiled, newest, cache=cache, oldest_index=length - 20 if aligned else 0)
-            expected = ScanView(compiled, chat[:length][::-1]).candidates(20, 0)
+            view = book_view(compiled, newest, cache=cache, oldest_index=length - 20 if aligned else 0)
+            expected = book_view(compiled, chat[:length][::-1]).candidates(20, 0)
             assert view.candidates(20, 0) == expected
             grown.append(len(cache) - before)
         return sum(grown[8:]) / len(grown[8:])

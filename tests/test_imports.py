@@ -231,3 +231,48 @@ def test_import_targets_resolve_to_modules(statement, expected):
     node = ast.parse(statement).body[0]
     assert isinstance(node, (ast.Import, ast.ImportFrom))
     assert _targets(node, "lorescan.app", False, modules) == expected
+
+
+# What the engine-neutral match core may not import, anywhere in its modules (module level,
+# function-local or for type checkers only): the book model, the engines, and SillyTavern's
+# decorator parser. A module named here or any module below it is refused.
+MATCH_FORBIDDEN = ("lorescan.model", "lorescan.st", "lorescan.slot", "lorescan.js.stdecorators")
+
+
+def every_import(src: Path, package: str) -> list[tuple[str, int, str]]:
+    """(module, line, imported module) for every import statement anywhere in the modules of
+    ``package`` (a dotted name under ``src``), function-local and ``TYPE_CHECKING`` ones included."""
+    modules = _module_names(src)
+    found = []
+    for module, path in modules.items():
+        if module != package and not module.startswith(package + "."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _targets(node, module, path.name == "__init__.py", set(modules)):
+                    found.append((module, node.lineno, target))
+    return found
+
+
+def forbidden_match_imports(src: Path) -> list[str]:
+    return [f"{module}:{line}: {target}" for module, line, target in every_import(src, "lorescan.match")
+            if any(target == f or target.startswith(f + ".") for f in MATCH_FORBIDDEN)]
+
+
+def test_the_match_core_imports_no_book_model_engine_or_decorator_parser():
+    assert every_import(SRC, "lorescan.match")                  # the scanner sees the match core's imports
+    assert forbidden_match_imports(SRC) == []
+
+
+def test_a_forbidden_import_from_the_match_core_is_found_wherever_it_is(tmp_path):
+    src = _tree(tmp_path, {"__init__.py": "", "model.py": "", "js/__init__.py": "", "js/stdecorators.py": "",
+                           "js/text.py": "", "st/__init__.py": "", "st/compiled.py": "",
+                           "match/__init__.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                                "    from ..st.compiled import CompiledBook\n",
+                           "match/a.py": "from ..js.text import js_lower\ndef f():\n"
+                                         "    from ..js.stdecorators import parse  # import-cost: x\n",
+                           "match/b.py": "import lorescan.model\n"})
+    assert forbidden_match_imports(src) == ["lorescan.match:3: lorescan.st.compiled",
+                                            "lorescan.match.a:3: lorescan.js.stdecorators",
+                                            "lorescan.match.b:1: lorescan.model"]

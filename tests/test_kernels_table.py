@@ -1,7 +1,7 @@
 """The twins' import-time character table agrees with textrules, code point by code point."""
 from __future__ import annotations
 
-from lorescan import _wordchars
+from lorescan.match import _wordchars
 
 
 def test_the_bulk_built_table_classifies_every_bmp_code_point_like_textrules():

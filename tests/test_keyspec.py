@@ -10,10 +10,11 @@ from lorescan.formats.sillytavern import book_from_entries
 from lorescan.js.regex import regex_key
 from lorescan.limits import Limits
 from lorescan.match import MatchOptions
-from lorescan.match.compile import SKIP, compile_book, compile_keys, key_spec, load_compiled
+from lorescan.match.compile import SKIP, CompiledKeys, compile_keys, load_keys
 from lorescan.match.keys import KeySpec, MacroKey, PlainKey, RegexKey
 from lorescan.match.lsc import save_compiled
 from lorescan.match.view import ScanView, Window
+from lorescan.st.compiled import compile_book, key_spec
 
 ENTRIES = [
     {"uid": 0, "key": ["dragon", "/wyrm+s?/i"], "keysecondary": ["fire"], "content": "The dragon sleeps."},
@@ -33,7 +34,7 @@ def _specs() -> list[KeySpec]:
 @pytest.mark.parametrize("options", [MatchOptions(), MatchOptions.improved()], ids=["sillytavern", "improved"])
 def test_compiling_the_key_specs_of_a_book_gives_the_tables_of_the_book(options):
     book = book_from_entries("b", ENTRIES)
-    old = compile_book(book, options)
+    old = compile_book(book, options).keys
     new = compile_keys([key_spec(e) for e in book.entries], options)
     for name in TABLES:
         assert list(getattr(new, name)) == list(getattr(old, name)), name
@@ -49,11 +50,11 @@ def test_a_key_spec_carries_an_entrys_keys_options_and_content():
         spec.content = "x"              # type: ignore[misc]
 
 
-def test_a_book_compiled_from_key_specs_has_no_source_book_and_matches_by_spec_index():
+def test_keys_compiled_from_key_specs_have_no_book_and_match_by_spec_index():
     cb = compile_keys(_specs(), name="pool")
-    assert cb.name == "pool" and len(cb.entries) == 0 and len(cb.plans) == 4
-    with pytest.raises(AttributeError, match="compiled from key specs"):
-        cb.book
+    assert type(cb) is CompiledKeys and cb.name == "pool" and len(cb) == len(cb.plans) == 4
+    for book_part in ("book", "entries", "uids", "entry_order", "entry_flags", "levels", "max_entry_depth"):
+        assert not hasattr(cb, book_part), book_part
     view = ScanView(cb, ["Look, WYRMS and fire!"])
     m = view.match_entry(0, Window(1))
     assert (m.primary, m.secondary) == (1, (True,))
@@ -78,20 +79,18 @@ def test_without_entries_a_recursion_chunk_is_scanned_not_taken_from_the_content
 
 
 @pytest.mark.parametrize("how", ["pickle", "lsc"])
-def test_a_book_compiled_from_key_specs_survives_the_compact_form(how, tmp_path):
+def test_keys_compiled_from_key_specs_survive_the_compact_form(how, tmp_path):
     fresh = compile_keys(_specs(), name="pool")
     if how == "pickle":
         loaded = pickle.loads(pickle.dumps(fresh))
     else:
         save_compiled(fresh, tmp_path / "k.lsc")
-        loaded = load_compiled(tmp_path / "k.lsc")
-    assert loaded.name == "pool" and len(loaded.entries) == 0 and len(loaded.uids) == 0
+        loaded = load_keys(tmp_path / "k.lsc")
+    assert type(loaded) is CompiledKeys and loaded.name == "pool" and len(loaded) == 4
     for name in TABLES:
         assert list(getattr(loaded, name)) == list(getattr(fresh, name)), name
     for name in VALUES:
         assert getattr(loaded, name) == getattr(fresh, name), name
-    with pytest.raises(AttributeError, match="compiled from key specs"):
-        loaded.book
     assert pickle.loads(pickle.dumps(loaded)).plans[0] == fresh.plans[0]
 
 
@@ -120,7 +119,7 @@ def test_the_special_key_kinds_are_distinct_types_read_by_name():
 
 
 def test_compiled_plans_hold_special_keys_of_the_right_kind():
-    cb = compile_book(book_from_entries("b", ENTRIES))
+    cb = compile_book(book_from_entries("b", ENTRIES)).keys
     refs = {type(r) for p in cb.plans for r in p.score_primary}
     assert {RegexKey, PlainKey} <= refs
     assert any(type(r) is MacroKey for p in cb.plans_sub for _, r in p.primary)

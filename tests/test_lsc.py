@@ -21,9 +21,11 @@ from lorescan import BookSource, ChatMessage, CompiledBook, LorebookError, SlotE
 from lorescan.app.cli import main as cli_main
 from lorescan.formats import convert
 from lorescan.match import MatchOptions
-from lorescan.match.compile import restore_compiled
+from lorescan.match.compile import CompiledKeys, compile_keys, load_keys
 from lorescan.match.keys import MacroKey, PlainKey, RegexKey
-from lorescan.match.lsc import FORMAT_VERSION, MAGIC, CompiledFormError, decode_value, encode_compiled, encode_value
+from lorescan.match.lsc import FORMAT_VERSION, MAGIC, CompiledFormError
+from lorescan.st.compiled import key_spec, restore_compiled
+from lorescan.st.lsc import decode_value, encode_value
 from lorescan.model import Entry, FrozenMap, Lorebook, entry_from_fields
 from lorescan.formats.sillytavern import book_from_entries
 
@@ -101,14 +103,20 @@ def _assert_same_entries(a: CompiledBook, b: CompiledBook) -> None:
 
 
 def _assert_same_tables(a: CompiledBook, b: CompiledBook) -> None:
-    assert b.specs == a.specs and b.plans == a.plans and b.plans_sub == a.plans_sub
-    assert b.vid_entries == a.vid_entries and b.content_hits == a.content_hits
-    assert (b.always, b.always_sub, b.macro_keys, b.chunk_union_exact) == (
-        a.always, a.always_sub, a.macro_keys, a.chunk_union_exact)
+    _assert_same_keys(a.keys, b.keys)
     assert b.options == a.options and b.name == a.name and tuple(b.uids) == tuple(a.uids)
     assert b.levels == a.levels and b.max_entry_depth == a.max_entry_depth
     assert list(b.entry_flags) == list(a.entry_flags)
     assert [x if x == x else None for x in b.entry_order] == [x if x == x else None for x in a.entry_order]
+
+
+def _assert_same_keys(a: CompiledKeys, b: CompiledKeys) -> None:
+    assert b.specs == a.specs and b.plans == a.plans and b.plans_sub == a.plans_sub
+    assert b.vid_entries == a.vid_entries and b.content_hits == a.content_hits
+    assert (b.always, b.always_sub, b.macro_keys, b.chunk_union_exact) == (
+        a.always, a.always_sub, a.macro_keys, a.chunk_union_exact)
+    assert (b.regex_lits, b.regex_hazards, b.regex_line_local) == (a.regex_lits, a.regex_hazards, a.regex_line_local)
+    assert b.options == a.options and b.name == a.name
 
 
 @pytest.mark.parametrize("path", BOOKS, ids=_name)
@@ -125,6 +133,7 @@ def test_a_loaded_corpus_book_scans_as_the_fresh_one(path, compat, tmp_path):
     assert _st_results(pickle.loads(pickle.dumps(engine)), chats) == want
     _assert_same_tables(fresh, loaded)
     _assert_same_entries(fresh, loaded)
+    _assert_same_keys(fresh.keys, load_keys(tmp_path / "b.lsc"))      # the keys part read alone
 
 
 def _engines_options(compat: str) -> MatchOptions:
@@ -148,6 +157,47 @@ def _slot_results(engine: SlotEngine, chats) -> list:
         r = engine.run([(("user" if m.is_user else "assistant"), m.text) for m in chat], turn_id=f"t{i}")
         out.append((r.messages, [x.to_dict() for x in r.log], r.state))
     return out
+
+
+def _parts(data: bytes) -> tuple[dict, dict[str, bytes]]:
+    """(header, section name -> its bytes) of a compiled form, read by hand from the layout."""
+    _magic, _version, hlen, _crc = struct.unpack_from("<8sIII", data, 0)
+    start = struct.calcsize("<8sIII")
+    header = json.loads(data[start:start + hlen])
+    base = start + hlen + (-(start + hlen) % 64)
+    return header, {name: data[base + off:base + off + n] for name, (_k, _d, _s, off, n) in header["sections"].items()}
+
+
+def test_a_book_file_holds_its_keys_part_as_a_keys_only_file_holds_it():
+    fresh = compile_book(_regex_book())
+    book_header, book_sections = _parts(fresh.to_lsc())
+    keys_header, keys_sections = _parts(fresh.keys.to_lsc())
+    assert (book_header["kind"], keys_header["kind"]) == ("CompiledBook", "CompiledKeys")
+    assert keys_sections and all(name.startswith("keys:") for name in keys_sections)
+    assert {n for n in book_sections if not n.startswith("keys:")} == {
+        "book:entries", "book:entry_offsets", "book:book", "book:uids", "book:entry_order", "book:entry_flags",
+        "book:timed_hash_loose", "book:timed_hash_strict"}
+    book_keys = {n: v for n, v in book_sections.items() if n.startswith("keys:")}
+    assert book_keys.keys() == keys_sections.keys()
+    # byte for byte, but for the automaton: pyahocorasick's node blob carries uninitialised padding
+    assert {n: v for n, v in book_keys.items() if n != "keys:automaton"} == {
+        n: v for n, v in keys_sections.items() if n != "keys:automaton"}
+    assert len(book_keys["keys:automaton"]) == len(keys_sections["keys:automaton"])
+    assert book_header["meta"]["keys"] == keys_header["meta"]["keys"] and "book" not in keys_header["meta"]
+
+
+def test_the_keys_part_of_a_book_file_loads_alone_and_a_keys_file_is_not_a_book(tmp_path):
+    book = _regex_book()
+    fresh = compile_book(book)
+    save_compiled(fresh, tmp_path / "b.lsc")
+    keys = load_keys(tmp_path / "b.lsc")
+    assert type(keys) is CompiledKeys and not hasattr(keys, "entries")
+    _assert_same_keys(fresh.keys, keys)
+    _assert_same_keys(compile_keys([key_spec(e) for e in book.entries], name=book.name), keys)
+    save_compiled(fresh.keys, tmp_path / "k.lsc")
+    with pytest.raises(CompiledFormError, match=r"k\.lsc: holds a 'CompiledKeys', not a compiled book"):
+        load_compiled(tmp_path / "k.lsc")
+    _assert_same_keys(fresh.keys, load_keys(tmp_path / "k.lsc"))
 
 
 @pytest.mark.parametrize("path", REAL_BOOKS + [None], ids=[p.name for p in REAL_BOOKS] + ["synthetic"])
@@ -193,7 +243,7 @@ def test_an_entry_not_built_from_its_fields_keeps_every_attribute():
     back = pickle.loads(pickle.dumps(compile_book(Lorebook("b", (odd,)))))
     (got,) = back.entries
     assert got.key == ("b", "c") and got.constant is True and got.order != got.order
-    assert back.plans == compile_book(Lorebook("b", (odd,))).plans
+    assert back.keys.plans == compile_book(Lorebook("b", (odd,))).keys.plans
 
 
 def test_loaded_entries_are_built_lazily(tmp_path):
@@ -223,7 +273,7 @@ def test_the_small_value_encoder_keeps_types():
 def good_bytes() -> bytes:
     book = book_from_entries("b", [{"uid": i, "key": [f"k{i}", f"/x{i}+/i"], "content": f"c{i} k{i + 1}"}
                                    for i in range(30)])
-    return encode_compiled(compile_book(book))
+    return compile_book(book).to_lsc()
 
 
 def _load_bytes(tmp_path: Path, data: bytes) -> CompiledBook:
@@ -277,20 +327,25 @@ def test_a_foreign_file_fails_on_its_magic(tmp_path):
 def test_another_format_version_fails_and_says_to_recompile(tmp_path, good_bytes):
     data = bytearray(good_bytes)
     struct.pack_into("<I", data, len(MAGIC), FORMAT_VERSION + 1)
-    with pytest.raises(CompiledFormError, match="compile the book again"):
+    with pytest.raises(CompiledFormError, match=r"written by a newer lorescan .*: recompile it with `lorescan compile`"):
         _load_bytes(tmp_path, bytes(data))
 
 
-def test_a_version_2_file_with_tuple_special_keys_fails_with_a_clear_error(tmp_path, good_bytes):
-    # Version 3 stores special keys as [kind, fields...] lists (match.keys classes); a version-2
-    # file (positional tuples with string tags) must be refused by the version check, never decoded.
-    assert FORMAT_VERSION == 3
+@pytest.mark.parametrize("old", [2, 3])
+def test_a_file_of_an_older_format_fails_saying_an_older_lorescan_wrote_it(tmp_path, good_bytes, old):
+    # Version 4 writes the keys and the book as separate parts; a version-3 file (one mixed
+    # part) or a version-2 one (positional special keys) is refused by the version check, never decoded.
+    assert FORMAT_VERSION == 4
     data = bytearray(good_bytes)
-    struct.pack_into("<I", data, len(MAGIC), 2)
-    with pytest.raises(LorebookError, match=r"bad\.lsc: compiled form version 2; this lorescan reads "
-                                            r"version 3: compile the book again") as info:
-        _load_bytes(tmp_path, bytes(data))
-    assert isinstance(info.value, CompiledFormError) and info.value.source.endswith("bad.lsc")
+    struct.pack_into("<I", data, len(MAGIC), old)
+    for load_it in (load_compiled, load_keys):
+        path = tmp_path / "bad.lsc"
+        path.write_bytes(bytes(data))
+        with pytest.raises(LorebookError, match=rf"bad\.lsc: written by an older lorescan \(compiled form version "
+                                                rf"{old}; this lorescan reads version 4\): recompile it with "
+                                                r"`lorescan compile`") as info:
+            load_it(path)
+        assert isinstance(info.value, CompiledFormError) and info.value.source.endswith("bad.lsc")
 
 
 def _special_book() -> Lorebook:
@@ -309,7 +364,7 @@ def _round_trip(compiled: CompiledBook, how: str, tmp_path) -> CompiledBook:
 
 
 def _special_refs(cb: CompiledBook) -> list:
-    return [r for plans in (cb.plans, cb.plans_sub) for p in plans
+    return [r for plans in (cb.keys.plans, cb.keys.plans_sub) for p in plans
             for r in [r for _, r in p.primary] + list(p.secondary) + list(p.score_primary)
             + list(p.score_secondary) if type(r) is not int]
 
@@ -322,14 +377,14 @@ def test_special_keys_come_back_as_the_same_classes_and_values(how, tmp_path):
     assert {type(r) for r in want} == {RegexKey, PlainKey, MacroKey}
     assert [type(r) for r in got] == [type(r) for r in want]
     assert got == want
-    assert loaded.macro_keys == fresh.macro_keys and all(type(m) is MacroKey for m in loaded.macro_keys)
-    assert all(loaded.regexes[r.rid] is r.rx for r in got if type(r) is RegexKey)
+    assert loaded.keys.macro_keys == fresh.keys.macro_keys and all(type(m) is MacroKey for m in loaded.keys.macro_keys)
+    assert all(loaded.keys.regexes[r.rid] is r.rx for r in got if type(r) is RegexKey)
 
 
 def test_another_lorescan_version_fails_and_says_to_recompile(tmp_path, good_bytes, monkeypatch):
     import lorescan.match.lsc as lsc
     monkeypatch.setattr(lsc, "lorescan_version", lambda: "0.0.0-other")
-    with pytest.raises(CompiledFormError, match="lorescan 0.0.0-other: compile the book again"):
+    with pytest.raises(CompiledFormError, match="lorescan 0.0.0-other: recompile it with `lorescan compile`"):
         _load_bytes(tmp_path, good_bytes)
 
 
@@ -393,7 +448,7 @@ def test_pickling_a_loaded_book_copies_its_entries_without_building_them(tmp_pat
 
 
 def test_compile_caps_entry_depths_as_the_scan_does():
-    from lorescan.match.compile import MAX_SCAN_DEPTH as compile_cap
+    from lorescan.st.compiled import MAX_SCAN_DEPTH as compile_cap
     from lorescan.match.view import MAX_SCAN_DEPTH as scan_cap
     assert compile_cap == scan_cap
     book = book_from_entries("b", [{"uid": 0, "key": ["a"], "scanDepth": 5000}, {"uid": 1, "key": ["b"],
@@ -413,17 +468,17 @@ def _regex_book() -> Lorebook:
 def test_compiled_regexes_survive_the_compact_form(how, tmp_path):
     fresh = compile_book(_regex_book())
     loaded = _round_trip(fresh, how, tmp_path)
-    assert [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in loaded.regexes] == \
-        [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in fresh.regexes]
-    assert len(fresh.regexes) == 5 and fresh.regex_hazards and fresh.regex_line_local
-    assert loaded.regex_hazards == fresh.regex_hazards
-    assert loaded.regex_line_local == fresh.regex_line_local
-    assert loaded.regex_lits == fresh.regex_lits
+    assert [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in loaded.keys.regexes] == \
+        [(rx.source, rx.flags, rx.line_local, rx.hazard) for rx in fresh.keys.regexes]
+    assert len(fresh.keys.regexes) == 5 and fresh.keys.regex_hazards and fresh.keys.regex_line_local
+    assert loaded.keys.regex_hazards == fresh.keys.regex_hazards
+    assert loaded.keys.regex_line_local == fresh.keys.regex_line_local
+    assert loaded.keys.regex_lits == fresh.keys.regex_lits
     # every regex special key of a loaded plan holds the book's own JSRegex for its rid
-    refs = [r for p in loaded.plans for r in [r for _, r in p.primary] + list(p.secondary)
+    refs = [r for p in loaded.keys.plans for r in [r for _, r in p.primary] + list(p.secondary)
             if type(r) is RegexKey]
-    assert refs and all(loaded.regexes[r.rid] is r.rx for r in refs)
-    assert pickle.loads(pickle.dumps(loaded)).regex_hazards == fresh.regex_hazards
+    assert refs and all(loaded.keys.regexes[r.rid] is r.rx for r in refs)
+    assert pickle.loads(pickle.dumps(loaded)).keys.regex_hazards == fresh.keys.regex_hazards
 
 
 def test_a_loaded_book_translates_each_regex_once(tmp_path, monkeypatch):
@@ -451,7 +506,7 @@ def test_a_loaded_book_translates_each_regex_once(tmp_path, monkeypatch):
 def test_vid_table_from_pairs_lists_each_entry_once_in_order(pairs):
     from array import array
 
-    from lorescan.match.lsc import _csr_pairs
+    from lorescan.match.columns import _csr_pairs
     pairs.sort(key=lambda p: p[1])                 # compile adds them in entry order
     rows: dict[int, list[int]] = {}
     for vid, entry in pairs:                       # what compile built before: a list per vid
@@ -463,7 +518,7 @@ def test_vid_table_from_pairs_lists_each_entry_once_in_order(pairs):
 
 
 def test_lazy_sequence_indexes_like_a_tuple():
-    from lorescan.match.lsc import _Lazy
+    from lorescan.match.columns import _Lazy
     made: list[int] = []
     lazy = _Lazy(4, lambda i: made.append(i) or (i, "x"))
     assert lazy[-1] == (3, "x") and lazy[3] is lazy[-1] and made == [3]
@@ -504,3 +559,55 @@ def test_a_file_written_under_another_import_path_of_the_same_release_loads(tmp_
     subprocess.run([sys.executable, "-c", code, str(out), str(other)], check=True, env=env, cwd=tmp_path)
     assert lorescan_version() == __version__
     assert len(load_compiled(out).book.entries) == 1
+
+
+def _computed_fingerprint(entry: Entry, world: str, strict: bool) -> int:
+    from lorescan.js.stdecorators import parse_st_decorators
+    from lorescan.js.sthash import entry_fingerprint
+    decorators, content = parse_st_decorators(entry.content, strict_lines=strict)
+    return entry_fingerprint(entry.fields, uid=entry.uid, world=world, content=content, decorators=decorators)
+
+
+def _timed_book() -> Lorebook:
+    return book_from_entries("timed", [
+        {"uid": 0, "key": ["dragon"], "content": "the dragon stays", "sticky": 5},
+        {"uid": 1, "key": ["wyrm"], "content": "@@dont_activate\nthe wyrm rests", "cooldown": 3},
+        {"uid": 2, "key": ["knight"], "content": "not timed"},
+        {"uid": 3, "key": ["rook"], "content": "x" * 3000, "sticky": 2, "cooldown": 1},
+    ])
+
+
+@pytest.mark.parametrize("path", REAL_BOOKS + [None], ids=[p.name for p in REAL_BOOKS] + ["timed"])
+def test_the_stored_fingerprints_of_timed_entries_are_the_ones_the_engine_computes(path, tmp_path):
+    book = _timed_book() if path is None else load(path)
+    fresh = compile_book(book)
+    save_compiled(fresh, tmp_path / "b.lsc")
+    loaded = load_compiled(tmp_path / "b.lsc")
+    timed = [i for i, e in enumerate(book.entries) if e.sticky or e.cooldown]
+    if path is None:
+        assert timed == [0, 1, 3]
+    for i, e in enumerate(book.entries):
+        for strict in (False, True):
+            for cb in (fresh, loaded):
+                want = _computed_fingerprint(e, book.name, strict) if i in timed else None
+                assert cb.timed_hash(i, book.name, strict) == want, (e.uid, strict)
+                assert cb.timed_hash(i, "another name", strict) is None      # stored under the book's name only
+
+
+def test_a_cold_engine_over_a_loaded_book_reads_a_timed_record_without_fingerprinting(tmp_path, monkeypatch):
+    import lorescan.st.tables as tables
+    book = _timed_book()
+    save_compiled(compile_book(book), tmp_path / "b.lsc")
+    state = {"sticky": {"timed.0": {"hash": _computed_fingerprint(book.entries[0], "timed", False),
+                                    "start": 1, "end": 10 ** 6, "protected": False}}, "cooldown": {}}
+    chat = [ChatMessage("U", "nothing that matches", is_user=True)] * 3
+    want = STEngine([BookSource(book, ("global",))]).scan(chat, max_context=10_000, timed_effects=state)
+    calls = []
+    real = tables.entry_fingerprint
+    monkeypatch.setattr(tables, "entry_fingerprint", lambda *a, **k: calls.append(a) or real(*a, **k))
+    got = STEngine([BookSource(load_compiled(tmp_path / "b.lsc"), ("global",))]).scan(
+        chat, max_context=10_000, timed_effects=state)
+    assert calls == []
+    assert got.to_json() == want.to_json()
+    assert [k.key for k in got.activated] == ["timed.0"]            # the sticky record kept it active
+

@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SHARED, need_shared, or_absent
-from lorescan.match.compile import compile_book
+from lorescan.st.compiled import compile_book
 from lorescan.formats import load
 from lorescan.match.cache import ChatScan
-from lorescan.match.view import ScanView, Window, match_plain_key
+from lorescan.match.view import Window, match_plain_key
+from tests.support import book_view
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.match import MatchOptions
 from matchgen import books, check_agreement, options, substitute_char, texts, windows
@@ -28,14 +29,14 @@ def test_backend_says_native_exactly_when_the_built_hit_kernel_is_in_use():
     import subprocess
     import sys
     built = importlib.util.find_spec("lorescan._hits_c") is not None
-    code = "import lorescan, lorescan._kernels as k; print(lorescan.BACKEND, k.hits.__name__)"
+    code = "import lorescan, lorescan.match._kernels as k; print(lorescan.BACKEND, k.hits.__name__)"
     for forced, want in ((False, "native" if built else "python"), (True, "python")):
         env = {k: v for k, v in os.environ.items() if k != "LORESCAN_PURE_PYTHON"}
         if forced:
             env["LORESCAN_PURE_PYTHON"] = "1"
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
         assert r.returncode == 0, r.stderr
-        assert r.stdout.split() == [want, "lorescan._hits_c" if want == "native" else "lorescan._hits_py"]
+        assert r.stdout.split() == [want, "lorescan._hits_c" if want == "native" else "lorescan.match._hits_py"]
     if os.environ.get("LORESCAN_REQUIRE_NATIVE") == "1":
         assert built
 
@@ -92,14 +93,14 @@ def _book(*entries: dict) -> Lorebook:
 
 
 def _match(book: Lorebook, messages, window=Window(2), opts=MatchOptions(), **kw):
-    view = ScanView(compile_book(book, opts), messages, **kw)
+    view = book_view(compile_book(book, opts), messages, **kw)
     return [view.match_entry(i, window) for i in range(len(book.entries))]
 
 
 def test_multiword_key_spanning_the_content_join_is_found_in_the_chunk():
     book = _book({"key": ["x"], "content": "red"}, {"key": ["y"], "content": "dragon"},
                  {"key": ["red\ndragon"], "content": ""})
-    view = ScanView(compile_book(book), ["nothing"])
+    view = book_view(compile_book(book), ["nothing"])
     view.add_recursion_chunk("red\ndragon", entries=[0, 1])
     assert view.match_entry(2, Window(1, recursion=1)).primary == 0
     assert view.match_entry(2, Window(1, recursion=0)).primary is None
@@ -108,8 +109,8 @@ def test_multiword_key_spanning_the_content_join_is_found_in_the_chunk():
 def test_content_union_is_used_when_the_chunk_is_a_join_of_contents():
     book = _book({"key": ["x"], "content": "the red"}, {"key": ["red dragon"], "content": "dragon"})
     compiled = compile_book(book, MatchOptions(match_whole_words=True))
-    assert compiled.chunk_union_exact
-    view = ScanView(compiled, ["nothing"])
+    assert compiled.keys.chunk_union_exact
+    view = book_view(compiled, ["nothing"])
     view.add_recursion_chunk("the red\ndragon", entries=[0, 1])
     assert view.match_entry(1, Window(1, recursion=1)).primary is None
 
@@ -151,21 +152,21 @@ def test_macro_keys_use_the_substituted_text():
 
 def test_candidates_skip_entries_that_cannot_match():
     book = _book({"key": ["alpha"]}, {"key": ["beta"]}, {"key": ["/gam+a/"]}, {"key": []}, {"key": ["{{char}}"]})
-    view = ScanView(compile_book(book), ["alpha here", "", "old beta", "gam"])
+    view = book_view(compile_book(book), ["alpha here", "", "old beta", "gam"])
     assert list(view.candidates(1, 0)) == [0]
     assert list(view.candidates(3, 0)) == [0, 1]
     assert list(view.candidates(4, 0)) == [0, 1, 2]      # the regex's literal "ga" occurs
-    view = ScanView(compile_book(book), ["alpha here"], substitute=lambda k: k)
+    view = book_view(compile_book(book), ["alpha here"], substitute=lambda k: k)
     assert list(view.candidates(1, 0)) == [0]               # a macro key is a candidate where its expansion occurs
-    view = ScanView(compile_book(book), ["alpha and Seraphina"], substitute=lambda k: k.replace("{{char}}", "Seraphina"))
+    view = book_view(compile_book(book), ["alpha and Seraphina"], substitute=lambda k: k.replace("{{char}}", "Seraphina"))
     assert list(view.candidates(1, 0)) == [0, 4]
-    view = ScanView(compile_book(book), ["alpha here"], substitute=lambda k: k.replace("{{char}}", "/sera/i"))
+    view = book_view(compile_book(book), ["alpha here"], substitute=lambda k: k.replace("{{char}}", "/sera/i"))
     assert list(view.candidates(1, 0)) == [0, 4]            # one that expands to a regex is always walked
 
 
 def test_timed_out_regex_key_is_reported_and_counts_as_no_match():
     book = _book({"key": ["/(a|aa)+(?=$)/", "b"]})
-    view = ScanView(compile_book(book), ["a" * 40 + "!"], regex_timeout=0.01)
+    view = book_view(compile_book(book), ["a" * 40 + "!"], regex_timeout=0.01)
     ref = ReferenceScanView(compile_book(book), ["a" * 40 + "!"], regex_timeout=0.01)
     got = view.match_entry(0, Window(1))
     assert got.timed_out == ("/(a|aa)+(?=$)/",) and got.primary is None
@@ -222,7 +223,7 @@ def test_corpus_books_match_exactly_like_the_reference(book_path, corpus_chats):
         for chat in corpus_chats.values():
             for messages in chat:
                 for substitute in (None, subst):
-                    view = ScanView(compiled, messages, ("persona", "", "", "", "", ""), ["inject"], cache=cache,
+                    view = book_view(compiled, messages, ("persona", "", "", "", "", ""), ["inject"], cache=cache,
                                     substitute=substitute)
                     ref = ReferenceScanView(compiled, messages, ("persona", "", "", "", "", ""), ["inject"],
                                             substitute=substitute)

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from lorescan import load
 from lorescan.errors import LorebookError
-from lorescan.match.compile import compile_book, restore_compiled
-from lorescan.match.lsc import encode_compiled
+from lorescan.st.compiled import compile_book, restore_compiled
 from lorescan.model import ST_ENTRY_DEFAULTS, EntryFields, FrozenMap, Lorebook, entry_from_fields
 
 RAW = {"uid": 7, "key": ["Ash", "ash tree"], "content": "An old tree.", "zzUnknown": {"a": [1, 2]},
@@ -102,7 +101,7 @@ def test_copies_and_pickles_keep_the_mapping_and_the_sharing():
 
 def test_compact_form_rebuilds_the_layer():
     book = Lorebook(name="b", entries=(entry_from_fields(RAW), entry_from_fields({"uid": 3, "key": ["x"]})))
-    cb = restore_compiled(encode_compiled(compile_book(book)))
+    cb = restore_compiled(compile_book(book).to_lsc())
     for got, e in zip(cb.entries, book.entries):
         assert got.fields == e.fields and list(got.fields) == list(e.fields) and got.filled == e.filled
         assert dict.__len__(got.fields) == dict.__len__(e.fields)        # the defaults are not stored again

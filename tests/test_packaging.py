@@ -198,12 +198,12 @@ def test_import_lorescan_loads_no_heavy_module_until_a_name_is_used():
     # the interpreter had loaded already (site hooks differ between environments) do not count.
     code = ("import sys\n"
             "heavy = {'regex', 'tiktoken', 'ahocorasick', 'lorescan.formats', 'lorescan.st.engine',\n"
-            "         'lorescan._wordchars', 'lorescan._kernels', 'typing', 'json'}\n"
+            "         'lorescan.match._wordchars', 'lorescan.match._kernels', 'typing', 'json'}\n"
             "before = heavy & set(sys.modules)\n"
             "import lorescan\n"
             "print(sorted((heavy & set(sys.modules)) - before))\n"
             "lorescan.STEngine\n"
-            "print('regex' in sys.modules, 'lorescan._kernels' in sys.modules)\n")
+            "print('regex' in sys.modules, 'lorescan.match._kernels' in sys.modules)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["[]", "True True"]

@@ -18,12 +18,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load_compiled, save_compiled
-from lorescan.match.compile import compile_book
+from lorescan.st.compiled import compile_book
 from lorescan.errors import RegexKeyError
 from lorescan.js.regex import (REGEX_MAX_EXPANSION, JSRegex, JSRegexError, RegexTimeout, RegexTooComplex,
                                compile_regex_key)
 from lorescan.limits import DEFAULT_LIMITS
-from lorescan.match.view import JOINER, MARKER, ScanView, Window
+from lorescan.match.view import JOINER, MARKER, Window
+from tests.support import book_view
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.match.regexscope import RegexBudget, regex_hazard
 from lorescan.js.text import js_count_words
@@ -111,10 +112,10 @@ def test_scan_view_with_a_cache_equals_searching_the_joined_haystack(keys, messa
     compiled = compile_book(_book(*keys))
     cache = ChatScan()
     for _ in range(2):                   # the second pass answers from the cache
-        view = ScanView(compiled, messages, cache=cache)
+        view = book_view(compiled, messages, cache=cache)
         window = Window(depth)
         hay = view.haystack(window)
-        for i, plan in enumerate(compiled.plans):
+        for i, plan in enumerate(compiled.keys.plans):
             rx = plan.primary[0][1].rx
             assert (view.match_entry(i, window).primary == 0) == _search(rx, hay), (rx, hay)
 
@@ -122,8 +123,8 @@ def test_scan_view_with_a_cache_equals_searching_the_joined_haystack(keys, messa
 def test_compiled_books_hold_their_regexes_and_scans_never_translate():
     book = _book("/\\bcat\\b/i", "/do+g/", "/a\\sb/")
     engine = STEngine([BookSource(book, ("global",))], STSettings(scan_depth=5))
-    assert all(isinstance(rx, JSRegex) for rx in engine.compiled[0].regexes)
-    assert len(engine.compiled[0].regexes) == 3
+    assert all(isinstance(rx, JSRegex) for rx in engine.compiled[0].keys.regexes)
+    assert len(engine.compiled[0].keys.regexes) == 3
     with mock.patch("lorescan.js.regex.compiled.emit", side_effect=AssertionError("translated on the hot path")), \
             mock.patch("lorescan.js.regex.compiled.compile_js_regex", side_effect=AssertionError("global cache used")):
         result = engine.scan([ChatMessage("u", "the Cat and the dooog"), ChatMessage("u", "a b")], max_context=9000)
@@ -151,7 +152,7 @@ def test_regex_keys_are_compiled_by_regex_on_their_first_search_only():
     with mock.patch("lorescan.js.regex.compiled.emit", side_effect=AssertionError("translated on the hot path")):
         result = engine.scan([ChatMessage("u", "Two DRAGONS flew")], max_context=9000)
     assert [e.uid for e in result.activated] == [0]
-    dragon, never = engine.compiled[0].regexes
+    dragon, never = engine.compiled[0].keys.regexes
     assert dragon._compiled is not None and never._compiled is None     # only the searched one
     assert pickle.loads(pickle.dumps(never)).search("\x01neverseen")
 
@@ -180,7 +181,7 @@ def test_raised_limits_give_a_clear_error_instead_of_a_recursion_error():
     except RegexKeyError as exc:
         assert "nested" in str(exc)
     else:
-        assert compiled.regexes[0].search("\x01a")
+        assert compiled.keys.regexes[0].search("\x01a")
 
 
 @pytest.mark.parametrize("pattern, flags, terms", [
@@ -209,15 +210,15 @@ def test_counted_repeats_past_the_expansion_limit_are_refused_before_compiling(t
     with pytest.raises(RegexKeyError, match="40 terms; with the 80 of the book's other regex keys") as err:
         compile_book(_book("/a{40}/", "/b{40}/", "/c{40}/"), limits=limits)
     assert (err.value.entry, err.value.field) == (2, "key[0]")
-    assert len(compile_book(_book("/a{40}/", "/a{40}/", "/b{40}/"), limits=limits).regexes) == 2   # one copy each
+    assert len(compile_book(_book("/a{40}/", "/a{40}/", "/b{40}/"), limits=limits).keys.regexes) == 2   # one copy each
     # a raised limit admits the key, and the compiled book keeps it through pickle and .lsc
     raised = replace(DEFAULT_LIMITS, max_regex_expansion=2_000_000)
     compiled = compile_book(_book("/z{1500000}/"), limits=raised)
     save_compiled(compiled, tmp_path / "z.lsc")
     for restored in (pickle.loads(pickle.dumps(compiled)), load_compiled(tmp_path / "z.lsc")):
-        assert restored.regexes[0].expansion == 1_500_000
+        assert restored.keys.regexes[0].expansion == 1_500_000
         # no wall-clock limit: what is tested is the kept expansion, not the machine's speed
-        assert restored.regexes[0].search("\x01" + "z" * 1_500_000, timeout=None)
+        assert restored.keys.regexes[0].search("\x01" + "z" * 1_500_000, timeout=None)
 
 
 def test_catastrophic_shapes_are_flagged_at_compile_time():
@@ -228,7 +229,7 @@ def test_catastrophic_shapes_are_flagged_at_compile_time():
     assert regex_hazard("Willow.?s room", "") is None
     assert regex_hazard("(x|y)+", "") is None
     compiled = compile_book(_book("/(a+)+$/", "/fine/"))
-    assert [(i, raw) for i, raw, _ in compiled.regex_hazards] == [(0, "/(a+)+$/")]
+    assert [(i, raw) for i, raw, _ in compiled.keys.regex_hazards] == [(0, "/(a+)+$/")]
 
 
 # -- the time budget --------------------------------------------------------------------------
@@ -295,7 +296,7 @@ def test_a_cut_off_key_is_reported_and_never_cached_as_a_non_match():
     assert [e.uid for e in result.activated] == [0]
     assert result.regex_cutoffs and "'/a*a*a*a*\\\\d(?=c)/' was cut off after" in result.regex_cutoffs[0]
     assert "was cut off after" in result.explain("b", 1).detail
-    view = ScanView(engine.compiled[0], [m.text for m in chat], cache=cache)
+    view = book_view(engine.compiled[0], [m.text for m in chat], cache=cache)
     assert cache.lookup_regex(view._regex_token, "u: " + "a" * 60 + " plain c") is None
     # With time enough, the same cache gives the real answer (no stale "no match").
     relaxed = STEngine([BookSource(engine.compiled[0], ("global",))], STSettings(scan_depth=5),

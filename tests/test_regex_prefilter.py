@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 from lorescan.js.regex import (JSRegexError, RegexTimeout, _case_classes, _literal_char, compile_regex_key,
                                leading_literals, parse_regex_key, required_literals)
 from lorescan.match.cache import ChatScan
-from lorescan.match.compile import SKIP, compile_book
-from lorescan.match.view import JOINER, MARKER, ScanView, Window
+from lorescan.match.compile import SKIP
+from lorescan.st.compiled import compile_book
+from lorescan.match.view import JOINER, MARKER, Window
+from tests.support import book_view
 from lorescan.model import Lorebook, entry_from_fields
 from tests.support.reference_matcher import ReferenceScanView
 
@@ -183,7 +185,7 @@ def test_scans_with_the_prefilter_equal_the_reference_matcher(patterns, messages
     compiled = compile_book(_book(keys))
     cache = ChatScan()
     for joined in (True, False):
-        view = ScanView(compiled, messages, cache=cache, joined=joined, regex_timeout=1.0)
+        view = book_view(compiled, messages, cache=cache, joined=joined, regex_timeout=1.0)
         ref = ReferenceScanView(compiled, messages, joined=joined, regex_timeout=1.0)
         for i in range(len(keys)):
             got, want = view.match_entry(i, Window(depth)), ref.match_entry(i, Window(depth))
@@ -194,13 +196,13 @@ def test_scans_with_the_prefilter_equal_the_reference_matcher(patterns, messages
 def test_the_prefilter_feeds_the_candidate_lists():
     book = _book(["/\\b(?:Brena|Tholl)s?\\b/i", "/東京|東都/", "/.*/"])
     compiled = compile_book(book)
-    assert compiled.always == (2,)                  # only the key without literals is always looked at
-    lits = compiled.regex_lits
+    assert compiled.keys.always == (2,)                  # only the key without literals is always looked at
+    lits = compiled.keys.regex_lits
     assert type(lits[0]) is tuple and len(lits[0]) == 2 and lits[2] == SKIP
-    specs = {compiled.specs[v] for v in lits[0]}
+    specs = {compiled.keys.specs[v] for v in lits[0]}
     assert specs == {("brena", False, False), ("tholl", False, False)}
-    assert 0 in compiled.vid_entries[lits[0][0]] and 0 in compiled.vid_entries[lits[0][1]]
-    view = ScanView(compiled, ["THOLLS went east", "nobody here"])
+    assert 0 in compiled.keys.vid_entries[lits[0][0]] and 0 in compiled.keys.vid_entries[lits[0][1]]
+    view = book_view(compiled, ["THOLLS went east", "nobody here"])
     assert view.candidates(2, 0) == [0, 2]
     assert view.match_entry(0, Window(2)).primary == 0
     assert view.match_entry(1, Window(2)).primary is None

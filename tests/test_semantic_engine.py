@@ -143,7 +143,7 @@ def test_the_shipped_model_fires_the_fear_of_water_for_the_lake():
 
 def test_entry_embeddings_round_trip_through_lsc_and_the_engine_uses_them(tmp_path):
     import numpy as np
-    from lorescan.match.compile import compile_book, load_compiled
+    from lorescan.st.compiled import compile_book, load_compiled
     from lorescan.match.lsc import save_compiled
     from lorescan.semantic.store import embed_book
     book = _book({"content": WATER, "vectorized": True}, {"content": "the iron throne"},

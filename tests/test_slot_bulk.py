@@ -141,7 +141,7 @@ def test_the_pools_key_specs_compile_to_the_tables_its_st_shaped_entries_did(poo
     compile to the tables the SillyTavern-shaped entries it used to derive compiled to (keys in
     the order the plans' slots index), so every match is unchanged."""
     from lorescan.formats.sillytavern import book_from_entries
-    from lorescan.match.compile import compile_book
+    from lorescan.st.compiled import compile_book
     from lorescan.slot.plans import plan_keys
     engine = SlotEngine([cc_book("b", pool)], count_tokens=len, regex_keys=mode)
     derived = []
@@ -151,9 +151,9 @@ def test_the_pools_key_specs_compile_to_the_tables_its_st_shaped_entries_did(poo
         derived.append({"uid": e.pool_index, "key": list(spec.primary), "keysecondary": list(spec.secondary),
                         "content": e.content, "comment": e.name, "selective": True,
                         "caseSensitive": e.case_sensitive, "matchWholeWords": e.whole_words})
-    old = compile_book(book_from_entries("lorebook slot pool", derived), engine.match_options)
+    old = compile_book(book_from_entries("lorebook slot pool", derived), engine.match_options).keys
     new = engine.compiled
-    assert len(new.entries) == 0 and len(new.plans) == len(engine.pool)
+    assert len(new) == len(new.plans) == len(engine.pool)
     for name in ("specs", "plans", "plans_sub", "vid_entries", "content_hits"):
         assert list(getattr(new, name)) == list(getattr(old, name)), name
     for name in ("always", "always_sub", "macro_keys", "chunk_union_exact", "regex_lits", "regex_hazards",

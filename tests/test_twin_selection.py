@@ -48,7 +48,7 @@ def test_the_audit_sees_the_kernel_a_scan_reaches(twin_selection):
 
 
 def test_the_package_looks_the_kernel_up_at_call_time_only():
-    # The audit replaces lorescan._kernels.hits; a module that bound the kernel itself at import
+    # The audit replaces lorescan.match._kernels.hits; a module that bound the kernel itself at import
     # (``from .._kernels import hits``, or importing _hits_c / _hits_py) would call it unseen.
     bound = []
     for path in sorted(SRC.rglob("*.py")):

@@ -1,5 +1,5 @@
 # Shared inline helpers: one definition of "word character" and "boundary" for every kernel.
-# Class bits come from lorescan._wordchars.CHAR_TABLE (BMP) or its char_class() (astral),
+# Class bits come from lorescan.match._wordchars.CHAR_TABLE (BMP) or its char_class() (astral),
 # which derive them from lorescan.js.text, the single source of truth.
 
 cdef enum:
@@ -14,7 +14,7 @@ cdef enum:
 cdef inline int char_class(Py_UCS4 ch, const unsigned char* table) except -1:
     if ch < 0x10000:
         return table[ch]
-    from lorescan._wordchars import char_class as py_char_class
+    from lorescan.match._wordchars import char_class as py_char_class
     return py_char_class(<long>ch)
 
 

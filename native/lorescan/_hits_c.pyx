@@ -1,10 +1,10 @@
 # cython: boundscheck=False, wraparound=False
-"""Per-text hit sets and window unions. Twin: src/lorescan/_hits_py.py."""
+"""Per-text hit sets and window unions. Twin: src/lorescan/match/_hits_py.py."""
 from lorescan._chars cimport MODEL_ASCII, MODEL_NOSPACE, occurrence_ok
 
 from time import monotonic
 
-from lorescan import _wordchars
+from lorescan.match import _wordchars
 from lorescan.errors import ScanDeadlineExceeded
 
 cdef bytes _TABLE_BYTES = _wordchars.CHAR_TABLE

@@ -20,7 +20,7 @@ from ._version import __version__
 
 # public name -> the module (relative to this package) that defines it: what a new user needs
 _LAZY = {
-    "BACKEND": "._kernels",
+    "BACKEND": ".match._kernels",
     # SillyTavern mode: the engine, its inputs and its results (more: lorescan.st)
     "STEngine": ".st", "STResult": ".st", "BookSource": ".st", "Character": ".st",
     "ChatMessage": ".st", "Diagnostic": ".st", "EntryId": ".st",
@@ -34,7 +34,7 @@ _LAZY = {
     "load": ".formats", "convert": ".formats",
     "read_chat": ".app.chats",
     # compiled books and the hit cache (more compile-level tools: lorescan.match)
-    "compile_book": ".match.compile", "CompiledBook": ".match.compile", "load_compiled": ".match.compile",
+    "compile_book": ".st.compiled", "CompiledBook": ".st.compiled", "load_compiled": ".st.compiled",
     "save_compiled": ".match.lsc", "ChatScan": ".match.cache",
     # errors and limits (every error: lorescan.errors)
     "LorebookError": ".errors", "FormatError": ".errors", "SettingsError": ".errors",
@@ -60,14 +60,14 @@ __all__ = ["__version__", *_LAZY]
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing alone costs more than the rest
 if TYPE_CHECKING:       # what type checkers and IDEs see: the same names, imported eagerly
-    from ._kernels import BACKEND
+    from .match._kernels import BACKEND
     from .app.chats import read_chat
     from .errors import FormatError, LorebookError, SettingsError
     from .formats import convert, load
     from .janitor import JanitorEngine, JanitorResult
     from .limits import DEFAULT_LIMITS, Limits
     from .match.cache import ChatScan
-    from .match.compile import CompiledBook, compile_book, load_compiled
+    from .st.compiled import CompiledBook, compile_book, load_compiled
     from .match.lsc import save_compiled
     from .model import Entry, Lorebook
     from .slot import BookSettings, SlotBook, SlotEngine, SlotResult

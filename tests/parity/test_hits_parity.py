@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import need_shared
-from lorescan import _hits_py
-from lorescan.match.compile import compile_book
+from lorescan.match import _hits_py
+from lorescan.st.compiled import compile_book
 from lorescan.formats.sillytavern import load_world_file
 from lorescan.match import MatchOptions
 from lorescan.model import Lorebook, entry_from_fields
@@ -34,7 +34,7 @@ def test_signatures_match(native_hits):
 @MANY
 @given(book=books(), opts=options, text=texts, model=st.integers(-1, 3))
 def test_text_hits_agree(native_hits, book, opts, text, model):
-    m = compile_book(book, opts).matcher
+    m = compile_book(book, opts).keys.matcher
     if m.automaton is None:
         return
     for raw, low in ((True, True), (True, False), (False, True)):
@@ -46,7 +46,7 @@ def test_text_hits_agree(native_hits, book, opts, text, model):
 @given(book=books(), opts=options, text=texts, model=st.integers(0, 2), budget=st.integers(-1, 40))
 def test_bounded_text_hits_agree_on_the_hits_and_the_cut(native_hits, book, opts, text, model, budget):
     # the same first ``budget`` automaton hits taken on both kernels: the same vids, the same cut
-    m = compile_book(book, opts).matcher
+    m = compile_book(book, opts).keys.matcher
     if m.automaton is None:
         return
     for raw, low in ((True, True), (True, False), (False, True)):
@@ -75,7 +75,7 @@ def test_corpus_chats_give_the_same_hits(native_hits):
         msgs = [m for m in msgs if isinstance(m, str)][:150]
         for book in books:
             for opts in (MatchOptions.sillytavern(match_whole_words=True), MatchOptions.improved(match_whole_words=True)):
-                m = compile_book(book, opts).matcher
+                m = compile_book(book, opts).keys.matcher
                 for text in msgs:
                     args = (text, m.automaton, m.tables, m.model, m.scan_raw, m.scan_lower)
                     assert native_hits.text_hits(*args) == _hits_py.text_hits(*args)
@@ -88,7 +88,7 @@ def test_every_code_point_gives_the_same_whole_word_boundaries(native_hits):
     for opts in (MatchOptions.sillytavern(match_whole_words=True), MatchOptions.improved(match_whole_words=True),
                  MatchOptions(False, True, "unicode", False, "substring", "match_all")):
         book = Lorebook(name="b", entries=(entry_from_fields({"uid": 0, "key": ["a"], "content": "x"}),))
-        m = compile_book(book, opts).matcher
+        m = compile_book(book, opts).keys.matcher
         m_by_model[m.model] = m
     assert sorted(m_by_model) == [0, 1, 2]
     for m in m_by_model.values():

@@ -111,7 +111,8 @@ class ReferenceScanView:
     """SPEC 4 and 5 applied literally: build the haystack, test every key (the naive oracle).
 
     ``compiled``: the book (entry index = position in ``compiled.entries``; its
-    ``options`` are the plain-key rules); ``cache``: the caller-owned per-chat hit cache;
+    ``options`` are the plain-key rules), or its keys with ``content_of`` the book's own
+    ``CompiledBook.content_of``; ``cache``: the caller-owned per-chat hit cache;
     ``messages``: message strings newest first, as scanned (``"Name: text"`` when names are
     included), untrimmed; ``sources``: six strings in SOURCE_NAMES order ("" = absent);
     ``injects``: scanned prompts in order; ``substitute``:
@@ -124,7 +125,8 @@ class ReferenceScanView:
                  injects: Sequence[str] = (), *, cache: object = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: object = None,
-                 oldest_index: int = 0, limits: object = None, fuzzy_work: object = None) -> None:
+                 oldest_index: int = 0, limits: object = None, fuzzy_work: object = None,
+                 content_of: Callable[[int], str] | None = None, uid_of: object = None) -> None:
         # fuzzy_work (the scan's fuzzy comparison budget) is accepted and ignored: the oracle's
         # inputs are small, and it never cuts fuzzy matching short.
         # regex_budget is accepted and ignored: the oracle gives each evaluation its own
@@ -132,6 +134,11 @@ class ReferenceScanView:
         # oldest_index only aligns the compiled view's cache blocks: nothing to do here.
         # limits (the key limit macro expansions are held to) is the compiled view's guard
         # against hostile macro values; the oracle's inputs are small.
+        # The oracle reads the source entries. An engine hands a view its book's compiled keys
+        # and the book's ``content_of``: the entries are those of the book that method belongs to.
+        if not hasattr(compiled, "entries"):
+            compiled = getattr(content_of, "__self__", None)
+            assert compiled is not None and hasattr(compiled, "entries"), "the reference view needs a book"
         self.compiled = compiled
         self.entries = compiled.entries
         self.options = compiled.options

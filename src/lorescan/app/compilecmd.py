@@ -105,14 +105,14 @@ def _exit_on_term(signum: int, frame: Any) -> None:
 
 
 def _import_compiler() -> None:
-    from ..match.compile import compile_book  # noqa: F401 # import-cost: once per process, before any book
+    from ..st.compiled import compile_book  # noqa: F401 # import-cost: once per process, before any book
     from ..match.lsc import save_compiled  # noqa: F401 # import-cost: as above
     from .inputs import load_book  # noqa: F401 # import-cost: as above
 
 
 def compile_one(job: Job, options: Any, force: bool) -> str | None:
     """Compile one book to its target; why it failed (one line, after the file's name), or None."""
-    from ..match.compile import compile_book  # import-cost: imported by _import_compiler already
+    from ..st.compiled import compile_book  # import-cost: imported by _import_compiler already
     from ..match.lsc import save_compiled  # import-cost: as above
     from .inputs import load_book  # import-cost: as above
     try:
@@ -245,7 +245,7 @@ def compile_command(args: argparse.Namespace, *, err: TextIO | None = None) -> i
                                                    match_whole_words=args.whole_words)
     if is_catalogue(args):
         return catalogue_command(args, options, err=err)
-    from ..match.compile import compile_book  # import-cost: a command loads only what it runs
+    from ..st.compiled import compile_book  # import-cost: a command loads only what it runs
     from ..match.lsc import save_compiled  # import-cost: as above
     from .inputs import load_book  # import-cost: as above
     if os.path.exists(args.output) and not args.force:

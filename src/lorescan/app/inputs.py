@@ -28,7 +28,7 @@ from ..st.settings import STSettings
 from .argtypes import count, non_negative_float, positive_int
 
 if TYPE_CHECKING:        # the engine loads when a command runs, not when the parser is built
-    from ..match.compile import CompiledBook
+    from ..st.compiled import CompiledBook
     from ..st import BookSource, Character
     from .chats import ChatFile
 
@@ -92,7 +92,7 @@ def load_book(path: str, *, chat_flag: str = "--chat") -> tuple[Lorebook, Compil
     from ..errors import FormatError  # import-cost: the readers load when a command runs
     from ..formats import load  # import-cost: as above
     if is_compiled_file(path):
-        from ..match.compile import load_compiled  # import-cost: as above
+        from ..st.compiled import load_compiled  # import-cost: as above
         try:
             compiled = load_compiled(path)
         except OSError as exc:

@@ -17,7 +17,7 @@ from ..errors import RegexKeyError
 from ..match.options import MatchOptions
 from ..model import Lorebook
 from .findings import CODES, Finding, Severity, code_matches
-from ..match.compile import compile_book
+from ..st.compiled import compile_book
 from .book import (check_budget, check_common_words, check_duplicates, check_flags, check_recursion,
                    entry_name, recursion_graph)
 from .janitor import check_janitor

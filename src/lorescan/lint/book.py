@@ -8,7 +8,7 @@ from typing import Any, Iterator, Sequence
 
 from ..js.regex import split_regex_key
 from ..js.text import has_js_whitespace, js_lower, js_trim
-from ..match.compile import CompiledBook
+from ..st.compiled import CompiledBook
 from ..match.keys import RegexKey
 from ..match.regexscope import RegexBudget
 from ..model import Entry
@@ -32,25 +32,25 @@ def recursion_graph(compiled: CompiledBook, regex_ms: float = 20.0) -> list[list
     constant nor ``excludeRecursion``. Secondary keys are not looked at (an edge says
     "may trigger"). Plain keys use the compiled content hits; regex keys are run on the
     content under a CPU budget."""
-    entries = compiled.entries
+    entries, keys = compiled.entries, compiled.keys
     n = len(entries)
     budget = RegexBudget(seconds=max(1.0, regex_ms * n / 1000), per_eval=regex_ms / 1000)
     targetable = [not (e.disable or e.constant or e.exclude_recursion) for e in entries]
-    special = [j for j in compiled.always if targetable[j]]
+    special = [j for j in keys.always if targetable[j]]
     edges: list[list[int]] = []
     for i, e in enumerate(entries):
         if e.disable or e.prevent_recursion or not e.content:
             edges.append([])
             continue
-        hits = compiled.content_hits[i]
+        hits = keys.content_hits[i]
         candidates: set[int] = set(special)
         for v in hits:
-            candidates.update(compiled.vid_entries[v])
+            candidates.update(keys.vid_entries[v])
         out = []
         for j in sorted(candidates):
             if j == i or not targetable[j]:
                 continue
-            for _, ref in compiled.plans[j].primary:
+            for _, ref in keys.plans[j].primary:
                 if type(ref) is int:
                     if ref in hits:
                         break
@@ -130,7 +130,7 @@ def check_recursion(compiled: CompiledBook, edges: list[list[int]]) -> Iterator[
                f"recursion cycle of {len(comp)} entries whose contents trigger each other: {shown}; "
                "with recursive scanning on, any one of them drags in all the others",
                "set preventRecursion on one entry of the cycle, or excludeRecursion on one it triggers")
-    keyed = [i for i, e in enumerate(entries) if not (e.disable or e.constant) and compiled.plans[i].primary]
+    keyed = [i for i, e in enumerate(entries) if not (e.disable or e.constant) and compiled.keys.plans[i].primary]
     if len(keyed) < INDEX_MIN + 1:
         return
     for i, out in enumerate(edges):

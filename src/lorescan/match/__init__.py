@@ -1,11 +1,12 @@
-"""The engine-neutral match core: a book's keys compiled once, the hit cache, the match view.
+"""The engine-neutral match core: keys compiled once, the hit cache, the match view.
 
-Compile-level tools (both engines build on them): :func:`compile_book` (a book) or
-:func:`compile_keys` (engine-neutral :class:`KeySpec` values) -> :class:`CompiledBook` for given
-:class:`MatchOptions`; the special keys of its plans (:class:`RegexKey`, :class:`PlainKey`,
-:class:`MacroKey`); the compact ``.lsc`` form (:func:`save_compiled`,
-:func:`load_compiled`); :class:`ChatScan`, the caller-owned per-message hit cache;
-:class:`ScanView`, one turn's view of the chat. Names load on first use (PEP 562): ``import
+Compile-level tools (every engine builds on them): :func:`compile_keys` (engine-neutral
+:class:`KeySpec` values) -> :class:`CompiledKeys` for given :class:`MatchOptions`; the
+special keys of its plans (:class:`RegexKey`, :class:`PlainKey`, :class:`MacroKey`); the
+compact ``.lsc`` form (:func:`save_compiled`, :func:`load_keys`, which also reads the keys
+part of a compiled book's file); :class:`ChatScan`, the caller-owned per-message hit cache;
+:class:`ScanView`, one turn's view of the chat. The match core knows nothing of books:
+SillyTavern mode's ``CompiledBook`` (``lorescan.st.compiled``) has a ``CompiledKeys``. Names load on first use (PEP 562): ``import
 lorescan.match`` alone costs nothing, and ``lorescan.model`` can use :class:`MatchOptions`
 without loading the compiler.
 """
@@ -16,10 +17,10 @@ import importlib
 # public name -> the module (relative to this package) that defines it
 _LAZY = {
     "MatchOptions": ".options",
-    "compile_book": ".compile", "compile_keys": ".compile", "key_spec": ".compile", "CompiledBook": ".compile", "KeyMatcher": ".compile", "EntryPlan": ".compile",
+    "compile_keys": ".compile", "CompiledKeys": ".compile", "KeyMatcher": ".compile", "EntryPlan": ".compile",
     "build_matcher": ".compile", "classify_key": ".compile", "word_model": ".compile",
-    "load_compiled": ".compile", "restore_compiled": ".compile",
-    "save_compiled": ".lsc", "encode_compiled": ".lsc", "CompiledFormError": ".lsc", "FORMAT_VERSION": ".lsc",
+    "load_keys": ".compile", "restore_keys": ".compile",
+    "save_compiled": ".lsc", "encode_keys": ".lsc", "CompiledFormError": ".lsc", "FORMAT_VERSION": ".lsc",
     "ChatScan": ".cache",
     "ScanView": ".view", "Window": ".view", "EntryMatch": ".view", "match_plain_key": ".view",
     "SOURCE_NAMES": ".view", "MAX_SCAN_DEPTH": ".view",
@@ -33,9 +34,9 @@ TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing alone costs
 if TYPE_CHECKING:
     from .cache import ChatScan
     from .keys import KeySpec, MacroKey, PlainKey, RegexKey
-    from .compile import (CompiledBook, EntryPlan, KeyMatcher, build_matcher, classify_key, compile_book,
-                          compile_keys, key_spec, load_compiled, restore_compiled, word_model)
-    from .lsc import FORMAT_VERSION, CompiledFormError, encode_compiled, save_compiled
+    from .compile import (CompiledKeys, EntryPlan, KeyMatcher, build_matcher, classify_key,
+                          compile_keys, load_keys, restore_keys, word_model)
+    from .lsc import FORMAT_VERSION, CompiledFormError, encode_keys, save_compiled
     from .options import MatchOptions
     from .regexscope import RegexBudget
     from .view import MAX_SCAN_DEPTH, SOURCE_NAMES, EntryMatch, ScanView, Window, match_plain_key

@@ -2,7 +2,7 @@
 
 Each scanned string (a message as scanned, a match source, an inject, a recursion chunk)
 is scanned once per key matcher; its hit set (a frozenset of key-variant ids, never changed
-once stored) is reused by later turns and by other chats that use the same CompiledBook.
+once stored) is reused by later turns and by other chats that use the same CompiledKeys.
 Entries are keyed by (matcher token, text), so one ChatScan may serve several books.
 Memory is bounded: least recently used entries go first when the count or the counted
 bytes exceed the limits. The count covers everything an entry keeps alive: its key (the

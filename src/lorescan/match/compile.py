@@ -1,11 +1,10 @@
-"""Key specs -> CompiledBook: everything a scan needs, built once and never changed.
+"""Key specs -> CompiledKeys: everything a scan needs, built once and never changed.
 
 The input is engine-neutral: one :class:`~lorescan.match.keys.KeySpec` per entry (primary and
 secondary keys, case and whole-word options, content, fuzzy threshold). :func:`compile_keys`
-compiles specs (lorebook-slot mode builds them from its pool); :func:`compile_book` is
-SillyTavern mode's adapter, which makes each entry's spec (:func:`key_spec`) and adds the
-per-entry columns its engine precomputes.
-
+compiles specs; lorebook-slot mode builds them from its pool, and SillyTavern mode's
+``lorescan.st.compiled.compile_book`` from a book's entries (its ``CompiledBook`` *has* a
+``CompiledKeys``, beside the per-entry columns its engine precomputes).
 Every plain key of every entry becomes a *key variant*: (matched text, case-sensitive?,
 needs word boundaries?), with the entry's overrides resolved against the MatchOptions. All
 variants of a book live in ONE pyahocorasick automaton whose words are the distinct matched
@@ -19,14 +18,13 @@ whitespace-only key after trimming), raw keys ending in "\\n" (score path only: 
 span the "\\n" of the joiner), and macro keys (``{{``) when a substitution hook is given.
 
 Entry contents are static: their hit sets are computed here, so a recursion chunk built
-from contents costs a union, not a rescan (see ``CompiledBook.chunk_union_exact``).
+from contents costs a union, not a rescan (see ``CompiledKeys.chunk_union_exact``).
 """
 from __future__ import annotations
 
 import gc
 import hashlib
 import itertools
-import math
 import os
 import uuid
 import weakref
@@ -37,27 +35,24 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import ahocorasick
 import numpy as np
 
-from .. import _kernels
-from .._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
-from ..js.stdecorators import parse_st_decorators
+from . import _kernels
+from ._wordchars import MODEL_ASCII, MODEL_NOSPACE, MODEL_UNICODE
 from ..errors import LorebookError, RegexKeyError
 from ..js.regex import JSRegex, RegexTooComplex, regex_key, required_literals
-from ..limits import DEFAULT_LIMITS, Limits, check_book, check_entry, check_total_key_length
-from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled, lazy_tables,
-                  read_compiled_file)
-from ..model import Entry, Lorebook, js_truthy
+from ..limits import DEFAULT_LIMITS, Limits, check_entry, check_total_key_length
+from .columns import TableBuilder, lazy_tables
+from .lsc import CompiledTypes, decode_keys, encode_keys, read_compiled_file
 from .keys import KeyRef, KeySpec, MacroKey, PlainKey, RegexKey
 from .options import MatchOptions
-from .fuzzy import FuzzyIndex, FuzzyTooCostly, FuzzyWork, book_threshold, entry_threshold, key_words
+from .fuzzy import FuzzyIndex, FuzzyTooCostly, FuzzyWork, key_words
 from .scanwork import ScanWork
 from ..js.text import has_js_whitespace, js_lower, js_trim
 
-__all__ = ["CompiledBook", "KeyMatcher", "EntryPlan", "compile_book", "compile_keys", "key_spec", "word_model",
-           "classify_key", "build_matcher", "load_compiled", "restore_compiled"]
+__all__ = ["CompiledKeys", "KeyMatcher", "EntryPlan", "compile_keys", "build_keys", "word_model",
+           "classify_key", "build_matcher", "load_keys", "restore_keys"]
 
 EMPTY: frozenset[int] = frozenset()
 SKIP = -1          # a key that never matches in this path (empty before trimming, ignored blank)
-MAX_SCAN_DEPTH = 1000   # SillyTavern's cap on any scan depth; the same as matching.MAX_SCAN_DEPTH (a test checks)
 
 # A key that cannot be decided per text is a special key (match/keys.py: RegexKey, PlainKey,
 # MacroKey), evaluated on the haystack/texts by ScanView; a plan refers to any key by a KeyRef.
@@ -283,13 +278,14 @@ class EntryPlan:
     score_simple: bool
 
 
-class CompiledBook:
-    """All a scan needs for one book. Immutable: share it across threads and processes.
+class CompiledKeys:
+    """All a scan needs to match one set of key specs. Immutable: share it across threads and processes.
 
-    ``matcher``: the automaton and vid tables; ``plans`` / ``plans_sub``: per entry, without
-    and with a substitution hook; ``vid_entries[v]``: entries with primary variant ``v``;
-    ``always`` / ``always_sub``: entries whose primary keys need evaluation whatever the hits
-    (special keys); ``content_hits[i]``: vids in ``entries[i].content``;
+    Entry ``i`` of every table is ``specs[i]`` of :func:`compile_keys` (for a SillyTavern book,
+    its entry ``i``). ``matcher``: the automaton and vid tables; ``plans`` / ``plans_sub``: per
+    entry, without and with a substitution hook; ``vid_entries[v]``: entries with primary
+    variant ``v``; ``always`` / ``always_sub``: entries whose primary keys need evaluation
+    whatever the hits (special keys); ``content_hits[i]``: vids in entry ``i``'s content;
     ``chunk_union_exact``: no variant contains "\\n", so a "\\n"-join of contents hits exactly
     the union of their hits; ``macro_keys``: the distinct :class:`MacroKey` values of the plans.
     ``regexes[rid]``: the compiled regex keys (distinct); ``regex_lits[rid]``: the vid of a
@@ -297,31 +293,18 @@ class CompiledBook:
     contains, or SKIP (see :func:`literal_absent`); ``regex_line_local``: the rids of the line-local
     regexes (tested text by text on a joined haystack, see regexscope); ``regex_hazards``: (entry index, key, shape) for
     regex keys with a catastrophic-backtracking shape (advisory: they still run, under the
-    scan's regex time budget).
+    scan's regex time budget). ``name`` names the keys (a book's name).
 
-    What an engine precomputes per entry is here too, as columns (numpy arrays indexed by
-    entry): ``entry_order`` (``order``, NaN when not a number), ``entry_flags`` (``FLAG_*``
-    bits), and the book-wide ``levels`` (delayUntilRecursion levels) and
-    ``max_entry_depth``. ``name`` is the book's name (``book.name``).
-
-    A book compiled from key specs (:func:`compile_keys`) has no source book and no entries
-    (``entries`` and ``uids`` are empty, ``book`` raises AttributeError) and empty engine
-    columns; entry ``i`` of its tables is ``specs[i]``.
-
-    A book built by :func:`compile_book` holds tuples; one loaded from the compact form
-    (pickle, :func:`lorescan.load_compiled`) holds lazy sequences over numpy columns that
-    build an entry, plan or hit set the first time it is asked for (``lorescan.match.lsc``).
+    Compiled keys hold tuples; keys loaded from the compact form (pickle, the keys section of
+    an ``.lsc`` file) hold lazy sequences over numpy columns that build a plan or hit set the
+    first time it is asked for (``lorescan.match.lsc``).
     """
 
-    __slots__ = ("_book", "_load_book", "name", "entries", "options", "matcher", "specs", "plans",
-                 "plans_sub", "vid_entries", "always", "always_sub", "content_hits", "chunk_union_exact",
-                 "macro_keys", "regexes", "regex_lits", "regex_hazards", "regex_line_local", "entry_order",
-                 "entry_flags", "levels", "max_entry_depth", "uids", "_columns", "embeddings", "memo")
+    __slots__ = ("name", "options", "matcher", "specs", "plans", "plans_sub", "vid_entries", "always",
+                 "always_sub", "content_hits", "chunk_union_exact", "macro_keys", "regexes", "regex_lits",
+                 "regex_hazards", "regex_line_local", "_columns")
     # attribute types (each set once, in __init__, through object.__setattr__)
-    _book: Lorebook | None
-    _load_book: Any
     name: str
-    entries: Sequence[Entry]
     options: MatchOptions
     matcher: KeyMatcher
     specs: Sequence[VariantSpec]
@@ -337,55 +320,27 @@ class CompiledBook:
     regex_lits: tuple[int | tuple[int, ...], ...]
     regex_hazards: tuple[tuple[int, str, str], ...]
     regex_line_local: tuple[int, ...]
-    entry_order: Any
-    entry_flags: Any
-    levels: tuple[float, ...]
-    max_entry_depth: int
-    uids: Sequence[int | str]
     _columns: Any
-    embeddings: Any     # None, or (model name, entry indices int32, float32 rows): lorescan.semantic.store
-    # per-book values an engine derives and every engine over this book shares (built on
-    # first use, e.g. the fingerprint table of lorescan.st.tables); never pickled
-    memo: dict[Any, Any]
 
-    def __init__(self, *, book: Lorebook | None, entries: Sequence[Entry], options: MatchOptions,
-                 matcher: KeyMatcher, specs: Sequence[VariantSpec], plans: Sequence[EntryPlan],
-                 plans_sub: Sequence[EntryPlan], vid_entries: Sequence[tuple[int, ...]],
-                 always: tuple[int, ...], always_sub: tuple[int, ...],
+    def __init__(self, *, name: str, options: MatchOptions, matcher: KeyMatcher, specs: Sequence[VariantSpec],
+                 plans: Sequence[EntryPlan], plans_sub: Sequence[EntryPlan],
+                 vid_entries: Sequence[tuple[int, ...]], always: tuple[int, ...], always_sub: tuple[int, ...],
                  content_hits: Sequence[frozenset[int]], chunk_union_exact: bool,
-                 macro_keys: tuple[MacroKey, ...], entry_order: Any, entry_flags: Any,
-                 regexes: tuple[JSRegex, ...] = (), regex_lits: tuple[int | tuple[int, ...], ...] = (),
+                 macro_keys: tuple[MacroKey, ...], regexes: tuple[JSRegex, ...] = (),
+                 regex_lits: tuple[int | tuple[int, ...], ...] = (),
                  regex_hazards: tuple[tuple[int, str, str], ...] = (), regex_line_local: tuple[int, ...] = (),
-                 levels: tuple[float, ...], max_entry_depth: int, name: str | None = None,
-                 uids: Sequence[int | str] | None = None, load_book: Any = None,
-                 columns: Any = None, embeddings: Any = None) -> None:
-        if name is None:
-            assert book is not None, "a CompiledBook without its book needs a name"
-            name = book.name
-        values = dict(_book=book, _load_book=load_book, name=name,
-                      entries=entries, options=options, matcher=matcher, specs=specs, plans=plans,
+                 columns: Any = None) -> None:
+        values = dict(name=name, options=options, matcher=matcher, specs=specs, plans=plans,
                       plans_sub=plans_sub, vid_entries=vid_entries, always=always, always_sub=always_sub,
                       content_hits=content_hits, chunk_union_exact=chunk_union_exact, macro_keys=macro_keys,
                       regexes=regexes, regex_lits=regex_lits, regex_hazards=regex_hazards,
-                      regex_line_local=regex_line_local,
-                      entry_order=entry_order, entry_flags=entry_flags, levels=levels,
-                      max_entry_depth=max_entry_depth,
-                      uids=tuple(e.uid for e in entries) if uids is None else uids, _columns=columns,
-                      embeddings=embeddings, memo={})
+                      regex_line_local=regex_line_local, _columns=columns)
         for k, v in values.items():
             object.__setattr__(self, k, v)
 
-    @property
-    def book(self) -> Lorebook:
-        """The source book (built on first use for a loaded book)."""
-        book = self._book
-        if book is None:
-            if self._load_book is None:
-                raise AttributeError(f"compiled book {self.name!r} was compiled from key specs (compile_keys) "
-                                     "and has no source book")
-            book = self._load_book()
-            object.__setattr__(self, "_book", book)
-        return book
+    def __len__(self) -> int:
+        """The number of entries (key specs) compiled."""
+        return len(self.plans)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
@@ -393,82 +348,39 @@ class CompiledBook:
     def __delattr__(self, name: str) -> None:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
+    def to_lsc(self) -> bytes:
+        """The compact form (what pickling and a keys-only ``.lsc`` file hold)."""
+        return encode_keys(self)
+
     def __reduce__(self):
-        return (restore_compiled, (encode_compiled(self),))
+        return (restore_keys, (encode_keys(self),))
 
 
-_TYPES = CompiledTypes(CompiledBook, KeyMatcher, EntryPlan)
+TYPES = CompiledTypes(CompiledKeys, KeyMatcher, EntryPlan)
 
 
-def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> CompiledBook:
-    """A CompiledBook from :func:`~lorescan.match.lsc.encode_compiled` bytes (what unpickling calls).
+def restore_keys(data: Any, source: str = "<pickled compiled keys>") -> CompiledKeys:
+    """CompiledKeys from compact-form bytes: a keys-only form, or the keys section of a
+    compiled book (what unpickling calls).
 
     Raises:
         CompiledFormError: the data is truncated, not a compiled form, from another format
             version, or corrupted.
     """
-    return decode_compiled(data, _TYPES, source)
+    return decode_keys(data, TYPES, source)
 
 
-def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
-    """The CompiledBook in an ``.lsc`` file (``lorescan compile``), read into private memory
-    (a snapshot: the file changing later cannot reach it; see ``lsc.read_compiled_file``).
-
-    Entries, plans and hit sets are built the first time a scan or an explanation needs them.
-
-    Args:
-        path: the ``.lsc`` file (written by :func:`~lorescan.match.lsc.save_compiled`).
-
-    Returns:
-        The CompiledBook, ready to share between engines and threads.
+def load_keys(path: str | os.PathLike[str]) -> CompiledKeys:
+    """The CompiledKeys in an ``.lsc`` file: a keys-only file, or the keys section of a
+    compiled book's file (read into private memory, see ``lsc.read_compiled_file``).
 
     Raises:
-        CompiledFormError: (a :class:`~lorescan.errors.LorebookError`) naming the file, for a
-            file that is truncated, not a compiled form, from another format or lorescan
-            version, or corrupted.
+        CompiledFormError: naming the file, for a file that is truncated, not a compiled
+            form, from another format or lorescan version, or corrupted.
         OSError: the file cannot be opened.
     """
     data, source = read_compiled_file(path)
-    return decode_compiled(data, _TYPES, source)
-
-
-# Bits of CompiledBook.entry_flags: what an engine must know about every entry up front.
-FLAG_CONSTANT = 1
-FLAG_ACTIVATE = 2             # @@activate, SillyTavern's decorator lines
-FLAG_DONT_ACTIVATE = 4        # @@dont_activate
-FLAG_ACTIVATE_STRICT = 8      # the same under strict_lines (docs/improved-profile.md#decorators)
-FLAG_DONT_ACTIVATE_STRICT = 16
-FLAG_TIMED = 32               # sticky or cooldown is set
-
-
-def _entry_flags(entry: Entry) -> int:
-    flags = FLAG_CONSTANT if entry.constant else 0
-    if entry.content.startswith("@@"):
-        for strict, act, dont in ((False, FLAG_ACTIVATE, FLAG_DONT_ACTIVATE),
-                                  (True, FLAG_ACTIVATE_STRICT, FLAG_DONT_ACTIVATE_STRICT)):
-            decorators = parse_st_decorators(entry.content, strict_lines=strict)[0]
-            flags |= (act if "@@activate" in decorators else 0) | (dont if "@@dont_activate" in decorators else 0)
-    if js_truthy(entry.sticky) or js_truthy(entry.cooldown):
-        flags |= FLAG_TIMED
-    return flags
-
-
-def _entry_order(entry: Entry) -> float:
-    o = entry.order
-    return math.nan if math.isnan(o) else float(o)
-
-
-def _max_entry_depth(entries: Sequence[Entry]) -> int:
-    # STEngine's widest per-entry scan depth (docs/sillytavern-mode.md#st-scan-text; capped like _effective_depth in st/engine.py)
-    best = 0
-    for e in entries:
-        d = e.scan_depth
-        if d is None:
-            continue
-        if isinstance(d, float) and not math.isfinite(d):
-            d = MAX_SCAN_DEPTH if d > 0 else 0
-        best = max(best, math.ceil(min(d, MAX_SCAN_DEPTH)))
-    return best
+    return decode_keys(data, TYPES, source)
 
 
 class _Builder:
@@ -587,47 +499,9 @@ def _plan(builder: _Builder, spec: KeySpec, substitute: bool, source: str, fuzzy
     return EntryPlan(primary, secondary, simple, score_p, score_s, score_simple)
 
 
-def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
-                 limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
-    """Compile ``book`` for matching: one automaton, plans, content hits, compiled regex keys.
-
-    Each entry's keys go through its :func:`key_spec` (with its fuzzy threshold resolved under
-    the Unicode word rule); the book keeps its entries and the SillyTavern engine's columns.
-
-    Args:
-        book: the book.
-        options: the matching rules (:class:`~lorescan.match.MatchOptions`).
-        limits: bounds on the book (see :class:`~lorescan.limits.Limits`).
-
-    Returns:
-        The immutable :class:`CompiledBook`, to share between engines and threads.
-
-    Raises:
-        RegexKeyError: a regex key past ``limits.max_regex_length`` or
-            ``limits.max_regex_nesting`` (naming the entry and field).
-        LorebookError: a book over another of ``limits``.
-    """
-    check_book(book, limits)
-    # Compiling allocates ~10 small objects per key and none of them form cycles; the cyclic
-    # collector would re-walk the growing heap many times (a third of the time at 100k entries).
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _compile(book, options, limits)
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def key_spec(entry: Entry, fuzzy: float | None = None) -> KeySpec:
-    """The engine-neutral key spec of a SillyTavern entry (``fuzzy``: its resolved threshold)."""
-    return KeySpec(entry.key, entry.keysecondary, entry.content, entry.case_sensitive, entry.match_whole_words,
-                   fuzzy, entry.uid)
-
-
 def compile_keys(specs: Sequence[KeySpec], options: MatchOptions = MatchOptions(), *,
-                 limits: Limits = DEFAULT_LIMITS, name: str = "keys", source: str = "<memory>") -> CompiledBook:
-    """Compile engine-neutral key specs: the match core of :func:`compile_book` without a book.
+                 limits: Limits = DEFAULT_LIMITS, name: str = "keys", source: str = "<memory>") -> CompiledKeys:
+    """Compile engine-neutral key specs: one automaton, plans, content hits, compiled regex keys.
 
     Args:
         specs: one :class:`~lorescan.match.keys.KeySpec` per entry; entry ``i`` of every
@@ -635,11 +509,11 @@ def compile_keys(specs: Sequence[KeySpec], options: MatchOptions = MatchOptions(
         options: the matching rules.
         limits: ``max_entries``, ``max_content_length``, ``max_key_length``,
             ``max_regex_length`` and ``max_regex_nesting`` apply, as for a book.
-        name: the compiled book's name.
+        name: the compiled keys' name.
         source: names the specs in errors.
 
     Returns:
-        A :class:`CompiledBook` with no source book and no entries (see its docstring).
+        The immutable :class:`CompiledKeys`, to share between engines and threads.
 
     Raises:
         RegexKeyError: a regex key past the regex limits (naming ``KeySpec.uid`` and the field).
@@ -647,16 +521,24 @@ def compile_keys(specs: Sequence[KeySpec], options: MatchOptions = MatchOptions(
     """
     specs = tuple(specs)
     _check_specs(specs, limits, source)
+    return build_keys(specs, lambda: (sp.content for sp in specs), options, limits, name=name, source=source)
+
+
+def build_keys(key_specs: Iterable[KeySpec], contents: Callable[[], Iterable[str]], options: MatchOptions,
+               limits: Limits, *, name: str, source: str) -> CompiledKeys:
+    """:func:`compile_keys` for specs checked against ``limits`` already (``lorescan.st.compiled``
+    checks a whole book): ``key_specs`` in entry order, walked once; ``contents()``: their
+    contents in the same order, walked once the matcher is built (so a caller need not hold
+    every spec at once)."""
+    # Compiling allocates ~10 small objects per key and none of them form cycles; the cyclic
+    # collector would re-walk the growing heap many times (a third of the time at 100k entries).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        tables = _compile_tables(specs, lambda: (sp.content for sp in specs), options, limits, source)
+        return CompiledKeys(name=name, options=options, **_compile_tables(key_specs, contents, options, limits, source))
     finally:
         if was_enabled:
             gc.enable()
-    return CompiledBook(book=None, entries=(), uids=(), name=name, options=options, **tables,
-                        entry_order=np.zeros(0, dtype=np.float64), entry_flags=np.zeros(0, dtype=np.uint8),
-                        levels=(), max_entry_depth=0)
 
 
 def _check_specs(specs: Sequence[KeySpec], limits: Limits, source: str) -> None:
@@ -671,30 +553,9 @@ def _check_specs(specs: Sequence[KeySpec], limits: Limits, source: str) -> None:
         check_total_key_length(limits, total, source, sp.uid)
 
 
-def _compile(book: Lorebook, options: MatchOptions, limits: Limits) -> CompiledBook:
-    entries = tuple(book.entries)
-    source = getattr(book, "source", "<memory>")
-    fuzzy_default = None
-    if options.word_chars == "unicode":        # fuzzy keys need the Unicode word rule (match/fuzzy.py)
-        fuzzy_default = book_threshold(book)
-    thresholds: list[float | None] = [None] * len(entries)
-    if options.word_chars == "unicode":
-        thresholds = [entry_threshold(entry, fuzzy_default, source) for entry in entries]
-    # The specs are made as the compiler walks them, never held all at once.
-    tables = _compile_tables(map(key_spec, entries, thresholds), lambda: (e.content for e in entries),
-                             options, limits, source)
-    return CompiledBook(
-        book=book, entries=entries, options=options, **tables,
-        entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
-        entry_flags=np.array([_entry_flags(e) for e in entries], dtype=np.uint8),
-        levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),
-        max_entry_depth=_max_entry_depth(entries))
-
-
 def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterable[str]], options: MatchOptions,
                     limits: Limits, source: str) -> dict[str, Any]:
-    """The match core of a compiled book: matcher, plans, content hits, regexes (CompiledBook
-    keywords). ``key_specs``: in entry order; ``contents()``: their contents, in the same
+    """The match core: matcher, plans, content hits, regexes (CompiledKeys keywords). ``key_specs``: in entry order; ``contents()``: their contents, in the same
     order (walked once the matcher is built)."""
     builder = _Builder(options, limits)
     # The tables go straight into numpy columns (lorescan.match.lsc) as each entry is planned: a

@@ -33,7 +33,7 @@ class RegexKey:
     """A regex key.
 
     ``rx``: the compiled :class:`~lorescan.js.regex.JSRegex`; ``rid``: its index in
-    ``CompiledBook.regexes`` (-1: made at scan time from a macro key, so not in the book);
+    ``CompiledKeys.regexes`` (-1: made at scan time from a macro key, so not in the book);
     ``lit``: the prefilter, the vid of a literal every match contains, a tuple of vids one of
     which every match contains, or ``SKIP`` (-1) for none (see ``compile.literal_absent``);
     ``raw``: the entry's key string as stored (for cut-off reports).
@@ -81,9 +81,9 @@ class KeySpec(NamedTuple):
     An immutable record (a NamedTuple: a compiler makes one per entry, and this is the
     cheapest immutable value Python builds; ``spec._replace(fuzzy=80.0)`` makes a variant).
 
-    SillyTavern mode builds one per :class:`~lorescan.model.Entry` (``compile.key_spec``);
+    SillyTavern mode builds one per entry (``lorescan.st.compiled.key_spec``);
     lorebook-slot mode builds them from its pool entries. :func:`~lorescan.match.compile.compile_keys`
-    turns a sequence of them into a :class:`~lorescan.match.compile.CompiledBook` whose entry
+    turns a sequence of them into a :class:`~lorescan.match.compile.CompiledKeys` whose entry
     ``i`` is ``specs[i]``; a :class:`~lorescan.match.view.EntryMatch` answers in their terms
     (``primary`` indexes ``primary``, ``secondary`` has one bool per ``secondary`` key).
 

@@ -1,46 +1,52 @@
-"""The compact compiled form: a CompiledBook as columns, loaded in milliseconds.
+"""The compact compiled form: compiled keys as columns, loaded in milliseconds; the container.
 
-Pickling a :class:`~lorescan.match.compile.CompiledBook` (and so an ``STEngine``) and the
-``.lsc`` file (``lorescan compile BOOK -o BOOK.lsc``, :func:`load_compiled`) share one
-encoding: a few numpy columns and byte blobs instead of a graph of Python objects.
+Pickling a :class:`~lorescan.match.compile.CompiledKeys` or a SillyTavern ``CompiledBook``
+(and so an engine) and the ``.lsc`` file (``lorescan compile BOOK -o BOOK.lsc``,
+``lorescan.load_compiled``) share one encoding: a few numpy columns and byte blobs instead
+of a graph of Python objects. A file holds one or two *parts*, each its own sections:
 
-- entries: one JSON record per entry (uid, fields in file order, filled defaults) in one
-  UTF-8 blob plus offsets (none for a book compiled from key specs, ``meta["keys_only"]``);
-  an :class:`Entry` is built the first time something asks for it;
-- key tables: CSR arrays (offsets + int32 values) for ``vid_entries``, ``content_hits`` and
-  the entry plans (a ref is a vid ``>= 0``, ``SKIP``, or ``-2 - i`` for special key ``i``);
-- special keys (``match.keys``): one list each, ``[kind, fields...]`` with kind ``"re"``
-  (``[rid, lit, raw]``: the regex itself is ``meta["regexes"][rid]``), ``"plain"`` (``[text,
-  case_sensitive, whole_words, raw]``) or ``"macro"`` (``[raw, case_sensitive, whole_words, literal]``);
-- the automaton: pyahocorasick's own pickled node blob (its ``__reduce__`` arguments),
-  which restores in about a third of the time a rebuild from the pattern strings takes
-  (measured: 12 ms against 33 ms for 25k patterns; ``Automaton.save``/``load`` took 98 ms);
-- everything small (options, special keys, the book's other fields and ``origin``) goes
-  through :func:`encode_value`, a JSON encoder that keeps tuples, frozensets, bytes and
-  non-string dict keys.
+- the keys part (this module; sections ``keys:*``, header ``meta["keys"]``), what the match
+  core needs: key tables as CSR arrays (offsets + int32 values) for ``vid_entries``,
+  ``content_hits`` and the entry plans (a ref is a vid ``>= 0``, ``SKIP``, or ``-2 - i`` for
+  special key ``i``); special keys (``match.keys``), one list each, ``[kind, fields...]``
+  with kind ``"re"`` (``[rid, lit, raw]``: the regex itself is ``meta["keys"]["regexes"][rid]``),
+  ``"plain"`` (``[text, case_sensitive, whole_words, raw]``) or ``"macro"`` (``[raw,
+  case_sensitive, whole_words, literal]``); the automaton, as pyahocorasick's own pickled
+  node blob (its ``__reduce__`` arguments), which restores in about a third of the time a
+  rebuild from the pattern strings takes (12 ms against 33 ms for 25k patterns);
+- the book part (``lorescan.st.lsc``; sections ``book:*``, header ``meta["book"]``): the
+  entries, one JSON record each, built the first time something asks for them, and the
+  SillyTavern engine's per-entry columns.
+
+A keys-only file (kind ``"CompiledKeys"``) has the first part; a book's file (kind
+``"CompiledBook"``) both, and :func:`decode_keys` reads the keys part of either, so slot
+mode, the service's store and other engines reuse it without decoding a book.
 
 The file: ``MAGIC``, format version, header length and header CRC-32 (``<8sIII``), the
 header (JSON: lorescan version, what the file holds, its sections, payload size and
 CRC-32), zero padding to 64 bytes, then the sections, each 64-byte aligned. Reading checks
 all of it before decoding anything and raises :class:`CompiledFormError` (a
 ``LorebookError`` naming the file) for a truncated, foreign, stale or corrupted file.
-Nothing in the file is unpickled, so a hostile file cannot run code.
+Nothing in the file is unpickled, so a hostile file cannot run code. Small values
+(options, special keys) go through :func:`encode_value`, a JSON encoder that keeps tuples,
+frozensets, bytes and non-string dict keys (the book part extends it with the model's types).
 
 Adding data to the compiled form:
 
-- a per-key or per-entry array computed by ``compile_book``: put it (a numpy array of
+- a per-key or per-entry array computed by the key compiler: put it (a numpy array of
   uint8, int32, int64 or float64) into the ``cols`` dict that ``TableBuilder.finish``
-  returns, under a new name. Every ``cols`` entry is written as section ``col:<name>`` and
-  comes back, a view of the loaded copy, in ``cols`` on load; to expose it, add a ``CompiledBook``
-  slot and pass ``cols[name]`` to it in ``_compile`` and in :func:`_decode_compiled`.
-- a small value (a flag, a short tuple): add it to ``meta`` in :func:`encode_compiled`
-  and read ``meta[name]`` in :func:`_decode_compiled`.
+  returns, under a new name. Every ``cols`` entry is written as section ``keys:col:<name>``
+  and comes back, a view of the loaded copy, in ``cols`` on load; to expose it, add a
+  ``CompiledKeys`` slot and pass ``cols[name]`` to it in ``_compile_tables`` and in
+  :func:`read_keys`. A per-entry column of the SillyTavern engine goes in ``lorescan.st.lsc``.
+- a small value (a flag, a short tuple): add it to the part's meta in :func:`write_keys`
+  and read it in :func:`read_keys`.
 - a new kind of special key: give it a kind name in :func:`_encode_special` and
   :func:`_decode_special` (and raise ``FORMAT_VERSION``). A Python object inside a stored
   value: teach the encoder its type once with :func:`register_value_type`. (Compiled regexes
-  do not go either way: a regex special key is stored with its rid, and ``meta["regexes"]``
-  holds each regex once as (source, flags, line_local, hazard, expansion), so a loaded book shares one
-  JSRegex per rid and translates it on its first search.)
+  do not go either way: a regex special key is stored with its rid, and the keys meta's
+  ``regexes`` holds each regex once as (source, flags, line_local, hazard, expansion), so
+  loaded keys share one JSRegex per rid and translate it on its first search.)
 
 A reader must accept files written before the addition (``meta.get``, a missing column),
 or ``FORMAT_VERSION`` goes up.
@@ -48,17 +54,13 @@ or ``FORMAT_VERSION`` goes up.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import gc
 import json
-import math
 import os
 import struct
-import sys
 import threading
 import zlib
-from array import array
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import ahocorasick
 import numpy as np
@@ -66,17 +68,19 @@ import numpy as np
 from .._version import __version__
 from ..errors import LorebookError
 from ..js.regex import JSRegex
+from .columns import TABLE_COLUMNS, build_columns, lazy_tables
 from .keys import MacroKey, PlainKey, RegexKey, SpecialKey
-from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields
 from .options import MatchOptions
 
-__all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "encode_compiled", "decode_compiled",
-           "save_compiled", "read_compiled_file", "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
+__all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "FormReader", "FormWriter", "encode_keys",
+           "decode_keys", "write_keys", "read_keys", "read_form", "save_compiled", "read_compiled_file",
+           "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
 
 MAGIC = b"LORESCN\x00"
 # 2: regex special keys hold a rid into meta["regexes"]; 3: special keys are [kind, fields...]
-# lists (match.keys classes), not positional tuples
-FORMAT_VERSION = 3
+# lists (match.keys classes), not positional tuples; 4: the keys and the book are separate
+# parts (sections keys:* and book:*, meta {"keys": ..., "book": ...})
+FORMAT_VERSION = 4
 _PRE = struct.Struct("<8sIII")        # magic, format version, header length, header CRC-32
 _ALIGN = 64
 _DTYPES = frozenset({"|u1", "<i4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
@@ -97,27 +101,25 @@ def lorescan_version() -> str:
 _TAG = "\x00"      # tagged objects are one-key dicts whose key starts with NUL
 
 
-def encode_value(value: Any, *, known: dict[int, int] | None = None) -> Any:
+def encode_value(value: Any) -> Any:
     """``value`` as plain JSON data that :func:`decode_value` turns back into an equal value
-    of the same types (tuples, frozensets, bytes, FrozenMap, dicts with any keys, Origin),
+    of the same types (tuples, frozensets, bytes, dicts with any keys, registered types),
     with the same sharing: a dict or list met twice is stored once and comes back as one
-    object. ``known`` maps ``id(mapping)`` to an entry index for entry ``fields`` stored
-    elsewhere (decoded through ``entry_fields``).
+    object. (``lorescan.st.lsc`` extends it with the model's types.)
 
     Raises TypeError for a type it does not know.
     """
-    return _Encoder(known or {}).run(value)
+    return ValueEncoder().run(value)
 
 
-class _Encoder:
-    def __init__(self, known: dict[int, int]) -> None:
-        self.known = known
+class ValueEncoder:
+    """:func:`encode_value`; a subclass stores more types by handling them in ``run`` first."""
+
+    def __init__(self) -> None:
         self.seen: dict[int, tuple[int, Any]] = {}     # id -> (pre-order number, the object)
 
     def share(self, value: Any) -> Any:
         # None: first time (numbered now); else the reference to store instead.
-        if id(value) in self.known:
-            return {"\x00e": self.known[id(value)]}
         got = self.seen.get(id(value))
         if got is not None:
             return {"\x00r": got[0]}
@@ -134,27 +136,31 @@ class _Encoder:
             return ref if ref is not None else [run(v) for v in value]
         if t is tuple:
             return {"\x00t": [run(v) for v in value]}
-        if t is dict or t is FrozenMap or t is EntryFields:     # EntryFields: stored as a FrozenMap
-            ref = self.share(value)
-            if ref is not None:
-                return ref
-            plain = all(type(k) is str for k in value) and not (
-                len(value) == 1 and next(iter(value)).startswith(_TAG))
-            if plain:
-                body: Any = {k: run(v) for k, v in value.items()}
-            else:
-                body = {"\x00d": [[run(k), run(v)] for k, v in value.items()]}
-            return body if t is dict else {"\x00m": body}
+        if t is dict:
+            return self.mapping(value, None)
         if t is frozenset:
             return {"\x00s": [run(v) for v in value]}
         if t is bytes:
             return {"\x00b": base64.b64encode(value).decode("ascii")}
-        if t is Origin:
-            return {"\x00o": {f.name: run(getattr(value, f.name)) for f in dataclasses.fields(value)}}
         extra = _VALUE_TYPES.get(t)
         if extra is not None:
             return {"\x00x": [extra[0], run(extra[1](value))]}
         raise TypeError(f"cannot store a {t.__module__}.{t.__qualname__} in a compiled form")
+
+    def mapping(self, value: Any, tag: str | None) -> Any:
+        """A mapping's body, shared like a dict; ``tag``: None for a dict, else the tag of the
+        mapping type (a decoder builds it from the body with ``ValueDecoder.body``)."""
+        ref = self.share(value)
+        if ref is not None:
+            return ref
+        run = self.run
+        plain = all(type(k) is str for k in value) and not (
+            len(value) == 1 and next(iter(value)).startswith(_TAG))
+        if plain:
+            body: Any = {k: run(v) for k, v in value.items()}
+        else:
+            body = {"\x00d": [[run(k), run(v)] for k, v in value.items()]}
+        return body if tag is None else {tag: body}
 
 
 _VALUE_TYPES: dict[type, tuple[str, Callable[[Any], Any], Callable[[Any], Any]]] = {}
@@ -171,14 +177,15 @@ def register_value_type(cls: type, tag: str, encode: Callable[[Any], Any], decod
     _VALUE_TAGS[tag] = decode
 
 
-def decode_value(data: Any, *, entry_fields: Callable[[int], Any] | None = None) -> Any:
-    """The value :func:`encode_value` encoded (``entry_fields(i)``: entry i's fields)."""
-    return _Decoder(entry_fields).run(data)
+def decode_value(data: Any) -> Any:
+    """The value :func:`encode_value` encoded."""
+    return ValueDecoder().run(data)
 
 
-class _Decoder:
-    def __init__(self, entry_fields: Callable[[int], Any] | None) -> None:
-        self.entry_fields = entry_fields
+class ValueDecoder:
+    """:func:`decode_value`; a subclass reads more tags in :meth:`tagged`."""
+
+    def __init__(self) -> None:
         self.objects: list[Any] = []          # shared containers by pre-order number
 
     def reserve(self) -> int:
@@ -202,40 +209,34 @@ class _Decoder:
                     return tuple(run(x) for x in v)
                 if k == "\x00r":
                     return self.objects[v]
-                if k == "\x00e":
-                    if self.entry_fields is None:
-                        raise ValueError("a reference to entry fields outside a compiled book")
-                    return self.entry_fields(v)
                 if k == "\x00d":
                     slot = self.reserve()
                     made = self.objects[slot] = {}
                     for a, b in v:
                         made[run(a)] = run(b)
                     return made
-                if k == "\x00m":
-                    slot = self.reserve()
-                    made = self.objects[slot] = FrozenMap(self.body(v))
-                    return made
                 if k == "\x00s":
                     return frozenset(run(x) for x in v)
                 if k == "\x00b":
                     return base64.b64decode(v)
-                if k == "\x00o":
-                    return Origin(**{name: run(x) for name, x in v.items()})
                 if k == "\x00x":
                     decode = _VALUE_TAGS.get(v[0])
                     if decode is None:
                         raise ValueError(f"unknown stored type {v[0]!r}")
                     return decode(run(v[1]))
-                raise ValueError(f"unknown tag {k!r}")
+                return self.tagged(k, v)
         made_dict: dict[Any, Any] = {}
         self.objects.append(made_dict)
         for key, value in data.items():
             made_dict[key] = run(value)
         return made_dict
 
+    def tagged(self, tag: str, data: Any) -> Any:
+        """The value of a tag this decoder does not know (a subclass reads its own)."""
+        raise ValueError(f"unknown tag {tag!r}")
+
     def body(self, data: dict[str, Any]) -> dict[Any, Any]:
-        # A FrozenMap's body: numbered with the FrozenMap, not on its own.
+        # A tagged mapping's body (ValueEncoder.mapping): numbered with the mapping, not on its own.
         if len(data) == 1 and next(iter(data)) == "\x00d":
             return {self.run(a): self.run(b) for a, b in data["\x00d"]}
         return {key: self.run(value) for key, value in data.items()}
@@ -251,7 +252,9 @@ def _loads(data: bytes | memoryview) -> Any:
 
 # -- sections ------------------------------------------------------------------------------
 
-class _Writer:
+class FormWriter:
+    """Writes one compiled form: named sections, then :meth:`finish` with the header."""
+
     def __init__(self) -> None:
         self.sections: dict[str, list[Any]] = {}
         self.parts: list[bytes] = []
@@ -275,8 +278,8 @@ class _Writer:
     def blob(self, name: str, data: bytes) -> None:
         self._add(name, "blob", "", (), bytes(data))
 
-    def value(self, name: str, value: Any, *, known: dict[int, int] | None = None) -> None:
-        self._add(name, "value", "", (), _dumps(encode_value(value, known=known)))
+    def value(self, name: str, value: Any, *, encode: Callable[[Any], Any] = encode_value) -> None:
+        self._add(name, "value", "", (), _dumps(encode(value)))
 
     def finish(self, kind: str, meta: Any) -> bytes:
         payload = b"".join(self.parts)
@@ -288,7 +291,9 @@ class _Writer:
         return head + b"\x00" * (-len(head) % _ALIGN) + payload
 
 
-class _Reader:
+class FormReader:
+    """One compiled form, checked whole (magic, versions, checksums, section bounds) on construction."""
+
     def __init__(self, buf: Any, source: str) -> None:
         self.source = source
         view = memoryview(buf)
@@ -297,9 +302,12 @@ class _Reader:
         magic, version, hlen, hcrc = _PRE.unpack_from(view, 0)
         if magic != MAGIC:
             self.fail("not a lorescan compiled file (bad magic number)")
+        if version < FORMAT_VERSION:
+            self.fail(f"written by an older lorescan (compiled form version {version}; this lorescan reads "
+                      f"version {FORMAT_VERSION}): recompile it with `lorescan compile`")
         if version != FORMAT_VERSION:
-            self.fail(f"compiled form version {version}; this lorescan reads version {FORMAT_VERSION}: "
-                      "compile the book again")
+            self.fail(f"written by a newer lorescan (compiled form version {version}; this lorescan reads "
+                      f"version {FORMAT_VERSION}): recompile it with `lorescan compile`")
         start = _PRE.size + hlen
         if start > view.nbytes:
             self.fail("truncated inside the header")
@@ -311,7 +319,7 @@ class _Reader:
             ours = lorescan_version()
             if header["lorescan"] != ours:
                 self.fail(f"compiled by lorescan {header['lorescan']}, this is lorescan {ours}: "
-                          "compile the book again")
+                          "recompile it with `lorescan compile`")
             self.kind = header["kind"]
             self.meta = decode_value(header["meta"])
             self.sections = header["sections"]
@@ -351,383 +359,59 @@ class _Reader:
     def blob(self, name: str) -> memoryview:
         return self._raw(name)
 
-    def value(self, name: str, *, entry_fields: Callable[[int], Any] | None = None) -> Any:
-        return decode_value(_loads(self._raw(name)), entry_fields=entry_fields)
+    def value(self, name: str, *, decode: Callable[[Any], Any] = decode_value) -> Any:
+        return decode(_loads(self._raw(name)))
 
+    def has(self, name: str) -> bool:
+        return name in self.sections
 
-# -- lazy sequences ----------------------------------------------------------------------------
 
-_UNBUILT: Any = object()
+# -- the keys part ------------------------------------------------------------------------
 
+KEYS_KIND = "CompiledKeys"
 
-class _Lazy(Sequence):
-    """A read-only sequence whose item ``i`` is ``make(i)``, built once on first use.
 
-    The items built so far are kept in a dict: a turn asks for a few of a large book's
-    plans and hit sets, and a list of ``n`` empty slots per table cost 13 MB at 100k entries."""
-
-    __slots__ = ("_n", "_make", "_items")
-
-    def __init__(self, n: int, make: Callable[[int], Any]) -> None:
-        self._n = n
-        self._make = make
-        self._items: dict[int, Any] = {}
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, i: Any) -> Any:
-        if type(i) is slice:           # before the dict: a slice is hashable from Python 3.12
-            return [self[j] for j in range(*i.indices(self._n))]
-        try:
-            return self._items[i]      # built already (the path a turn takes)
-        except KeyError:
-            pass
-        i = range(self._n)[i]          # IndexError / negative indexes as a list does
-        item = self._items.get(i, _UNBUILT)
-        if item is _UNBUILT:
-            item = self._items[i] = self._make(i)
-        return item
-
-    def __iter__(self) -> Iterator[Any]:
-        for i in range(self._n):
-            yield self[i]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Sequence, _Lazy)) and not isinstance(other, (str, bytes)):
-            return len(other) == self._n and all(a == b for a, b in zip(self, other))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<lazy sequence of {self._n}>"
-
-    def __reduce__(self):
-        return (tuple, (tuple(self),))
-
-
-def _csr(rows: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    if rows:
-        np.cumsum([len(r) for r in rows], out=offsets[1:])
-    values = np.fromiter((v for r in rows for v in r), dtype=np.int32, count=int(offsets[-1]))
-    return offsets, values
-
-
-def _csr_pairs(n_rows: int, rows: array[int], values: array[int]) -> tuple[np.ndarray, np.ndarray]:
-    # Row r lists the values paired with r, ascending and distinct (values come ascending).
-    r = np.frombuffer(rows, dtype=np.int32) if len(rows) else np.zeros(0, np.int32)
-    v = np.frombuffer(values, dtype=np.int32) if len(values) else np.zeros(0, np.int32)
-    order = np.argsort(r, kind="stable")
-    r, v = r[order], v[order]
-    keep = np.ones(len(r), dtype=bool)
-    keep[1:] = (r[1:] != r[:-1]) | (v[1:] != v[:-1])
-    r, v = r[keep], v[keep]
-    offsets = np.zeros(n_rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(r, minlength=n_rows), out=offsets[1:])
-    return offsets, v.astype(np.int32)
-
-
-def _csr_rows(offsets: np.ndarray, values: np.ndarray, wrap: Callable[[list[int]], Any]) -> _Lazy:
-    def make(i: int) -> Any:
-        return wrap(values[offsets[i]:offsets[i + 1]].tolist())
-    return _Lazy(len(offsets) - 1, make)
-
-
-_NO_HITS: frozenset[int] = frozenset()
-
-
-def _frozen_hits(items: list[int]) -> frozenset[int]:
-    return frozenset(items) if items else _NO_HITS
-
-
-# -- CompiledBook --------------------------------------------------------------------------
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal and of the same types all the way down (1 != 1.0 != True here; NaN == NaN)."""
-    if type(a) is not type(b):
-        return False
-    if type(a) is float:
-        return a == b or (math.isnan(a) and math.isnan(b))
-    if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return (len(a) == len(b) and list(a) == list(b)
-                and all(_same(v, b[k]) for k, v in a.items()))
-    if isinstance(a, frozenset):
-        return a == b
-    return a == b
-
-
-_ENTRY_FIELDS = tuple(f.name for f in dataclasses.fields(Entry))
-_ATTRS = tuple(n for n in _ENTRY_FIELDS if n != "fields")   # fields: checked by _json_exact
-
-
-def _entry_from_record(record: list[Any], source: str) -> Entry:
-    if record[0] == "a":                  # every attribute stored as is
-        return Entry(**decode_value(record[1]))
-    _, uid, fields, filled = record
-    # Field names are shared by every entry; each json.loads call would make its own copies.
-    fields = {sys.intern(k): v for k, v in fields.items()}
-    return entry_from_fields(fields, source=source, fill_defaults=False, uid=uid, filled=filled)
-
-
-_JSON_SCALARS = (type(None), bool, int, float, str)
-
-
-def _json_exact(value: Any) -> bool:
-    """True when JSON gives ``value`` back with the same types (no tuples, no non-str keys)."""
-    t = type(value)
-    if t is dict or t is FrozenMap or t is EntryFields:
-        return all(type(k) is str and _json_exact(v) for k, v in value.items())
-    if t is list:
-        return all(_json_exact(v) for v in value)
-    return t in _JSON_SCALARS
-
-
-def _same_attr(a: Any, b: Any) -> bool:
-    return a is b or (type(a) is type(b) and a == b) or _same(a, b)
-
-
-def _entry_record(entry: Entry, source: str) -> bytes:
-    """An entry's record: its fields as JSON when they rebuild it exactly, else every attribute."""
-    record: list[Any] = ["f", entry.uid, entry.fields, sorted(entry.filled)]
-    try:
-        if _json_exact(entry.fields):
-            data = _dumps(record)
-            rebuilt = _entry_from_record(_loads(data), source)
-            if all(_same_attr(getattr(rebuilt, name), getattr(entry, name)) for name in _ATTRS):
-                return data
-    except (LorebookError, TypeError, ValueError):
-        pass
-    try:
-        return _dumps(["a", encode_value({name: getattr(entry, name) for name in _ENTRY_FIELDS})])
-    except TypeError as exc:
-        raise CompiledFormError(f"cannot store this entry in a compiled form: {exc}", source=source,
-                                entry=entry.uid) from None
-
-
-class TableBuilder:
-    """Builds a compiled book's key tables as columns one entry at a time, so compiling
-    never holds a Python object per plan or hit set (they would stay in the heap)."""
-
-    def __init__(self) -> None:
-        self.specials: dict[Any, int] = {}
-        self.plans = _PlanColumns(self)
-        self.subs = _PlanColumns(self)
-        self.sub_index = array("i")
-        self.hit_offsets = array("q", [0])
-        self.hit_values = array("i")
-        self.spec_cols: dict[str, np.ndarray] = {}
-
-    def ref(self, r: Any) -> int:
-        if type(r) is int:
-            return r                      # a vid, or SKIP (-1)
-        return -2 - self.specials.setdefault(r, len(self.specials))
-
-    def add_plans(self, plan: Any, sub: Any) -> None:
-        """The entry's plan without and with a substitution hook (often the same object)."""
-        self.plans.add(plan)
-        if sub is plan or sub == plan:
-            self.sub_index.append(-1)
-        else:
-            self.sub_index.append(len(self.subs.flags))
-            self.subs.add(sub)
-
-    def add_hits(self, hits: frozenset[int]) -> None:
-        self.hit_values.extend(sorted(hits))
-        self.hit_offsets.append(len(self.hit_values))
-
-    def add_specs(self, specs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-        """The key variants (text, case-sensitive, bounded); returns (UTF-8 text, offsets)."""
-        spec_text = [sp[0].encode("utf-8", "surrogatepass") for sp in specs]
-        cols = self.spec_cols = {}
-        cols["spec_text"] = np.frombuffer(b"".join(spec_text), dtype=np.uint8)
-        spec_off = np.zeros(len(spec_text) + 1, dtype=np.int64)
-        if spec_text:
-            np.cumsum([len(t) for t in spec_text], out=spec_off[1:])
-        cols["spec_offsets"] = spec_off
-        cols["spec_flags"] = np.array([(1 if cs else 0) | (2 if b else 0) for _, cs, b in specs], dtype=np.uint8)
-        return cols["spec_text"], spec_off
-
-    def finish(self, specs: Sequence[Any] | None, vid_entries: Sequence[Sequence[int]] | None = None,
-               *, vid_pairs: tuple[array[int], array[int]] | None = None
-               ) -> tuple[dict[str, np.ndarray], list[Any]]:
-        """The columns (``specs``: None when given to :meth:`add_specs` already). The entries of
-        each vid come as rows, or as ``vid_pairs`` (vids, entries), one pair per primary key in
-        entry order (a pair per key costs 8 bytes; a list per vid took ~45 MB at 100k entries)."""
-        if specs is not None:
-            self.add_specs(specs)
-        cols: dict[str, np.ndarray] = dict(self.spec_cols)
-        for name, pc in (("plans", self.plans), ("sub", self.subs)):
-            cols[f"{name}_offsets"] = np.array(pc.offsets, dtype=np.int64)
-            cols[f"{name}_values"] = np.array(pc.values, dtype=np.int32)
-            cols[f"{name}_flags"] = np.frombuffer(bytes(pc.flags), dtype=np.uint8)
-        cols["sub_index"] = np.array(self.sub_index, dtype=np.int32)
-        if vid_pairs is not None:
-            n_specs = len(cols["spec_offsets"]) - 1
-            cols["vid_offsets"], cols["vid_values"] = _csr_pairs(n_specs, *vid_pairs)
-        else:
-            cols["vid_offsets"], cols["vid_values"] = _csr(vid_entries or ())
-        cols["hit_offsets"] = np.array(self.hit_offsets, dtype=np.int64)
-        cols["hit_values"] = np.array(self.hit_values, dtype=np.int32)
-        return cols, list(self.specials)
-
-
-class _PlanColumns:
-    # Per plan four rows (primary as key-index/ref pairs, secondary, score primary, score
-    # secondary) in one CSR, and a flags byte (1: simple, 2: score_simple).
-    def __init__(self, owner: TableBuilder) -> None:
-        self.ref = owner.ref
-        self.offsets = array("q", [0])
-        self.values = array("i")
-        self.flags = bytearray()
-
-    def add(self, p: Any) -> None:
-        ref, values, offsets = self.ref, self.values, self.offsets
-        for k, r in p.primary:
-            values.append(k)
-            values.append(ref(r))
-        offsets.append(len(values))
-        for row in (p.secondary, p.score_primary, p.score_secondary):
-            values.extend([ref(r) for r in row])
-            offsets.append(len(values))
-        self.flags.append((1 if p.simple else 0) | (2 if p.score_simple else 0))
-
-
-def _plan_seq(offsets: np.ndarray, values: np.ndarray, flags: np.ndarray, specials: list[Any],
-              plan_type: Callable[..., Any]) -> _Lazy:
-    def refs(j: int) -> list[Any]:
-        return [v if v >= -1 else specials[-2 - v] for v in values[offsets[j]:offsets[j + 1]].tolist()]
-
-    def make(i: int) -> Any:
-        j = 4 * i
-        pri = refs(j)
-        f = int(flags[i])
-        return plan_type(tuple(zip(pri[0::2], pri[1::2])), tuple(refs(j + 1)), bool(f & 1),
-                         tuple(refs(j + 2)), tuple(refs(j + 3)), bool(f & 2))
-    return _Lazy(len(flags), make)
-
-
-TABLE_COLUMNS = ("spec_text", "spec_offsets", "spec_flags", "plans_offsets", "plans_values", "plans_flags",
-                 "sub_index", "sub_offsets", "sub_values", "sub_flags", "vid_offsets", "vid_values",
-                 "hit_offsets", "hit_values")
-
-
-def build_columns(specs: Sequence[Any], plans: Sequence[Any], plans_sub: Sequence[Any],
-                  vid_entries: Sequence[Sequence[int]], content_hits: Sequence[frozenset[int]]
-                  ) -> tuple[dict[str, np.ndarray], list[Any]]:
-    """A compiled book's key tables as numpy columns, and its special keys (what a plan ref
-    ``-2 - i`` points at)."""
-    tb = TableBuilder()
-    for p, q in zip(plans, plans_sub):
-        tb.add_plans(p, q)
-    for h in content_hits:
-        tb.add_hits(h)
-    return tb.finish(specs, vid_entries)
-
-
-def lazy_tables(cols: dict[str, np.ndarray], specials: list[Any], plan_type: Callable[..., Any]
-                ) -> tuple[_Lazy, _Lazy, _Lazy, _Lazy, _Lazy]:
-    """(specs, plans, plans_sub, vid_entries, content_hits) as lazy sequences over ``cols``.
-
-    ``plan_type`` builds one entry plan (``match.compile.EntryPlan``: this module sits below
-    the compiler, which hands it its types).
-    """
-    spec_blob, spec_off, spec_flags = cols["spec_text"], cols["spec_offsets"], cols["spec_flags"]
-
-    def make_spec(i: int) -> tuple[str, bool, bool]:
-        f = int(spec_flags[i])
-        text = spec_blob[spec_off[i]:spec_off[i + 1]].tobytes().decode("utf-8", "surrogatepass")
-        return (text, bool(f & 1), bool(f & 2))
-    plans = _plan_seq(cols["plans_offsets"], cols["plans_values"], cols["plans_flags"], specials, plan_type)
-    subs = _plan_seq(cols["sub_offsets"], cols["sub_values"], cols["sub_flags"], specials, plan_type)
-    sub_index = cols["sub_index"]
-    plans_sub = _Lazy(len(sub_index), lambda i: plans[i] if sub_index[i] < 0 else subs[int(sub_index[i])])
-    return (_Lazy(len(spec_flags), make_spec), plans, plans_sub,
-            _csr_rows(cols["vid_offsets"], cols["vid_values"], tuple),
-            _csr_rows(cols["hit_offsets"], cols["hit_values"], _frozen_hits))
-
-
-def encode_compiled(cb: Any) -> bytes:
-    """The compact form of a CompiledBook (what pickling and ``.lsc`` files hold)."""
-    w = _Writer()
-    loaded = getattr(cb._load_book, "reader", None) if cb._book is None else None
-    keys_only = cb._book is None and cb._load_book is None
-    if keys_only:
-        # Compiled from key specs (compile.compile_keys): no entries and no book to store.
-        source = "<key specs>"
-        n_entries = 0
-        w.blob("entries", b"")
-        w.array("entry_offsets", np.zeros(1, dtype=np.int64))
-        w.value("book", None)
-        w.value("uids", [])
-    elif loaded is not None:
-        # A loaded book whose entries were never all built: copy its sections as they are.
-        source = loaded.meta["source"]
-        for name in ("entries", "book", "uids"):
-            w.blob(name, loaded.blob(name))
-        w.array("entry_offsets", loaded.array("entry_offsets"))
-        n_entries = loaded.meta["n_entries"]
-    else:
-        book = cb.book
-        source = book.source
-        records = [_entry_record(e, source) for e in cb.entries]
-        n_entries = len(records)
-        offsets = np.zeros(len(records) + 1, dtype=np.int64)
-        if records:
-            np.cumsum([len(r) for r in records], out=offsets[1:])
-        w.blob("entries", b"".join(records))
-        w.array("entry_offsets", offsets)
-        known = {id(e.fields): i for i, e in enumerate(cb.entries)}
-        try:
-            w.value("book", {"fields": book.fields, "entry_keys": book.entry_keys, "format": book.format,
-                             "origin": book.origin}, known=known)
-        except TypeError as exc:
-            raise CompiledFormError(f"cannot store the book's format data in a compiled form: {exc}",
-                                    source=source, field="origin") from None
-        w.value("uids", list(cb.uids))
-    m = cb.matcher
+def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
+    """Write the keys part of a compiled form (sections ``keys:*``); returns its meta."""
+    m = keys.matcher
     automaton_args = None
     if m.automaton is not None:
         _cls, args = m.automaton.__reduce__()[:2]
         blobs, rest = args[0], list(args[1:])
-        w.blob("automaton", b"".join(blobs))
+        w.blob("keys:automaton", b"".join(blobs))
         automaton_args = [[len(b) for b in blobs], rest]
     for i, table in enumerate(m._table_bytes):
-        w.blob(f"table{i}", table)
-    if cb._columns is not None:
-        cols, specials = cb._columns
+        w.blob(f"keys:table{i}", table)
+    if keys._columns is not None:
+        cols, specials = keys._columns
     else:
-        cols, specials = build_columns(cb.specs, cb.plans, cb.plans_sub, cb.vid_entries, cb.content_hits)
+        cols, specials = build_columns(keys.specs, keys.plans, keys.plans_sub, keys.vid_entries, keys.content_hits)
     for name, column in cols.items():
-        w.array(f"col:{name}", column)
-    w.array("entry_order", np.asarray(cb.entry_order, dtype=np.float64))
-    w.array("entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
-    embedded = getattr(cb, "embeddings", None)
-    if embedded is not None:         # meaning-based activation's entry embeddings (lorescan.semantic.store)
-        w.array("emb:rows", np.asarray(embedded[1], dtype=np.int32))
-        w.array("emb:matrix", np.asarray(embedded[2], dtype=np.float32))
-    regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard, rx.expansion] for rx in cb.regexes]
-    o = cb.options
-    meta = {"name": cb.name, "source": source, "n_entries": n_entries, "keys_only": keys_only,
+        w.array(f"keys:col:{name}", column)
+    regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard, rx.expansion] for rx in keys.regexes]
+    o = keys.options
+    return {"name": keys.name, "n_entries": len(keys.plans),
             "options": [o.case_sensitive, o.match_whole_words, o.word_chars, o.nospace_scripts, o.multiword,
                         o.blank_keys],
             "token": m.token, "model": m.model, "n_variants": m.n_variants, "has_newline": m.has_newline,
             "n_tables": len(m._table_bytes), "automaton": automaton_args,
-            "always": cb.always, "always_sub": cb.always_sub, "chunk_union_exact": cb.chunk_union_exact,
-            "macro_keys": [[m.raw, m.case_sensitive, m.whole_words, m.literal] for m in cb.macro_keys], "specials": [_encode_special(s) for s in specials],
-            "levels": cb.levels,
-            "max_entry_depth": cb.max_entry_depth, "regexes": regexes, "regex_lits": cb.regex_lits,
-            "regex_hazards": cb.regex_hazards, "regex_line_local": cb.regex_line_local,
-            "embeddings": None if embedded is None else embedded[0]}
-    return w.finish("CompiledBook", meta)
+            "always": keys.always, "always_sub": keys.always_sub, "chunk_union_exact": keys.chunk_union_exact,
+            "macro_keys": [[k.raw, k.case_sensitive, k.whole_words, k.literal] for k in keys.macro_keys],
+            "specials": [_encode_special(s) for s in specials],
+            "regexes": regexes, "regex_lits": keys.regex_lits,
+            "regex_hazards": keys.regex_hazards, "regex_line_local": keys.regex_line_local}
+
+
+def encode_keys(keys: Any) -> bytes:
+    """The compact form of CompiledKeys alone (what pickling them and a keys-only ``.lsc`` hold)."""
+    w = FormWriter()
+    meta = write_keys(w, keys)
+    return w.finish(KEYS_KIND, {"keys": meta})
 
 
 def _encode_special(s: SpecialKey) -> list[Any]:
     # A regex key holds its JSRegex; the file holds its rid instead and the regexes once
-    # each (meta["regexes"]), so a loaded book shares one JSRegex per rid like a compiled one.
+    # each (the keys meta's "regexes"), so loaded keys share one JSRegex per rid like compiled ones.
     if type(s) is RegexKey:
         if s.rid < 0:
             raise TypeError(f"regex key {s.raw!r} is not one of the book's regexes")
@@ -752,41 +436,21 @@ def _decode_special(data: Any, regexes: Sequence[JSRegex]) -> SpecialKey:
 
 
 class CompiledTypes(NamedTuple):
-    """The classes a decoded book is made of; ``match.compile`` (above this module) passes them in."""
-    book: Callable[..., Any]
+    """The classes decoded keys are made of; ``match.compile`` (above this module) passes them in."""
+    keys: Callable[..., Any]
     matcher: Callable[..., Any]
     plan: Callable[..., Any]
 
 
-def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
-    if r.kind != "CompiledBook":
-        r.fail(f"holds a {r.kind!r}, not a compiled book")
-    meta = r.meta
-    source = meta["source"]
-    n = meta["n_entries"]
-    entry_blob = r.blob("entries")
-    off = r.array("entry_offsets")
-    if len(off) != n + 1:
-        r.fail("entry table does not match the entry count")
-
-    def make_entry(i: int) -> Entry:
-        return _entry_from_record(_loads(entry_blob[off[i]:off[i + 1]]), source)
-    entries = _Lazy(n, make_entry)
-
-    def load_book() -> Lorebook:
-        b = r.value("book", entry_fields=lambda i: entries[i].fields)
-        return Lorebook(name=meta["name"], entries=tuple(entries), fields=b["fields"],
-                        entry_keys=tuple(b["entry_keys"]), source=source, format=b["format"],
-                        origin=b["origin"])
-    load_book.reader = r          # type: ignore[attr-defined]  # encode_compiled copies from it
-    keys_only = meta["keys_only"]
-    if type(keys_only) is not bool or (keys_only and n):
-        r.fail("inconsistent key-spec flag")
-
+def read_keys(r: FormReader, types: CompiledTypes) -> Any:
+    """The keys part of a checked compiled form (a keys-only form or a book's)."""
+    meta = r.meta.get("keys") if type(r.meta) is dict else None
+    if type(meta) is not dict:
+        r.fail("holds no compiled keys")
     automaton = None
     if meta["automaton"] is not None:
         lengths, rest = meta["automaton"]
-        blob = r.blob("automaton")
+        blob = r.blob("keys:automaton")
         if sum(lengths) != blob.nbytes:
             r.fail("automaton section has the wrong size")
         parts, pos = [], 0
@@ -797,71 +461,47 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
             automaton = ahocorasick.Automaton(parts, *rest)
         except Exception as exc:  # noqa: BLE001 - pyahocorasick raises several types for bad data
             r.fail(f"unreadable automaton ({type(exc).__name__}: {exc})")
-    tables = tuple(bytes(r.blob(f"table{i}")) for i in range(meta["n_tables"]))
+    tables = tuple(bytes(r.blob(f"keys:table{i}")) for i in range(meta["n_tables"]))
     matcher = types.matcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
                             meta["has_newline"])
     # The regexes are translated on their first search (JSRegex compiles itself once and
     # keeps the result): a load does no regex work, a scan never translates again.
-    regexes = tuple(JSRegex(row[0], row[1], None, row[2], row[3], row[4] if len(row) > 4 else 0)
-                    for row in meta["regexes"])          # a 4-item row (an older file): expansion unknown
+    regexes = tuple(JSRegex(row[0], row[1], None, row[2], row[3], row[4]) for row in meta["regexes"])
     specials = [_decode_special(s, regexes) for s in meta["specials"]]
-    cols = {name[4:]: r.array(name) for name in r.sections if name.startswith("col:")}
+    prefix = "keys:col:"
+    cols = {name[len(prefix):]: r.array(name) for name in r.sections if name.startswith(prefix)}
     missing = [name for name in TABLE_COLUMNS if name not in cols]
     if missing:
         r.fail(f"missing column(s) {', '.join(missing)}")
     specs, plans, plans_sub, vid_entries, content_hits = lazy_tables(cols, specials, types.plan)
-    opts = MatchOptions(*meta["options"])
-    embeddings = None
-    if meta.get("embeddings") is not None:        # a file from before them has none
-        rows, matrix = r.array("emb:rows"), r.array("emb:matrix")
-        if matrix.ndim != 2 or rows.shape != (matrix.shape[0],) or (len(rows) and not 0 <= rows.min() <= rows.max() < n):
-            r.fail("entry embeddings do not match the entries")
-        embeddings = (str(meta["embeddings"]), rows, matrix)
-    return types.book(
-        book=None, load_book=None if keys_only else load_book, name=meta["name"], entries=entries, options=opts,
-        matcher=matcher,
+    if len(plans) != meta["n_entries"] or len(content_hits) != meta["n_entries"]:
+        r.fail("key tables do not match the entry count")
+    return types.keys(
+        name=meta["name"], options=MatchOptions(*meta["options"]), matcher=matcher,
         specs=specs, plans=plans, plans_sub=plans_sub, vid_entries=vid_entries,
         always=tuple(meta["always"]), always_sub=tuple(meta["always_sub"]), content_hits=content_hits,
         chunk_union_exact=meta["chunk_union_exact"], macro_keys=tuple(MacroKey(*m) for m in meta["macro_keys"]),
-        entry_order=r.array("entry_order"), entry_flags=r.array("entry_flags"),
-        levels=tuple(meta["levels"]), max_entry_depth=meta["max_entry_depth"],
         regexes=regexes, regex_lits=tuple(meta["regex_lits"]), regex_hazards=tuple(meta["regex_hazards"]),
-        regex_line_local=tuple(meta["regex_line_local"]),
-        uids=() if keys_only else _lazy_uids(r, n), columns=(cols, specials), embeddings=embeddings)
+        regex_line_local=tuple(meta["regex_line_local"]), columns=(cols, specials))
 
 
-def _lazy_uids(r: _Reader, n: int) -> _Lazy:
-    decoded: list[Any] = []
-
-    def make(i: int) -> Any:
-        if not decoded:
-            decoded.append(r.value("uids"))
-        return decoded[0][i]
-    return _Lazy(n, make)
+_T = TypeVar("_T")
 
 
-def decode_compiled(data: Any, types: CompiledTypes, source: str = "<pickled compiled book>") -> Any:
-    """A CompiledBook from :func:`encode_compiled` bytes.
-
-    Args:
-        data: the bytes (or a memory map of an ``.lsc`` file).
-        types: the classes to build (``match.compile`` passes its own).
-        source: names the data in errors.
-
-    Returns:
-        The CompiledBook; entries, plans and hit sets are built on first use.
+def read_form(data: Any, source: str, read: Callable[[FormReader], _T]) -> _T:
+    """``read(reader)`` over the checked compiled form in ``data``, any failure of the data as
+    a :class:`CompiledFormError` naming ``source``.
 
     Raises:
         CompiledFormError: the data is truncated, not a compiled form, from another format
-            version, or corrupted.
+            version or lorescan, or corrupted.
     """
     # Loading makes a few hundred objects and no cycles: a collection of the caller's heap
     # falling due here would cost more than the load (a second at 100k entries).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        r = _Reader(data, source)
-        return _decode_compiled(r, types)
+        return read(FormReader(data, source))
     except LorebookError:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as exc:
@@ -871,18 +511,37 @@ def decode_compiled(data: Any, types: CompiledTypes, source: str = "<pickled com
             gc.enable()
 
 
-def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:
-    """Write a compiled book to a file in the ``.lsc`` format (atomically: readers never see half a file).
+def decode_keys(data: Any, types: CompiledTypes, source: str = "<pickled compiled keys>") -> Any:
+    """CompiledKeys from compact-form bytes: a keys-only form (:func:`encode_keys`) or the
+    keys part of a compiled book's form (its entries are not read).
 
     Args:
-        compiled: the :class:`~lorescan.match.CompiledBook`.
-        path: the file to write (``lorescan.load_compiled`` reads it back).
+        data: the bytes (or a memory map of an ``.lsc`` file).
+        types: the classes to build (``match.compile`` passes its own).
+        source: names the data in errors.
+
+    Raises:
+        CompiledFormError: the data is truncated, not a compiled form, from another format
+            version, or corrupted.
+    """
+    return read_form(data, source, lambda r: read_keys(r, types))
+
+
+def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:
+    """Write compiled keys or a compiled book to a file in the ``.lsc`` format (atomically:
+    readers never see half a file).
+
+    Args:
+        compiled: a :class:`~lorescan.st.compiled.CompiledBook` (``lorescan.load_compiled``
+            reads it back) or :class:`~lorescan.match.compile.CompiledKeys`
+            (``match.compile.load_keys``); anything with a ``to_lsc()`` giving its compact form.
+        path: the file to write.
 
     Raises:
         CompiledFormError: the book's format data cannot be stored in a compiled form.
         OSError: the file cannot be written.
     """
-    data = encode_compiled(compiled)
+    data = compiled.to_lsc()
     target = os.fspath(path)
     # A fresh temporary name beside the target (two threads or processes saving the same path
     # must not write into one temporary file), renamed into place: readers see the old file

@@ -23,7 +23,7 @@ from ..js.regex import RegexTooComplex
 from ..js.text import js_trim
 
 if TYPE_CHECKING:
-    from .compile import CompiledBook, KeyMatcher
+    from .compile import CompiledKeys, KeyMatcher
 
 __all__ = ["MacroState", "MacroRef", "resolve_macros"]
 
@@ -71,7 +71,7 @@ TooLong: TypeAlias = "Callable[[str, str], LorebookError]"
 """(raw key, what is wrong) -> the error naming the entry that holds the key."""
 
 
-def _resolve_ref(macro: MacroKey, expanded: str, compiled: "CompiledBook", cache: ChatScan,
+def _resolve_ref(macro: MacroKey, expanded: str, compiled: "CompiledKeys", cache: ChatScan,
                  specs: dict[VariantSpec, int], max_key_length: int, too_long: TooLong) -> MacroRef:
     raw, cs, ww, options = macro.raw, macro.case_sensitive, macro.whole_words, compiled.options
     if not expanded:
@@ -95,7 +95,7 @@ def _resolve_ref(macro: MacroKey, expanded: str, compiled: "CompiledBook", cache
     return specs.setdefault(spec, len(specs))          # type: ignore[arg-type]
 
 
-def _build(compiled: "CompiledBook", expanded: Sequence[str], cache: ChatScan, max_key_length: int,
+def _build(compiled: "CompiledKeys", expanded: Sequence[str], cache: ChatScan, max_key_length: int,
            too_long: TooLong) -> MacroState:
     refs: dict[MacroKey, MacroRef] = {}
     specs: dict[VariantSpec, int] = {}
@@ -140,7 +140,7 @@ def _build(compiled: "CompiledBook", expanded: Sequence[str], cache: ChatScan, m
                       {v: tuple(es) for v, es in by_side.items()})
 
 
-def resolve_macros(compiled: "CompiledBook", substitute: Callable[[str], str], cache: ChatScan, *, room: int,
+def resolve_macros(compiled: "CompiledKeys", substitute: Callable[[str], str], cache: ChatScan, *, room: int,
                    max_key_length: int, too_long: TooLong) -> MacroState:
     """The book's macro keys expanded by ``substitute`` (called on each, every scan: a hook may
     expand differently from turn to turn), resolved once per chat cache and expansion.

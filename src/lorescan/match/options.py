@@ -1,4 +1,4 @@
-"""How plain keys match: the options a CompiledBook is built for (docs/sillytavern-mode.md#st-plain-keys)."""
+"""How plain keys match: the options CompiledKeys are built for (docs/sillytavern-mode.md#st-plain-keys)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +15,7 @@ def _check(cond: bool, problem: str, name: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class MatchOptions:
-    """How plain keys match (docs/sillytavern-mode.md#st-plain-keys and 16.1-16.4); part of what a CompiledBook is built for.
+    """How plain keys match (docs/sillytavern-mode.md#st-plain-keys and 16.1-16.4); part of what CompiledKeys are built for.
 
     ``case_sensitive`` / ``match_whole_words`` are the defaults for entries whose own
     override is null. ``word_chars``: ``"ascii"`` (SillyTavern) or ``"unicode"``;

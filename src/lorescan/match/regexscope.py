@@ -50,7 +50,7 @@ def regex_hazard(pattern: str, flags: str, limits: Limits = DEFAULT_LIMITS) -> s
     """The catastrophic-backtracking shape of a JS regex, or None: nested unbounded
     quantifiers (``(a+)+``, ``(\\w+\\s?)*``) or an unbounded quantifier over alternatives
     where one starts the other (``(a|aa)+``). Syntactic and advisory (for lint and
-    ``CompiledBook.regex_hazards``); None also for a pattern that does not compile or is
+    ``CompiledKeys.regex_hazards``); None also for a pattern that does not compile or is
     over the limits."""
     try:
         return compile_regex_key(pattern, flags, max_length=limits.max_regex_length,

@@ -16,9 +16,9 @@ the same way (see lorescan.match.regexscope); the others search the assembled ha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .. import _kernels
+from . import _kernels
 from .compile import EMPTY, SKIP, literal_absent
 from .keys import KeyRef, MacroKey, PlainKey, RegexKey, SpecialKey
 from .cache import ChatScan
@@ -33,7 +33,7 @@ from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
-    from .compile import CompiledBook
+    from .compile import CompiledKeys
 
 __all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "WindowPart", "EntryMatch", "ScanView", "match_plain_key"]
 
@@ -177,8 +177,8 @@ def _segments_of(messages: Sequence[str]) -> list[str]:
 class ScanView:
     """The texts of one scan and the key hits on them (compiled implementation).
 
-    ``compiled``: the book (entry index = position in ``compiled.entries``; its
-    ``options`` are the plain-key rules); ``cache``: the caller-owned per-chat hit cache
+    ``compiled``: the :class:`~lorescan.match.compile.CompiledKeys` (entry index = key spec
+    index, for a SillyTavern book its entry index; their ``options`` are the plain-key rules); ``cache``: the caller-owned per-chat hit cache
     (:class:`lorescan.match.cache.ChatScan`; without one, hits are cached for this view only);
     ``messages``: message strings newest first, as scanned (``"Name: text"`` when names are
     included), untrimmed; ``sources``: six strings in SOURCE_NAMES order ("" = absent);
@@ -197,28 +197,27 @@ class ScanView:
     :meth:`fuzzy_cutoff_report`); a :class:`~lorescan.match.scanwork.ScanWork` (the default)
     also bounds each text's key hits (reported by :meth:`key_hit_cutoff_report`) and carries the
     scan's deadline.
+    ``uid_of``: entry ``i``'s id, to name it in errors (without it, errors name no entry).
     ``content_of``: entry ``i``'s content, to check a recursion chunk against the entries it
-    claims to join (default: ``compiled.entries[i].content``; a book compiled from key specs
-    has no entries, so without it every chunk of such a book is scanned).
+    claims to join (without it every recursion chunk is scanned; SillyTavern mode passes
+    ``CompiledBook.content_of``).
 
     Regex keys: a line-local one (see :mod:`lorescan.match.regexscope`) is tested once per text
     (cached in the ChatScan beside the literal hits) and a window's answer is a union; any
     other is tested on the window's joined haystack.
     """
 
-    def __init__(self, compiled: "CompiledBook", messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
+    def __init__(self, compiled: "CompiledKeys", messages: Sequence[str], sources: Sequence[str] = ("",) * 6,
                  injects: Sequence[str] = (), *, cache: ChatScan | None = None,
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: RegexBudget | None = None,
                  oldest_index: int = 0, content_of: Callable[[int], str] | None = None,
-                 limits: Limits = DEFAULT_LIMITS, fuzzy_work: FuzzyWork | None = None) -> None:
+                 limits: Limits = DEFAULT_LIMITS, fuzzy_work: FuzzyWork | None = None,
+                 uid_of: Callable[[int], Any] | None = None) -> None:
         self.compiled = compiled
         self.limits = limits
-        self.entries = compiled.entries
-        if content_of is None and len(compiled.entries):
-            entries = compiled.entries          # (not through self: a view must not be in a cycle)
-            content_of = lambda i: entries[i].content      # noqa: E731
         self._content_of = content_of
+        self._uid_of = uid_of
         self.options = compiled.options
         self.substitute = substitute
         self.joined = joined
@@ -630,12 +629,11 @@ class ScanView:
     def _macro_too_long(self, raw: str, what: str) -> LorebookError:
         """The error for a macro key expanded past the key limit, naming the entry that has it."""
         field, uid = "key", None
-        for e in self.entries:
-            for name, keys in (("key", e.key), ("keysecondary", e.keysecondary)):
-                if raw in keys:
-                    field, uid = f"{name}[{keys.index(raw)}]", e.uid
-                    break
-            if uid is not None:
+        for i, plan in enumerate(self.compiled.plans_sub):
+            refs = [("key", k, r) for k, r in plan.primary] + [("keysecondary", k, r) for k, r in enumerate(plan.secondary)]
+            found = next((f"{name}[{k}]" for name, k, r in refs if type(r) is MacroKey and r.raw == raw), None)
+            if found is not None:
+                field, uid = found, (self._uid_of(i) if self._uid_of is not None else None)
                 break
         return LorebookError(f"the key {raw[:60]!r} {what} after macro substitution, above the limit "
                              f"max_key_length={self.limits.max_key_length}", source=self.compiled.name or "<memory>",

@@ -1,6 +1,6 @@
 """Entry embeddings computed at compile time and kept in the compiled book (and its ``.lsc`` file).
 
-:func:`embed_book` returns a copy of a :class:`~lorescan.match.compile.CompiledBook` that
+:func:`embed_book` returns a copy of a :class:`~lorescan.st.compiled.CompiledBook` that
 carries ``embeddings = (model name, entry indices, float32 rows)`` for its candidate
 entries (enabled, with content, marked ``vectorized`` unless ``enabled_for_all``). The
 ``.lsc`` writer stores them as the sections ``emb:rows`` and ``emb:matrix``; an engine built
@@ -18,7 +18,7 @@ from ..model import Entry, js_truthy
 from .embed import Embedder, embed_entries
 
 if TYPE_CHECKING:
-    from ..match.compile import CompiledBook
+    from ..st.compiled import CompiledBook
 
 __all__ = ["embed_book", "embedded_content", "is_candidate"]
 

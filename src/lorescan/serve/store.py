@@ -29,7 +29,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from ..match.compile import CompiledBook, compile_book, load_compiled
+from ..st.compiled import CompiledBook, compile_book, load_compiled
 from ..match.lsc import save_compiled
 from ..errors import FormatError, LorebookError
 from ..formats import load

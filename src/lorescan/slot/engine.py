@@ -42,7 +42,7 @@ from ..errors import RegexKeyError, SettingsError
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..macros import expand_content
 from ..match.cache import ChatScan
-from ..match.compile import CompiledBook, compile_keys
+from ..match.compile import CompiledKeys, compile_keys
 from ..match.keys import KeySpec
 from ..match.options import MatchOptions
 from ..match.regexscope import RegexBudget
@@ -164,7 +164,7 @@ class SlotEngine:
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
         try:
-            self.compiled: CompiledBook = compile_keys(specs, self.match_options, limits=limits,
+            self.compiled: CompiledKeys = compile_keys(specs, self.match_options, limits=limits,
                                                        name="lorebook slot pool",
                                                        source=" + ".join(dict.fromkeys(b.book.source for b in slot_books))
                                                        or "<slot pool>")

@@ -1,14 +1,15 @@
 """SillyTavern mode, one module per stage of a turn.
 
 ``settings`` (STSettings, Compat) and ``result`` (inputs and results) are plain data;
-``tables`` is what an engine precomputes; ``turn`` the state of one scan; ``engine`` builds
+``compiled`` is a book compiled once (its ``CompiledKeys`` and per-entry columns; ``lsc`` its
+part of the compact form); ``tables`` is what an engine precomputes; ``turn`` the state of one scan; ``engine`` builds
 the tables and runs a scan through ``timed`` (effects from earlier turns), ``activate`` (the
 loop and its gates), ``groups``, ``budget`` (probability and admission), ``place`` and
 ``explain`` (diagnostics).
 
 The names below are imported on first use (PEP 562), so ``import lorescan.st`` costs
 nothing until a name is used. The decorator lines (``@@activate``, ``@@dont_activate``)
-are read by ``js.stdecorators``, below both engines and the compiler.
+are read by ``js.stdecorators``, below both engines and ``compiled``.
 """
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..errors import LorebookError, SettingsError
 from ..limits import DEFAULT_LIMITS, Limits
-from ..match.compile import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE,
-                             FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book)
+from .compiled import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE,
+                       FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book)
 from ..match.scanwork import ScanWork
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
@@ -74,7 +74,7 @@ class STEngine:
 
     Args:
         books: :class:`BookSource` items, ``(book, roles)`` pairs, or bare books (a
-            :class:`~lorescan.model.Lorebook` or :class:`~lorescan.match.compile.CompiledBook`,
+            :class:`~lorescan.model.Lorebook` or :class:`~lorescan.st.compiled.CompiledBook`,
             taken as ``global``), in selection order; books are de-duplicated by name across
             roles as SillyTavern does.
         settings: an :class:`STSettings` or a mapping of its names.
@@ -428,9 +428,10 @@ class STEngine:
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
         fuzzy_work = ScanWork(self.limits, deadline)
-        views = [self._view(cb, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
+        views = [self._view(cb.keys, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
-                          oldest_index=first, limits=self.limits, fuzzy_work=fuzzy_work)
+                          oldest_index=first, content_of=cb.content_of, uid_of=cb.uids.__getitem__,
+                          limits=self.limits, fuzzy_work=fuzzy_work)
                  for cb in tables.compiled]
         turn = Turn(tables, self._gates, views, regex_budget, random=random, substitute=substitute,
                     counter=self.count_tokens, trigger=trigger, character=character, chat_length=chat_length,

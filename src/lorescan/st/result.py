@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 from ..errors import SettingsError
-from ..match.compile import CompiledBook
+from .compiled import CompiledBook
 from ..match.spans import KeySpan
 from ..model import Entry, Lorebook
 from .place import Placement

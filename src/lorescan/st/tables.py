@@ -17,7 +17,7 @@ from typing import Any, Iterator, Sequence
 from ..js.sthash import entry_fingerprint
 from ..js.text import JS_WHITESPACE
 from ..limits import Limits
-from ..match.compile import CompiledBook
+from .compiled import CompiledBook
 from ..match.options import MatchOptions
 from ..model import Entry
 from ..tokens import TextCount
@@ -126,7 +126,10 @@ class EntryTable(Sequence[EntryInfo]):
 
     def _build(self, gpos: int) -> EntryInfo:
         bi, ei = self._order_book[gpos], self._order_index[gpos]
-        return EntryInfo(gpos, bi, ei, self._compiled[bi].entries[ei], self._worlds[bi], self._strict)
+        cb, world = self._compiled[bi], self._worlds[bi]
+        info = EntryInfo(gpos, bi, ei, cb.entries[ei], world, self._strict)
+        info._hash = cb.timed_hash(ei, world, self._strict)      # stored at compile time, or None
+        return info
 
     def __getitem__(self, gpos):  # type: ignore[override]
         if type(gpos) is slice:

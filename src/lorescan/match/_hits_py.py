@@ -12,7 +12,7 @@ from time import monotonic
 from typing import Any, Sequence
 
 from . import _wordchars as _ws
-from .errors import ScanDeadlineExceeded
+from ..errors import ScanDeadlineExceeded
 
 __all__ = ["text_hits", "bounded_text_hits", "window_union", "entries_hit"]
 

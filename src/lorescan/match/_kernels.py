@@ -16,14 +16,14 @@ __all__ = ["hits", "BACKEND"]
 
 
 def _native_or_twin(name: str, twin: str) -> tuple[ModuleType, bool]:
-    """``(module, is_native)``: ``lorescan.<name>`` if built (and not forced off), else ``lorescan.<twin>``."""
+    """``(module, is_native)``: ``lorescan.<name>`` if built (and not forced off), else ``lorescan.match.<twin>``."""
     if os.environ.get("LORESCAN_PURE_PYTHON") != "1":
         try:
             return importlib.import_module(f"lorescan.{name}"), True
         except ModuleNotFoundError as exc:
             if exc.name != f"lorescan.{name}":
                 raise             # something else is missing: a bug, not a fallback
-    return importlib.import_module(f"lorescan.{twin}"), False     # not built here, or forced
+    return importlib.import_module(f"lorescan.match.{twin}"), False     # not built here, or forced
 
 
 if TYPE_CHECKING:

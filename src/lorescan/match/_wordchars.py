@@ -18,7 +18,7 @@ import itertools
 import unicodedata
 from typing import Sequence
 
-from .js.text import NOSPACE_RANGES, is_ascii_word_char, is_nospace_char, is_unicode_word_char
+from ..js.text import NOSPACE_RANGES, is_ascii_word_char, is_nospace_char, is_unicode_word_char
 
 __all__ = ["MODEL_ASCII", "MODEL_UNICODE", "MODEL_NOSPACE", "CHAR_TABLE", "char_class",
            "boundary_ok", "whole_word_hits", "case_filter"]

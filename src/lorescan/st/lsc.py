@@ -1,0 +1,273 @@
+"""The book part of the compact compiled form: a SillyTavern book's entries and engine columns.
+
+A compiled book's ``.lsc`` file (and its pickle) holds two parts (``lorescan.match.lsc``):
+the keys part, written by the match core, and this part, in sections ``book:*`` and the
+header's ``meta["book"]``:
+
+- ``book:entries``: one JSON record per entry (uid, fields in file order, filled defaults)
+  in one UTF-8 blob, with ``book:entry_offsets``; an :class:`Entry` is built the first time
+  something asks for it;
+- ``book:book`` (the book's other fields, ``entry_keys``, format and ``origin``) and
+  ``book:uids``, small values through this module's :func:`encode_value` (the match core's
+  encoder extended with the model's FrozenMap, EntryFields and Origin, and references to
+  entry fields stored in the records);
+- ``book:entry_order``, ``book:entry_flags`` and ``book:timed_hash_loose`` / ``_strict``
+  (the engine's per-entry columns: the timed entries' fingerprints, which a cold engine
+  would otherwise compute for the first timed-effect record), and the
+  entry embeddings of meaning-based activation (``book:emb:rows``, ``book:emb:matrix``).
+
+A reader that needs only the keys (``match.lsc.decode_keys``) never reads these sections.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import LorebookError
+from ..match.columns import lazy_sequence
+from ..match.compile import TYPES as KEY_TYPES
+from ..match.lsc import (CompiledFormError, FormReader, FormWriter, ValueDecoder, ValueEncoder, read_form,
+                         read_keys, write_keys)
+from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields
+
+__all__ = ["BOOK_KIND", "encode_book", "decode_book", "encode_value", "decode_value"]
+
+BOOK_KIND = "CompiledBook"
+
+
+# -- small values with the model's types ----------------------------------------------------
+
+class _BookEncoder(ValueEncoder):
+    def __init__(self, known: dict[int, int]) -> None:
+        super().__init__()
+        self.known = known
+
+    def share(self, value: Any) -> Any:
+        if id(value) in self.known:
+            return {"\x00e": self.known[id(value)]}
+        return super().share(value)
+
+    def run(self, value: Any) -> Any:
+        t = type(value)
+        if t is FrozenMap or t is EntryFields:       # EntryFields: stored as a FrozenMap
+            return self.mapping(value, "\x00m")
+        if t is Origin:
+            return {"\x00o": {f.name: self.run(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+        return super().run(value)
+
+
+class _BookDecoder(ValueDecoder):
+    def __init__(self, entry_fields: Callable[[int], Any] | None) -> None:
+        super().__init__()
+        self.entry_fields = entry_fields
+
+    def tagged(self, tag: str, data: Any) -> Any:
+        if tag == "\x00e":
+            if self.entry_fields is None:
+                raise ValueError("a reference to entry fields outside a compiled book")
+            return self.entry_fields(data)
+        if tag == "\x00m":
+            slot = self.reserve()
+            made = self.objects[slot] = FrozenMap(self.body(data))
+            return made
+        if tag == "\x00o":
+            return Origin(**{name: self.run(x) for name, x in data.items()})
+        return super().tagged(tag, data)
+
+
+def encode_value(value: Any, *, known: dict[int, int] | None = None) -> Any:
+    """``match.lsc.encode_value`` that also keeps FrozenMap, EntryFields (as a FrozenMap) and
+    Origin; ``known`` maps ``id(mapping)`` to an entry index for entry ``fields`` stored in
+    the entry records (decoded through ``entry_fields``).
+
+    Raises TypeError for a type it does not know.
+    """
+    return _BookEncoder(known or {}).run(value)
+
+
+def decode_value(data: Any, *, entry_fields: Callable[[int], Any] | None = None) -> Any:
+    """The value :func:`encode_value` encoded (``entry_fields(i)``: entry i's fields)."""
+    return _BookDecoder(entry_fields).run(data)
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def _loads(data: bytes | memoryview) -> Any:
+    return json.loads(bytes(data).decode("utf-8", "surrogatepass"))
+
+
+# -- entry records ----------------------------------------------------------------------------
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (1 != 1.0 != True here; NaN == NaN)."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return (len(a) == len(b) and list(a) == list(b)
+                and all(_same(v, b[k]) for k, v in a.items()))
+    if isinstance(a, frozenset):
+        return a == b
+    return a == b
+
+
+_ENTRY_FIELDS = tuple(f.name for f in dataclasses.fields(Entry))
+_ATTRS = tuple(n for n in _ENTRY_FIELDS if n != "fields")   # fields: checked by _json_exact
+
+
+def _entry_from_record(record: list[Any], source: str) -> Entry:
+    if record[0] == "a":                  # every attribute stored as is
+        return Entry(**decode_value(record[1]))
+    _, uid, fields, filled = record
+    # Field names are shared by every entry; each json.loads call would make its own copies.
+    fields = {sys.intern(k): v for k, v in fields.items()}
+    return entry_from_fields(fields, source=source, fill_defaults=False, uid=uid, filled=filled)
+
+
+_JSON_SCALARS = (type(None), bool, int, float, str)
+
+
+def _json_exact(value: Any) -> bool:
+    """True when JSON gives ``value`` back with the same types (no tuples, no non-str keys)."""
+    t = type(value)
+    if t is dict or t is FrozenMap or t is EntryFields:
+        return all(type(k) is str and _json_exact(v) for k, v in value.items())
+    if t is list:
+        return all(_json_exact(v) for v in value)
+    return t in _JSON_SCALARS
+
+
+def _same_attr(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is type(b) and a == b) or _same(a, b)
+
+
+def _entry_record(entry: Entry, source: str) -> bytes:
+    """An entry's record: its fields as JSON when they rebuild it exactly, else every attribute."""
+    record: list[Any] = ["f", entry.uid, entry.fields, sorted(entry.filled)]
+    try:
+        if _json_exact(entry.fields):
+            data = _dumps(record)
+            rebuilt = _entry_from_record(_loads(data), source)
+            if all(_same_attr(getattr(rebuilt, name), getattr(entry, name)) for name in _ATTRS):
+                return data
+    except (LorebookError, TypeError, ValueError):
+        pass
+    try:
+        return _dumps(["a", encode_value({name: getattr(entry, name) for name in _ENTRY_FIELDS})])
+    except TypeError as exc:
+        raise CompiledFormError(f"cannot store this entry in a compiled form: {exc}", source=source,
+                                entry=entry.uid) from None
+
+
+# -- the book part ----------------------------------------------------------------------------
+
+def encode_book(cb: Any) -> bytes:
+    """The compact form of a CompiledBook: its keys part and its book part."""
+    w = FormWriter()
+    keys_meta = write_keys(w, cb.keys)
+    loaded = getattr(cb._load_book, "reader", None) if cb._book is None else None
+    if loaded is not None:
+        # A loaded book whose entries were never all built: copy its sections as they are.
+        source = loaded.meta["book"]["source"]
+        for name in ("book:entries", "book:book", "book:uids"):
+            w.blob(name, loaded.blob(name))
+        w.array("book:entry_offsets", loaded.array("book:entry_offsets"))
+        n_entries = loaded.meta["book"]["n_entries"]
+    else:
+        book = cb.book
+        source = book.source
+        records = [_entry_record(e, source) for e in cb.entries]
+        n_entries = len(records)
+        offsets = np.zeros(len(records) + 1, dtype=np.int64)
+        if records:
+            np.cumsum([len(r) for r in records], out=offsets[1:])
+        w.blob("book:entries", b"".join(records))
+        w.array("book:entry_offsets", offsets)
+        known = {id(e.fields): i for i, e in enumerate(cb.entries)}
+        try:
+            w.value("book:book", {"fields": book.fields, "entry_keys": book.entry_keys, "format": book.format,
+                                  "origin": book.origin}, encode=lambda v: encode_value(v, known=known))
+        except TypeError as exc:
+            raise CompiledFormError(f"cannot store the book's format data in a compiled form: {exc}",
+                                    source=source, field="origin") from None
+        w.value("book:uids", list(cb.uids), encode=encode_value)
+    w.array("book:entry_order", np.asarray(cb.entry_order, dtype=np.float64))
+    w.array("book:entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
+    w.array("book:timed_hash_loose", np.asarray(cb.timed_hashes[0], dtype=np.int64))
+    w.array("book:timed_hash_strict", np.asarray(cb.timed_hashes[1], dtype=np.int64))
+    embedded = cb.embeddings
+    if embedded is not None:         # meaning-based activation's entry embeddings (lorescan.semantic.store)
+        w.array("book:emb:rows", np.asarray(embedded[1], dtype=np.int32))
+        w.array("book:emb:matrix", np.asarray(embedded[2], dtype=np.float32))
+    book_meta = {"name": cb.name, "source": source, "n_entries": n_entries, "levels": cb.levels,
+                 "max_entry_depth": cb.max_entry_depth, "embeddings": None if embedded is None else embedded[0]}
+    return w.finish(BOOK_KIND, {"keys": keys_meta, "book": book_meta})
+
+
+def decode_book(data: Any, make: Callable[..., Any], source: str = "<pickled compiled book>") -> Any:
+    """A CompiledBook (built by ``make``, ``st.compiled.CompiledBook``) from :func:`encode_book` bytes.
+
+    Raises:
+        CompiledFormError: the data is truncated, not a compiled book, from another format
+            version, or corrupted.
+    """
+    return read_form(data, source, lambda r: _read_book(r, make))
+
+
+def _read_book(r: FormReader, make: Callable[..., Any]) -> Any:
+    if r.kind != BOOK_KIND:
+        r.fail(f"holds a {r.kind!r}, not a compiled book")
+    meta = r.meta["book"]
+    source = meta["source"]
+    n = meta["n_entries"]
+    keys = read_keys(r, KEY_TYPES)
+    if len(keys) != n:
+        r.fail("the keys part does not match the entry count")
+    entry_blob = r.blob("book:entries")
+    off = r.array("book:entry_offsets")
+    if len(off) != n + 1:
+        r.fail("entry table does not match the entry count")
+
+    def make_entry(i: int) -> Entry:
+        return _entry_from_record(_loads(entry_blob[off[i]:off[i + 1]]), source)
+    entries = lazy_sequence(n, make_entry)
+
+    def load_book() -> Lorebook:
+        b = r.value("book:book", decode=lambda d: decode_value(d, entry_fields=lambda i: entries[i].fields))
+        return Lorebook(name=meta["name"], entries=tuple(entries), fields=b["fields"],
+                        entry_keys=tuple(b["entry_keys"]), source=source, format=b["format"],
+                        origin=b["origin"])
+    load_book.reader = r          # type: ignore[attr-defined]  # encode_book copies from it
+    order, flags = r.array("book:entry_order"), r.array("book:entry_flags")
+    hashes = (r.array("book:timed_hash_loose"), r.array("book:timed_hash_strict"))
+    if any(column.shape != (n,) for column in (order, flags) + hashes):
+        r.fail("entry columns do not match the entry count")
+    embeddings = None
+    if meta["embeddings"] is not None:
+        rows, matrix = r.array("book:emb:rows"), r.array("book:emb:matrix")
+        if matrix.ndim != 2 or rows.shape != (matrix.shape[0],) or (len(rows) and not 0 <= rows.min() <= rows.max() < n):
+            r.fail("entry embeddings do not match the entries")
+        embeddings = (str(meta["embeddings"]), rows, matrix)
+    return make(keys=keys, load_book=load_book, name=meta["name"], entries=entries, uids=_lazy_uids(r, n),
+                entry_order=order, entry_flags=flags, timed_hashes=hashes, levels=tuple(meta["levels"]),
+                max_entry_depth=meta["max_entry_depth"], embeddings=embeddings)
+
+
+def _lazy_uids(r: FormReader, n: int) -> Any:
+    decoded: list[Any] = []
+
+    def make(i: int) -> Any:
+        if not decoded:
+            decoded.append(r.value("book:uids", decode=decode_value))
+        return decoded[0][i]
+    return lazy_sequence(n, make)
