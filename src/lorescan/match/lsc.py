@@ -66,6 +66,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import LorebookError
 from ..js.regex import JSRegex
+from ._ahoreduce import reduce_automaton
 from .keys import MacroKey, PlainKey, RegexKey, SpecialKey
 from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields
 from .options import MatchOptions
@@ -691,7 +692,7 @@ def encode_compiled(cb: Any) -> bytes:
     m = cb.matcher
     automaton_args = None
     if m.automaton is not None:
-        _cls, args = m.automaton.__reduce__()[:2]
+        _cls, args = reduce_automaton(m.automaton)     # __reduce__ without pyahocorasick's leak
         blobs, rest = args[0], list(args[1:])
         w.blob("automaton", b"".join(blobs))
         automaton_args = [[len(b) for b in blobs], rest]

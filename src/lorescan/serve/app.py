@@ -213,6 +213,16 @@ class Runtime:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lorescan-engine")
         token = read_token(config.token_file)
         self.token = token.encode() if token else None
+        self._released = False          # engines were dropped since the last gc.freeze()
+        self.store.on_evict = self._release
+
+    def _release(self, book_ids: set[str]) -> None:
+        """Drop the engines that use a book the store's LRU let go (engine thread only): an engine
+        keeps its compiled books alive, so without this ``--book-cache-mb`` would bound the store
+        and not the worker (32 engines kept 32 books whatever the cache size)."""
+        for key in [k for k in self.engines if any(b[0] in book_ids for b in k[1])]:
+            del self.engines[key]
+            self._released = True
 
     async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None) -> Any:
         """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first.
@@ -244,8 +254,7 @@ class Runtime:
 
     def delete_book(self, book_id: str) -> bool:
         """Delete a stored book and drop this worker's engines that use it (engine thread only)."""
-        for key in [k for k in self.engines if any(b[0] == book_id for b in k[1])]:
-            del self.engines[key]
+        self._release({book_id})
         return self.store.delete(book_id)
 
     def counter(self, name: str) -> Callable[[str], int]:
@@ -260,14 +269,23 @@ class Runtime:
             self.engines.move_to_end(key)
             return found
         engine = build()
-        # A compiled book is ~10^6 long-lived objects: move them out of the cyclic GC's reach,
-        # or every full collection walks them all (tens of ms in the middle of some turn).
-        gc.collect()
-        gc.freeze()
         self.metrics.inc("lorescan_engines_built_total")
+        if not all(self.store.holds(b[0]) for b in key[1]):
+            # its books did not all fit in the book cache: kept, it would hold them past the bound
+            return engine
         self.engines[key] = engine
         while len(self.engines) > self.config.engines:
             self.engines.popitem(last=False)
+            self._released = True
+        # A compiled book is ~10^6 long-lived objects: move them out of the cyclic GC's reach,
+        # or every full collection walks them all (tens of ms in the middle of some turn).
+        # Frozen objects are never collected as cycles, so after engines were dropped the
+        # frozen generation is thawed first and what only they held is freed.
+        if self._released:
+            gc.unfreeze()
+            self._released = False
+        gc.collect()
+        gc.freeze()
         return engine
 
     def _compiled(self, refs: list[Any], options: MatchOptions) -> list[Any]:

@@ -117,6 +117,9 @@ class BookStore:
         self.hits = 0               # in-memory LRU hits and misses (a miss reads a file or compiles)
         self.misses = 0
         self.on_change: Callable[[], None] | None = None
+        # called (outside the lock) with the ids of books the LRU let go, so whatever else holds
+        # them (the service's engines) can let go too: the cache bound is a bound on the worker
+        self.on_evict: Callable[[set[str]], None] | None = None
 
     # -- paths ----------------------------------------------------------------------------
     def _meta_path(self, book_id: str) -> str:
@@ -261,6 +264,11 @@ class BookStore:
         self._forget(book_id)
         return existed
 
+    def holds(self, book_id: str) -> bool:
+        """Whether some compilation of ``book_id`` is in the in-memory LRU."""
+        with self._lock:
+            return any(k[0] == book_id for k in self._lru)
+
     @property
     def loaded(self) -> int:
         """Compiled books held in memory."""
@@ -286,14 +294,19 @@ class BookStore:
         return os.path.getsize(path)
 
     def _remember(self, key: tuple[str, str], compiled: CompiledBook, size: int) -> None:
+        evicted: set[str] = set()
         with self._lock:
             if key in self._lru:
                 self._bytes -= self._lru.pop(key)[1]
             self._lru[key] = (compiled, size)
             self._bytes += size
             while self._bytes > self.cache_bytes and len(self._lru) > 1:
-                _, (_, old) = self._lru.popitem(last=False)
+                (old_id, _), (_, old) = self._lru.popitem(last=False)
                 self._bytes -= old
+                evicted.add(old_id)
+            evicted -= {k[0] for k in self._lru}
+        if evicted and self.on_evict is not None:
+            self.on_evict(evicted)
         if self.on_change is not None:
             self.on_change()
 
