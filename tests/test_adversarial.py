@@ -920,3 +920,48 @@ def test_a_slow_regex_key_gives_the_same_answer_on_a_machine_slowed_a_thousandfo
         print("PASS")
     """)
     assert "PASS" in proc.stdout
+
+
+# -- 9. the service's bounds (issue 22 item 6) ----------------------------------------------
+
+SERVE_PRELUDE = """
+import os
+from lorescan.serve.app import Runtime, ServeConfig, _ST_DECODER
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def scan_request(book_id, text):
+    return _ST_DECODER.decode(json.dumps({"books": [{"id": book_id}], "max_context": 100000,
+                                          "messages": [{"name": "u", "mes": text, "is_user": True}]}))
+"""
+
+
+def _needs_serve() -> None:
+    if os.environ.get("LORESCAN_REQUIRE_SERVE") != "1":
+        for mod in ("msgspec", "starlette", "uvicorn", "multipart"):
+            pytest.importorskip(mod, reason="the serve extra is not installed (pip install '.[serve]')")
+
+
+def test_a_worker_scanning_hundreds_of_distinct_books_stays_within_its_book_cache(tmp_path):
+    # 32 cached engines used to keep their books alive whatever --book-cache-mb said, and every
+    # stored book leaked its automaton's size through pyahocorasick's __reduce__.
+    _needs_serve()
+    proc = run_child(SERVE_PRELUDE, """
+        n, entries = 160, 600
+        rt = Runtime(ServeConfig(books_dir=sys.argv[1], book_cache_mb=1, engines=32))
+        rss = {}
+        for i in range(n):
+            doc = {"entries": {str(j): {"uid": j, "key": [f"k{i}x{j}", f"w{j}q{i}"], "content": f"c {j} " * 20}
+                               for j in range(entries)}}
+            info = rt.store.put(json.dumps(doc).encode(), "b.json")
+            out = json.loads(rt.st_scan(scan_request(info["id"], f"k{i}x7 hello")))
+            assert [e["uid"] for e in out["activated"]] == [7], out["activated"]
+            if i in (30, n - 1):
+                rss[i] = rss_mb()
+        assert rt.store.loaded == 1 and len(rt.engines) <= 1, (rt.store.loaded, len(rt.engines))
+        print("RSS", json.dumps(rss))
+    """, args=(str(tmp_path),), cpu=240, memory=2048 * MiB)
+    rss = json.loads(proc.stdout.split("RSS ", 1)[1])
+    growth = rss["159"] - rss["30"]
+    print(f"worker RSS: {rss['30']:.1f} MB at book 30, {rss['159']:.1f} MB at book 159 (+{growth:.1f} MB)")
+    assert growth < 4, rss          # the book cache is 1 MB

@@ -29,7 +29,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, MutableMapping, Sequ
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -68,7 +68,9 @@ class ServeConfig:
     hit caches (``chat_id``); ``chat_cache_texts``: texts one chat's cache keeps (a chat only
     reuses the hits of its window's messages and recent recursion chunks). ``max_body_mb``: largest scan request; ``max_upload_mb``:
     largest book upload. ``time_limit``: seconds per scan request (503 past it);
-    ``upload_time_limit``: seconds per upload. ``token_file``: bearer token file (else
+    ``upload_time_limit``: seconds per upload. ``header_timeout`` / ``body_timeout``: seconds a
+    client may take to send a request's headers / its body before the connection is closed
+    (``serve.protocol``). ``token_file``: bearer token file (else
     ``LORESCAN_SERVE_TOKEN``; neither = no auth). ``engines``: engines kept per worker.
     ``access_log``: one log line per request; ``log_level``, ``log_format`` (``json`` or ``text``).
     """
@@ -82,6 +84,8 @@ class ServeConfig:
     max_upload_mb: float = DEFAULT_LIMITS.max_file_bytes / (1 << 20)
     time_limit: float = 10.0
     upload_time_limit: float = 120.0
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
     token_file: str | None = None
     engines: int = 32
     access_log: bool = False
@@ -621,6 +625,8 @@ def build_app(config: ServeConfig) -> Starlette:
         return JSONResponse({"error": text}, status_code=exc.status_code, headers=exc.headers)
 
     async def internal_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, ClientDisconnect):       # gone (or closed past its read timeout): nobody to answer
+            return Response(status_code=400)
         log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
                             status_code=500)
@@ -708,6 +714,8 @@ class _Guard:
             if not status["sent"]:
                 headers = {"www-authenticate": "Bearer"} if exc.status == 401 else None
                 await JSONResponse(exc.body, status_code=exc.status, headers=headers)(scope, receive, send_wrapped)
+        except ClientDisconnect:
+            log.info("%s %s: the client left before its request was read", scope.get("method"), scope.get("path"))
         except Exception as exc:  # noqa: BLE001 - the worker must answer and live on
             if not status["sent"]:
                 log.exception("internal error on %s %s", scope.get("method"), scope.get("path"))

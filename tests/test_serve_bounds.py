@@ -1,0 +1,114 @@
+"""The service's bounds against hostile clients (issue 22 item 6), on a real ``lorescan serve``:
+read timeouts for slow clients, settings that cannot work refused at start, and the documented
+JSON error (never a traceback, never a server path) for every failure.
+
+Needs the ``serve`` extra (skipped without it unless ``LORESCAN_REQUIRE_SERVE=1``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+if os.environ.get("LORESCAN_REQUIRE_SERVE") != "1":
+    for _mod in ("msgspec", "starlette", "uvicorn", "multipart"):
+        pytest.importorskip(_mod, reason="the serve extra is not installed (pip install '.[serve]')")
+
+from lorescan.serve.testing import HOST, ServerProcess, rss_bytes  # noqa: E402
+
+SRC = str(Path(__file__).resolve().parent.parent / "src")
+BOOK = json.dumps({"entries": {"0": {"uid": 0, "key": ["lantern"], "content": "The lantern glows."},
+                               "1": {"uid": 1, "key": ["harbor"], "content": "Ships wait."}}}).encode()
+OCTETS = {"Content-Type": "application/octet-stream"}
+
+
+def _scan_body(book_id: str, text: str = "a lantern") -> dict:
+    return {"books": [{"id": book_id}], "max_context": 10000,
+            "messages": [{"name": "u", "mes": text, "is_user": True}]}
+
+
+def _closed(sock: socket.socket, wait: float) -> bool:
+    """Whether the server closed ``sock`` within ``wait`` seconds (EOF or reset)."""
+    sock.settimeout(wait)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+# -- slow clients ------------------------------------------------------------------------------
+
+def test_slow_headers_and_stalled_bodies_are_closed_after_their_timeouts(tmp_path):
+    with ServerProcess(str(tmp_path / "books"), args=["--header-timeout", "1", "--body-timeout", "2"]) as srv:
+        c = srv.client()
+        status, info = c.json("POST", "/v1/books", BOOK, headers=OCTETS)
+        assert status == 201, info
+        slow = []
+        for i in range(50):                 # headers that never end
+            s = socket.create_connection((HOST, srv.port))
+            s.sendall(b"POST /v1/st/scan HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * i)
+            slow.append(s)
+        stalled = []
+        for _ in range(10):                 # a body of 4 MB declared, 1 MB sent, then nothing
+            s = socket.create_connection((HOST, srv.port))
+            s.sendall(b"POST /v1/st/scan HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 4194304\r\n\r\n" + b" " * (1 << 20))
+            stalled.append(s)
+        idle = socket.create_connection((HOST, srv.port))   # connected, never a byte
+        # a well-behaved client is served meanwhile
+        status, out = c.json("POST", "/v1/st/scan", _scan_body(info["id"]))
+        assert status == 200 and [e["uid"] for e in out["activated"]] == [0], out
+        for s in [*slow, *stalled, idle]:
+            assert _closed(s, 30), "a slow connection was still open well past its timeout"
+            s.close()
+        c.close()
+        c = srv.client()
+        status, out = c.json("POST", "/v1/st/scan", _scan_body(info["id"], "the harbor"))
+        assert status == 200 and [e["uid"] for e in out["activated"]] == [1], out
+        log = srv.log_text()
+    assert "Traceback" not in log and '"level": "error"' not in log, log[-3000:]
+
+
+def test_a_keep_alive_connection_gets_a_fresh_header_deadline_after_each_response(tmp_path):
+    # the header deadline restarts when a response ends: a client that pauses longer than the
+    # timeout in the middle of a request is closed, one that sends each request promptly is not
+    with ServerProcess(str(tmp_path / "books"), args=["--header-timeout", "2"]) as srv:
+        s = socket.create_connection((HOST, srv.port))
+        for _ in range(3):
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.settimeout(10)
+            reply = s.recv(65536)
+            assert reply.startswith(b"HTTP/1.1 200"), reply
+        s.sendall(b"GET /healthz HTTP/1.1\r\n")
+        assert _closed(s, 30)
+        s.close()
+
+
+# -- settings that cannot work ------------------------------------------------------------------
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("--time-limit", "0", "must be"), ("--time-limit", "1e-9", "must be 0.01 to"),
+    ("--time-limit", "1e300", "must be 0.01 to"), ("--upload-time-limit", "-5", "must be"),
+    ("--max-body-mb", "-1", "must be"), ("--max-body-mb", "1e-9", "must be 0.001 to"),
+    ("--max-upload-mb", "100000", "must be 0.001 to 64"), ("--header-timeout", "0", "must be"),
+    ("--body-timeout", "nan", "must be a finite number"),
+])
+def test_settings_that_cannot_work_are_refused_before_anything_listens(tmp_path, flag, value, words):
+    env = dict(os.environ, PYTHONPATH=SRC)
+    proc = subprocess.run([sys.executable, "-m", "lorescan.app.cli", "serve", "--port", "1",
+                           "--books-dir", str(tmp_path), flag, value], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr.startswith(f"lorescan: {flag}: {words}"), proc.stderr
+    assert "Traceback" not in proc.stderr
