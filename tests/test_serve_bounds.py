@@ -98,7 +98,7 @@ def test_a_keep_alive_connection_gets_a_fresh_header_deadline_after_each_respons
 # -- settings that cannot work ------------------------------------------------------------------
 
 @pytest.mark.parametrize("flag, value, words", [
-    ("--time-limit", "0", "must be"), ("--time-limit", "1e-9", "must be 0.01 to"),
+    ("--time-limit", "0", "must be above 0"), ("--time-limit", "1e-9", "must be 0.01 to"),
     ("--time-limit", "1e300", "must be 0.01 to"), ("--upload-time-limit", "-5", "must be"),
     ("--max-body-mb", "-1", "must be"), ("--max-body-mb", "1e-9", "must be 0.001 to"),
     ("--max-upload-mb", "100000", "must be 0.001 to 64"), ("--header-timeout", "0", "must be"),

@@ -39,7 +39,11 @@ def _positive(v: float) -> str | None:
 def _between(low: float, high: float, unit: str = "") -> Callable[[Any], str | None]:
     """A value a setting can work with: ``low`` to ``high`` (a time limit of a nanosecond answers
     every request 503; a body limit below a kilobyte refuses every request)."""
-    return lambda v: None if low <= v <= high else f"must be {low:g} to {high:g}{unit} (got {v:g})"
+    def check(v: float) -> str | None:
+        if v <= 0:
+            return _positive(v)
+        return None if low <= v <= high else f"must be {low:g} to {high:g}{unit} (got {v:g})"
+    return check
 
 
 def _port(v: int) -> str | None:
