@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import errno
 import sys
 import gc
 import json
@@ -50,7 +51,7 @@ from .logs import REQUEST_ID, log_access, request_id_of
 from .metrics import Metrics
 from .openapi import openapi_document
 from .ops import readiness_problems, routing_error_text, version_info
-from .store import BookNotFound, BookStore
+from .store import BookNotFound, BookStore, DamagedBook
 
 __all__ = ["ServeConfig", "build_app", "CONFIG_ENV", "openapi_document"]
 
@@ -106,6 +107,16 @@ class TimeLimit(Exception):
 
 
 _REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "global_scan_data")
+def _storage_error(exc: OSError) -> HTTPError:
+    """An error writing the books directory as an answer: 507 when the disk (or quota) is full,
+    503 otherwise; the log names the file, the answer does not."""
+    log.warning("cannot write to the books directory: %s", exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return HTTPError(507, f"the books directory is full ({os.strerror(exc.errno)}); the book was not stored")
+    return HTTPError(503, f"the books directory cannot be written ({exc.strerror or type(exc).__name__}); "
+                          "the book was not stored")
+
+
 def _input_error(exc: LorebookError, prefix: str = "$") -> HTTPError:
     """A LorebookError about the request's data (settings, state, messages) as a 422 with a path."""
     src = exc.source if exc.source in _REQUEST_FIELDS else ""
@@ -300,6 +311,8 @@ class Runtime:
             except BookNotFound:
                 raise HTTPError(404, f"no book with id {ref.id!r} (upload it with POST /v1/books)",
                                 path=f"$.books[{i}].id") from None
+            except DamagedBook as exc:
+                raise HTTPError(409, str(exc), path=f"$.books[{i}].id") from None
         return out
 
     def _chat_cache(self, chat_id: str | None) -> ChatScan | None:
@@ -570,6 +583,8 @@ def build_app(config: ServeConfig) -> Starlette:
             except LorebookError as exc:
                 entry = exc.entry if isinstance(exc.entry, (int, str)) and not isinstance(exc.entry, bool) else None
                 raise HTTPError(400, str(exc), source=exc.source, entry=entry, field=exc.field) from None
+            except OSError as exc:          # the books directory: its disk, not the book
+                raise _storage_error(exc) from None
 
         info = await rt.run(put, config.upload_time_limit)
         return _json(msgspec.json.encode(info), 201 if info["created"] else 200)
@@ -586,6 +601,8 @@ def build_app(config: ServeConfig) -> Starlette:
             return _json(msgspec.json.encode(rt.store.info(book_id)))
         except BookNotFound:
             raise HTTPError(404, f"no book with id {book_id!r}") from None
+        except DamagedBook as exc:
+            raise HTTPError(409, str(exc)) from None
 
     async def book_delete(request: Request) -> Response:
         book_id = _book_id(request)
@@ -594,13 +611,15 @@ def build_app(config: ServeConfig) -> Starlette:
         return Response(status_code=204)
 
     async def books_list(request: Request) -> Response:
-        infos = []
+        infos, unreadable = [], []
         for book_id in rt.store.ids():
             try:
                 infos.append(rt.store.info(book_id))
             except BookNotFound:
                 continue
-        return _json(msgspec.json.encode({"books": infos}))
+            except DamagedBook:         # listed apart: one bad file must not hide every book
+                unreadable.append(book_id)
+        return _json(msgspec.json.encode({"books": infos, "unreadable": unreadable}))
 
     routes = [
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
