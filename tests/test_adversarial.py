@@ -965,3 +965,25 @@ def test_a_worker_scanning_hundreds_of_distinct_books_stays_within_its_book_cach
     growth = rss["159"] - rss["30"]
     print(f"worker RSS: {rss['30']:.1f} MB at book 30, {rss['159']:.1f} MB at book 159 (+{growth:.1f} MB)")
     assert growth < 4, rss          # the book cache is 1 MB
+
+
+def test_an_lsc_stating_an_over_limit_regex_is_refused_at_load_not_built_at_the_first_scan(tmp_path):
+    # A .lsc states each regex's expansion and the first search used to trust it: an honest
+    # claim of 10 million terms built gigabytes (here: MemoryError under the guard).
+    run_child("""
+        from lorescan.js.regex import JSRegex
+        from lorescan.match.compile import compile_book, load_compiled
+        from lorescan.match.lsc import save_compiled
+        from lorescan.model import Lorebook, entry_from_fields
+        book = Lorebook(name="b", entries=(entry_from_fields({"uid": 0, "key": ["/a{3}/"], "content": "c"},
+                                                             source="t"),))
+        cases = [("a{10000000}", 10_000_000, "max_regex_expansion"), ("a|" * 3000 + "b", 6001, "max_regex_length")]
+        for i, (source, claim, words) in enumerate(cases):
+            cb = compile_book(book)
+            object.__setattr__(cb, "regexes", (JSRegex(source, "", None, False, None, claim),))
+            path = f"{sys.argv[1]}/{i}.lsc"
+            save_compiled(cb, path)
+            expect_error(lambda: STEngine([BookSource(load_compiled(path), ("global",))]).scan(
+                [ChatMessage("u", "aaaa", True)], max_context=1000), words, path)
+        print("peak", peak_mb())
+    """, args=(str(tmp_path),), memory=1024 * MiB)

@@ -396,7 +396,7 @@ def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> Comp
     return decode_compiled(data, _TYPES, source)
 
 
-def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
+def load_compiled(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
     """The CompiledBook in an ``.lsc`` file (``lorescan compile``), read into private memory
     (a snapshot: the file changing later cannot reach it; see ``lsc.read_compiled_file``).
 
@@ -404,6 +404,8 @@ def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
 
     Args:
         path: the ``.lsc`` file (written by :func:`~lorescan.match.lsc.save_compiled`).
+        limits: what the file's statements about its regexes (length, expansion) are held to; a
+            book compiled under raised limits loads under the same ones.
 
     Returns:
         The CompiledBook, ready to share between engines and threads.
@@ -415,7 +417,7 @@ def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
         OSError: the file cannot be opened.
     """
     data, source = read_compiled_file(path)
-    return decode_compiled(data, _TYPES, source)
+    return decode_compiled(data, _TYPES, source, limits)
 
 
 # Bits of CompiledBook.entry_flags: what an engine must know about every entry up front.

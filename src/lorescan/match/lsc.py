@@ -759,7 +759,7 @@ class CompiledTypes(NamedTuple):
     plan: Callable[..., Any]
 
 
-def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
+def _decode_compiled(r: _Reader, types: CompiledTypes, limits: Any = None) -> Any:
     if r.kind != "CompiledBook":
         r.fail(f"holds a {r.kind!r}, not a compiled book")
     meta = r.meta
@@ -805,6 +805,8 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
     # keeps the result): a load does no regex work, a scan never translates again.
     regexes = tuple(JSRegex(row[0], row[1], None, row[2], row[3], row[4] if len(row) > 4 else 0)
                     for row in meta["regexes"])          # a 4-item row (an older file): expansion unknown
+    if limits is not None:
+        _check_regex_claims(r, regexes, limits)
     specials = [_decode_special(s, regexes) for s in meta["specials"]]
     cols = {name[4:]: r.array(name) for name in r.sections if name.startswith("col:")}
     missing = [name for name in TABLE_COLUMNS if name not in cols]
@@ -831,6 +833,20 @@ def _decode_compiled(r: _Reader, types: CompiledTypes) -> Any:
         uids=() if keys_only else _lazy_uids(r, n), columns=(cols, specials), embeddings=embeddings)
 
 
+def _check_regex_claims(r: _Reader, regexes: Sequence[JSRegex], limits: Any) -> None:
+    """What a file says of its regexes, held to the limits compiling a book applies (a stated
+    expansion sets how large a regex may build when it is first searched)."""
+    total = 0
+    for rx in regexes:
+        if type(rx.source) is not str or len(rx.source) > limits.max_regex_length:
+            r.fail(f"a regex longer than the limit max_regex_length={limits.max_regex_length}")
+        if type(rx.expansion) is not int or not 0 <= rx.expansion <= limits.max_regex_expansion:
+            r.fail(f"a regex expanding past the limit max_regex_expansion={limits.max_regex_expansion:,}")
+        total += rx.expansion
+    if total > limits.max_regex_expansion:
+        r.fail(f"regexes expanding past the limit max_regex_expansion={limits.max_regex_expansion:,} together")
+
+
 def _lazy_uids(r: _Reader, n: int) -> _Lazy:
     decoded: list[Any] = []
 
@@ -841,13 +857,16 @@ def _lazy_uids(r: _Reader, n: int) -> _Lazy:
     return _Lazy(n, make)
 
 
-def decode_compiled(data: Any, types: CompiledTypes, source: str = "<pickled compiled book>") -> Any:
+def decode_compiled(data: Any, types: CompiledTypes, source: str = "<pickled compiled book>",
+                    limits: Any = None) -> Any:
     """A CompiledBook from :func:`encode_compiled` bytes.
 
     Args:
         data: the bytes (or a memory map of an ``.lsc`` file).
         types: the classes to build (``match.compile`` passes its own).
         source: names the data in errors.
+        limits: what the data's own statements (its regexes' lengths and expansions) are held
+            to: a file's ``Limits``; None trusts them (a pickle this process family wrote).
 
     Returns:
         The CompiledBook; entries, plans and hit sets are built on first use.
@@ -862,7 +881,7 @@ def decode_compiled(data: Any, types: CompiledTypes, source: str = "<pickled com
     gc.disable()
     try:
         r = _Reader(data, source)
-        return _decode_compiled(r, types)
+        return _decode_compiled(r, types, limits)
     except LorebookError:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as exc:
