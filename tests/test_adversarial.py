@@ -1103,3 +1103,96 @@ def test_lint_probes_regex_keys_within_one_total_budget_and_reports_the_keys_it_
         assert all("regex_probe_total_ms=150" in message for _, message in found)
         print("UNPROBED", len(unprobed))
     """, cpu=20)
+
+
+# -- 9. the service's bounds (issue 22 item 6) ----------------------------------------------
+
+SERVE_PRELUDE = """
+import os
+from lorescan.serve.app import Runtime, ServeConfig, _ST_DECODER
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def scan_request(book_id, text):
+    return _ST_DECODER.decode(json.dumps({"books": [{"id": book_id}], "max_context": 100000,
+                                          "messages": [{"name": "u", "mes": text, "is_user": True}]}))
+"""
+
+
+def _needs_serve() -> None:
+    if os.environ.get("LORESCAN_REQUIRE_SERVE") != "1":
+        for mod in ("msgspec", "starlette", "uvicorn", "multipart"):
+            pytest.importorskip(mod, reason="the serve extra is not installed (pip install '.[serve]')")
+
+
+def test_a_worker_scanning_hundreds_of_distinct_books_stays_within_its_book_cache(tmp_path):
+    # 32 cached engines used to keep their books alive whatever --book-cache-mb said, and every
+    # stored book leaked its automaton's size through pyahocorasick's __reduce__.
+    _needs_serve()
+    proc = run_child(SERVE_PRELUDE, """
+        n, entries = 160, 600
+        rt = Runtime(ServeConfig(books_dir=sys.argv[1], book_cache_mb=1, engines=32))
+        rss = {}
+        for i in range(n):
+            doc = {"entries": {str(j): {"uid": j, "key": [f"k{i}x{j}", f"w{j}q{i}"], "content": f"c {j} " * 20}
+                               for j in range(entries)}}
+            info = rt.store.put(json.dumps(doc).encode(), "b.json")
+            out = json.loads(rt.st_scan(scan_request(info["id"], f"k{i}x7 hello")))
+            assert [e["uid"] for e in out["activated"]] == [7], out["activated"]
+            if i in (30, n - 1):
+                rss[i] = rss_mb()
+        assert rt.store.loaded == 1 and len(rt.engines) <= 1, (rt.store.loaded, len(rt.engines))
+        print("RSS", json.dumps(rss))
+    """, args=(str(tmp_path),), cpu=240, memory=2048 * MiB)
+    rss = json.loads(proc.stdout.split("RSS ", 1)[1])
+    growth = rss["159"] - rss["30"]
+    print(f"worker RSS: {rss['30']:.1f} MB at book 30, {rss['159']:.1f} MB at book 159 (+{growth:.1f} MB)")
+    assert growth < 4, rss          # the book cache is 1 MB
+
+
+def test_an_lsc_stating_an_over_limit_regex_is_refused_at_load_not_built_at_the_first_scan(tmp_path):
+    # A .lsc states each regex's expansion and the first search used to trust it: an honest
+    # claim of 10 million terms built gigabytes (here: MemoryError under the guard).
+    run_child("""
+        from lorescan.js.regex import JSRegex
+        from lorescan.st.compiled import compile_book, load_compiled
+        from lorescan.match.lsc import save_compiled
+        from lorescan.model import Lorebook, entry_from_fields
+        book = Lorebook(name="b", entries=(entry_from_fields({"uid": 0, "key": ["/a{3}/"], "content": "c"},
+                                                             source="t"),))
+        cases = [("a{10000000}", 10_000_000, "max_regex_expansion"), ("a|" * 3000 + "b", 6001, "max_regex_length")]
+        for i, (source, claim, words) in enumerate(cases):
+            cb = compile_book(book)
+            object.__setattr__(cb.keys, "regexes", (JSRegex(source, "", None, False, None, claim),))
+            path = f"{sys.argv[1]}/{i}.lsc"
+            save_compiled(cb, path)
+            expect_error(lambda: STEngine([BookSource(load_compiled(path), ("global",))]).scan(
+                [ChatMessage("u", "aaaa", True)], max_context=1000), words, path)
+        print("peak", peak_mb())
+    """, args=(str(tmp_path),), memory=1024 * MiB)
+
+
+def test_saving_a_compiled_book_does_not_leak_its_automaton():
+    # pyahocorasick's Automaton.__reduce__ keeps a reference too many to every chunk it returns
+    # (~0.34 MB a call for these 3,000 keys: +68 MB over 200 calls); save_compiled's encoder
+    # goes through match._ahoreduce.reduce_automaton, which gives those references back.
+    proc = run_child("""
+        import ahocorasick
+        from lorescan.match._ahoreduce import reduce_automaton
+        def rss_mb():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * 4096 / 2**20
+        a = ahocorasick.Automaton()
+        for i in range(3000):
+            a.add_word(f"keyword-{i}-something", (i, "v"))
+        a.make_automaton()
+        reduce_automaton(a)
+        before = rss_mb()
+        for _ in range(200):
+            cls, args = reduce_automaton(a)
+        copy = cls(*args)
+        assert list(copy.iter("x keyword-12-something")) == list(a.iter("x keyword-12-something"))
+        print("GROWTH", rss_mb() - before)
+    """)
+    growth = float(proc.stdout.split("GROWTH ", 1)[1])
+    assert growth < 10, growth

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load_compiled, save_compiled
 from lorescan.st.compiled import compile_book
 from lorescan.errors import RegexKeyError
+from lorescan.match.lsc import CompiledFormError
 from lorescan.js.regex import (REGEX_MAX_EXPANSION, JSRegex, JSRegexError, RegexTimeout, RegexTooComplex,
                                compile_regex_key)
 from lorescan.limits import DEFAULT_LIMITS
@@ -215,10 +216,13 @@ def test_counted_repeats_past_the_expansion_limit_are_refused_before_compiling(t
     raised = replace(DEFAULT_LIMITS, max_regex_expansion=2_000_000)
     compiled = compile_book(_book("/z{1500000}/"), limits=raised)
     save_compiled(compiled, tmp_path / "z.lsc")
-    for restored in (pickle.loads(pickle.dumps(compiled)), load_compiled(tmp_path / "z.lsc")):
+    for restored in (pickle.loads(pickle.dumps(compiled)), load_compiled(tmp_path / "z.lsc", limits=raised)):
         assert restored.keys.regexes[0].expansion == 1_500_000
         # no wall-clock limit: what is tested is the kept expansion, not the machine's speed
         assert restored.keys.regexes[0].search("\x01" + "z" * 1_500_000, timeout=None)
+    # the file's statement of that expansion is held to the limits it is loaded under
+    with pytest.raises(CompiledFormError, match="max_regex_expansion=1,000,000"):
+        load_compiled(tmp_path / "z.lsc")
 
 
 def test_catastrophic_shapes_are_flagged_at_compile_time():

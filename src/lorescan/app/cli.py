@@ -133,7 +133,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                          chat_cache_chats=v["chat_cache_chats"], chat_cache_texts=v["chat_cache_texts"],
                          chat_cache_mb=v["chat_cache_mb"], max_body_mb=v["max_body_mb"],
                          max_upload_mb=v["max_upload_mb"], time_limit=v["time_limit"],
-                         upload_time_limit=v["upload_time_limit"], token_file=v["token_file"],
+                         upload_time_limit=v["upload_time_limit"], header_timeout=v["header_timeout"],
+                         body_timeout=v["body_timeout"], token_file=v["token_file"],
                          engines=v["engines"], access_log=v["access_log"], log_level=v["log_level"],
                          log_format=v["log_format"])
     serve(config, host=v["host"], port=v["port"], workers=v["workers"], settings=opts.describe())

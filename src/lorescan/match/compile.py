@@ -370,9 +370,10 @@ def restore_keys(data: Any, source: str = "<pickled compiled keys>") -> Compiled
     return decode_keys(data, TYPES, source)
 
 
-def load_keys(path: str | os.PathLike[str]) -> CompiledKeys:
+def load_keys(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> CompiledKeys:
     """The CompiledKeys in an ``.lsc`` file: a keys-only file, or the keys section of a
-    compiled book's file (read into private memory, see ``lsc.read_compiled_file``).
+    compiled book's file (read into private memory, see ``lsc.read_compiled_file``); ``limits``:
+    what the file's statements about its regexes are held to.
 
     Raises:
         CompiledFormError: naming the file, for a file that is truncated, not a compiled
@@ -380,7 +381,7 @@ def load_keys(path: str | os.PathLike[str]) -> CompiledKeys:
         OSError: the file cannot be opened.
     """
     data, source = read_compiled_file(path)
-    return decode_keys(data, TYPES, source)
+    return decode_keys(data, TYPES, source, limits)
 
 
 class _Builder:

@@ -68,6 +68,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import LorebookError
 from ..js.regex import JSRegex
+from ._ahoreduce import reduce_automaton
 from .columns import TABLE_COLUMNS, build_columns, lazy_tables
 from .keys import MacroKey, PlainKey, RegexKey, SpecialKey
 from .options import MatchOptions
@@ -376,7 +377,7 @@ def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
     m = keys.matcher
     automaton_args = None
     if m.automaton is not None:
-        _cls, args = m.automaton.__reduce__()[:2]
+        _cls, args = reduce_automaton(m.automaton)     # __reduce__ without pyahocorasick's leak
         blobs, rest = args[0], list(args[1:])
         w.blob("keys:automaton", b"".join(blobs))
         automaton_args = [[len(b) for b in blobs], rest]
@@ -442,8 +443,9 @@ class CompiledTypes(NamedTuple):
     plan: Callable[..., Any]
 
 
-def read_keys(r: FormReader, types: CompiledTypes) -> Any:
-    """The keys part of a checked compiled form (a keys-only form or a book's)."""
+def read_keys(r: FormReader, types: CompiledTypes, limits: Any = None) -> Any:
+    """The keys part of a checked compiled form (a keys-only form or a book's); ``limits``:
+    what the form's statements about its regexes are held to (None trusts them: a pickle)."""
     meta = r.meta.get("keys") if type(r.meta) is dict else None
     if type(meta) is not dict:
         r.fail("holds no compiled keys")
@@ -467,6 +469,8 @@ def read_keys(r: FormReader, types: CompiledTypes) -> Any:
     # The regexes are translated on their first search (JSRegex compiles itself once and
     # keeps the result): a load does no regex work, a scan never translates again.
     regexes = tuple(JSRegex(row[0], row[1], None, row[2], row[3], row[4]) for row in meta["regexes"])
+    if limits is not None:
+        _check_regex_claims(r, regexes, limits)
     specials = [_decode_special(s, regexes) for s in meta["specials"]]
     prefix = "keys:col:"
     cols = {name[len(prefix):]: r.array(name) for name in r.sections if name.startswith(prefix)}
@@ -483,6 +487,20 @@ def read_keys(r: FormReader, types: CompiledTypes) -> Any:
         chunk_union_exact=meta["chunk_union_exact"], macro_keys=tuple(MacroKey(*m) for m in meta["macro_keys"]),
         regexes=regexes, regex_lits=tuple(meta["regex_lits"]), regex_hazards=tuple(meta["regex_hazards"]),
         regex_line_local=tuple(meta["regex_line_local"]), columns=(cols, specials))
+
+
+def _check_regex_claims(r: FormReader, regexes: Sequence[JSRegex], limits: Any) -> None:
+    """What a file says of its regexes, held to the limits compiling a book applies (a stated
+    expansion sets how large a regex may build when it is first searched)."""
+    total = 0
+    for rx in regexes:
+        if type(rx.source) is not str or len(rx.source) > limits.max_regex_length:
+            r.fail(f"a regex longer than the limit max_regex_length={limits.max_regex_length}")
+        if type(rx.expansion) is not int or not 0 <= rx.expansion <= limits.max_regex_expansion:
+            r.fail(f"a regex expanding past the limit max_regex_expansion={limits.max_regex_expansion:,}")
+        total += rx.expansion
+    if total > limits.max_regex_expansion:
+        r.fail(f"regexes expanding past the limit max_regex_expansion={limits.max_regex_expansion:,} together")
 
 
 _T = TypeVar("_T")
@@ -511,7 +529,8 @@ def read_form(data: Any, source: str, read: Callable[[FormReader], _T]) -> _T:
             gc.enable()
 
 
-def decode_keys(data: Any, types: CompiledTypes, source: str = "<pickled compiled keys>") -> Any:
+def decode_keys(data: Any, types: CompiledTypes, source: str = "<pickled compiled keys>",
+                limits: Any = None) -> Any:
     """CompiledKeys from compact-form bytes: a keys-only form (:func:`encode_keys`) or the
     keys part of a compiled book's form (its entries are not read).
 
@@ -519,12 +538,14 @@ def decode_keys(data: Any, types: CompiledTypes, source: str = "<pickled compile
         data: the bytes (or a memory map of an ``.lsc`` file).
         types: the classes to build (``match.compile`` passes its own).
         source: names the data in errors.
+        limits: what the data's statements about its regexes (lengths, expansions) are held
+            to: a file's ``Limits``; None trusts them (a pickle this process family wrote).
 
     Raises:
         CompiledFormError: the data is truncated, not a compiled form, from another format
             version, or corrupted.
     """
-    return read_form(data, source, lambda r: read_keys(r, types))
+    return read_form(data, source, lambda r: read_keys(r, types, limits))
 
 
 def save_compiled(compiled: Any, path: str | os.PathLike[str]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import errno
 import sys
 import gc
 import json
@@ -30,7 +31,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, MutableMapping, Sequ
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -52,7 +53,7 @@ from .logs import REQUEST_ID, log_access, request_id_of
 from .metrics import Metrics
 from .openapi import openapi_document
 from .ops import readiness_problems, routing_error_text, version_info
-from .store import BookNotFound, BookStore
+from .store import BookNotFound, BookStore, DamagedBook
 
 __all__ = ["ServeConfig", "build_app", "CONFIG_ENV", "openapi_document"]
 
@@ -70,7 +71,9 @@ class ServeConfig:
     hit caches (``chat_id``); ``chat_cache_texts``: texts one chat's cache keeps (a chat only
     reuses the hits of its window's messages and recent recursion chunks). ``max_body_mb``: largest scan request; ``max_upload_mb``:
     largest book upload. ``time_limit``: seconds per scan request (503 past it);
-    ``upload_time_limit``: seconds per upload. ``token_file``: bearer token file (else
+    ``upload_time_limit``: seconds per upload. ``header_timeout`` / ``body_timeout``: seconds a
+    client may take to send a request's headers / its body before the connection is closed
+    (``serve.protocol``). ``token_file``: bearer token file (else
     ``LORESCAN_SERVE_TOKEN``; neither = no auth). ``engines``: engines kept per worker.
     ``access_log``: one log line per request; ``log_level``, ``log_format`` (``json`` or ``text``).
     """
@@ -84,6 +87,8 @@ class ServeConfig:
     max_upload_mb: float = DEFAULT_LIMITS.max_file_bytes / (1 << 20)
     time_limit: float = 10.0
     upload_time_limit: float = 120.0
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
     token_file: str | None = None
     engines: int = 32
     access_log: bool = False
@@ -109,6 +114,16 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("loresc
 
 
 _REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "global_scan_data")
+def _storage_error(exc: OSError) -> HTTPError:
+    """An error writing the books directory as an answer: 507 when the disk (or quota) is full,
+    503 otherwise; the log names the file, the answer does not."""
+    log.warning("cannot write to the books directory: %s", exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return HTTPError(507, f"the books directory is full ({os.strerror(exc.errno)}); the book was not stored")
+    return HTTPError(503, f"the books directory cannot be written ({exc.strerror or type(exc).__name__}); "
+                          "the book was not stored")
+
+
 def _input_error(exc: LorebookError, prefix: str = "$") -> HTTPError:
     """A LorebookError about the request's data (settings, state, messages) as a 422 with a path."""
     src = exc.source if exc.source in _REQUEST_FIELDS else ""
@@ -221,6 +236,16 @@ class Runtime:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lorescan-engine")
         token = read_token(config.token_file)
         self.token = token.encode() if token else None
+        self._released = False          # engines were dropped since the last gc.freeze()
+        self.store.on_evict = self._release
+
+    def _release(self, book_ids: set[str]) -> None:
+        """Drop the engines that use a book the store's LRU let go (engine thread only): an engine
+        keeps its compiled books alive, so without this ``--book-cache-mb`` would bound the store
+        and not the worker (32 engines kept 32 books whatever the cache size)."""
+        for key in [k for k in self.engines if any(b[0] in book_ids for b in k[1])]:
+            del self.engines[key]
+            self._released = True
 
     async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None) -> Any:
         """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first.
@@ -253,8 +278,7 @@ class Runtime:
 
     def delete_book(self, book_id: str) -> bool:
         """Delete a stored book and drop this worker's engines that use it (engine thread only)."""
-        for key in [k for k in self.engines if any(b[0] == book_id for b in k[1])]:
-            del self.engines[key]
+        self._release({book_id})
         return self.store.delete(book_id)
 
     def counter(self, name: str) -> Callable[[str], int]:
@@ -269,14 +293,23 @@ class Runtime:
             self.engines.move_to_end(key)
             return found
         engine = build()
-        # A compiled book is ~10^6 long-lived objects: move them out of the cyclic GC's reach,
-        # or every full collection walks them all (tens of ms in the middle of some turn).
-        gc.collect()
-        gc.freeze()
         self.metrics.inc("lorescan_engines_built_total")
+        if not all(self.store.holds(b[0]) for b in key[1]):
+            # its books did not all fit in the book cache: kept, it would hold them past the bound
+            return engine
         self.engines[key] = engine
         while len(self.engines) > self.config.engines:
             self.engines.popitem(last=False)
+            self._released = True
+        # A compiled book is ~10^6 long-lived objects: move them out of the cyclic GC's reach,
+        # or every full collection walks them all (tens of ms in the middle of some turn).
+        # Frozen objects are never collected as cycles, so after engines were dropped the
+        # frozen generation is thawed first and what only they held is freed.
+        if self._released:
+            gc.unfreeze()
+            self._released = False
+        gc.collect()
+        gc.freeze()
         return engine
 
     def _compiled(self, refs: list[Any], options: MatchOptions) -> list[Any]:
@@ -287,6 +320,8 @@ class Runtime:
             except BookNotFound:
                 raise HTTPError(404, f"no book with id {ref.id!r} (upload it with POST /v1/books)",
                                 path=f"$.books[{i}].id") from None
+            except DamagedBook as exc:
+                raise HTTPError(409, str(exc), path=f"$.books[{i}].id") from None
         return out
 
     def _chat_cache(self, chat_id: str | None) -> ChatScan | None:
@@ -543,6 +578,8 @@ def build_app(config: ServeConfig) -> Starlette:
             except LorebookError as exc:
                 entry = exc.entry if isinstance(exc.entry, (int, str)) and not isinstance(exc.entry, bool) else None
                 raise HTTPError(400, str(exc), source=exc.source, entry=entry, field=exc.field) from None
+            except OSError as exc:          # the books directory: its disk, not the book
+                raise _storage_error(exc) from None
 
         info = await rt.run(put, config.upload_time_limit)
         return _json(msgspec.json.encode(info), 201 if info["created"] else 200)
@@ -559,6 +596,8 @@ def build_app(config: ServeConfig) -> Starlette:
             return _json(msgspec.json.encode(rt.store.info(book_id)))
         except BookNotFound:
             raise HTTPError(404, f"no book with id {book_id!r}") from None
+        except DamagedBook as exc:
+            raise HTTPError(409, str(exc)) from None
 
     async def book_delete(request: Request) -> Response:
         book_id = _book_id(request)
@@ -567,13 +606,15 @@ def build_app(config: ServeConfig) -> Starlette:
         return Response(status_code=204)
 
     async def books_list(request: Request) -> Response:
-        infos = []
+        infos, unreadable = [], []
         for book_id in rt.store.ids():
             try:
                 infos.append(rt.store.info(book_id))
             except BookNotFound:
                 continue
-        return _json(msgspec.json.encode({"books": infos}))
+            except DamagedBook:         # listed apart: one bad file must not hide every book
+                unreadable.append(book_id)
+        return _json(msgspec.json.encode({"books": infos, "unreadable": unreadable}))
 
     routes = [
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
@@ -598,6 +639,8 @@ def build_app(config: ServeConfig) -> Starlette:
         return JSONResponse({"error": text}, status_code=exc.status_code, headers=exc.headers)
 
     async def internal_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, ClientDisconnect):       # gone (or closed past its read timeout): nobody to answer
+            return Response(status_code=400)
         log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
                             status_code=500)
@@ -685,6 +728,8 @@ class _Guard:
             if not status["sent"]:
                 headers = {"www-authenticate": "Bearer"} if exc.status == 401 else None
                 await JSONResponse(exc.body, status_code=exc.status, headers=headers)(scope, receive, send_wrapped)
+        except ClientDisconnect:
+            log.info("%s %s: the client left before its request was read", scope.get("method"), scope.get("path"))
         except Exception as exc:  # noqa: BLE001 - the worker must answer and live on
             if not status["sent"]:
                 log.exception("internal error on %s %s", scope.get("method"), scope.get("path"))

@@ -36,6 +36,16 @@ def _positive(v: float) -> str | None:
     return None if v > 0 else f"must be above 0 (got {v:g})"
 
 
+def _between(low: float, high: float, unit: str = "") -> Callable[[Any], str | None]:
+    """A value a setting can work with: ``low`` to ``high`` (a time limit of a nanosecond answers
+    every request 503; a body limit below a kilobyte refuses every request)."""
+    def check(v: float) -> str | None:
+        if v <= 0:
+            return _positive(v)
+        return None if low <= v <= high else f"must be {low:g} to {high:g}{unit} (got {v:g})"
+    return check
+
+
 def _port(v: int) -> str | None:
     return None if 1 <= v <= 65535 else f"must be a TCP port, 1 to 65535 (got {v})"
 
@@ -72,10 +82,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("chat_cache_chats", int, 1000, "chats whose hit cache a worker keeps", _at_least(1)),
     Option("chat_cache_texts", int, 256, "texts one chat's hit cache keeps", _at_least(1)),
     Option("chat_cache_mb", float, 256.0, "bytes of those hit caches per worker (MB)", _positive),
-    Option("max_body_mb", float, 16.0, "largest scan request body (MB)", _positive),
-    Option("max_upload_mb", float, 64.0, "largest book upload (MB)", _positive),
-    Option("time_limit", float, 10.0, "seconds per scan request (503 past it)", _positive),
-    Option("upload_time_limit", float, 120.0, "seconds per book upload (503 past it)", _positive),
+    Option("max_body_mb", float, 16.0, "largest scan request body (MB)", _between(0.001, 1024)),
+    Option("max_upload_mb", float, 64.0, "largest book upload (MB)", _between(0.001, 64)),
+    Option("time_limit", float, 10.0, "seconds per scan request (503 past it)", _between(1e-6, 86400)),
+    Option("upload_time_limit", float, 120.0, "seconds per book upload (503 past it)", _between(1e-6, 86400)),
+    Option("header_timeout", float, 10.0, "seconds a client may take to send a request's headers (then closed)",
+           _between(0.01, 3600)),
+    Option("body_timeout", float, 60.0, "seconds a client may take to send a request's body (then closed)",
+           _between(0.01, 3600)),
     Option("engines", int, 32, "engines (book and settings combinations) kept per worker", _at_least(1)),
     Option("token_file", str, None, f"bearer token file (default: ${TOKEN_ENV}; neither: no auth)"),
     Option("allow_anonymous", bool, False, "allow a non-loopback --host without a token"),

@@ -74,9 +74,10 @@ def decode_request(decoder: msgspec.json.Decoder, body: bytes) -> Any:
         msgspec.ValidationError: not the request's shape; the text ends `` - at `$.path` ``.
     """
     try:
-        value = decoder.decode(body)
-    except msgspec.ValidationError as exc:
-        value = _integral_retry(decoder.type, body, exc)
+        try:
+            value = decoder.decode(body)
+        except msgspec.ValidationError as exc:
+            value = _integral_retry(decoder.type, body, exc)     # decodes the body again, untyped
     except RecursionError:          # msgspec's own limit, near Python's recursion limit
         raise msgspec.ValidationError("JSON nested too deeply to read - at `$`") from None
     for name in FREE_FIELDS:

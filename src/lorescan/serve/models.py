@@ -486,6 +486,8 @@ class BookList(Struct):
     """Every stored book."""
 
     books: Annotated[list[BookInfo], doc("the stored books", [])]
+    unreadable: Annotated[list[str], doc("ids of stored books whose description cannot be read (left out of "
+                                         "books; GET /v1/books/{book_id} answers 409 for them)", [])] = []
 
 
 class ErrorBody(Struct):

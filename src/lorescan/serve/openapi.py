@@ -27,10 +27,13 @@ _ERRORS = {
     "401": "missing or wrong bearer token",
     "404": "unknown book id, or no such route",
     "405": "the route exists but not with this method",
-    "409": "a delta request's prefix is not held by this worker (`code: prefix_unknown`): send the whole chat",
+    "409": "a delta request's prefix is not held by this worker (`code: prefix_unknown`): send the whole chat; "
+           "or a stored book is damaged on disk (truncated or changed): upload it again to repair it",
     "413": "the request body is above the size limit",
     "422": "a request field is invalid; `path` locates it (`$.messages[3].mes`, `query.fill_defaults`)",
-    "503": "the per-request time limit passed (the scan finishes in the background)",
+    "503": "the per-request time limit passed (the scan finishes in the background), or the books "
+           "directory cannot be written",
+    "507": "the books directory is full: the upload was not stored",
 }
 
 
@@ -86,7 +89,7 @@ def openapi_document(*, token: bool = True) -> dict[str, Any]:
                      "examples": [_EXAMPLE_BOOK_TEXT]},
             "name": {"type": "string", "description": "the book's name (default: from the file)",
                      "examples": ["Saltmere"]}}}}}
-    turn_errors = ("400", "404", "405", "413", "422", "503")
+    turn_errors = ("400", "404", "405", "409", "413", "422", "503")
     paths: dict[str, dict[str, Any]] = {
         "/healthz": {"get": op("Liveness: the worker answers",
                                {"200": {"description": "alive", **body(_status_schema("ok", "always ok"))}},
@@ -105,7 +108,7 @@ def openapi_document(*, token: bool = True) -> dict[str, Any]:
             "post": op("Upload a book (any format lorescan.load reads); compiled once and stored",
                        {"201": {"description": "stored by this upload", **body(book)},
                         "200": {"description": "already stored (the same content)", **body(book)}},
-                       ("400", "413", "422", "503"),
+                       ("400", "413", "422", "503", "507"),
                        parameters=[
                            {"name": "name", "in": "query", "schema": {"type": "string"},
                             "description": "the book's name (default: from the file)", "examples": ["Saltmere"]},
@@ -120,7 +123,7 @@ def openapi_document(*, token: bool = True) -> dict[str, Any]:
             "get": op("Every stored book", {"200": {"description": "the books", **body(book_list)}}, ())},
         "/v1/books/{book_id}": {
             "parameters": [book_id],
-            "get": op("A stored book", {"200": {"description": "the book", **body(book)}}, ("404", "422")),
+            "get": op("A stored book", {"200": {"description": "the book", **body(book)}}, ("404", "409", "422")),
             "delete": op("Delete a stored book (every replica then answers 404 for it)",
                          {"204": {"description": "deleted"}}, ("404", "422", "503"))},
         "/v1/st/scan": {"post": op(

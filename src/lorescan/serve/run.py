@@ -14,6 +14,7 @@ from .auth import read_token
 from .config import is_loopback
 from .logs import logging_config
 from .metrics import multiprocess_dir, remove_multiprocess_dir
+from .protocol import BoundedHttpProtocol, configure
 
 __all__ = ["serve", "create_app"]
 
@@ -25,6 +26,7 @@ def create_app() -> Any:
     config = ServeConfig.from_env()
     if not logging.getLogger("lorescan.serve").handlers:      # run by uvicorn directly, not by `serve`
         logging.config.dictConfig(logging_config(config.log_level, config.log_format))
+    configure(config.header_timeout, config.body_timeout)     # this worker's connections
     return build_app(config)
 
 
@@ -44,7 +46,8 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     if token is None and not is_loopback(host):    # only with --allow-anonymous (the checks refuse it otherwise)
         log.warning("serving %s without a token: anyone who can reach it can upload, delete and scan books", host)
     # uvloop and httptools are the serve extra's fast event loop and HTTP parser (named here so
-    # a missing one fails loudly instead of uvicorn falling back to the slow pure-Python ones).
+    # a missing one fails loudly instead of uvicorn falling back to the slow pure-Python ones):
+    # the protocol is uvicorn's http="httptools" one with read timeouts (serve/protocol.py).
     loop = "uvloop" if sys.platform != "win32" else "asyncio"
     # uvicorn ends by raising the signal that stopped it again, to the handler found before it ran:
     # this one turns SIGTERM into SystemExit, so the metrics directory is removed below
@@ -52,6 +55,6 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, wor
     try:
         uvicorn.run("lorescan.serve.run:create_app", factory=True, host=host, port=port,
                     workers=workers if workers > 1 else None, log_level=config.log_level, log_config=log_config,
-                    access_log=False, loop=loop, http="httptools")
+                    access_log=False, loop=loop, http=BoundedHttpProtocol)
     finally:
         remove_multiprocess_dir(metrics_dir)

@@ -42,7 +42,7 @@ from ..model import Lorebook
 from ..match.options import MatchOptions
 from ..st.settings import Compat
 
-__all__ = ["BookStore", "StoredBook", "BookNotFound", "SUFFIX", "FORMAT", "DEFAULT_RULES",
+__all__ = ["BookStore", "StoredBook", "BookNotFound", "DamagedBook", "SUFFIX", "FORMAT", "DEFAULT_RULES",
            "write_compiled", "read_compiled"]
 
 log = logging.getLogger("lorescan.serve")
@@ -83,6 +83,18 @@ class BookNotFound(KeyError):
     """No stored book has this id."""
 
 
+class DamagedBook(Exception):
+    """A stored book's file cannot be read back (truncated, changed or corrupted on disk).
+
+    ``problem`` says what is wrong without naming the server's paths (it is shown to clients;
+    the log names the file). Uploading the same book again rewrites its files."""
+
+    def __init__(self, book_id: str, problem: str) -> None:
+        super().__init__(f"the stored book {book_id!r} is damaged ({problem}); upload it again to repair it")
+        self.book_id = book_id
+        self.problem = problem
+
+
 @dataclass(frozen=True, slots=True)
 class StoredBook:
     """What the store knows about one book: its description (GET answer) and its Lorebook."""
@@ -117,6 +129,9 @@ class BookStore:
         self.hits = 0               # in-memory LRU hits and misses (a miss reads a file or compiles)
         self.misses = 0
         self.on_change: Callable[[], None] | None = None
+        # called (outside the lock) with the ids of books the LRU let go, so whatever else holds
+        # them (the service's engines) can let go too: the cache bound is a bound on the worker
+        self.on_evict: Callable[[set[str]], None] | None = None
 
     # -- paths ----------------------------------------------------------------------------
     def _meta_path(self, book_id: str) -> str:
@@ -181,9 +196,9 @@ class BookStore:
         """
         book_id = self.book_id(data, name=name, fill_defaults=fill_defaults)
         meta_path = self._meta_path(book_id)
-        if os.path.exists(meta_path) and os.path.exists(self._compiled_path(book_id, DEFAULT_RULES)):
-            info = self.info(book_id)
-            return {**info, "created": False}
+        stored = self._intact(book_id)
+        if stored is not None:
+            return {**stored, "created": False}
         book = self.read(data, filename, name=name, fill_defaults=fill_defaults)
         compiled = self._compile(book, DEFAULT_RULES)
         size = self._store_compiled(book_id, DEFAULT_RULES, compiled)
@@ -200,12 +215,34 @@ class BookStore:
         return {**info, "created": True}
 
     def info(self, book_id: str) -> dict[str, Any]:
-        """The description of a stored book; BookNotFound if there is none."""
+        """The description of a stored book; BookNotFound if there is none, DamagedBook if its
+        file cannot be read as one."""
+        path = self._meta_path(book_id)
         try:
-            with open(self._meta_path(book_id), "rb") as fh:
-                return json.loads(fh.read())
+            with open(path, "rb") as fh:
+                info = json.loads(fh.read())
         except FileNotFoundError:
             raise BookNotFound(book_id) from None
+        except (OSError, ValueError) as exc:        # ValueError: not UTF-8 or not JSON
+            log.warning("cannot read the description %s: %s", path, exc)
+            raise DamagedBook(book_id, "its description is unreadable") from None
+        if not isinstance(info, dict) or info.get("id") != book_id:
+            log.warning("the description %s is not this book's", path)
+            raise DamagedBook(book_id, "its description is not this book's")
+        return info
+
+    def _intact(self, book_id: str) -> dict[str, Any] | None:
+        """The description of ``book_id`` when both its files are stored and read back whole; None
+        when either is missing or damaged (an upload of the book then writes both again)."""
+        try:
+            info = self.info(book_id)
+            read_compiled(self._compiled_path(book_id, DEFAULT_RULES))
+        except (BookNotFound, DamagedBook, FileNotFoundError):
+            return None
+        except (LorebookError, OSError) as exc:
+            log.warning("the stored book %s is damaged (%s): writing it again", book_id, exc)
+            return None
+        return info
 
     def exists(self, book_id: str) -> bool:
         return os.path.exists(self._meta_path(book_id))
@@ -238,12 +275,23 @@ class BookStore:
             self.file_loads += 1
             log.info("loaded compiled book %s from %s in %.1f ms (no compile)", book_id, path,
                      (time.perf_counter() - t0) * 1000)
-        except FileNotFoundError:
+        except (FileNotFoundError, LorebookError, OSError) as exc:
+            missing = isinstance(exc, FileNotFoundError)
+            if not missing:
+                log.warning("cannot load the compiled book %s: %s", path, exc)
             if options == DEFAULT_RULES:
-                raise BookNotFound(book_id) from None
+                if missing:
+                    raise BookNotFound(book_id) from None
+                problem = exc.problem if isinstance(exc, LorebookError) else (exc.strerror or type(exc).__name__)
+                raise DamagedBook(book_id, f"its compiled file: {problem}") from None
+            # other rules are compiled from the default compilation: a damaged file is rebuilt
             base = self.get(book_id, DEFAULT_RULES)
             compiled = self._compile(base.book, options)
-            size = self._store_compiled(book_id, options, compiled)
+            try:
+                size = self._store_compiled(book_id, options, compiled)
+            except OSError as err:          # a full disk: this scan goes on, the next one compiles again
+                log.warning("cannot store the compiled book %s for other rules: %s", book_id, err)
+                size = self._stored_size(book_id)
         self._remember(key, compiled, size)
         return compiled
 
@@ -260,6 +308,11 @@ class BookStore:
                     pass
         self._forget(book_id)
         return existed
+
+    def holds(self, book_id: str) -> bool:
+        """Whether some compilation of ``book_id`` is in the in-memory LRU."""
+        with self._lock:
+            return any(k[0] == book_id for k in self._lru)
 
     @property
     def loaded(self) -> int:
@@ -280,20 +333,31 @@ class BookStore:
                  (time.perf_counter() - t0) * 1000)
         return compiled
 
+    def _stored_size(self, book_id: str) -> int:
+        try:
+            return os.path.getsize(self._compiled_path(book_id, DEFAULT_RULES))
+        except OSError:
+            return 1 << 20
+
     def _store_compiled(self, book_id: str, options: MatchOptions, compiled: CompiledBook) -> int:
         path = self._compiled_path(book_id, options)
         self._write_atomic(path, lambda p: write_compiled(compiled, p))
         return os.path.getsize(path)
 
     def _remember(self, key: tuple[str, str], compiled: CompiledBook, size: int) -> None:
+        evicted: set[str] = set()
         with self._lock:
             if key in self._lru:
                 self._bytes -= self._lru.pop(key)[1]
             self._lru[key] = (compiled, size)
             self._bytes += size
             while self._bytes > self.cache_bytes and len(self._lru) > 1:
-                _, (_, old) = self._lru.popitem(last=False)
+                (old_id, _), (_, old) = self._lru.popitem(last=False)
                 self._bytes -= old
+                evicted.add(old_id)
+            evicted -= {k[0] for k in self._lru}
+        if evicted and self.on_evict is not None:
+            self.on_evict(evicted)
         if self.on_change is not None:
             self.on_change()
 

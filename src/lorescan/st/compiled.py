@@ -148,7 +148,7 @@ def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> Comp
     return decode_book(data, CompiledBook, source)
 
 
-def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
+def load_compiled(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
     """The CompiledBook in an ``.lsc`` file (``lorescan compile``), read into private memory
     (a snapshot: the file changing later cannot reach it; see ``lsc.read_compiled_file``).
 
@@ -156,6 +156,8 @@ def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
 
     Args:
         path: the ``.lsc`` file (written by :func:`~lorescan.match.lsc.save_compiled`).
+        limits: what the file's statements about its regexes (length, expansion) are held to; a
+            book compiled under raised limits loads under the same ones.
 
     Returns:
         The CompiledBook, ready to share between engines and threads.
@@ -167,7 +169,7 @@ def load_compiled(path: str | os.PathLike[str]) -> CompiledBook:
         OSError: the file cannot be opened.
     """
     data, source = read_compiled_file(path)
-    return decode_book(data, CompiledBook, source)
+    return decode_book(data, CompiledBook, source, limits)
 
 
 def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,

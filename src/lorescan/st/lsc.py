@@ -214,23 +214,24 @@ def encode_book(cb: Any) -> bytes:
     return w.finish(BOOK_KIND, {"keys": keys_meta, "book": book_meta})
 
 
-def decode_book(data: Any, make: Callable[..., Any], source: str = "<pickled compiled book>") -> Any:
+def decode_book(data: Any, make: Callable[..., Any], source: str = "<pickled compiled book>",
+                limits: Any = None) -> Any:
     """A CompiledBook (built by ``make``, ``st.compiled.CompiledBook``) from :func:`encode_book` bytes.
 
     Raises:
         CompiledFormError: the data is truncated, not a compiled book, from another format
             version, or corrupted.
     """
-    return read_form(data, source, lambda r: _read_book(r, make))
+    return read_form(data, source, lambda r: _read_book(r, make, limits))
 
 
-def _read_book(r: FormReader, make: Callable[..., Any]) -> Any:
+def _read_book(r: FormReader, make: Callable[..., Any], limits: Any = None) -> Any:
     if r.kind != BOOK_KIND:
         r.fail(f"holds a {r.kind!r}, not a compiled book")
     meta = r.meta["book"]
     source = meta["source"]
     n = meta["n_entries"]
-    keys = read_keys(r, KEY_TYPES)
+    keys = read_keys(r, KEY_TYPES, limits)
     if len(keys) != n:
         r.fail("the keys part does not match the entry count")
     entry_blob = r.blob("book:entries")
