@@ -99,6 +99,8 @@ _SETTINGS_DOC: dict[str, tuple[str, Any]] = {
     "include_names": ("scanned messages are prefixed with the speaker's name", True),
     "insertion_strategy": ("the order character and global books are placed in", "character_first"),
     "overflow_alert": ("report when the budget overflows", False),
+    "stable_placement": ("cache-stable placement: entries keep their place from turn to turn (improved profile "
+                         "only; send the returned layout back)", False),
 }
 _SETTINGS_RANGE: dict[str, dict[str, int]] = {
     **{name: {"ge": 0, "le": 10_000_000} for name in ("scan_depth", "budget_cap", "min_activations",

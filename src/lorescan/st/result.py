@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 from ..errors import SettingsError
+from ..layout import Layout, Stability
 from ..match.compile import CompiledBook
 from ..match.spans import KeySpan
 from ..model import Entry, Lorebook
@@ -295,6 +296,10 @@ class STResult:
         fuzzy_cutoffs: one line when the scan's fuzzy-key comparisons reached
             ``Limits.fuzzy_comparisons_per_scan`` ("fuzzy matching was cut off in …"): in the
             texts named there the fuzzy keys matched only exactly. Empty normally.
+        layout: the placement layout to pass to the next turn's ``layout`` (None when the scan
+            was given none and ``stable_placement`` is off; docs/improved-profile.md#cache-stable).
+        stability: how much of each placement text is unchanged from the layout the scan was
+            given (None when it was given none).
     """
 
     activated: list[EntryId]
@@ -311,6 +316,8 @@ class STResult:
     # EntryId -> the Entry (the engine's books; after pickling, a dict of them).
     _entry: Callable[[EntryId], Entry] = field(repr=False, default=_no_entries)
     fuzzy_cutoffs: tuple[str, ...] = ()
+    layout: Layout | None = None
+    stability: Stability | None = None
 
     @property
     def world_info_before(self) -> str:
@@ -340,7 +347,7 @@ class STResult:
         return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
                            self.overflow_alert_shown, self.timed_effects, self.loops,
                            functools.partial(dict, diagnostics), self.regex_cutoffs, None,
-                           entries.__getitem__, self.fuzzy_cutoffs))
+                           entries.__getitem__, self.fuzzy_cutoffs, self.layout, self.stability))
 
     def entry(self, eid: EntryId | tuple[str, int | str]) -> Entry:
         """The entry behind an id of this result (its ``comment`` is the name authors give it).

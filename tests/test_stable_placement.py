@@ -1,0 +1,209 @@
+"""Cache-stable placement (docs/improved-profile.md#cache-stable): the option changes the order
+inside a placement text only, never which entries fire or what the budget decides; a turn with
+the same activated set keeps its placement texts; the layout round-trips and a bad one is a
+located error."""
+from __future__ import annotations
+
+import functools
+import json
+import pickle
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lorescan.errors import LorebookError
+from lorescan.formats import book_from_entries
+from lorescan.js.text import js_count_words
+from lorescan.layout import MAX_LAYOUT_ENTRIES, Layout
+from lorescan.st import BookSource, ChatMessage, STEngine, STSettings
+from lorescan.st.place import place_entries, place_keyed
+from tests.test_scan_differential import chats, entries, st_settings
+
+
+def _engines(book, cfg, rng, compat="improved"):
+    make = functools.partial(STEngine, [BookSource(book, ("global",))], compat=compat, count_tokens=js_count_words,
+                             random=functools.partial(float, rng))
+    return make(STSettings(**cfg)), make(STSettings(**cfg, stable_placement=True))
+
+
+def _decided(res):
+    return {k: (d.outcome, d.reason, d.loop) for k, d in res.decisions().items()}
+
+
+def _texts(res) -> dict[str, Counter]:
+    """Each placement text's entries as a multiset (what order-only changes keep)."""
+    out = {}
+    p = res.placement
+    out["before"] = Counter(p.before.split("\n")) if p.before else Counter()
+    out["after"] = Counter(p.after.split("\n")) if p.after else Counter()
+    out["an"] = Counter(p.an_top) + Counter(["|"] + p.an_bottom)
+    out["depth"] = Counter((g.depth, g.role, c) for g in p.depth for c in g.entries)
+    out["groups"] = Counter((g.depth, g.role) for g in p.depth)
+    out["examples"] = Counter(p.examples)
+    out["outlets"] = Counter((k, c) for k, v in p.outlets.items() for c in v)
+    return out
+
+
+def _replay(off, on, chat, turns_seen):
+    layout_off = layout_on = {}
+    state_off = state_on = None
+    for n in range(1, len(chat) + 1):
+        msgs = chat[:n] if isinstance(chat[0], ChatMessage) else \
+            [ChatMessage("User" if i % 2 else "Moon", t) for i, t in enumerate(chat[:n])]
+        kw = dict(max_context=200 if not isinstance(chat[0], ChatMessage) else 16000)
+        a = off.scan(msgs, timed_effects=state_off, layout=layout_off, **kw)
+        b = on.scan(msgs, timed_effects=state_on, layout=layout_on, **kw)
+        # identical activations, budget decisions and timed effects
+        assert a.activated == b.activated
+        assert a.budget_overflowed == b.budget_overflowed
+        assert _decided(a) == _decided(b)
+        assert a.timed_effects.to_json() == b.timed_effects.to_json()
+        # only the order inside a placement text may differ
+        assert _texts(a) == _texts(b)
+        if n > 1 and set(b.activated) == turns_seen[-1]:
+            assert b.stability.share >= 0.9, (n, b.stability)
+        turns_seen.append(set(b.activated))
+        layout_off, layout_on = a.layout.to_json(), b.layout.to_json()
+        state_off, state_on = a.timed_effects, b.timed_effects
+
+
+@given(entries(), st_settings, chats, st.floats(0, 0.999))
+@settings(max_examples=300, deadline=None)
+def test_the_option_changes_order_only_on_random_books_and_chats(ents, cfg, chat, rng):
+    off, on = _engines(book_from_entries("Lore", ents), cfg, rng)
+    _replay(off, on, chat + chat[-1:], [])       # the last turn repeats: the same set again
+
+
+def test_the_option_changes_order_only_on_the_corpus_chats():
+    from conftest import need_shared
+    from lorescan import load
+    corpus = need_shared("corpus")
+    chat = []
+    for line in (corpus / "chats" / "en-rpg-narrator.jsonl").read_text(encoding="utf-8").splitlines():
+        m = json.loads(line)
+        if "mes" in m and not m.get("is_system"):
+            chat.append(ChatMessage(m.get("name", ""), m["mes"]))
+    seen = []
+    for name in ("en-weyland-251.json", "en-chub-world-of-arcanthea.json"):
+        book = load(str(corpus / "books" / name))
+        cfg = dict(scan_depth=6, recursive=True, budget_cap=3000)
+        off, on = _engines(book, cfg, 0.4)
+        _replay(off, on, chat[:40], seen)
+    assert sum(bool(s) for s in seen) > 20
+
+
+def _book(words, positions=None):
+    return book_from_entries("B", [{"uid": i, "key": [w], "content": f"about {w}", "order": 100,
+                                    "position": 0 if positions is None else positions[i]}
+                                   for i, w in enumerate(words)])
+
+
+def test_kept_entries_keep_their_rank_new_ones_follow_and_dropped_ones_leave():
+    _, on = _engines(_book(["wolf", "moon", "fox", "ash"]), {}, 0.5)
+    off, _ = _engines(_book(["wolf", "moon", "fox", "ash"]), {}, 0.5)
+    layout = {}
+    got = []
+    for text in ["fox", "wolf fox", "ash wolf fox", "ash fox"]:
+        res = on.scan([ChatMessage("u", text)], max_context=8000, layout=layout)
+        layout = res.layout.to_json()
+        got.append(res.world_info_before)
+    assert got == ["about fox", "about fox\nabout wolf", "about fox\nabout wolf\nabout ash", "about fox\nabout ash"]
+    # the engine's own order (same order: later-activated first) is what the option keeps away from
+    plain = off.scan([ChatMessage("u", "ash wolf fox")], max_context=8000).world_info_before
+    assert plain != got[2] and sorted(plain.split("\n")) == sorted(got[2].split("\n"))
+
+
+def test_the_share_counts_whole_unchanged_entries_and_their_newlines():
+    off, on = _engines(_book(["wolf", "moon", "fox"]), {}, 0.5)
+    first = on.scan([ChatMessage("u", "wolf")], max_context=8000, layout={})
+    assert first.stability.share == 0.0 and first.stability.length == len("about wolf")
+    second = on.scan([ChatMessage("u", "wolf moon")], max_context=8000, layout=first.layout)
+    assert second.world_info_before == "about wolf\nabout moon"
+    assert second.stability.unchanged == len("about wolf")
+    assert second.stability.length == len(second.world_info_before)
+    third = on.scan([ChatMessage("u", "wolf moon fox")], max_context=8000, layout=second.layout)
+    assert third.world_info_before.startswith("about wolf\nabout moon\n")
+    assert third.stability.unchanged == len("about wolf\nabout moon")
+    same = on.scan([ChatMessage("u", "fox moon wolf")], max_context=8000, layout=third.layout)
+    assert same.world_info_before == third.world_info_before and same.stability.share == 1.0
+    # without the option the layout is still measured when one is given, and not made when none is
+    assert off.scan([ChatMessage("u", "wolf")], max_context=8000).layout is None
+    assert off.scan([ChatMessage("u", "wolf")], max_context=8000, layout={}).stability.share == 0.0
+
+
+def test_the_sillytavern_profile_ignores_the_option():
+    book = _book(["wolf", "moon", "fox"])
+    plain, stable = _engines(book, {}, 0.5, compat="sillytavern")
+    layout = {}
+    for text in ["fox", "wolf fox", "moon wolf fox"]:
+        a = plain.scan([ChatMessage("u", text)], max_context=8000)
+        b = stable.scan([ChatMessage("u", text)], max_context=8000, layout=layout)
+        assert a.to_json() == b.to_json()
+        layout = b.layout
+
+
+@st.composite
+def placed(draw):
+    n = draw(st.integers(0, 8))
+    ents = [{"uid": i, "key": ["k"], "content": draw(st.sampled_from(["a", "b", "", "c\nd"])) + str(i),
+             "order": draw(st.sampled_from([1, 5, 5, 3])), "position": draw(st.integers(0, 8)),
+             "depth": draw(st.sampled_from([None, 0, 4, 4.0, 2])), "role": draw(st.sampled_from([None, 0, 1, "0"])),
+             "outletName": draw(st.sampled_from(["", "o", "p"]))} for i in range(n)]
+    return book_from_entries("B", ents)
+
+
+@given(placed(), st.booleans(), st.randoms())
+@settings(max_examples=300, deadline=None)
+def test_place_keyed_is_place_entries_and_arrange_only_reorders(book, note, rnd):
+    pairs = [(e, e.content) for e in book.entries]
+    keys = [f"B.{e.uid}" for e in book.entries]
+    note_text = "NOTE" if note else None
+    want = place_entries(pairs, authors_note=note_text)
+    got, places = place_keyed(pairs, keys, authors_note=note_text)
+    assert got.to_json() == want.to_json()
+
+    def shuffle(name, items):
+        items = list(items)
+        rnd.shuffle(items)
+        return items
+    moved, moved_places = place_keyed(pairs, keys, authors_note=note_text, arrange=shuffle)
+    a, b = want.to_json(), moved.to_json()
+    assert sorted(a["world_info_before"].split("\n")) == sorted(b["world_info_before"].split("\n"))
+    assert [(d["depth"], d["role"], sorted(d["entries"])) for d in a["depth_entries"]] == \
+        [(d["depth"], d["role"], sorted(d["entries"])) for d in b["depth_entries"]]
+    assert [e["position"] for e in a["em_entries"]] == [e["position"] for e in b["em_entries"]]
+    assert {k: sorted(v) for k, v in a["outlets"].items()} == {k: sorted(v) for k, v in b["outlets"].items()}
+    assert {k: sorted(v) for k, v in places.items()} == {k: sorted(v) for k, v in moved_places.items()}
+
+
+def test_the_layout_round_trips_through_json_and_pickle():
+    _, on = _engines(_book(["wolf", "moon", "fox"], [0, 4, 1]), {}, 0.5)
+    res = on.scan([ChatMessage("u", "wolf moon fox")], max_context=8000, layout={})
+    text = json.dumps(res.layout.to_json(), allow_nan=False)
+    assert Layout.from_json(json.loads(text)) == res.layout
+    assert set(res.layout.places) == {"before", "after", "at_depth 4 0"}
+    copy = pickle.loads(pickle.dumps(res))
+    assert copy.layout == res.layout and copy.stability == res.stability
+    again = on.scan([ChatMessage("u", "wolf moon fox")], max_context=8000, layout=json.loads(text))
+    assert again.stability.share == 1.0
+
+
+@pytest.mark.parametrize(("bad", "field"), [
+    ([], None),
+    ({"version": 2}, "version"),
+    ({"places": []}, "places"),
+    ({"places": {"before": "x"}}, "places.before"),
+    ({"places": {"before": [["B.1"]]}}, "places.before[0]"),
+    ({"places": {"before": [["B.1", 3]]}}, "places.before[0]"),
+    ({"places": {"before": [["B.1", "ff"], "B.2"]}}, "places.before[1]"),
+    ({"places": {"before": [["x" * 2000, "ff"]]}}, "places.before[0]"),
+    ({"places": {"before": [["B.1", "ff"]] * (MAX_LAYOUT_ENTRIES + 1)}}, "places"),
+    ({"extra": 1}, "extra"),
+])
+def test_a_bad_layout_is_a_located_error(bad, field):
+    _, on = _engines(_book(["wolf"]), {}, 0.5)
+    with pytest.raises(LorebookError) as info:
+        on.scan([ChatMessage("u", "wolf")], max_context=8000, layout=bad)
+    assert info.value.source == "layout" and info.value.field == field
