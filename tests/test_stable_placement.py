@@ -20,6 +20,7 @@ from lorescan.layout import MAX_LAYOUT_ENTRIES, Layout
 from lorescan.st import BookSource, ChatMessage, STEngine, STSettings
 from lorescan.st.place import place_entries, place_keyed
 from tests.test_scan_differential import chats, entries, st_settings
+from tests.test_slot_properties import budgets, entries as slot_entries, messages
 
 
 def _engines(book, cfg, rng, compat="improved"):
@@ -207,3 +208,59 @@ def test_a_bad_layout_is_a_located_error(bad, field):
     with pytest.raises(LorebookError) as info:
         on.scan([ChatMessage("u", "wolf")], max_context=8000, layout=bad)
     assert info.value.source == "layout" and info.value.field == field
+
+
+# -- lorebook-slot mode ------------------------------------------------------------------------
+def _slot_engines(pool, budget):
+    from slot_helpers import cc_book
+
+    from lorescan.slot import SlotEngine
+    from lorescan.tokens import count_words
+    book = cc_book("p", pool, token_budget=budget, recursive_scanning=True)
+    make = functools.partial(SlotEngine, [book], count_tokens=lambda text: 8 * count_words(text))
+    return make(), make(stable_placement=True)
+
+
+def _first_matched(state):
+    return {k: v for k, v in state.items() if k != "placement_layout"}
+
+
+@given(slot_entries(), budgets, messages)
+@settings(max_examples=300, deadline=None)
+def test_slot_mode_the_option_changes_order_only(pool, budget, chat):
+    off, on = _slot_engines(pool, budget)
+    state_off, state_on = {"version": 1, "placement_layout": {}}, None
+    last = None
+    for n in range(1, len(chat) + 2):
+        msgs = chat[:n]                 # the last turn repeats the whole chat: the same set again
+        a = off.run(msgs, turn_id=n, state=state_off)
+        b = on.run(msgs, turn_id=n, state=state_on)
+        assert [r.to_dict() for r in a.log] == [r.to_dict() for r in b.log]
+        assert (a.tokens_used, a.passes) == (b.tokens_used, b.passes)
+        assert _first_matched(a.state) == _first_matched(b.state)
+        assert Counter(a.messages) == Counter(b.messages)
+        assert a.stability is not None and (b.stability is None) == (n == 1)
+        inserted = {(r.book, r.id) for r in b.log if r.outcome == "inserted"}
+        if last is not None and inserted == last:
+            assert b.stability.share >= 0.9
+        last = inserted
+        state_off, state_on = json.loads(json.dumps(a.state)), json.loads(json.dumps(b.state))
+
+
+def test_slot_mode_keeps_the_slot_order_and_a_bad_layout_is_located():
+    from lorescan.errors import SettingsError
+    pool = [{"id": i, "keys": [w], "content": f"about {w}", "insertion_order": 0, "priority": 0}
+            for i, w in enumerate(["wolf", "moon", "fox"])]
+    _, on = _slot_engines(pool, 1000)
+    state = None
+    got = []
+    for text in ["fox", "fox wolf", "moon fox wolf"]:
+        res = on.run([("user", text)], turn_id=1, state=state)
+        state = res.state
+        got.append([m.content for m in res.messages])
+    assert got[1][:1] == got[0] and got[2][:2] == got[1]
+    assert res.stability.unchanged == len("\n".join(got[1]))      # the previous slot ended there
+    assert res.to_json()["placement_stability"]["share"] == res.stability.share
+    with pytest.raises(SettingsError) as info:
+        on.run([("user", "fox")], turn_id=1, state={**state, "placement_layout": {"places": {"slot": [1]}}})
+    assert info.value.source == "state" and info.value.field == "placement_layout.places.slot[0]"

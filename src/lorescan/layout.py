@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 from .errors import LorebookError
 
@@ -32,6 +32,7 @@ MAX_LAYOUT_ENTRIES = 100_000     # placed entries over all places (a layout is s
 MAX_LAYOUT_KEY = 1_000           # characters of one place name or entry key
 
 Item = tuple[str, str]           # (entry key, content) as a turn places it
+_Placed = TypeVar("_Placed", bound=tuple)     # an item, maybe with more fields after the two
 
 
 def fingerprint(content: str) -> str:
@@ -156,9 +157,10 @@ class Layout:
         return cls({name: tuple((k, fingerprint(c)) for k, c in items)
                     for name, items in placed.items() if items})
 
-    def arrange(self, place: str, items: list[Item]) -> list[Item]:
-        """``items`` (the engine's order for ``place`` this turn) in cache-stable order: the
-        entries this layout has in ``place`` in its order, then the others in their given order."""
+    def arrange(self, place: str, items: list[_Placed]) -> list[_Placed]:
+        """``items`` (the engine's order for ``place`` this turn, each starting with its entry
+        key) in cache-stable order: the entries this layout has in ``place`` in its order, then
+        the others in their given order."""
         before = self.places.get(place)
         if not before or not items:
             return items

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
 from ..errors import SettingsError
+from ..layout import Stability
 from ..match.spans import KeySpan
 from .decorators import ROLES
 
@@ -132,6 +133,9 @@ class SlotResult:
     fuzzy_cutoffs: tuple[str, ...] = ()
     """One line when the run's fuzzy-key comparisons reached ``Limits.fuzzy_comparisons_per_scan``
     (in the texts it names, fuzzy keys matched only exactly)."""
+    stability: Stability | None = None
+    """How much of the slot (its messages' contents joined by newlines) is unchanged from the
+    layout the state held (None when it held none; docs/improved-profile.md#cache-stable)."""
 
     @property
     def inserted(self) -> tuple[LogRecord, ...]:
@@ -147,7 +151,8 @@ class SlotResult:
                 "tokens_used": self.tokens_used, "passes": self.passes,
                 "disabled_ui_prompts": sorted(self.disabled_ui_prompts), "budget_book": self.budget_book,
                 "notes": [{"code": n.code, "text": n.text, "message": n.message} for n in self.notes],
-                "regex_cutoffs": list(self.regex_cutoffs), "fuzzy_cutoffs": list(self.fuzzy_cutoffs)}
+                "regex_cutoffs": list(self.regex_cutoffs), "fuzzy_cutoffs": list(self.fuzzy_cutoffs),
+                "placement_stability": None if self.stability is None else self.stability.to_json()}
 
 
 def read_messages(messages: Sequence[RoleMessage]) -> list[tuple[str, str]]:
