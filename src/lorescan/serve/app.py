@@ -339,7 +339,7 @@ class Runtime:
                                  authors_note=req.authors_note, trigger=req.trigger, dry_run=req.dry_run,
                                  timed_effects=req.timed_effects,
                                  forced=[(f.world, f.uid) for f in req.forced], cache=cache,
-                                 substitute=_substitute(req.macros), random=rand)
+                                 substitute=_substitute(req.macros), random=rand, layout=req.layout)
         except LorebookError as exc:
             raise _input_error(exc) from None
         finally:
@@ -348,6 +348,7 @@ class Runtime:
         out["budget"] = result.budget
         out["regex_cutoffs"] = list(result.regex_cutoffs)
         out["fuzzy_cutoffs"] = list(result.fuzzy_cutoffs)
+        out["layout"], out["placement_stability"] = (x and x.to_json() for x in (result.layout, result.stability))
         timeouts = len(result.regex_cutoffs)
         if req.explain:
             named = message_namer(range(1, len(req.messages) + 1))     # docs/sillytavern-mode.md#cli-turns
@@ -365,7 +366,7 @@ class Runtime:
         options = maker(case_sensitive=req.case_sensitive, match_whole_words=req.match_whole_words)
         key = ("slot", tuple((b.id, b.book_id, None if b.settings is None else
                               msgspec.structs.astuple(b.settings)) for b in req.books),
-               options, req.regex_keys, req.user_icon_decorator, req.tokenizer)
+               options, req.regex_keys, req.user_icon_decorator, req.tokenizer, req.stable_placement)
         for b in req.books:
             if not self.store.exists(b.id):
                 self._compiled(req.books, options)
@@ -382,7 +383,8 @@ class Runtime:
                         raise _input_error(exc, f"$.books[{i}].settings") from None
                 books.append(SlotBook(cb.book, ref.book_id, settings))
             return SlotEngine(books, count_tokens=self.counter(req.tokenizer), match_options=options,
-                              regex_keys=req.regex_keys, user_icon_decorator=req.user_icon_decorator)
+                              regex_keys=req.regex_keys, user_icon_decorator=req.user_icon_decorator,
+                              stable_placement=req.stable_placement)
 
         try:
             engine = self._engine(key, build)

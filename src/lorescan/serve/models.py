@@ -190,6 +190,9 @@ class STScanRequest(_Strict):
                              doc("the timed_effects state the previous turn returned", None)] = None
     forced: Annotated[list[ForcedEntry], doc("entries activated for this scan only", [])] = \
         field(default_factory=list)
+    layout: Annotated[Union[dict[str, Any], None],
+                      doc("the layout the previous turn returned ({} on a chat's first turn to measure "
+                          "placement_stability; docs/improved-profile.md#cache-stable)", None)] = None
     tokenizer: Annotated[Tokenizer, _TOKENIZER_DOC] = "cl100k"
     random: Annotated[Union[UnitInterval, None], doc("a fixed value in [0, 1) for every probability roll",
                                                      0.5)] = None
@@ -250,6 +253,8 @@ class SlotRunRequest(_Strict):
                                                              "improved")] = "improved"
     case_sensitive: Annotated[bool, doc("keys match case-sensitively (an entry may override)", False)] = False
     match_whole_words: Annotated[bool, doc("keys match whole words only (an entry may override)", False)] = False
+    stable_placement: Annotated[bool, doc("cache-stable placement: the slot's messages keep their order from "
+                                          "turn to turn (the layout travels in the state)", False)] = False
     tokenizer: Annotated[Tokenizer, _TOKENIZER_DOC] = "cl100k"
     macros: Annotated[Union[dict[MacroName, str], None], _MACROS_DOC] = None
     chat_id: Annotated[Union[ChatId, None], _CHAT_ID_DOC] = None
@@ -334,6 +339,27 @@ class DiagnosticOut(Struct, forbid_unknown_fields=True):
                              "Entry Saltmere.1 fired (key_match): primary key 'lighthouse' matched in message 0.")]
 
 
+class PlaceStabilityOut(Struct, forbid_unknown_fields=True):
+    """One placement text: its length and its leading characters unchanged from the previous turn."""
+
+    place: Annotated[str, doc("the place (position kind, with depth and role at depth)", "before")]
+    length: Annotated[int, doc("its length in characters", 120)]
+    unchanged: Annotated[int, doc("its leading characters (whole entries) as the previous turn had them", 120)]
+
+
+class StabilityOut(Struct, forbid_unknown_fields=True):
+    """How much of the placement texts is unchanged from the previous turn's layout."""
+
+    share: Annotated[float, doc("unchanged characters over all characters", 1.0)]
+    length: Annotated[int, doc("characters of all placement texts", 120)]
+    unchanged: Annotated[int, doc("unchanged leading characters, summed", 120)]
+    places: Annotated[list[PlaceStabilityOut], doc("one per non-empty placement text", [])]
+
+
+_STABILITY_DOC = doc("how much of each placement text is unchanged from the layout sent (null: none was sent)",
+                     None)
+
+
 class STScanResponse(Struct, forbid_unknown_fields=True):
     """``STResult.to_json()`` (the conformance vectors' ``expected`` shape) plus ``budget``
     and, with ``explain``, one diagnostic per entry in global order."""
@@ -362,6 +388,10 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
     fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the scan's comparison "
                                             "budget (its texts matched fuzzy keys exactly only)", [])] = \
         field(default_factory=list)
+    layout: Annotated[Union[dict[str, Any], None],
+                      doc("the placement layout to send with the next turn (with stable_placement or a "
+                          "layout sent)", None)] = None
+    placement_stability: Annotated[Union[StabilityOut, None], _STABILITY_DOC] = None
 
 
 class SlotMessageOut(Struct, forbid_unknown_fields=True):
@@ -412,6 +442,7 @@ class SlotRunResponse(Struct, forbid_unknown_fields=True):
         field(default_factory=list)
     fuzzy_cutoffs: Annotated[list[str], doc("one line when fuzzy matching was cut off at the run's comparison "
                                             "budget", [])] = field(default_factory=list)
+    placement_stability: Annotated[Union[StabilityOut, None], _STABILITY_DOC] = None
 
 
 # -- JanitorAI script mode -----------------------------------------------------------------
