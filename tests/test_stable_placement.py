@@ -264,3 +264,25 @@ def test_slot_mode_keeps_the_slot_order_and_a_bad_layout_is_located():
     with pytest.raises(SettingsError) as info:
         on.run([("user", "fox")], turn_id=1, state={**state, "placement_layout": {"places": {"slot": [1]}}})
     assert info.value.source == "state" and info.value.field == "placement_layout.places.slot[0]"
+
+
+# -- replay --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["sillytavern", "slot"])
+def test_replay_measures_the_share_without_and_with_the_option(mode):
+    from lorescan.replay.chats import Message
+    from lorescan.replay.report import render_report
+    from lorescan.replay.single import mean_stable_share, replay_chat
+    book = _book(["wolf", "moon", "fox", "ash"])
+    texts = ["fox", "hello", "wolf fox", "hi", "ash wolf fox", "yes", "ash wolf fox moon", "ok", "fox wolf ash moon"]
+    messages = [Message("u" if i % 2 == 0 else "c", t, i % 2 == 0, False) for i, t in enumerate(texts)]
+    settings = {"compat": "improved"} if mode == "sillytavern" else {}
+    replay = replay_chat([book], messages, mode=mode, settings=settings)
+    assert replay.turns[0].stable_share is None
+    shares = [t.stable_share for t in replay.turns[1:]]
+    assert all(s is not None for s in shares)
+    # kept entries stay in front with the option: every later turn starts with the previous text
+    assert all(on == 1.0 or on >= off for off, on in shares)
+    without, with_ = mean_stable_share(replay)
+    assert with_ > without
+    page = render_report(replay)
+    assert f"{with_:.3f} with it" in page and 'id="cache-stability"' in page

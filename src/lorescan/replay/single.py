@@ -28,7 +28,8 @@ from .chats import Message
 from .pairing import entry_name
 from .turns import EXTRA_SETTINGS, check_settings, turn_points
 
-__all__ = ["EntryInfo", "TurnRecord", "ChatReplay", "load_chat", "replay_chat", "text_summary", "mean_stable_share"]
+__all__ = ["EntryInfo", "TurnRecord", "ChatReplay", "load_chat", "replay_chat", "text_summary", "mean_stable_share",
+           "stability_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +328,16 @@ def mean_stable_share(replay: ChatReplay) -> tuple[float, float] | None:
     return sum(a for a, _ in shares) / len(shares), sum(b for _, b in shares) / len(shares)
 
 
+def stability_line(replay: ChatReplay) -> str | None:
+    """The line ``lorescan replay`` prints after the summary about the placement text unchanged
+    from turn to turn (None in janitor mode or with one turn)."""
+    means = mean_stable_share(replay)
+    if means is None:
+        return None
+    return (f"placement text unchanged from the previous turn: {means[0]:.3f} of it on average without "
+            f"stable placement, {means[1]:.3f} with (docs/improved-profile.md#cache-stable)")
+
+
 def text_summary(replay: ChatReplay) -> list[str]:
     """The plain-text summary ``lorescan replay`` prints: one line per turn, then totals. A
     fired entry whose key matched inside a longer word, across two texts or in a recursion
@@ -348,10 +359,6 @@ def text_summary(replay: ChatReplay) -> list[str]:
         lines.append(line)
     ever = {i for t in replay.turns for i in t.fired}
     n = len(replay.turns)
-    means = mean_stable_share(replay)
-    if means is not None:
-        lines.append(f"placement text unchanged from the previous turn: {means[0]:.3f} of it on average without "
-                     f"stable placement, {means[1]:.3f} with (docs/improved-profile.md#cache-stable)")
     lines.append(f"{n} turn{'s' if n != 1 else ''}; {len(ever)} of {len(replay.entries)} entries fired at least "
                  f"once (mode {replay.mode}, seed {replay.seed})")
     return lines
