@@ -146,12 +146,14 @@ class _ST:
                                character=self.character, layout=self.layouts[0])
         self.state = res.timed_effects
         self.layouts[0] = res.layout
+        assert res.stability is not None        # a layout was given
         share = res.stability.share
         other = share
         if self.twin is not None:
             self.twin_rng.seed(seed)
             twin = self.twin.scan(chat, max_context=self.max_context, timed_effects=self.twin_state,
                                   cache=self.twin_cache, character=self.character, layout=self.layouts[1])
+            assert twin.stability is not None
             self.twin_state, self.layouts[1], other = twin.timed_effects, twin.layout, twin.stability.share
         self.shares = (other, share) if self.stable_first else (share, other)
         fired = tuple(self.index[e] for e in res.activated)
@@ -191,6 +193,7 @@ class _Slot:
         self.state = res.state
         twin = self.twin.run(chat, turn_id=str(seed), state=self.twin_state, cache=self.twin_cache)
         self.twin_state = twin.state
+        assert res.stability is not None        # the state holds a layout
         self.shares = None if twin.stability is None else (res.stability.share, twin.stability.share)
         if not self.entries:              # the pool's entries, in pool order, from the first log
             self.entries = tuple(EntryInfo(str(r.book), str(r.id), (r.name or "").strip() or f"#{r.id}")

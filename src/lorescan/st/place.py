@@ -160,7 +160,7 @@ def place_entries(activated: Sequence[tuple[Entry, str]], *, authors_note: str |
     return out
 
 
-_PLACE_NAMES = {_BEFORE: "before", _AFTER: "after", _AN_TOP: "an_top", _AN_BOTTOM: "an_bottom",
+_PLACE_NAMES: dict[Any, str] = {_BEFORE: "before", _AFTER: "after", _AN_TOP: "an_top", _AN_BOTTOM: "an_bottom",
                 _EM_TOP: "em_top", _EM_BOTTOM: "em_bottom"}
 Arrange = Callable[[str, list[tuple[str, str]]], list[tuple[str, str]]]
 
@@ -189,7 +189,7 @@ def place_keyed(activated: Sequence[tuple[Entry, str]], keys: Sequence[str], *, 
     places: dict[str, list[tuple[str, str]]] = {}
     groups: list[tuple[Any, Any, float | None, str]] = []     # (depth, role, own depth, place), first seen first
     outlets: dict[str, str] = {}                               # outlet name -> place, first seen first
-    slots: list[int] = []                                      # 0 top / 1 bottom per example entry, ranked
+    slots: list[float] = []                                    # 0 top / 1 bottom per example entry, ranked
     for (entry, content), key in ranked:
         pos = entry.position
         if post_process is not None:
