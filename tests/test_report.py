@@ -332,7 +332,8 @@ def test_progress_bar_on_a_real_terminal(tmp_path: Path) -> None:
         os.close(master)
     assert proc.returncode == 0
     assert b"] 120/120 turns" in seen                                  # the last step is always drawn
-    assert proc.stdout.count(b"\n") == 121 and b"replay [" not in proc.stdout
+    # 120 turns, the totals and the placement-stability line
+    assert proc.stdout.count(b"\n") == 122 and b"replay [" not in proc.stdout
 
 
 def test_replay_chat_rejects_bad_arguments() -> None:

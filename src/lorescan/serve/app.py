@@ -348,7 +348,8 @@ class Runtime:
         out["budget"] = result.budget
         out["regex_cutoffs"] = list(result.regex_cutoffs)
         out["fuzzy_cutoffs"] = list(result.fuzzy_cutoffs)
-        out["layout"], out["placement_stability"] = (x and x.to_json() for x in (result.layout, result.stability))
+        out.update((k, x.to_json()) for k, x in (("layout", result.layout),
+                                                  ("placement_stability", result.stability)) if x)
         timeouts = len(result.regex_cutoffs)
         if req.explain:
             named = message_namer(range(1, len(req.messages) + 1))     # docs/sillytavern-mode.md#cli-turns

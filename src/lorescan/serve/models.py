@@ -389,8 +389,8 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
                                             "budget (its texts matched fuzzy keys exactly only)", [])] = \
         field(default_factory=list)
     layout: Annotated[Union[dict[str, Any], None],
-                      doc("the placement layout to send with the next turn (with stable_placement or a "
-                          "layout sent)", None)] = None
+                      doc("the placement layout to send with the next turn (absent unless stable_placement "
+                          "is on or a layout was sent)", None)] = None
     placement_stability: Annotated[Union[StabilityOut, None], _STABILITY_DOC] = None
 
 
