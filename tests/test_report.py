@@ -230,8 +230,10 @@ def test_cli_slot_mode_and_several_books(inputs: tuple[Path, Path], tmp_path: Pa
                     "--report", str(report))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) == 12 + 2 and lines[-1] == f"report: {report}"
+    assert len(lines) == 12 + 3 and lines[-1] == f"report: {report}"
+    assert lines[-2].startswith("placement text unchanged from the previous turn: ")
     page = report.read_text(encoding="utf-8")
+    assert 'id="cache-stability"' in page
     assert "Mode: lorebook slot" in page and "Saltmere" in page and "Report &lt;Book&gt;" in page
 
 
@@ -330,7 +332,8 @@ def test_progress_bar_on_a_real_terminal(tmp_path: Path) -> None:
         os.close(master)
     assert proc.returncode == 0
     assert b"] 120/120 turns" in seen                                  # the last step is always drawn
-    assert proc.stdout.count(b"\n") == 121 and b"replay [" not in proc.stdout
+    # 120 turns, the totals and the placement-stability line
+    assert proc.stdout.count(b"\n") == 122 and b"replay [" not in proc.stdout
 
 
 def test_replay_chat_rejects_bad_arguments() -> None:

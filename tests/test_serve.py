@@ -300,7 +300,12 @@ def test_the_response_models_are_the_schema_of_the_results_to_json():
     engine = STEngine([BookSource(load(EXAMPLE), ("global",))], count_tokens=count_words)
     result = engine.scan([ChatMessage("Rowan", "Who keeps the lighthouse? The bell rang.")], max_context=8192)
     data = json.loads(msgspec.json.encode(result.to_json(diagnostics=True)))
-    assert list(data) == _fields(m.STScanResponse)
+    optional = {"layout", "placement_stability"}      # there only when the scan was given a layout
+    assert list(data) == [f for f in _fields(m.STScanResponse) if f not in optional]
+    measured = engine.scan([ChatMessage("Rowan", "Who keeps the lighthouse?")], max_context=8192, layout={})
+    full = json.loads(msgspec.json.encode(measured.to_json(diagnostics=True)))
+    assert list(full) == _fields(m.STScanResponse)
+    msgspec.convert(full, m.STScanResponse, strict=True)
     assert result.activated and any(d["span"] for d in data["diagnostics"])
     for d in data["diagnostics"]:
         assert list(d) == _fields(m.DiagnosticOut)
@@ -622,3 +627,34 @@ def test_metrics_sum_the_requests_of_every_worker(tmp_path):
         _, _, text = c.request("GET", "/metrics")
         c.close()
     assert metric(text.decode(), "lorescan_requests_total", route="books", method="GET", status="200") == sent
+
+
+def test_the_layout_travels_through_st_scan_and_slot_run_like_in_process(client):
+    book = {"entries": {str(i): {"uid": i, "key": [w], "content": f"about {w}", "order": 100}
+                        for i, w in enumerate(["wolf", "moon", "fox"])}}
+    _, info = upload(client, json.dumps(book).encode(), name="stable")
+    lb = read_world(book, name="stable")
+    engine = STEngine([lb], STSettings(stable_placement=True), compat="improved", count_tokens=count_words)
+    layout, local_layout = {}, {}
+    for text in ["fox", "wolf fox", "moon wolf fox"]:
+        status, got = client.json("POST", "/v1/st/scan", {
+            "books": [{"id": info["id"]}], "messages": [{"mes": text, "name": "u"}], "max_context": 8000,
+            "compat": "improved", "settings": {"stable_placement": True}, "tokenizer": "words", "layout": layout})
+        assert status == 200, got
+        want = engine.scan([ChatMessage("u", text)], max_context=8000, layout=local_layout)
+        assert got["world_info_before"] == want.world_info_before
+        assert got["layout"] == want.layout.to_json() and got["placement_stability"] == want.stability.to_json()
+        layout, local_layout = got["layout"], want.layout
+    assert got["world_info_before"] == "about fox\nabout wolf\nabout moon"
+    status, bad = client.json("POST", "/v1/st/scan", {"books": [{"id": info["id"]}], "messages": [], "max_context": 1,
+                                                      "layout": {"version": 9}})
+    assert status == 422 and "version" in json.dumps(bad)
+    state = None
+    for text in ["fox", "wolf fox"]:
+        status, got = client.json("POST", "/v1/slot/run", {
+            "books": [{"id": info["id"]}], "messages": [{"role": "user", "content": text}], "turn_id": "t",
+            "tokenizer": "words", "stable_placement": True, "state": state})
+        assert status == 200, got
+        state = got["state"]
+    assert [x["content"] for x in got["messages"]] == ["about fox", "about wolf"]
+    assert got["placement_stability"]["unchanged"] == len("about fox")

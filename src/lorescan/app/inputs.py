@@ -56,6 +56,7 @@ _SETTING_HELP = {
     "include_names": "scan messages as 'Name: text'",
     "insertion_strategy": "order of character and global books",
     "overflow_alert": "report a budget overflow",
+    "stable_placement": "cache-stable placement: entries keep their place across turns (improved profile)",
 }
 # A book's own settings and the STSettings field each one sets in SillyTavern mode.
 _BOOK_SETTINGS = (("scan_depth", "scan_depth"), ("token_budget", "budget_cap"), ("recursive_scanning", "recursive"))

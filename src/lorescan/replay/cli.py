@@ -69,7 +69,7 @@ def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int
     from ..app.inputs import chat_key, read_inputs  # import-cost: the command loads what it runs, not at CLI start
     from .chats import Message  # import-cost: as above
     from .progress import ProgressBar  # import-cost: as above
-    from .single import replay_chat, text_summary  # import-cost: as above
+    from .single import replay_chat, stability_line, text_summary  # import-cost: as above
     if args.mode == "janitor":
         return _replay_janitor(args, out=out, err=err)
     inputs = read_inputs(args)
@@ -106,6 +106,8 @@ def replay_command(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int
             raise LorebookError(f"cannot write the report: {exc.strerror or exc}", source=args.report) from exc
     for line in text_summary(replay):
         print(line, file=out)
+    if stability_line(replay) is not None:
+        print(stability_line(replay), file=out)
     if other is not None:
         from .report import compare_turns  # import-cost: as above
         differ = compare_turns(replay, other, to_base)
@@ -136,7 +138,7 @@ def _replay_janitor(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> in
     from ..st import Character  # import-cost: as above
     from .chats import Message  # import-cost: as above
     from .progress import ProgressBar  # import-cost: as above
-    from .single import replay_chat, text_summary  # import-cost: as above
+    from .single import replay_chat, stability_line, text_summary  # import-cost: as above
     paths = list(args.books)
     if args.chat is None:
         if len(paths) < 2:

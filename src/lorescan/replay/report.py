@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ..match.spans import KeySpan
 from .report_page import SCRIPT as _SCRIPT, STYLE as _STYLE
-from .single import ChatReplay
+from .single import ChatReplay, mean_stable_share
 
 __all__ = ["render_report", "timeline_rows", "compare_turns", "MAX_TIMELINE_ROWS"]
 
@@ -389,6 +389,23 @@ def _page_data(replay: ChatReplay) -> tuple[dict, int]:
     return data, initial
 
 
+def _stability_section(replay: ChatReplay) -> list[str]:
+    """The share of the placement text unchanged from the previous turn, per turn, without and
+    with cache-stable placement (docs/improved-profile.md#cache-stable); nothing in janitor mode."""
+    means = mean_stable_share(replay)
+    if means is None:
+        return []
+    rows = "".join(f'<tr><td class="num">{t.number}</td><td class="num">{t.stable_share[0]:.3f}</td>'
+                   f'<td class="num">{t.stable_share[1]:.3f}</td></tr>'
+                   for t in replay.turns if t.stable_share is not None)
+    return ['<h2 id="cache-h">Prompt-cache stability</h2>',
+            f'<p class="legend" id="cache-summary">The share of the placement text (leading characters, whole '
+            f'entries) unchanged from the previous turn: {means[0]:.3f} on average without stable placement, '
+            f'{means[1]:.3f} with it.</p>',
+            f'<div class="scroll"><table id="cache-stability">{_head("turn", "without", "with")}'
+            f"<tbody>{rows}</tbody></table></div>"]
+
+
 def render_report(replay: ChatReplay, *, version: str = "", compare: ChatReplay | None = None,
                   to_base: Mapping[tuple[str, str], tuple[str, str]] | None = None) -> str:
     """The report of one replayed chat as one HTML document (a str; write it as UTF-8).
@@ -441,6 +458,7 @@ def render_report(replay: ChatReplay, *, version: str = "", compare: ChatReplay 
         '</span>fired by a running sticky effect<span class="sw cooldown"></span>held back by its cooldown'
         '<span class="sw delay"></span>waiting for its delay</p>',
         f'<div class="scroll">{_timed_svg(replay)}</div>']
+    cache = _stability_section(replay)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -459,6 +477,7 @@ def render_report(replay: ChatReplay, *, version: str = "", compare: ChatReplay 
         f'{cut_by}</p>',
         f'<div class="scroll" id="timeline-box">{_timeline_svg(replay, rows, hidden)}</div>',
         *budget,
+        *cache,
         '<p><label for="search">Search the tables: </label><input id="search" type="search" '
         'placeholder="entry, book, reason or text"></p>',
         *compared,

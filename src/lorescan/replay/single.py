@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
@@ -28,7 +28,8 @@ from .chats import Message
 from .pairing import entry_name
 from .turns import EXTRA_SETTINGS, check_settings, turn_points
 
-__all__ = ["EntryInfo", "TurnRecord", "ChatReplay", "load_chat", "replay_chat", "text_summary"]
+__all__ = ["EntryInfo", "TurnRecord", "ChatReplay", "load_chat", "replay_chat", "text_summary", "mean_stable_share",
+           "stability_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,10 @@ class Explained:
 class TurnRecord:
     """One generation: ``messages`` scanned (the last one written by ``speaker``),
     ``fired`` and ``cut`` as indexes into :attr:`ChatReplay.entries`, the tokens of the
-    fired entries against ``budget``, and an :class:`Explained` for every entry."""
+    fired entries against ``budget``, and an :class:`Explained` for every entry.
+    ``stable_share``: the share of the placement text unchanged from the previous turn
+    (docs/improved-profile.md#cache-stable) without and with ``stable_placement`` (None on the
+    first turn and in janitor mode)."""
 
     number: int
     messages: int
@@ -69,6 +73,7 @@ class TurnRecord:
     tokens: int
     budget: int
     explained: tuple[Explained, ...]
+    stable_share: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +115,21 @@ class _ST:
         st = STSettings.from_mapping({k: v for k, v in settings.items() if k not in EXTRA_SETTINGS})
         self.max_context = settings.get("max_context", 8192)
         self.character = character
-        self.engine = STEngine([BookSource(b, (r,)) for b, r in zip(books, roles)], st,
-                               compat=settings.get("compat", "sillytavern"), random=self.rng.random,
-                               substitute=substitute)
-        self.cache = ChatScan()
+        compat = settings.get("compat", "sillytavern")
+        make = lambda cfg, rng: STEngine([BookSource(b, (r,)) for b, r in zip(books, roles)], cfg,  # noqa: E731
+                                         compat=compat, random=rng.random, substitute=substitute)
+        self.engine = make(st, self.rng)
+        # the share of unchanged placement text with the option flipped: the same turns on a twin
+        # engine (the SillyTavern profile ignores the option: no twin)
+        self.twin_rng = random.Random(0)
+        self.twin = None if compat == "sillytavern" else \
+            make(replace(st, stable_placement=not st.stable_placement), self.twin_rng)
+        self.stable_first = st.stable_placement and self.twin is not None
+        self.cache, self.twin_cache = ChatScan(), ChatScan()
         self.state: Any = None
+        self.twin_state: Any = None
+        self.layouts: list[Any] = [{}, {}]
+        self.shares: tuple[float, float] | None = None
         books = self.engine.entries()
         self.index = {eid: i for i, eid in enumerate(books)}
         self.entries = tuple(EntryInfo(eid.world, str(eid.uid), entry_name(e)) for eid, e in books.items())
@@ -130,8 +145,19 @@ class _ST:
         self.rng.seed(seed)
         chat = [ChatMessage(m.name, m.text, m.is_user) for m in messages]
         res = self.engine.scan(chat, max_context=self.max_context, timed_effects=self.state, cache=self.cache,
-                               character=self.character)
+                               character=self.character, layout=self.layouts[0])
         self.state = res.timed_effects
+        self.layouts[0] = res.layout
+        assert res.stability is not None        # a layout was given
+        share = res.stability.share
+        other = share
+        if self.twin is not None:
+            self.twin_rng.seed(seed)
+            twin = self.twin.scan(chat, max_context=self.max_context, timed_effects=self.twin_state,
+                                  cache=self.twin_cache, character=self.character, layout=self.layouts[1])
+            assert twin.stability is not None
+            self.twin_state, self.layouts[1], other = twin.timed_effects, twin.layout, twin.stability.share
+        self.shares = (other, share) if self.stable_first else (share, other)
         fired = tuple(self.index[e] for e in res.activated)
         explained = []
         cut = []
@@ -153,8 +179,11 @@ class _Slot:
     def __init__(self, books: Sequence[Lorebook], substitute: Callable[[str], str] | None) -> None:
         from ..slot import SlotEngine  # import-cost: slot mode loads only when asked for
         self.engine = SlotEngine(list(books), substitute=substitute)
-        self.cache = ChatScan()
-        self.state: Any = None
+        self.twin = SlotEngine(list(books), substitute=substitute, stable_placement=True)
+        self.cache, self.twin_cache = ChatScan(), ChatScan()
+        self.state: Any = {"version": 1, "placement_layout": {}}    # measured against, not kept by
+        self.twin_state: Any = None
+        self.shares: tuple[float, float] | None = None
         self.index: dict[tuple[str, str], int] = {}
         self.entries: tuple[EntryInfo, ...] = ()
 
@@ -164,6 +193,10 @@ class _Slot:
         res = with_spans(self.engine, chat, self.engine.run(chat, turn_id=str(seed), state=self.state,
                                                             cache=self.cache))
         self.state = res.state
+        twin = self.twin.run(chat, turn_id=str(seed), state=self.twin_state, cache=self.twin_cache)
+        self.twin_state = twin.state
+        assert res.stability is not None        # the state holds a layout
+        self.shares = None if twin.stability is None else (res.stability.share, twin.stability.share)
         if not self.entries:              # the pool's entries, in pool order, from the first log
             self.entries = tuple(EntryInfo(str(r.book), str(r.id), (r.name or "").strip() or f"#{r.id}")
                                  for r in res.log)
@@ -259,7 +292,8 @@ def replay_chat(books: Sequence[Lorebook], messages: Sequence[Message], *, mode:
         name = message_namer(scanned_numbers[:t])
         fired, cut, tokens, budget, explained = engine.turn(scanned[:t], roll_seed(seed, chat, t), name)
         last = scanned[t - 1]
-        turns.append(TurnRecord(n, t, last.name, last.text, fired, cut, tokens, budget, explained))
+        shares = getattr(engine, "shares", None) if n > 1 else None
+        turns.append(TurnRecord(n, t, last.name, last.text, fired, cut, tokens, budget, explained, shares))
         if on_turn is not None:
             on_turn(n, len(points))
     entries = engine.entries
@@ -289,6 +323,24 @@ def _unusual(span: KeySpan, name: Callable[[str, int, str], str]) -> str:
         cases.append(f"in recursion text {span.index}" + (f", the content of {span.source_entry}"
                                                           if span.source_entry else ""))
     return f'"{_plain(span.shown())}": ' + "; ".join(cases)
+
+
+def mean_stable_share(replay: ChatReplay) -> tuple[float, float] | None:
+    """The mean over turns 2.. of :attr:`TurnRecord.stable_share` (None without such turns)."""
+    shares = [t.stable_share for t in replay.turns if t.stable_share is not None]
+    if not shares:
+        return None
+    return sum(a for a, _ in shares) / len(shares), sum(b for _, b in shares) / len(shares)
+
+
+def stability_line(replay: ChatReplay) -> str | None:
+    """The line ``lorescan replay`` prints after the summary about the placement text unchanged
+    from turn to turn (None in janitor mode or with one turn)."""
+    means = mean_stable_share(replay)
+    if means is None:
+        return None
+    return (f"placement text unchanged from the previous turn: {means[0]:.3f} of it on average without "
+            f"stable placement, {means[1]:.3f} with (docs/improved-profile.md#cache-stable)")
 
 
 def text_summary(replay: ChatReplay) -> list[str]:

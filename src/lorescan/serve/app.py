@@ -384,7 +384,8 @@ class Runtime:
                                  authors_note=req.authors_note, trigger=req.trigger, dry_run=req.dry_run,
                                  timed_effects=req.timed_effects,
                                  forced=[(f.world, f.uid) for f in req.forced], cache=cache,
-                                 substitute=_substitute(req.macros), random=rand, deadline=_DEADLINE.get())
+                                 substitute=_substitute(req.macros), random=rand, deadline=_DEADLINE.get(),
+                                 layout=req.layout)
         except LorebookError as exc:
             raise _input_error(exc) from None
         finally:
@@ -401,7 +402,7 @@ class Runtime:
         options = maker(case_sensitive=req.case_sensitive, match_whole_words=req.match_whole_words)
         key = ("slot", tuple((b.id, b.book_id, None if b.settings is None else
                               msgspec.structs.astuple(b.settings)) for b in req.books),
-               options, req.regex_keys, req.user_icon_decorator, req.tokenizer)
+               options, req.regex_keys, req.user_icon_decorator, req.tokenizer, req.stable_placement)
         for b in req.books:
             if not self.store.exists(b.id):
                 self._compiled(req.books, options)
@@ -418,7 +419,8 @@ class Runtime:
                         raise _input_error(exc, f"$.books[{i}].settings") from None
                 books.append(SlotBook(cb.book, ref.book_id, settings))
             return SlotEngine(books, count_tokens=self.counter(req.tokenizer), match_options=options,
-                              regex_keys=req.regex_keys, user_icon_decorator=req.user_icon_decorator)
+                              regex_keys=req.regex_keys, user_icon_decorator=req.user_icon_decorator,
+                              stable_placement=req.stable_placement)
 
         try:
             engine = self._engine(key, build)

@@ -99,6 +99,8 @@ _SETTINGS_DOC: dict[str, tuple[str, Any]] = {
     "include_names": ("scanned messages are prefixed with the speaker's name", True),
     "insertion_strategy": ("the order character and global books are placed in", "character_first"),
     "overflow_alert": ("report when the budget overflows", False),
+    "stable_placement": ("cache-stable placement: entries keep their place from turn to turn (improved profile "
+                         "only; send the returned layout back)", False),
 }
 _SETTINGS_RANGE: dict[str, dict[str, int]] = {
     **{name: {"ge": 0, "le": 10_000_000} for name in ("scan_depth", "budget_cap", "min_activations",
@@ -199,6 +201,9 @@ class STScanRequest(_Strict):
                              doc("the timed_effects state the previous turn returned", None)] = None
     forced: Annotated[list[ForcedEntry], doc("entries activated for this scan only", [])] = \
         field(default_factory=list)
+    layout: Annotated[Union[dict[str, Any], None],
+                      doc("the layout the previous turn returned ({} on a chat's first turn to measure "
+                          "placement_stability; docs/improved-profile.md#cache-stable)", None)] = None
     tokenizer: Annotated[Tokenizer, _TOKENIZER_DOC] = "cl100k"
     random: Annotated[Union[UnitInterval, None], doc("a fixed value in [0, 1) for every probability roll",
                                                      0.5)] = None
@@ -262,6 +267,8 @@ class SlotRunRequest(_Strict):
                                                              "improved")] = "improved"
     case_sensitive: Annotated[bool, doc("keys match case-sensitively (an entry may override)", False)] = False
     match_whole_words: Annotated[bool, doc("keys match whole words only (an entry may override)", False)] = False
+    stable_placement: Annotated[bool, doc("cache-stable placement: the slot's messages keep their order from "
+                                          "turn to turn (the layout travels in the state)", False)] = False
     tokenizer: Annotated[Tokenizer, _TOKENIZER_DOC] = "cl100k"
     macros: Annotated[Union[dict[MacroName, str], None], _MACROS_DOC] = None
     chat_id: Annotated[Union[ChatId, None], _CHAT_ID_DOC] = None
@@ -346,6 +353,27 @@ class DiagnosticOut(Struct, forbid_unknown_fields=True):
                              "Entry Saltmere.1 fired (key_match): primary key 'lighthouse' matched in message 0.")]
 
 
+class PlaceStabilityOut(Struct, forbid_unknown_fields=True):
+    """One placement text: its length and its leading characters unchanged from the previous turn."""
+
+    place: Annotated[str, doc("the place (position kind, with depth and role at depth)", "before")]
+    length: Annotated[int, doc("its length in characters", 120)]
+    unchanged: Annotated[int, doc("its leading characters (whole entries) as the previous turn had them", 120)]
+
+
+class StabilityOut(Struct, forbid_unknown_fields=True):
+    """How much of the placement texts is unchanged from the previous turn's layout."""
+
+    share: Annotated[float, doc("unchanged characters over all characters", 1.0)]
+    length: Annotated[int, doc("characters of all placement texts", 120)]
+    unchanged: Annotated[int, doc("unchanged leading characters, summed", 120)]
+    places: Annotated[list[PlaceStabilityOut], doc("one per non-empty placement text", [])]
+
+
+_STABILITY_DOC = doc("how much of each placement text is unchanged from the layout sent (null: none was sent)",
+                     None)
+
+
 class STScanResponse(Struct, forbid_unknown_fields=True):
     """``STResult.to_json(diagnostics=explain)``: the conformance vectors' ``expected`` shape, the
     budget and cut-off reports and, with ``explain``, one diagnostic per entry in global order
@@ -377,6 +405,10 @@ class STScanResponse(Struct, forbid_unknown_fields=True):
     key_hit_cutoffs: Annotated[list[str], doc("one line when key matching was cut off in a text at its key-hit "
                                               "budget (keys only past that point did not match)", [])] = \
         field(default_factory=list)
+    layout: Annotated[Union[dict[str, Any], None],
+                      doc("the placement layout to send with the next turn (absent unless stable_placement "
+                          "is on or a layout was sent)", None)] = None
+    placement_stability: Annotated[Union[StabilityOut, None], _STABILITY_DOC] = None
     diagnostics: Annotated[Union[list[DiagnosticOut], None], doc("with explain: one per entry", None)] = None
 
 
@@ -430,6 +462,7 @@ class SlotRunResponse(Struct, forbid_unknown_fields=True):
                                             "budget", [])] = field(default_factory=list)
     key_hit_cutoffs: Annotated[list[str], doc("one line when key matching was cut off in a text at its key-hit "
                                               "budget", [])] = field(default_factory=list)
+    placement_stability: Annotated[Union[StabilityOut, None], _STABILITY_DOC] = None
 
 
 # -- JanitorAI script mode -----------------------------------------------------------------

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from ..errors import RegexKeyError, SettingsError
+from ..layout import Layout
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..macros import expand_content
 from ..match.cache import ChatScan
@@ -59,7 +60,7 @@ from .plans import Plan, RegexKeys, fuzzy_threshold, plan_keys
 from .pool import SlotBook, SlotEntry, pool_budget, slot_entry_from
 from .result import (LOG_DETAILS, MATCHED_BY, NOTE_CODES, OUTCOMES, LogDetail, LogRecord, MatchedBy, NoteCode,
                      Outcome, RequestNote, RoleMessage, SlotMessage, SlotResult, read_messages)
-from .state import read_first_matched, with_first_matched
+from .state import LAYOUT_KEY, read_first_matched, read_layout, with_first_matched
 
 # SlotEngine, and the names this module has always offered (defined in result, plans, gates)
 __all__ = ["SlotEngine", "SlotResult", "SlotMessage", "LogRecord", "RequestNote", "RoleMessage", "Outcome", "OUTCOMES",
@@ -102,6 +103,9 @@ class SlotEngine:
             function of the pattern and the text, never a clock; see ``RegexBudget``).
         limits: ``regex_time_per_scan`` bounds all regex time of one :meth:`run` (cut-off keys
             are listed in ``SlotResult.regex_cutoffs`` and in their entries' log reasons).
+        stable_placement: cache-stable placement (docs/improved-profile.md#cache-stable): the
+            slot's messages keep their order from request to request (the layout is kept in the
+            state); which entries are inserted is unchanged.
 
     Raises:
         RegexKeyError: a regex key past ``max_regex_length`` / ``max_regex_nesting``.
@@ -116,10 +120,14 @@ class SlotEngine:
                  regex_keys: RegexKeys | Literal["ccv3"] = "form",
                  user_icon_decorator: bool = False,
                  regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS,
-                 semantic: VectorSettings | None = None) -> None:
+                 semantic: VectorSettings | None = None, stable_placement: bool = False) -> None:
         if not isinstance(limits, Limits):
             raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="SlotEngine",
                                 field="limits")
+        if not isinstance(stable_placement, bool):
+            raise SettingsError(f"expected true/false, got {stable_placement!r:.40}", source="SlotEngine",
+                                field="stable_placement")
+        self.stable_placement = stable_placement
         if semantic is not None and not isinstance(semantic, VectorSettings):
             raise SettingsError(f"semantic must be a VectorSettings, got {type(semantic).__name__}",
                                 source="SlotEngine", field="semantic")
@@ -264,6 +272,7 @@ class SlotEngine:
         """
         chat = read_messages(messages)
         first_matched = read_first_matched(state)
+        previous = read_layout(state)
         # docs/slot-mode.md#slot-revised: system messages are neither scanned nor counted.
         scanned = [i for i, (role, _) in enumerate(chat) if role != "system"]
         turn = len(scanned)
@@ -365,7 +374,12 @@ class SlotEngine:
                 r.reason = f"{r.reason} ({self.budget_reason})"
         inserted = sorted((r for r in activated if r.outcome == "inserted"),
                           key=lambda r: (-r.e.order, -r.e.priority, r.e.position))
-        messages_out = tuple(SlotMessage(r.e.role, r.text) for r in inserted if r.text)
+        placed = [(f"{r.e.book_id}.{r.e.id}", r.text, r.e.role) for r in inserted if r.text]
+        if self.stable_placement and previous is not None:
+            placed = previous.arrange("slot", placed)
+        messages_out = tuple(SlotMessage(role, text) for _, text, role in placed)
+        items = {"slot": [(k, c) for k, c, _ in placed]}
+        stability = None if previous is None else previous.stability(items)
 
         if dry_run:
             new_state = with_first_matched(state, read_first_matched(state))
@@ -376,6 +390,8 @@ class SlotEngine:
                 if key not in row or row[key] > turn:
                     row[key] = turn
             new_state = with_first_matched(state, first_matched)
+            if self.stable_placement or previous is not None:
+                new_state[LAYOUT_KEY] = Layout.of(items).to_json()
         records = list(self._idle_records())
         for i, r in runs.items():
             records[i] = record(r)
@@ -389,7 +405,7 @@ class SlotEngine:
                           key_hit_cutoffs=tuple(view.key_hit_cutoff_report()),
                           messages=messages_out, log=log, state=new_state, budget=self.budget,
                           tokens_used=used, passes=passes, disabled_ui_prompts=prompts,
-                          budget_book=self.budget_book, notes=(budget_note, *notes))
+                          budget_book=self.budget_book, notes=(budget_note, *notes), stability=stability)
 
     def _idle_run(self, i: int) -> Run:
         """Pool entry ``i`` as it stands after a pass in which the matcher did not name it

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
 from ..errors import SettingsError
+from ..layout import Stability
 from ..match.spans import KeySpan
 from .decorators import MESSAGE_ROLES
 
@@ -135,6 +136,9 @@ class SlotResult:
     key_hit_cutoffs: tuple[str, ...] = ()
     """One line when a scanned text gave more key hits than ``Limits.key_hits_per_text`` /
     ``key_hits_per_char`` allow (keys occurring only past that point did not match)."""
+    stability: Stability | None = None
+    """How much of the slot (its messages' contents joined by newlines) is unchanged from the
+    layout the state held (None when it held none; docs/improved-profile.md#cache-stable)."""
 
     @property
     def inserted(self) -> tuple[LogRecord, ...]:
@@ -151,7 +155,8 @@ class SlotResult:
                 "disabled_ui_prompts": sorted(self.disabled_ui_prompts), "budget_book": self.budget_book,
                 "notes": [{"code": n.code, "text": n.text, "message": n.message} for n in self.notes],
                 "regex_cutoffs": list(self.regex_cutoffs), "fuzzy_cutoffs": list(self.fuzzy_cutoffs),
-                "key_hit_cutoffs": list(self.key_hit_cutoffs)}
+                "key_hit_cutoffs": list(self.key_hit_cutoffs),
+                "placement_stability": None if self.stability is None else self.stability.to_json()}
 
 
 def read_messages(messages: Sequence[RoleMessage]) -> list[tuple[str, str]]:

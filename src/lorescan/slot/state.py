@@ -4,6 +4,8 @@ Shape (version 1)::
 
     {"version": 1, "first_matched_turn": {"<book id>": {"<entry id>": <turn index>}}}
 
+``placement_layout`` (present with ``stable_placement`` or once a caller put one there) is the
+previous request's :class:`lorescan.layout.Layout` of the slot (docs/improved-profile.md#cache-stable).
 ``first_matched_turn`` records, for each entry that was ever inserted, the turn index
 (docs/slot-mode.md#slot-gates ``M``) of the first turn it was inserted in; ``@@keep`` and
 ``@@dont_activate_after_match`` read it (docs/slot-mode.md#slot-order). Entry ids are written as text
@@ -22,10 +24,14 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from ..errors import SettingsError
+from ..errors import LorebookError, SettingsError
+from ..layout import Layout
 from ..limits import DEFAULT_LIMITS
 
-__all__ = ["STATE_VERSION", "empty_state", "read_first_matched", "with_first_matched", "copy_json"]
+__all__ = ["STATE_VERSION", "empty_state", "read_first_matched", "with_first_matched", "copy_json", "read_layout",
+           "LAYOUT_KEY"]
+
+LAYOUT_KEY = "placement_layout"
 
 STATE_VERSION = 1
 
@@ -68,6 +74,19 @@ def read_first_matched(state: Mapping[str, Any] | None) -> dict[str, dict[str, i
             row[str(entry_id)] = turn
         out[book] = row
     return out
+
+
+def read_layout(state: Mapping[str, Any] | None) -> Layout | None:
+    """The state's ``placement_layout`` (None when it has none).
+
+    Raises :class:`SettingsError` naming the bad part (``placement_layout.<field>``).
+    """
+    if state is None or not isinstance(state, Mapping) or LAYOUT_KEY not in state:
+        return None
+    try:
+        return Layout.from_json(state[LAYOUT_KEY])
+    except LorebookError as exc:
+        raise _bad(exc.problem, f"{LAYOUT_KEY}.{exc.field}" if exc.field else LAYOUT_KEY) from None
 
 
 def with_first_matched(state: Mapping[str, Any] | None,

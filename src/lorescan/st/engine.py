@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import LorebookError, SettingsError
+from ..layout import Layout
 from ..limits import DEFAULT_LIMITS, Limits
 from .compiled import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE,
                        FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book)
@@ -29,7 +30,7 @@ from ..tokens import shared_counter
 from .activate import AlwaysGates, run_loops
 from .budget import turn_budget
 from .explain import explain_turn, regex_cutoffs
-from .place import place_entries
+from .place import place_entries, place_keyed
 from .result import BookSource, Character, ChatMessage, EntryId, STResult
 from .settings import GENERATION_TRIGGERS, Compat, STSettings
 from .tables import EntryInfo, EntryTable, HashIndex, KeyIndex, Tables, UnitCounts
@@ -216,6 +217,8 @@ class STEngine:
         self.semantic = semantic
         self._semantic = None if semantic is None or self.compat == Compat.sillytavern() else \
             self._semantic_index(semantic)
+        # docs/improved-profile.md#cache-stable: the SillyTavern profile stays exact and ignores it
+        self._stable = settings.stable_placement and self.compat != Compat.sillytavern()
 
     def _semantic_index(self, semantic: VectorSettings) -> SemanticIndex | None:
         """The candidates of docs/semantic.md#sem-engine (None when there are none: no model is loaded)."""
@@ -329,7 +332,8 @@ class STEngine:
              forced: Iterable[tuple[str, int | str]] = (), cache: Any = None,
              substitute: Callable[[str], str] | None = None, random: Callable[[], float] | None = None,
              post_process: Callable[[str, float | None, float | None], str] | None = None,
-             deadline: float | None = None) -> STResult:
+             deadline: float | None = None,
+             layout: Layout | Mapping[str, Any] | None = None) -> STResult:
         """Run one generation.
 
         Args:
@@ -352,13 +356,17 @@ class STEngine:
                 hooks given to the constructor give, and nothing is copied or recomputed.
             deadline: a ``time.monotonic()`` value; key matching checks it every 65,536 key hits
                 of a text (None: no deadline). It never changes the answer, only whether there is one.
+            layout: the ``layout`` the previous turn returned (``{}`` for the first turn of a
+                chat whose stability is wanted; docs/improved-profile.md#cache-stable): with
+                ``stable_placement`` on (improved profile) entries keep their place in it, and
+                ``STResult.stability`` measures this turn against it either way.
 
         Returns:
             The turn's :class:`STResult`.
 
         Raises:
             SettingsError: a bad ``max_context``, ``trigger``, ``dry_run``, ``global_scan_data``, inject or hook.
-            LorebookError: a malformed message or timed-effects record.
+            LorebookError: a malformed message, timed-effects record or layout.
             ScanDeadlineExceeded: ``deadline`` passed during the scan.
         """
         settings = self.settings
@@ -403,6 +411,7 @@ class STEngine:
                                     field=f"injects[{i}]")
         budget = turn_budget(settings, max_context)
         tables = self.tables
+        previous = None if layout is None else Layout.from_json(layout)
         state = TimedEffects.from_json(timed_effects)     # always a copy: the caller's value is kept
         if dry_run:
             active_sticky: set[str] = set()
@@ -450,8 +459,16 @@ class STEngine:
                     state.sticky[s.world_uid] = EffectRecord(s.hash, chat_length, chat_length + e.sticky, False)
                 if e.cooldown and js_truthy(e.cooldown) and s.world_uid not in state.cooldown:
                     state.cooldown[s.world_uid] = EffectRecord(s.hash, chat_length, chat_length + e.cooldown, False)
-        placement = place_entries([(s.entry, turn.contents.get(s.world_uid, s.content)) for s in activated],
-                                  authors_note=authors_note, post_process=post_process)
+        pairs = [(s.entry, turn.contents.get(s.world_uid, s.content)) for s in activated]
+        new_layout = stability = None
+        if previous is None and not self._stable:
+            placement = place_entries(pairs, authors_note=authors_note, post_process=post_process)
+        else:
+            arrange = previous.arrange if self._stable and previous is not None else None
+            placement, placed = place_keyed(pairs, [s.world_uid for s in activated], authors_note=authors_note,
+                                            post_process=post_process, arrange=arrange)
+            new_layout = Layout.of(placed)
+            stability = None if previous is None else previous.stability(placed)
         cutoffs = regex_cutoffs(turn)
         explanation = explain_turn(turn)
         return STResult(
@@ -460,6 +477,7 @@ class STEngine:
             timed_effects=state, loops=turn.loops, regex_cutoffs=cutoffs,
             fuzzy_cutoffs=(fuzzy_work.describe(),) if fuzzy_work.cut else (),
             key_hit_cutoffs=(fuzzy_work.describe_key_cut(),) if fuzzy_work.key_cut else (),
+            layout=new_layout, stability=stability,
             _explain=explanation, _decided=explanation.decisions, _entry=self._entry_of)
 
     async def ascan(self, messages: Sequence[ChatMessage | Mapping[str, Any]], **kwargs: Any) -> STResult:

@@ -1,14 +1,16 @@
 """Where each activated entry lands in the prompt (docs/sillytavern-mode.md#st-placement)."""
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..model import Entry
 
-__all__ = ["Placement", "DepthGroup", "Position", "POSITION_NAMES", "place_entries", "assemble_authors_note"]
+__all__ = ["Placement", "DepthGroup", "Position", "POSITION_NAMES", "place_entries", "place_keyed",
+           "assemble_authors_note"]
 
 
 class Position(IntEnum):
@@ -156,3 +158,83 @@ def place_entries(activated: Sequence[tuple[Entry, str]], *, authors_note: str |
     if authors_note is not None:
         out.authors_note = assemble_authors_note(out.an_top, authors_note, out.an_bottom)
     return out
+
+
+_PLACE_NAMES: dict[Any, str] = {_BEFORE: "before", _AFTER: "after", _AN_TOP: "an_top", _AN_BOTTOM: "an_bottom",
+                _EM_TOP: "em_top", _EM_BOTTOM: "em_bottom"}
+Arrange = Callable[[str, list[tuple[str, str]]], list[tuple[str, str]]]
+
+
+def _plain(v: Any) -> Any:
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def place_keyed(activated: Sequence[tuple[Entry, str]], keys: Sequence[str], *, authors_note: str | None = None,
+                post_process: Callable[[str, float | None, float | None], str] | None = None,
+                arrange: Optional[Arrange] = None) -> tuple[Placement, dict[str, list[tuple[str, str]]]]:
+    """:func:`place_entries` with the entries' keys, for cache-stable placement (lorescan.layout).
+
+    Without ``arrange`` the placement equals :func:`place_entries`'s. ``arrange(place,
+    items)`` may reorder the ``(key, content)`` items of one place (it must return the same
+    items); @depth groups and the top/bottom slots of the example entries keep their order.
+
+    Args:
+        keys: each activated entry's key, in the order of ``activated``.
+
+    Returns:
+        The placement, and place name (docs/improved-profile.md#cache-stable) -> its
+        ``(key, content)`` items in prompt order.
+    """
+    ranked = sorted(zip(activated, keys), key=lambda p: _rank(p[0][0].order))
+    places: dict[str, list[tuple[str, str]]] = {}
+    groups: list[tuple[Any, Any, float | None, str]] = []     # (depth, role, own depth, place), first seen first
+    outlets: dict[str, str] = {}                               # outlet name -> place, first seen first
+    slots: list[float] = []                                    # 0 top / 1 bottom per example entry, ranked
+    for (entry, content), key in ranked:
+        pos = entry.position
+        if post_process is not None:
+            depth = (entry.depth if entry.depth is not None else _DEFAULT_DEPTH) if pos == _AT_DEPTH else None
+            content = post_process(content, pos, depth)
+        if not content:
+            continue
+        name = _PLACE_NAMES.get(pos)
+        if pos == _AT_DEPTH:
+            depth = entry.depth if entry.depth is not None else _DEFAULT_DEPTH
+            role = entry.role if entry.role is not None else 0
+            for g in groups:
+                if g[2] == depth and g[1] == role:      # a group's own depth, as place_entries compares
+                    name = g[3]
+                    break
+            else:
+                name = f"at_depth {json.dumps(_plain(depth))} {json.dumps(_plain(role))}"
+                if entry.depth is None or any(g[3] == name for g in groups):
+                    name = f"{name} {key}"              # a group no other entry joins (null or NaN depth)
+                groups.append((depth, role, entry.depth, name))
+        elif pos == _OUTLET:
+            if not entry.outlet_name:
+                continue
+            name = outlets.setdefault(entry.outlet_name, f"outlet {entry.outlet_name}")
+        elif name is None:
+            continue
+        elif pos == _EM_TOP or pos == _EM_BOTTOM:
+            slots.append(pos - _EM_TOP)
+        places.setdefault(name, []).append((key, content))
+    for name, items in places.items():
+        if not name.startswith("outlet "):
+            items.reverse()     # place_entries puts each at the front: ascending rank
+        if arrange is not None:
+            places[name] = arrange(name, items)
+    slots.reverse()
+    out = Placement()
+    text = {name: [c for _, c in items] for name, items in places.items()}
+    out.before = "\n".join(text.get("before", ()))
+    out.after = "\n".join(text.get("after", ()))
+    out.an_top = text.get("an_top", [])
+    out.an_bottom = text.get("an_bottom", [])
+    out.depth = [DepthGroup(own, role, text[name]) for _, role, own, name in groups]
+    tops, bottoms = iter(text.get("em_top", ())), iter(text.get("em_bottom", ()))
+    out.examples = [(s, next(bottoms if s else tops)) for s in slots]
+    out.outlets = {o: text[name] for o, name in outlets.items()}
+    if authors_note is not None:
+        out.authors_note = assemble_authors_note(out.an_top, authors_note, out.an_bottom)
+    return out, places

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 from ..errors import SettingsError
+from ..layout import Layout, Stability
 from .compiled import CompiledBook
 from ..match.spans import KeySpan
 from ..model import Entry, Lorebook
@@ -305,6 +306,10 @@ class STResult:
             ``Limits.key_hits_per_text`` / ``key_hits_per_char`` allow ("key matching was cut
             off in …"): keys occurring only past that point in it did not match this turn.
             Empty normally (only degenerate texts and keys reach it).
+        layout: the placement layout to pass to the next turn's ``layout`` (None when the scan
+            was given none and ``stable_placement`` is off; docs/improved-profile.md#cache-stable).
+        stability: how much of each placement text is unchanged from the layout the scan was
+            given (None when it was given none).
     """
 
     activated: list[EntryId]
@@ -322,6 +327,8 @@ class STResult:
     _entry: Callable[[EntryId], Entry] = field(repr=False, default=_no_entries)
     fuzzy_cutoffs: tuple[str, ...] = ()
     key_hit_cutoffs: tuple[str, ...] = ()
+    layout: Layout | None = None
+    stability: Stability | None = None
 
     @property
     def world_info_before(self) -> str:
@@ -351,7 +358,8 @@ class STResult:
         return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
                            self.overflow_alert_shown, self.timed_effects, self.loops,
                            functools.partial(dict, diagnostics), self.regex_cutoffs, None,
-                           entries.__getitem__, self.fuzzy_cutoffs, self.key_hit_cutoffs))
+                           entries.__getitem__, self.fuzzy_cutoffs, self.key_hit_cutoffs,
+                           self.layout, self.stability))
 
     def entry(self, eid: EntryId | tuple[str, int | str]) -> Entry:
         """The entry behind an id of this result (its ``comment`` is the name authors give it).
@@ -416,7 +424,8 @@ class STResult:
         Returns:
             The conformance vectors' ``expected`` fields (``activated``, the placement,
             ``budget_overflowed``, ``overflow_alert_shown``, ``timed_effects``, ``loops``), then
-            ``budget``, ``regex_cutoffs``, ``fuzzy_cutoffs``, ``key_hit_cutoffs`` and, when asked for, ``diagnostics``.
+            ``budget``, ``regex_cutoffs``, ``fuzzy_cutoffs``, ``key_hit_cutoffs``, ``layout`` and
+            ``placement_stability`` (each only when there is one) and, when asked for, ``diagnostics``.
         """
         out: dict[str, Any] = {
             "activated": [e.to_json() for e in self.activated],
@@ -430,6 +439,11 @@ class STResult:
             "fuzzy_cutoffs": list(self.fuzzy_cutoffs),
             "key_hit_cutoffs": list(self.key_hit_cutoffs),
         }
+        # cache-stable placement (docs/improved-profile.md#cache-stable): only when there is one
+        if self.layout:
+            out["layout"] = self.layout.to_json()
+        if self.stability:
+            out["placement_stability"] = self.stability.to_json()
         if diagnostics:
             out["diagnostics"] = [d.to_json(name_text=name_text) for d in self.diagnostics.values()]
         return out

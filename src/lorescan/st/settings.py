@@ -30,7 +30,9 @@ class STSettings:
     """Global World Info settings of SillyTavern mode (docs/sillytavern-mode.md#st-settings), with the code defaults.
 
     Names follow the conformance vectors. ``scan_depth`` above 1000 is accepted and capped
-    at 1000 by the scan, as in SillyTavern.
+    at 1000 by the scan, as in SillyTavern. ``stable_placement`` is lorescan's cache-stable
+    placement (docs/improved-profile.md#cache-stable): off by default, ignored by the
+    SillyTavern profile (``compat="sillytavern"``).
 
     Raises:
         SettingsError: a value outside the ranges SillyTavern's UI allows, or of the wrong type.
@@ -49,6 +51,7 @@ class STSettings:
     include_names: bool = True
     insertion_strategy: str = "character_first"
     overflow_alert: bool = False
+    stable_placement: bool = False
 
     def __post_init__(self) -> None:
         for name in ("scan_depth", "budget_cap", "min_activations", "min_activations_depth_max",
@@ -61,7 +64,7 @@ class STSettings:
                  f"expected a finite number, got {v!r:.40}", "budget_percent")
         _require(0 <= v <= 100, f"must be between 0 and 100, got {v!r:.40}", "budget_percent")
         for name in ("recursive", "case_sensitive", "match_whole_words", "use_group_scoring",
-                     "include_names", "overflow_alert"):
+                     "include_names", "overflow_alert", "stable_placement"):
             _require(isinstance(getattr(self, name), bool), f"expected true/false, got {getattr(self, name)!r}", name)
         _require(self.insertion_strategy in _STRATEGIES,
                  f"must be one of {', '.join(_STRATEGIES)}, got {self.insertion_strategy!r}",
