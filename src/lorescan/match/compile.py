@@ -47,6 +47,7 @@ from .lsc import (CompiledTypes, TableBuilder, decode_compiled, encode_compiled,
                   read_compiled_file)
 from ..model import Entry, Lorebook, js_truthy
 from .keys import KeyRef, KeySpec, MacroKey, PlainKey, RegexKey
+from .expr import expand_spec
 from .options import MatchOptions
 from .fuzzy import FuzzyIndex, FuzzyTooCostly, FuzzyWork, book_threshold, entry_threshold, key_words
 from ..js.text import has_js_whitespace, js_lower, js_trim
@@ -693,6 +694,8 @@ def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterabl
     always_sub: list[int] = []
     hazards: list[tuple[int, str, str]] = []
     unicode = options.word_chars == "unicode"     # fuzzy keys need the Unicode word rule (match/fuzzy.py)
+    if options.expressions:                       # an expression key's atoms join the entry's keys (match/expr.py)
+        key_specs = (expand_spec(sp, source) for sp in key_specs)
     for i, spec in enumerate(key_specs):
         fuzzy = spec.fuzzy if unicode else None
         plan = _plan(builder, spec, False, source, fuzzy)

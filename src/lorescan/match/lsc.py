@@ -713,7 +713,7 @@ def encode_compiled(cb: Any) -> bytes:
     o = cb.options
     meta = {"name": cb.name, "source": source, "n_entries": n_entries, "keys_only": keys_only,
             "options": [o.case_sensitive, o.match_whole_words, o.word_chars, o.nospace_scripts, o.multiword,
-                        o.blank_keys],
+                        o.blank_keys, o.expressions],
             "token": m.token, "model": m.model, "n_variants": m.n_variants, "has_newline": m.has_newline,
             "n_tables": len(m._table_bytes), "automaton": automaton_args,
             "always": cb.always, "always_sub": cb.always_sub, "chunk_union_exact": cb.chunk_union_exact,

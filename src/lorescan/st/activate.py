@@ -110,6 +110,8 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
         return (False, "no_keys", "the entry has no primary keys", None, None)
     window = entry_window(turn, info)
     view = turn.views[info.book]
+    if turn.tables.match_options.expressions and info.exprs is not None:
+        return _expression_gate(turn, info, window)
     m = view.match_entry(info.index, window)
     if m.primary is None:
         detail = "no primary key matched"
@@ -123,6 +125,31 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
             why = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
             return (False, "secondary_keys", why, key, window)
     return (True, "key", f"primary key {quoted(key)} matched", key, window)
+
+
+def _expression_gate(turn: Turn, info: EntryInfo, window: Window) -> GateResult:
+    """The key gates of an entry with key expressions (docs/improved-profile.md#key-expressions):
+    every compiled key's hits over the window, each expression evaluated over its atoms."""
+    e = info.entry
+    layout = info.exprs
+    assert layout is not None
+    hits_p, hits_s = turn.views[info.book].key_hits(info.index, window)
+    primary, sec, atoms = layout.resolve(hits_p, hits_s)
+    which = next((i for i, hit in enumerate(primary) if hit), None)
+    if which is None:
+        failed = [layout.atom_report(t, atoms) for t in layout.primary.values()]
+        return (False, "no_key_match", "no primary key matched" + "".join(f"; {f}" for f in failed), None, window)
+    key = e.key[which]
+    why = (f"expression {quoted(key)} is true ({layout.atom_report(layout.primary[which], atoms)})"
+           if which in layout.primary else f"primary key {quoted(key)} matched")
+    if e.selective and e.keysecondary:
+        logic = e.selective_logic if e.selective_logic is not None else SelectiveLogic.AND_ANY
+        if not _secondary_ok(logic, sec):
+            fail = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
+            fail += "".join(f"; {quoted(e.keysecondary[i])}: {layout.atom_report(t, atoms)}"
+                            for i, t in layout.secondary.items())
+            return (False, "secondary_keys", fail, key, window)
+    return (True, "key", why, key, window)
 
 
 # What a static gate (gates 2-5) of an entry reads besides the entry: AlwaysGates.verdicts

@@ -1,0 +1,354 @@
+"""Boolean key expressions (docs/improved-profile.md#key-expressions): ``&expr: (dragon AND red) OR /wyrm/i``.
+
+A key whose text starts (after leading whitespace) with :data:`EXPR_PREFIX` is an expression
+over keys in the profiles that read them; SillyTavern reads it as one ordinary plain key that
+never matches in practice, so a book holding expressions stays loadable there.
+
+Syntax, from loosest to tightest binding: ``OR``, ``AND``, ``NOT`` (the operators in capitals;
+``and`` in lower case is a word), parentheses group. An atom is
+
+- a quoted phrase ``"..."``: plain text, never a regex; ``\\"`` is a quote and ``\\\\`` a backslash;
+- a regex key ``/pattern/flags`` (flags from ``gimsuy``), exactly as a SillyTavern regex key;
+- bare words: one or more words that are not operators, up to the next operator or parenthesis;
+  ``red dragon`` is the one key ``red dragon`` (the text between the first and last word, as written).
+
+Every atom is compiled as an ordinary key of the entry (:func:`expand_spec`), so the engine
+computes its hits per message with every other key; an expression is then evaluated over the
+atoms' hits in a window (:meth:`Expr.value`). This module parses once per key text
+(:func:`parse_expression` is memoised) and never scans text.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+from ..errors import LorebookError
+from ..js.regex import parse_regex_key
+from .keys import KeySpec
+
+__all__ = ["EXPR_PREFIX", "Atom", "Not", "And", "Or", "Expr", "ExprError", "is_expression",
+           "parse_expression", "ExprLayout", "layout_of", "expand_spec", "expression_problems"]
+
+EXPR_PREFIX = "&expr:"
+_OPERATORS = ("AND", "OR", "NOT")
+_SPACE = " \t\r\n\f\v\u00a0\u3000"
+
+
+class ExprError(ValueError):
+    """A malformed expression: ``problem`` at ``column`` (1-based, in the whole key text)."""
+
+    def __init__(self, problem: str, column: int) -> None:
+        super().__init__(f"{problem} (column {column})")
+        self.problem, self.column = problem, column
+
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """A key of the expression: ``key`` as the compiler reads it, ``index`` in :attr:`ExprLayout.atoms`
+    (-1 until laid out), ``literal``: a quoted phrase (plain text even in ``/.../`` form)."""
+
+    key: str
+    literal: bool = False
+    index: int = -1
+
+    def value(self, bits: Sequence[bool]) -> bool:
+        return bits[self.index]
+
+
+@dataclass(frozen=True, slots=True)
+class Not:
+    operand: "Expr"
+
+    def value(self, bits: Sequence[bool]) -> bool:
+        return not self.operand.value(bits)
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    operands: tuple["Expr", ...]
+
+    def value(self, bits: Sequence[bool]) -> bool:
+        return all(o.value(bits) for o in self.operands)
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    operands: tuple["Expr", ...]
+
+    def value(self, bits: Sequence[bool]) -> bool:
+        return any(o.value(bits) for o in self.operands)
+
+
+Expr = Union[Atom, Not, And, Or]
+
+
+def is_expression(key: str) -> bool:
+    """Whether ``key`` is written as an expression (:data:`EXPR_PREFIX` after leading whitespace)."""
+    return key.lstrip(_SPACE).startswith(EXPR_PREFIX)
+
+
+# Tokens: (kind, text, column) with kind "(" ")" "AND" "OR" "NOT" "atom"; an atom token's text
+# is the key, and literal atoms are kind "quoted".
+_Token = tuple[str, str, int]
+
+
+def _tokens(text: str, start: int) -> list[_Token]:
+    out: list[_Token] = []
+    i, n = start, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in _SPACE:
+            i += 1
+        elif ch in "()":
+            out.append((ch, ch, i + 1))
+            i += 1
+        elif ch == '"':
+            j, buf = i + 1, []
+            while True:
+                if j >= n:
+                    raise ExprError("unclosed quote", i + 1)
+                c = text[j]
+                if c == '"':
+                    break
+                if c == "\\":
+                    if j + 1 >= n or text[j + 1] not in '"\\':
+                        raise ExprError('unknown escape (write \\" or \\\\)', j + 1)
+                    c, j = text[j + 1], j + 1
+                buf.append(c)
+                j += 1
+            if not buf:
+                raise ExprError("empty quoted phrase", i + 1)
+            out.append(("quoted", "".join(buf), i + 1))
+            i = j + 1
+        elif ch == "/":
+            j = i + 1
+            if j < n and text[j] == "/":
+                raise ExprError("empty regex", i + 1)
+            while j < n and not (text[j] == "/" and text[j - 1] != "\\"):
+                j += 1
+            if j >= n:
+                raise ExprError("unclosed regex (a / ends it)", i + 1)
+            j += 1
+            while j < n and text[j] in "gimsuy":
+                j += 1
+            if j < n and text[j] not in _SPACE and text[j] not in "()":
+                raise ExprError("unknown regex flag", j + 1)
+            key = text[i:j]
+            if parse_regex_key(key) is None:
+                raise ExprError("not a valid regex", i + 1)
+            out.append(("atom", key, i + 1))
+            i = j
+        else:
+            j = i
+            while j < n and text[j] not in _SPACE and text[j] not in '()"':
+                j += 1
+            word = text[i:j]
+            if word in _OPERATORS:
+                out.append((word, word, i + 1))
+            elif out and out[-1][0] == "atom" and not out[-1][1].startswith("/"):
+                kind, prev, col = out.pop()   # bare words run together: one key, as written
+                out.append((kind, text[col - 1:j], col))
+            else:
+                out.append(("atom", word, i + 1))
+            i = j
+    return out
+
+
+class _Parser:
+    def __init__(self, tokens: list[_Token], end: int) -> None:
+        self.tokens, self.pos, self.end = tokens, 0, end
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos][0] if self.pos < len(self.tokens) else None
+
+    def column(self) -> int:
+        return self.tokens[self.pos][2] if self.pos < len(self.tokens) else self.end
+
+    def or_(self) -> Expr:
+        parts = [self.and_()]
+        while self.peek() == "OR":
+            self.pos += 1
+            parts.append(self.and_())
+        return parts[0] if len(parts) == 1 else Or(tuple(parts))
+
+    def and_(self) -> Expr:
+        parts = [self.not_()]
+        while self.peek() == "AND":
+            self.pos += 1
+            parts.append(self.not_())
+        return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+    def not_(self) -> Expr:
+        if self.peek() == "NOT":
+            self.pos += 1
+            return Not(self.not_())
+        return self.primary()
+
+    def primary(self) -> Expr:
+        kind = self.peek()
+        if kind is None:
+            raise ExprError("expected a key or '(' here, the expression ends", self.end)
+        kind, text, col = self.tokens[self.pos]
+        if kind == "(":
+            self.pos += 1
+            inner = self.or_()
+            if self.peek() != ")":
+                raise ExprError("expected ')' to close the '(' of column %d" % col, self.column())
+            self.pos += 1
+            return inner
+        if kind in ("atom", "quoted"):
+            self.pos += 1
+            return Atom(text, kind == "quoted")
+        raise ExprError(f"expected a key or '(', got {text!r}", col)
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_expression(key: str) -> Expr:
+    """The tree of an expression key (its atoms not yet laid out: ``index`` -1).
+
+    Args:
+        key: the key as stored, :data:`EXPR_PREFIX` included.
+
+    Raises:
+        ExprError: the key is no expression, or is malformed (with its 1-based column).
+    """
+    stripped = key.lstrip(_SPACE)
+    if not stripped.startswith(EXPR_PREFIX):
+        raise ExprError(f"an expression starts with {EXPR_PREFIX!r}", 1)
+    start = len(key) - len(stripped) + len(EXPR_PREFIX)
+    tokens = _tokens(key, start)
+    if not tokens:
+        raise ExprError("empty expression", len(key) + 1)
+    parser = _Parser(tokens, len(key) + 1)
+    tree = parser.or_()
+    if parser.pos < len(tokens):
+        kind, text, col = tokens[parser.pos]
+        raise ExprError("unmatched ')'" if kind == ")" else f"expected AND or OR before {text!r}", col)
+    return tree
+
+
+def _atoms_of(tree: Expr, out: dict[tuple[str, bool], int]) -> Expr:
+    # the tree with every atom's index in ``out`` (added in order of first appearance)
+    if isinstance(tree, Atom):
+        return Atom(tree.key, tree.literal, out.setdefault((tree.key, tree.literal), len(out)))
+    if isinstance(tree, Not):
+        return Not(_atoms_of(tree.operand, out))
+    return type(tree)(tuple(_atoms_of(o, out) for o in tree.operands))
+
+
+@dataclass(frozen=True, slots=True)
+class ExprLayout:
+    """Where one entry's expression keys find their atoms among its compiled keys.
+
+    The compiled entry's primary keys are its own primary keys followed by ``atoms`` (every
+    distinct atom of its primary and secondary expressions, in order): atom ``i`` is primary
+    key ``n_primary + i``. ``primary``/``secondary``: key index -> the laid-out tree of each
+    expression key of that list.
+    """
+
+    n_primary: int
+    atoms: tuple[tuple[str, bool], ...]
+    primary: dict[int, Expr]
+    secondary: dict[int, Expr]
+
+    def resolve(self, primary: Sequence[bool], secondary: Sequence[bool]
+                ) -> tuple[tuple[bool, ...], tuple[bool, ...], tuple[bool, ...]]:
+        """The entry's key results with every expression key evaluated.
+
+        Args:
+            primary, secondary: one bool per compiled key (``ScanView.key_hits``: the
+                primary keys then the atoms, and the secondary keys).
+
+        Returns:
+            ``(primary, secondary, atoms)``: one bool per key of the entry's own lists (an
+            expression key is true when its expression is) and one per atom.
+        """
+        bits = tuple(primary[self.n_primary:])
+        p = tuple(self.primary[i].value(bits) if i in self.primary else bool(primary[i])
+                  for i in range(self.n_primary))
+        s = tuple(self.secondary[i].value(bits) if i in self.secondary else bool(secondary[i])
+                  for i in range(len(secondary)))
+        return p, s, bits
+
+    def atom_report(self, tree: Expr, atoms: Sequence[bool]) -> str:
+        """Which atoms of ``tree`` matched and which did not (``atoms``: from :meth:`resolve`),
+        as ``matched: "a", "b"; absent: "c"`` (what ``explain`` shows for an expression)."""
+        found: dict[int, None] = {}
+        _indexes(tree, found)
+        parts = []
+        for label, want in (("matched", True), ("absent", False)):
+            names = [_quote(self.atoms[i][0]) for i in found if atoms[i] == want]
+            if names:
+                parts.append(f"{label}: {', '.join(names)}")
+        return "; ".join(parts)
+
+
+def _quote(key: str) -> str:
+    return '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _indexes(tree: Expr, out: dict[int, None]) -> None:
+    if isinstance(tree, Atom):
+        out[tree.index] = None
+    elif isinstance(tree, Not):
+        _indexes(tree.operand, out)
+    else:
+        for o in tree.operands:
+            _indexes(o, out)
+
+
+def layout_of(primary: Sequence[str], secondary: Sequence[str]) -> ExprLayout | None:
+    """The layout of an entry's expression keys, or None if it has none.
+
+    Raises:
+        LorebookError: without ``source``/``entry`` (the caller adds them): a malformed
+            expression, or a primary expression true when none of its keys matches (it would
+            fire on every scan; write the NOT part in a secondary key or AND it with a key).
+            ``field`` is ``key[i]`` or ``keysecondary[i]``.
+    """
+    if not any(is_expression(k) for k in primary) and not any(is_expression(k) for k in secondary):
+        return None
+    atoms: dict[tuple[str, bool], int] = {}
+    trees: list[dict[int, Expr]] = [{}, {}]
+    for side, (field, keys) in enumerate((("key", primary), ("keysecondary", secondary))):
+        for i, k in enumerate(keys):
+            if not is_expression(k):
+                continue
+            try:
+                tree = parse_expression(k)
+            except ExprError as exc:
+                raise LorebookError(f"bad key expression: {exc}", field=f"{field}[{i}]") from None
+            laid = _atoms_of(tree, atoms)
+            if side == 0 and laid.value([False] * len(atoms)):
+                raise LorebookError("bad key expression: true when none of its keys matches, so it would fire on "
+                                    "every scan (AND it with a key, or move the NOT part to a secondary key)",
+                                    field=f"{field}[{i}]")
+            trees[side][i] = laid
+    return ExprLayout(len(primary), tuple(atoms), trees[0], trees[1])
+
+
+def expand_spec(spec: KeySpec, source: str = "<memory>") -> KeySpec:
+    """``spec`` with the atoms of its expression keys appended to its primary keys (the
+    compiled form of :class:`ExprLayout`); a spec without expressions is returned as is.
+
+    Raises:
+        LorebookError: a malformed expression, naming ``source``, the entry and the field.
+    """
+    try:
+        layout = layout_of(spec.primary, spec.secondary)
+    except LorebookError as exc:
+        raise LorebookError(exc.problem, source=source, entry=spec.uid, field=exc.field) from None
+    if layout is None:
+        return spec
+    literal = spec.literal | {k for k, lit in layout.atoms if lit and k.startswith("/")}
+    return spec._replace(primary=spec.primary + tuple(k for k, _ in layout.atoms), literal=frozenset(literal))
+
+
+def expression_problems(key: str) -> str | None:
+    """What is wrong with an expression key (for the lint), or None when it is well formed."""
+    try:
+        parse_expression(key)
+    except ExprError as exc:
+        return str(exc)
+    return None
