@@ -27,10 +27,11 @@ from ..errors import LorebookError
 from ..js.regex import parse_regex_key
 from .keys import KeySpec
 
-__all__ = ["EXPR_PREFIX", "Atom", "Not", "And", "Or", "Expr", "ExprError", "is_expression",
+__all__ = ["EXPR_PREFIX", "EXPR_ERROR", "Atom", "Not", "And", "Or", "Expr", "ExprError", "is_expression",
            "parse_expression", "ExprLayout", "layout_of", "expand_spec", "expression_problems"]
 
 EXPR_PREFIX = "&expr:"
+EXPR_ERROR = "bad key expression"      # how a LorebookError about an expression starts
 _OPERATORS = ("AND", "OR", "NOT")
 _SPACE = " \t\r\n\f\v\u00a0\u3000"
 
@@ -318,10 +319,10 @@ def layout_of(primary: Sequence[str], secondary: Sequence[str]) -> ExprLayout | 
             try:
                 tree = parse_expression(k)
             except ExprError as exc:
-                raise LorebookError(f"bad key expression: {exc}", field=f"{field}[{i}]") from None
+                raise LorebookError(f"{EXPR_ERROR}: {exc}", field=f"{field}[{i}]") from None
             laid = _atoms_of(tree, atoms)
             if side == 0 and laid.value([False] * len(atoms)):
-                raise LorebookError("bad key expression: true when none of its keys matches, so it would fire on "
+                raise LorebookError(f"{EXPR_ERROR}: true when none of its keys matches, so it would fire on "
                                     "every scan (AND it with a key, or move the NOT part to a secondary key)",
                                     field=f"{field}[{i}]")
             trees[side][i] = laid
