@@ -147,3 +147,22 @@ def test_atom_report_names_matched_and_absent_atoms():
     assert layout is not None
     _, _, atoms = layout.resolve((False, True, False, True, True), ())
     assert layout.atom_report(layout.primary[0], atoms) == 'matched: "dragon", "baby", "wyrm"; absent: "red"'
+
+
+# -- lint (LS110, LS111, and each atom checked as a key) ----------------------------------------
+
+def test_lint_checks_expressions_in_every_profile_and_their_atoms_as_keys():
+    from lorescan.formats import book_from_entries
+    from lorescan.lint import lint_book
+
+    def found(key, **fields):
+        book = book_from_entries("lx", [{"uid": 0, "key": [key], "content": "c", **fields}])
+        return [(f.code, f.field) for f in lint_book(book)]
+    assert found("&expr: a AND (b") == [("LS110", "key[0]")]
+    assert found("&expr: NOT a") == [("LS111", "key[0]")]
+    assert found("&expr: castle AND gate") == []                  # no LS108 for the spaces of the expression
+    assert found("&expr: castle AND /(/") == [("LS110", "key[0]")]
+    # each atom gets the key checks: whole words and punctuation (LS104), a multi-word atom (LS108)
+    assert found("&expr: -sama AND \"iron gate\"", matchWholeWords=True) == [("LS104", "key[0]"),
+                                                                             ("LS108", "key[0]")]
+    assert found('&expr: "/x(/" AND y') == []                     # a quoted /x(/ is text, not a bad regex

@@ -28,7 +28,7 @@ from ..js.regex import parse_regex_key
 from .keys import KeySpec
 
 __all__ = ["EXPR_PREFIX", "EXPR_ERROR", "Atom", "Not", "And", "Or", "Expr", "ExprError", "is_expression",
-           "parse_expression", "ExprLayout", "layout_of", "expand_spec", "expression_problems"]
+           "parse_expression", "atoms_of", "true_without_keys", "ExprLayout", "layout_of", "expand_spec", "expression_problems"]
 
 EXPR_PREFIX = "&expr:"
 EXPR_ERROR = "bad key expression"      # how a LorebookError about an expression starts
@@ -227,6 +227,19 @@ def parse_expression(key: str) -> Expr:
         kind, text, col = tokens[parser.pos]
         raise ExprError("unmatched ')'" if kind == ")" else f"expected AND or OR before {text!r}", col)
     return tree
+
+
+def atoms_of(tree: Expr) -> tuple[Atom, ...]:
+    """The atoms of ``tree``, each once, in order of first appearance."""
+    found: dict[tuple[str, bool], int] = {}
+    _atoms_of(tree, found)
+    return tuple(Atom(k, lit, i) for i, (k, lit) in enumerate(found))
+
+
+def true_without_keys(tree: Expr) -> bool:
+    """Whether ``tree`` is true when none of its atoms matches (refused as a primary key)."""
+    found: dict[tuple[str, bool], int] = {}
+    return _atoms_of(tree, found).value([False] * len(found))
 
 
 def _atoms_of(tree: Expr, out: dict[tuple[str, bool], int]) -> Expr:
