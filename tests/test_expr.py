@@ -127,8 +127,8 @@ def test_atoms_are_shared_between_expressions_and_appended_to_the_primary_keys()
     assert out.secondary == spec.secondary
     assert out.literal == frozenset({"/c/"})          # a quoted /c/ is text, not a regex
     # key_hits order: the entry's primary keys, then the atoms
-    prim, sec, atoms = layout.resolve((False, True, True, False, False), (False,))
-    assert atoms == (True, False, False)
+    prim, sec, hits = layout.resolve((False, True, True, False, False), (False,))
+    assert hits == (False, True, True, False, False)
     assert prim == (True, True) and sec == (False,)
     prim, sec, _ = layout.resolve((False, False, True, True, True), (False,))
     assert prim == (False, False) and sec == (True,)
@@ -145,8 +145,8 @@ def test_a_spec_without_expressions_is_unchanged_and_errors_are_located():
 def test_atom_report_names_matched_and_absent_atoms():
     layout = layout_of(["&expr: (dragon AND red) OR NOT \"baby\" AND wyrm"], [])
     assert layout is not None
-    _, _, atoms = layout.resolve((False, True, False, True, True), ())
-    assert layout.atom_report(layout.primary[0], atoms) == 'matched: "dragon", "baby", "wyrm"; absent: "red"'
+    _, _, hits = layout.resolve((False, True, False, True, True), ())
+    assert layout.atom_report(layout.primary[0], hits) == 'matched: "dragon", "baby", "wyrm"; absent: "red"'
 
 
 # -- lint (LS110, LS111, and each atom checked as a key) ----------------------------------------

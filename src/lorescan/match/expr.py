@@ -20,8 +20,8 @@ atoms' hits in a window (:meth:`Expr.value`). This module parses once per key te
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Sequence, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence, Union
 
 from ..errors import LorebookError
 from ..js.regex import parse_regex_key
@@ -265,6 +265,22 @@ class ExprLayout:
     atoms: tuple[tuple[str, bool], ...]
     primary: dict[int, Expr]
     secondary: dict[int, Expr]
+    # (primary hits, secondary hits) -> (primary, secondary) results: generated once per
+    # shape of an entry's keys (a scan calls it for every candidate entry with expressions)
+    _resolve: Callable[[Sequence[bool], Sequence[bool]], tuple[tuple[bool, ...], tuple[bool, ...]]] = field(
+        default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    # primary hits -> the index of the first true primary key (-1: none), the same way
+    first: Callable[[Sequence[bool]], int] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self._resolve is None:
+            object.__setattr__(self, "_resolve", _resolver(self.n_primary, self.primary, self.secondary))
+        if self.first is None:
+            conds = [_code(self.primary[i], self.n_primary) if i in self.primary else f"p[{i}]"
+                     for i in range(self.n_primary)]
+            object.__setattr__(self, "first", _compile_resolver(
+                "lambda p: " + "".join(f"{i} if {c} else " for i, c in enumerate(conds)) + "-1"))
 
     def resolve(self, primary: Sequence[bool], secondary: Sequence[bool]
                 ) -> tuple[tuple[bool, ...], tuple[bool, ...], tuple[bool, ...]]:
@@ -275,27 +291,55 @@ class ExprLayout:
                 primary keys then the atoms, and the secondary keys).
 
         Returns:
-            ``(primary, secondary, atoms)``: one bool per key of the entry's own lists (an
-            expression key is true when its expression is) and one per atom.
+            ``(primary, secondary, hits)``: one bool per key of the entry's own lists (an
+            expression key is true when its expression is), and ``primary`` as given (what
+            :meth:`atom_report` reads).
         """
-        bits = tuple(primary[self.n_primary:])
-        p = tuple(self.primary[i].value(bits) if i in self.primary else bool(primary[i])
-                  for i in range(self.n_primary))
-        s = tuple(self.secondary[i].value(bits) if i in self.secondary else bool(secondary[i])
-                  for i in range(len(secondary)))
-        return p, s, bits
+        p, s = self._resolve(primary, secondary)
+        return p, s, primary
 
     def atom_report(self, tree: Expr, atoms: Sequence[bool]) -> str:
-        """Which atoms of ``tree`` matched and which did not (``atoms``: from :meth:`resolve`),
-        as ``matched: "a", "b"; absent: "c"`` (what ``explain`` shows for an expression)."""
+        """Which atoms of ``tree`` matched and which did not (``atoms``: the compiled primary
+        hits, as :meth:`resolve` returns them), as ``matched: "a", "b"; absent: "c"`` (what
+        ``explain`` shows for an expression)."""
         found: dict[int, None] = {}
         _indexes(tree, found)
         parts = []
+        n = self.n_primary
         for label, want in (("matched", True), ("absent", False)):
-            names = [_quote(self.atoms[i][0]) for i in found if atoms[i] == want]
+            names = [_quote(self.atoms[i][0]) for i in found if bool(atoms[n + i]) == want]
             if names:
                 parts.append(f"{label}: {', '.join(names)}")
         return "; ".join(parts)
+
+
+def _code(tree: Expr, base: int) -> str:
+    # Python source of ``tree`` over ``p``, the compiled entry's primary hits (atoms from ``base``)
+    if isinstance(tree, Atom):
+        return f"p[{base + tree.index}]"
+    if isinstance(tree, Not):
+        return f"(not {_code(tree.operand, base)})"
+    joiner = " and " if isinstance(tree, And) else " or "
+    return "(" + joiner.join(_code(o, base) for o in tree.operands) + ")"
+
+
+def _resolver(n_primary: int, primary: dict[int, Expr], secondary: dict[int, Expr]
+              ) -> Callable[[Sequence[bool], Sequence[bool]], tuple[tuple[bool, ...], tuple[bool, ...]]]:
+    n_secondary = max(secondary, default=-1) + 1
+    p = [_code(primary[i], n_primary) if i in primary else f"p[{i}]" for i in range(n_primary)]
+    s = [_code(secondary[i], n_primary) if i in secondary else f"s[{i}]" for i in range(n_secondary)]
+    if secondary:              # plain secondary keys past the last expression: the rest of ``s``
+        tail = f"tuple(s[{n_secondary}:])"
+        sec = f"({''.join(x + ', ' for x in s)}) + {tail}"
+    else:
+        sec = "tuple(s)"
+    return _compile_resolver(f"lambda p, s: (({''.join(x + ', ' for x in p)}), {sec})")
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile_resolver(source: str) -> Callable[[Sequence[bool], Sequence[bool]], Any]:
+    # the source is made by _resolver from indexes and operators only
+    return eval(source, {"__builtins__": {"tuple": tuple}})  # noqa: S307
 
 
 def _quote(key: str) -> str:
@@ -323,21 +367,28 @@ def layout_of(primary: Sequence[str], secondary: Sequence[str]) -> ExprLayout | 
     """
     if not any(is_expression(k) for k in primary) and not any(is_expression(k) for k in secondary):
         return None
+    return _layout(tuple(primary), tuple(secondary))
+
+
+# Memoised per key lists: the compiler lays out every entry's expressions (expand_spec), and an
+# engine over the compiled book asks again for each entry it gates (a fresh engine, a new pool).
+@functools.lru_cache(maxsize=1 << 16)
+def _layout(primary: tuple[str, ...], secondary: tuple[str, ...]) -> ExprLayout:
     atoms: dict[tuple[str, bool], int] = {}
     trees: list[dict[int, Expr]] = [{}, {}]
-    for side, (field, keys) in enumerate((("key", primary), ("keysecondary", secondary))):
+    for side, (name, keys) in enumerate((("key", primary), ("keysecondary", secondary))):
         for i, k in enumerate(keys):
             if not is_expression(k):
                 continue
             try:
                 tree = parse_expression(k)
             except ExprError as exc:
-                raise LorebookError(f"{EXPR_ERROR}: {exc}", field=f"{field}[{i}]") from None
+                raise LorebookError(f"{EXPR_ERROR}: {exc}", field=f"{name}[{i}]") from None
             laid = _atoms_of(tree, atoms)
             if side == 0 and laid.value([False] * len(atoms)):
                 raise LorebookError(f"{EXPR_ERROR}: true when none of its keys matches, so it would fire on "
                                     "every scan (AND it with a key, or move the NOT part to a secondary key)",
-                                    field=f"{field}[{i}]")
+                                    field=f"{name}[{i}]")
             trees[side][i] = laid
     return ExprLayout(len(primary), tuple(atoms), trees[0], trees[1])
 

@@ -724,9 +724,24 @@ class ScanView:
         explanations and tools.
         """
         plan = self._plans[index]
-        hits = self._by_window.get(window)
-        if hits is None:
-            hits = self.window_hits(window)
+        hits: frozenset[int] | None
+        if window is self._last_window:         # as match_entry: engines ask many entries about one window
+            hits = self._last_hits
+        else:
+            hits = self._by_window.get(window)
+            if hits is None:
+                hits = self.window_hits(window)
+            self._last_window, self._last_hits = window, hits
+        if plan.simple:                         # every key a variant id (key expressions ask this per candidate)
+            pairs = plan.primary
+            if len(pairs) == len(plan.score_primary):     # no key skipped: pair i is key i
+                primary = tuple([ref in hits for _, ref in pairs])
+            else:
+                found = [False] * len(plan.score_primary)
+                for i, ref in pairs:
+                    found[i] = ref in hits
+                primary = tuple(found)
+            return primary, (tuple([ref in hits for ref in plan.secondary]) if plan.secondary else ())
 
         def hit(ref: KeyRef) -> bool:
             if isinstance(ref, int):            # a variant id, or SKIP

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from ..match.expr import ExprLayout
 from ..match.view import MAX_SCAN_DEPTH, Window
 from ..model import SelectiveLogic, js_truthy
 from ..tokens import PrependCount
@@ -17,7 +18,7 @@ from .budget import admit, extend_budget_text
 from .groups import select_in_groups
 from .result import LoopRecord, quoted
 from .tables import EntryInfo
-from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Turn, entry_window, note
+from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Detail, Turn, entry_window, note
 
 __all__ = ["run_loops", "static_gate", "gate", "GateResult", "AlwaysGates"]
 
@@ -29,7 +30,7 @@ _SECONDARY_FAILS = {
 }
 
 
-GateResult = tuple[bool, str, str, "str | None", "Window | None"]
+GateResult = tuple[bool, str, Detail, "str | None", "Window | None"]
 """One entry's way through the gates: whether it activates, the reason code and detail, the key
 that matched and the window it matched in (a plain tuple: the walk makes one per candidate)."""
 
@@ -110,8 +111,10 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
         return (False, "no_keys", "the entry has no primary keys", None, None)
     window = entry_window(turn, info)
     view = turn.views[info.book]
-    if turn.tables.match_options.expressions and info.exprs is not None:
-        return _expression_gate(turn, info, window)
+    if turn.tables.match_options.expressions:
+        layout = info.exprs
+        if layout is not None:
+            return _expression_gate(turn, info, layout, window)
     m = view.match_entry(info.index, window)
     if m.primary is None:
         detail = "no primary key matched"
@@ -127,29 +130,36 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
     return (True, "key", f"primary key {quoted(key)} matched", key, window)
 
 
-def _expression_gate(turn: Turn, info: EntryInfo, window: Window) -> GateResult:
+def _expression_gate(turn: Turn, info: EntryInfo, layout: ExprLayout, window: Window) -> GateResult:
     """The key gates of an entry with key expressions (docs/improved-profile.md#key-expressions):
     every compiled key's hits over the window, each expression evaluated over its atoms."""
     e = info.entry
-    layout = info.exprs
-    assert layout is not None
     hits_p, hits_s = turn.views[info.book].key_hits(info.index, window)
-    primary, sec, atoms = layout.resolve(hits_p, hits_s)
-    which = next((i for i, hit in enumerate(primary) if hit), None)
-    if which is None:
-        failed = [layout.atom_report(t, atoms) for t in layout.primary.values()]
-        return (False, "no_key_match", "no primary key matched" + "".join(f"; {f}" for f in failed), None, window)
+    which = layout.first(hits_p)
+    if which < 0:
+        return (False, "no_key_match", (_no_primary, layout, hits_p), None, window)
     key = e.key[which]
-    why = (f"expression {quoted(key)} is true ({layout.atom_report(layout.primary[which], atoms)})"
-           if which in layout.primary else f"primary key {quoted(key)} matched")
     if e.selective and e.keysecondary:
         logic = e.selective_logic if e.selective_logic is not None else SelectiveLogic.AND_ANY
-        if not _secondary_ok(logic, sec):
-            fail = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
-            fail += "".join(f"; {quoted(e.keysecondary[i])}: {layout.atom_report(t, atoms)}"
-                            for i, t in layout.secondary.items())
-            return (False, "secondary_keys", fail, key, window)
-    return (True, "key", why, key, window)
+        if not _secondary_ok(logic, layout.resolve(hits_p, hits_s)[1]):
+            return (False, "secondary_keys", (_secondary_failed, layout, hits_p, logic, e.keysecondary), key, window)
+    if which in layout.primary:
+        return (True, "key", (_expression_true, layout, hits_p, which, key), key, window)
+    return (True, "key", f"primary key {quoted(key)} matched", key, window)
+
+
+# Detail formats of the expression gate, called only when an explanation reads them (turn.detail_text).
+def _no_primary(layout: ExprLayout, atoms: tuple[bool, ...]) -> str:
+    return "no primary key matched" + "".join(f"; {layout.atom_report(t, atoms)}" for t in layout.primary.values())
+
+
+def _expression_true(layout: ExprLayout, atoms: tuple[bool, ...], which: int, key: str) -> str:
+    return f"expression {quoted(key)} is true ({layout.atom_report(layout.primary[which], atoms)})"
+
+
+def _secondary_failed(layout: ExprLayout, atoms: tuple[bool, ...], logic: object, keys: Sequence[str]) -> str:
+    fail = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
+    return fail + "".join(f"; {quoted(keys[i])}: {layout.atom_report(t, atoms)}" for i, t in layout.secondary.items())
 
 
 # What a static gate (gates 2-5) of an entry reads besides the entry: AlwaysGates.verdicts
