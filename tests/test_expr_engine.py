@@ -193,3 +193,10 @@ def test_slot_mode_errors_and_reasons():
     assert rec.outcome == "not_matched" and 'absent' not in rec.reason and 'matched: "dragon", "baby"' in rec.reason
     rec = eng.run([("user", "a dragon")], turn_id="t").log[0]
     assert rec.outcome == "inserted" and 'matched: "dragon"; absent: "baby"' in rec.reason
+
+
+def test_slot_mode_key_decorators_take_expressions():
+    eng = slot_engine(st_book("b", [{"key": ["knight"], "content": "@@exclude_keys &expr: sword AND NOT shield\nE0"}]))
+    outcome = {t: eng.run([("user", t)], turn_id="t").log[0].outcome
+               for t in ("knight", "knight sword", "knight sword shield")}
+    assert outcome == {"knight": "inserted", "knight sword": "not_matched", "knight sword shield": "inserted"}
