@@ -283,7 +283,7 @@ class ExprLayout:
                 "lambda p: " + "".join(f"{i} if {c} else " for i, c in enumerate(conds)) + "-1"))
 
     def resolve(self, primary: Sequence[bool], secondary: Sequence[bool]
-                ) -> tuple[tuple[bool, ...], tuple[bool, ...], tuple[bool, ...]]:
+                ) -> tuple[tuple[bool, ...], tuple[bool, ...], Sequence[bool]]:
         """The entry's key results with every expression key evaluated.
 
         Args:

@@ -735,13 +735,12 @@ class ScanView:
         if plan.simple:                         # every key a variant id (key expressions ask this per candidate)
             pairs = plan.primary
             if len(pairs) == len(plan.score_primary):     # no key skipped: pair i is key i
-                primary = tuple([ref in hits for _, ref in pairs])
-            else:
-                found = [False] * len(plan.score_primary)
-                for i, ref in pairs:
-                    found[i] = ref in hits
-                primary = tuple(found)
-            return primary, (tuple([ref in hits for ref in plan.secondary]) if plan.secondary else ())
+                return (tuple([ref in hits for _, ref in pairs]),
+                        tuple([ref in hits for ref in plan.secondary]) if plan.secondary else ())
+            found = [False] * len(plan.score_primary)
+            for i, ref in pairs:
+                found[i] = ref in hits
+            return tuple(found), tuple([ref in hits for ref in plan.secondary])
 
         def hit(ref: KeyRef) -> bool:
             if isinstance(ref, int):            # a variant id, or SKIP

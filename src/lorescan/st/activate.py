@@ -149,15 +149,15 @@ def _expression_gate(turn: Turn, info: EntryInfo, layout: ExprLayout, window: Wi
 
 
 # Detail formats of the expression gate, called only when an explanation reads them (turn.detail_text).
-def _no_primary(layout: ExprLayout, atoms: tuple[bool, ...]) -> str:
+def _no_primary(layout: ExprLayout, atoms: Sequence[bool]) -> str:
     return "no primary key matched" + "".join(f"; {layout.atom_report(t, atoms)}" for t in layout.primary.values())
 
 
-def _expression_true(layout: ExprLayout, atoms: tuple[bool, ...], which: int, key: str) -> str:
+def _expression_true(layout: ExprLayout, atoms: Sequence[bool], which: int, key: str) -> str:
     return f"expression {quoted(key)} is true ({layout.atom_report(layout.primary[which], atoms)})"
 
 
-def _secondary_failed(layout: ExprLayout, atoms: tuple[bool, ...], logic: object, keys: Sequence[str]) -> str:
+def _secondary_failed(layout: ExprLayout, atoms: Sequence[bool], logic: object, keys: Sequence[str]) -> str:
     fail = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
     return fail + "".join(f"; {quoted(keys[i])}: {layout.atom_report(t, atoms)}" for i, t in layout.secondary.items())
 
