@@ -200,3 +200,17 @@ def test_slot_mode_key_decorators_take_expressions():
     outcome = {t: eng.run([("user", t)], turn_id="t").log[0].outcome
                for t in ("knight", "knight sword", "knight sword shield")}
     assert outcome == {"knight": "inserted", "knight sword": "not_matched", "knight sword shield": "inserted"}
+
+
+def test_a_compiled_book_with_expressions_survives_lsc(tmp_path):
+    from lorescan.match.compile import compile_book, load_compiled
+    from lorescan.match.lsc import save_compiled
+    book = book_from_entries("bx", [{"uid": 0, "key": ["&expr: dragon AND NOT baby"], "content": "E0"}])
+    options = Compat.improved().match_options()
+    save_compiled(compile_book(book, options), tmp_path / "b.lsc")
+    loaded = load_compiled(tmp_path / "b.lsc")
+    assert loaded.options == options and loaded.options.expressions
+    engine = STEngine([BookSource(loaded, ("global",))], STSettings(include_names=False), compat="improved")
+    fired = [engine.scan([ChatMessage("u", t, is_user=True)], max_context=100_000).world_info_before
+             for t in ("a dragon", "a baby dragon")]
+    assert fired == ["E0", ""]
