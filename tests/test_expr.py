@@ -123,8 +123,9 @@ def test_atoms_are_shared_between_expressions_and_appended_to_the_primary_keys()
     assert layout is not None
     assert layout.atoms == (("a", False), ("b", False), ("/c/", True))
     out = expand_spec(spec)
-    assert out.primary == spec.primary + ("a", "b", "/c/")
-    assert out.secondary == spec.secondary
+    # the expression keys themselves are compiled as empty keys (skipped), their atoms appended
+    assert out.primary == ("", "plain", "a", "b", "/c/")
+    assert out.secondary == ("",)
     assert out.literal == frozenset({"/c/"})          # a quoted /c/ is text, not a regex
     # key_hits order: the entry's primary keys, then the atoms
     prim, sec, hits = layout.resolve((False, True, True, False, False), (False,))

@@ -255,7 +255,8 @@ def _atoms_of(tree: Expr, out: dict[tuple[str, bool], int]) -> Expr:
 class ExprLayout:
     """Where one entry's expression keys find their atoms among its compiled keys.
 
-    The compiled entry's primary keys are its own primary keys followed by ``atoms`` (every
+    The compiled entry's primary keys are its own primary keys (an expression key compiled as
+    an empty key, never a hit) followed by ``atoms`` (every
     distinct atom of its primary and secondary expressions, in order): atom ``i`` is primary
     key ``n_primary + i``. ``primary``/``secondary``: key index -> the laid-out tree of each
     expression key of that list.
@@ -394,8 +395,9 @@ def _layout(primary: tuple[str, ...], secondary: tuple[str, ...]) -> ExprLayout:
 
 
 def expand_spec(spec: KeySpec, source: str = "<memory>") -> KeySpec:
-    """``spec`` with the atoms of its expression keys appended to its primary keys (the
-    compiled form of :class:`ExprLayout`); a spec without expressions is returned as is.
+    """``spec`` with the atoms of its expression keys appended to its primary keys and each
+    expression key itself made an empty key, which the compiler skips (the compiled form of
+    :class:`ExprLayout`); a spec without expressions is returned as is.
 
     Raises:
         LorebookError: a malformed expression, naming ``source``, the entry and the field.
@@ -407,7 +409,12 @@ def expand_spec(spec: KeySpec, source: str = "<memory>") -> KeySpec:
     if layout is None:
         return spec
     literal = spec.literal | {k for k, lit in layout.atoms if lit and k.startswith("/")}
-    return spec._replace(primary=spec.primary + tuple(k for k, _ in layout.atoms), literal=frozenset(literal))
+    # the expression keys themselves become empty keys: skipped (SillyTavern's reading of the
+    # text is not wanted here), so the automaton does not carry their long texts
+    primary = tuple("" if i in layout.primary else k for i, k in enumerate(spec.primary))
+    secondary = tuple("" if i in layout.secondary else k for i, k in enumerate(spec.secondary))
+    return spec._replace(primary=primary + tuple(k for k, _ in layout.atoms), secondary=secondary,
+                         literal=frozenset(literal))
 
 
 def expression_problems(key: str) -> str | None:
