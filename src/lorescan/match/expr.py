@@ -20,6 +20,7 @@ atoms' hits in a window (:meth:`Expr.value`). This module parses once per key te
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, Union
 
@@ -273,6 +274,11 @@ class ExprLayout:
 
     # primary hits -> the index of the first true primary key (-1: none), the same way
     first: Callable[[Sequence[bool]], int] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    # ``first`` over a simple plan's ``(key, vid)`` pairs and a hit set, valid when the plan has
+    # ``n_pairs`` pairs (no key skipped but the expression keys)
+    first_vids: Callable[[Sequence[tuple[int, Any]], frozenset[int]], int] = field(
+        default=None, compare=False, repr=False)  # type: ignore[assignment]
+    n_pairs: int = field(default=-1, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self._resolve is None:
@@ -282,6 +288,16 @@ class ExprLayout:
                      for i in range(self.n_primary)]
             object.__setattr__(self, "first", _compile_resolver(
                 "lambda p: " + "".join(f"{i} if {c} else " for i, c in enumerate(conds)) + "-1"))
+            # the same over a plan of variant ids, ``(key index, vid)`` pairs without the skipped
+            # expression keys, and a window's hit set
+            plain = [i for i in range(self.n_primary) if i not in self.primary]
+            pos = {i: j for j, i in enumerate(plain + list(range(self.n_primary, self.n_primary + len(self.atoms))))}
+            conds = [_code(self.primary[i], self.n_primary) if i in self.primary else f"p[{i}]"
+                     for i in range(self.n_primary)]
+            src = "".join(f"{i} if {c} else " for i, c in enumerate(conds)) + "-1"
+            src = re.sub(r"p\[(\d+)\]", lambda m: f"(pp[{pos[int(m.group(1))]}][1] in h)", src)
+            object.__setattr__(self, "n_pairs", len(pos))
+            object.__setattr__(self, "first_vids", _compile_resolver("lambda pp, h: " + src))
 
     def resolve(self, primary: Sequence[bool], secondary: Sequence[bool]
                 ) -> tuple[tuple[bool, ...], tuple[bool, ...], Sequence[bool]]:

@@ -32,7 +32,7 @@ from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
-    from .compile import CompiledBook
+    from .compile import CompiledBook, EntryPlan
 
 __all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "WindowPart", "EntryMatch", "ScanView", "match_plain_key"]
 
@@ -715,6 +715,17 @@ class ScanView:
                 timed_out.append(ref.raw)
             secondary.append(hit)
         return EntryMatch(primary, tuple(secondary), tuple(timed_out))
+
+    def plan_hits(self, index: int, window: Window) -> "tuple[EntryPlan, frozenset[int]]":
+        """Entry ``index``'s plan and the window's hit set of variant ids, what :meth:`match_entry`
+        reads (for a caller that evaluates a plan of variant ids itself: key expressions)."""
+        if window is self._last_window:
+            return self._plans[index], self._last_hits      # type: ignore[return-value]
+        hits = self._by_window.get(window)
+        if hits is None:
+            hits = self.window_hits(window)
+        self._last_window, self._last_hits = window, hits
+        return self._plans[index], hits
 
     def key_hits(self, index: int, window: Window) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
         """Every key of entry ``index`` in ``window``: one bool per primary key and per

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from ..match.expr import ExprLayout
-from ..match.view import MAX_SCAN_DEPTH, Window
+from ..match.view import MAX_SCAN_DEPTH, ScanView, Window
 from ..model import SelectiveLogic, js_truthy
 from ..tokens import PrependCount
 from .budget import admit, extend_budget_text
@@ -134,7 +134,19 @@ def _expression_gate(turn: Turn, info: EntryInfo, layout: ExprLayout, window: Wi
     """The key gates of an entry with key expressions (docs/improved-profile.md#key-expressions):
     every compiled key's hits over the window, each expression evaluated over its atoms."""
     e = info.entry
-    hits_p, hits_s = turn.views[info.book].key_hits(info.index, window)
+    view = turn.views[info.book]
+    plan, hits = view.plan_hits(info.index, window)
+    if plan.simple and len(plan.primary) == layout.n_pairs and not (e.selective and e.keysecondary):
+        # the common case, straight from the hit set: every key a variant id, no secondary logic
+        which = layout.first_vids(plan.primary, hits)
+        if which < 0:
+            return (False, "no_key_match", (_no_primary_later, layout, view, info.index, window), None, window)
+        key = e.key[which]
+        if which in layout.primary:
+            return (True, "key", (_expression_true_later, layout, view, info.index, window, which, key), key,
+                    window)
+        return (True, "key", f"primary key {quoted(key)} matched", key, window)
+    hits_p, hits_s = view.key_hits(info.index, window)
     which = layout.first(hits_p)
     if which < 0:
         return (False, "no_key_match", (_no_primary, layout, hits_p), None, window)
@@ -155,6 +167,15 @@ def _no_primary(layout: ExprLayout, atoms: Sequence[bool]) -> str:
 
 def _expression_true(layout: ExprLayout, atoms: Sequence[bool], which: int, key: str) -> str:
     return f"expression {quoted(key)} is true ({layout.atom_report(layout.primary[which], atoms)})"
+
+
+def _no_primary_later(layout: ExprLayout, view: ScanView, index: int, window: Window) -> str:
+    return _no_primary(layout, view.key_hits(index, window)[0])
+
+
+def _expression_true_later(layout: ExprLayout, view: ScanView, index: int, window: Window, which: int,
+                           key: str) -> str:
+    return _expression_true(layout, view.key_hits(index, window)[0], which, key)
 
 
 def _secondary_failed(layout: ExprLayout, atoms: Sequence[bool], logic: object, keys: Sequence[str]) -> str:
