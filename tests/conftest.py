@@ -119,7 +119,7 @@ TWIN_MODULES = frozenset({
     "test_serve.py", "test_serve_ops.py", "test_semantic_engine.py", "test_semantic_slot.py",
     "test_twin_selection.py", "test_compilecmd.py", "test_chat_prefix.py",
     "test_slot_plans.py", "test_serve_bounds.py",
-    "test_stable_placement.py",
+    "test_stable_placement.py", "test_expr.py", "test_expr_engine.py", "test_expr_formats.py",
     "test_determinism.py", "test_serve_chaos.py",     # their own CI steps (-m contention, -m chaos)
 })
 # Why each of these needs no twin run; none calls a kernel in the test process (the audit checks

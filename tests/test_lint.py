@@ -38,6 +38,8 @@ EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
     "ls106-kobold": [("LS106", 1, "key[0]")],
     "ls107": [("LS107", 1, "key")],
     "ls108": [("LS108", 1, "key[0]")],
+    "ls110": [("LS110", 1, "key[0]")],
+    "ls111": [("LS111", 1, "key[0]")],
     "ls201": [("LS201", 1, "key[0]")],
     "ls202": [("LS202", 1, "key[0]")],
     "ls203": [("LS202", 1, "key[0]"), ("LS203", 1, "key[0]")],

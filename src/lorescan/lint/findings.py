@@ -35,6 +35,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "LS106": (Severity.WARNING, "macro in a key is never substituted"),
     "LS107": (Severity.WARNING, "entry has no key and can never fire"),
     "LS108": (Severity.INFO, "whole words do not apply to a multi-word key"),
+    "LS110": (Severity.ERROR, "key expression is malformed"),
+    "LS111": (Severity.ERROR, "primary key expression is true when no key matches"),
     "LS201": (Severity.ERROR, "regex key is not a valid JavaScript regex"),
     "LS202": (Severity.WARNING, "regex key can backtrack catastrophically"),
     "LS203": (Severity.ERROR, "regex key ran out of time on a probe text"),

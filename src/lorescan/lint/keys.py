@@ -16,6 +16,7 @@ from typing import Generator, Iterator
 from ..js.regex import JSRegex, JSRegexError, RegexTooComplex, compile_regex_key, split_regex_key
 from ..js.text import has_js_whitespace, is_ascii_word_char, js_trim
 from ..limits import DEFAULT_LIMITS
+from ..match.expr import ExprError, atoms_of, is_expression, parse_expression, true_without_keys
 from ..match.regexscope import RegexBudget
 from ..model import Entry
 from ..js.stdecorators import parse_st_decorators
@@ -93,7 +94,10 @@ def check_keys(entry: Entry, ctx: KeyContext) -> Iterator[Raw]:
     for name, keys in (("key", entry.key), ("keysecondary", entry.keysecondary)):
         for i, raw in enumerate(keys):
             field = f"{name}[{i}]"
-            yield from _check_key(raw, field, ww, ctx)
+            if is_expression(raw):
+                yield from _check_expression(raw, field, name == "key", ww, ctx)
+            else:
+                yield from _check_key(raw, field, ww, ctx)
             if name == "key" and raw:        # a blank key is usable: it matches everything (LS101)
                 usable += 1
     if not usable and not entry.constant and not entry.disable and not _activates_itself(entry) \
@@ -101,6 +105,24 @@ def check_keys(entry: Entry, ctx: KeyContext) -> Iterator[Raw]:
         what = "no primary key" if not entry.key else "only empty primary keys"
         yield ("LS107", "key", f"the entry has {what} and is not constant, so no scan can activate it",
                "add a key, or make the entry constant")
+
+
+def _check_expression(raw: str, field: str, primary: bool, ww: bool, ctx: KeyContext) -> Iterator[Raw]:
+    # docs/improved-profile.md#key-expressions: the expression's own checks, then each atom's as a key
+    try:
+        tree = parse_expression(raw)
+    except ExprError as exc:
+        yield ("LS110", field, f"{_s(raw)} is not a well-formed key expression: {exc}; the improved profile "
+               "and slot mode refuse the book (SillyTavern reads it as a plain key that never matches)",
+               "fix the expression (docs/improved-profile.md#key-expressions)")
+        return
+    if primary and true_without_keys(tree):
+        yield ("LS111", field, f"the primary key expression {_s(raw)} is true when none of its keys matches, so "
+               "it would fire on every scan; the improved profile and slot mode refuse the book",
+               "AND the NOT part with a key, or move it to a secondary key")
+    for atom in atoms_of(tree):
+        if not atom.key.startswith("/") or not atom.literal:
+            yield from _check_key(atom.key, field, ww, ctx)
 
 
 def _activates_itself(entry: Entry) -> bool:

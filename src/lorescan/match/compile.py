@@ -43,6 +43,7 @@ from ..limits import DEFAULT_LIMITS, Limits, check_entry, check_total_key_length
 from .columns import TableBuilder, lazy_tables
 from .lsc import CompiledTypes, decode_keys, encode_keys, read_compiled_file
 from .keys import KeyRef, KeySpec, MacroKey, PlainKey, RegexKey
+from .expr import expand_spec
 from .options import MatchOptions
 from .fuzzy import FuzzyIndex, FuzzyTooCostly, FuzzyWork, key_words
 from .scanwork import ScanWork
@@ -569,6 +570,8 @@ def _compile_tables(key_specs: Iterable[KeySpec], contents: Callable[[], Iterabl
     always_sub: list[int] = []
     hazards: list[tuple[int, str, str]] = []
     unicode = options.word_chars == "unicode"     # fuzzy keys need the Unicode word rule (match/fuzzy.py)
+    if options.expressions:                       # an expression key's atoms join the entry's keys (match/expr.py)
+        key_specs = (expand_spec(sp, source) for sp in key_specs)
     uids: list[Any] = []                          # to name an entry whose content is refused below
     for i, spec in enumerate(key_specs):
         uids.append(spec.uid)

@@ -393,7 +393,7 @@ def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
     o = keys.options
     return {"name": keys.name, "n_entries": len(keys.plans),
             "options": [o.case_sensitive, o.match_whole_words, o.word_chars, o.nospace_scripts, o.multiword,
-                        o.blank_keys],
+                        o.blank_keys, o.expressions],
             "token": m.token, "model": m.model, "n_variants": m.n_variants, "has_newline": m.has_newline,
             "n_tables": len(m._table_bytes), "automaton": automaton_args,
             "always": keys.always, "always_sub": keys.always_sub, "chunk_union_exact": keys.chunk_union_exact,

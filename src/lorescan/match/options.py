@@ -21,7 +21,9 @@ class MatchOptions:
     override is null. ``word_chars``: ``"ascii"`` (SillyTavern) or ``"unicode"``;
     ``nospace_scripts``: treat CJK/Thai/... characters as boundaries (only with unicode);
     ``multiword``: ``"substring"`` (SillyTavern) or ``"bounded"``; ``blank_keys``:
-    ``"match_all"`` (SillyTavern) or ``"ignore"``.
+    ``"match_all"`` (SillyTavern) or ``"ignore"``; ``expressions``: keys written ``&expr: ...``
+    are boolean expressions over keys (docs/improved-profile.md#key-expressions), compiled as
+    their atoms (match/expr.py); off, such a key is a plain key like any other.
     """
 
     case_sensitive: bool = False
@@ -30,11 +32,13 @@ class MatchOptions:
     nospace_scripts: bool = False
     multiword: str = "substring"
     blank_keys: str = "match_all"
+    expressions: bool = False
 
     def __post_init__(self) -> None:
         _check(self.word_chars in ("ascii", "unicode"), f"bad value {self.word_chars!r}", "word_chars")
         _check(self.multiword in ("substring", "bounded"), f"bad value {self.multiword!r}", "multiword")
         _check(self.blank_keys in ("match_all", "ignore"), f"bad value {self.blank_keys!r}", "blank_keys")
+        _check(isinstance(self.expressions, bool), f"bad value {self.expressions!r}", "expressions")
 
     @classmethod
     def sillytavern(cls, *, case_sensitive: bool = False, match_whole_words: bool = False) -> "MatchOptions":
@@ -44,4 +48,4 @@ class MatchOptions:
     @classmethod
     def improved(cls, *, case_sensitive: bool = False, match_whole_words: bool = False) -> "MatchOptions":
         """lorescan's improved rules (docs/improved-profile.md#word-chars to #blank-keys)."""
-        return cls(case_sensitive, match_whole_words, "unicode", True, "bounded", "ignore")
+        return cls(case_sensitive, match_whole_words, "unicode", True, "bounded", "ignore", True)

@@ -33,7 +33,7 @@ from .regexscope import RegexBudget
 from ..js.text import has_js_whitespace, is_ascii_word_char, is_nospace_char, is_unicode_word_char, js_lower, js_trim
 
 if TYPE_CHECKING:
-    from .compile import CompiledKeys
+    from .compile import CompiledKeys, EntryPlan
 
 __all__ = ["SOURCE_NAMES", "MAX_SCAN_DEPTH", "Window", "WindowPart", "EntryMatch", "ScanView", "match_plain_key"]
 
@@ -725,6 +725,17 @@ class ScanView:
             secondary.append(hit)
         return EntryMatch(primary, tuple(secondary), tuple(timed_out))
 
+    def plan_hits(self, index: int, window: Window) -> "tuple[EntryPlan, frozenset[int]]":
+        """Entry ``index``'s plan and the window's hit set of variant ids, what :meth:`match_entry`
+        reads (for a caller that evaluates a plan of variant ids itself: key expressions)."""
+        if window is self._last_window:
+            return self._plans[index], self._last_hits      # type: ignore[return-value]
+        hits = self._by_window.get(window)
+        if hits is None:
+            hits = self.window_hits(window)
+        self._last_window, self._last_hits = window, hits
+        return self._plans[index], hits
+
     def key_hits(self, index: int, window: Window) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
         """Every key of entry ``index`` in ``window``: one bool per primary key and per
         secondary key, in list order (a key that is empty after substitution is False).
@@ -733,9 +744,23 @@ class ScanView:
         explanations and tools.
         """
         plan = self._plans[index]
-        hits = self._by_window.get(window)
-        if hits is None:
-            hits = self.window_hits(window)
+        hits: frozenset[int] | None
+        if window is self._last_window:         # as match_entry: engines ask many entries about one window
+            hits = self._last_hits
+        else:
+            hits = self._by_window.get(window)
+            if hits is None:
+                hits = self.window_hits(window)
+            self._last_window, self._last_hits = window, hits
+        if plan.simple:                         # every key a variant id (key expressions ask this per candidate)
+            pairs = plan.primary
+            if len(pairs) == len(plan.score_primary):     # no key skipped: pair i is key i
+                return (tuple([ref in hits for _, ref in pairs]),
+                        tuple([ref in hits for ref in plan.secondary]) if plan.secondary else ())
+            found = [False] * len(plan.score_primary)
+            for i, ref in pairs:
+                found[i] = ref in hits
+            return tuple(found), tuple([ref in hits for ref in plan.secondary])
 
         def hit(ref: KeyRef) -> bool:
             if isinstance(ref, int):            # a variant id, or SKIP

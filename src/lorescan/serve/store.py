@@ -74,8 +74,11 @@ def _version() -> str:
 
 def rules_tag(options: MatchOptions) -> str:
     """A short stable name for a set of match rules (part of a compiled file's name)."""
-    text = json.dumps([options.case_sensitive, options.match_whole_words, options.word_chars,
-                       options.nospace_scripts, options.multiword, options.blank_keys])
+    rules = [options.case_sensitive, options.match_whole_words, options.word_chars, options.nospace_scripts,
+             options.multiword, options.blank_keys]
+    if options.expressions:          # key expressions compile extra keys (tags without them are unchanged)
+        rules.append(True)
+    text = json.dumps(rules)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -36,14 +36,16 @@ the system-message explanations) and ``result`` (what a request takes in and giv
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
-from ..errors import RegexKeyError, SettingsError
+from ..errors import LorebookError, RegexKeyError, SettingsError
 from ..layout import Layout
 from ..limits import DEFAULT_LIMITS, Limits, check_book
 from ..macros import expand_content
 from ..match.cache import ChatScan
 from ..match.compile import CompiledKeys, compile_keys
+from ..match.expr import EXPR_ERROR, layout_of
 from ..match.keys import KeySpec
 from ..match.options import MatchOptions
 from ..match.regexscope import RegexBudget
@@ -176,12 +178,18 @@ class SlotEngine:
                                                        name="lorebook slot pool",
                                                        source=" + ".join(dict.fromkeys(b.book.source for b in slot_books))
                                                        or "<slot pool>")
-        except RegexKeyError as exc:    # locate it in the attached book, not the pool
-            if not isinstance(exc.entry, int):
+        except LorebookError as exc:    # a bad regex or key expression: locate it in the attached book, not the pool
+            expression = exc.problem.startswith(EXPR_ERROR)
+            if not isinstance(exc.entry, int) or not (isinstance(exc, RegexKeyError) or expression):
                 raise
             e = self.pool[exc.entry]
-            raise RegexKeyError(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
-                                field="keys") from None
+            field = "secondary_keys" if expression and str(exc.field).startswith("keysecondary") else "keys"
+            raise type(exc)(exc.problem, source=slot_books[e.book_index].book.source, entry=e.id,
+                            field=field) from None
+        if self.match_options.expressions:       # the compiler checked them: lay out each entry's atoms
+            plans = [p if (lay := layout_of(sp.primary, sp.secondary)) is None else replace(p, exprs=lay)
+                     for p, sp in zip(plans, specs)]
+            self._plans = tuple(plans)
         del specs
         self._max_depth = max((e.scan_depth for e in self.pool), default=0)
         # Most entries of a large pool do the same thing in every request: no gate decides them,

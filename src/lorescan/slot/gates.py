@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Literal
 
+from ..match.expr import ExprLayout
 from ..match.view import EntryMatch, ScanView, Window
 from ..model import SelectiveLogic
 from .plans import KeyRef, Plan, RegexKeys, never_reason
@@ -152,6 +153,9 @@ def match_keys(r: Run, plan: Plan, view: ScanView | None, window: Window | None,
         r.reason = "no primary key matched" + plan.never_note
         return False
     assert view is not None and window is not None
+    layout = plan.exprs
+    if layout is not None:
+        return _match_expressions(r, plan, layout, view, window)
     m = view.match_entry(e.pool_index, window) if plan.uses_matcher else EntryMatch(None, ())
 
     def hit(ref: KeyRef) -> bool:
@@ -166,6 +170,36 @@ def match_keys(r: Run, plan: Plan, view: ScanView | None, window: Window | None,
     if key is None:
         r.reason = "no primary key matched" + plan.never_note + timed
         return False
+    return _after_primary(r, plan, hit, key, timed)
+
+
+def _match_expressions(r: Run, plan: Plan, layout: ExprLayout, view: ScanView, window: Window) -> bool:
+    # gate 10 for an entry with key expressions (docs/slot-mode.md#slot-expressions): every
+    # compiled key's hits over the window, each expression evaluated over its atoms
+    hp, hs = view.key_hits(r.e.pool_index, window)
+    rp, rs, atoms = layout.resolve(hp, hs)
+
+    def hit(ref: KeyRef) -> bool:
+        if ref.how == "matcher":
+            return rp[ref.slot] if ref.primary else rs[ref.slot]
+        return False                    # "never"
+
+    def said(ref: KeyRef) -> str:
+        tree = (layout.primary if ref.primary else layout.secondary).get(ref.slot)
+        return f"{ref.text!r}" if tree is None else f"{ref.text!r} ({layout.atom_report(tree, atoms)})"
+    key_ref = next((ref for ref in plan.primary if hit(ref)), None)
+    if key_ref is None:
+        failed = [said(ref) for ref in plan.primary if ref.how == "matcher" and ref.slot in layout.primary]
+        r.reason = "no primary key matched" + plan.never_note + "".join(f"; {f} is false" for f in failed)
+        return False
+    ok = _after_primary(r, plan, hit, key_ref.text, "")
+    if ok and key_ref.slot in layout.primary:
+        r.reason = f"expression {said(key_ref)} is true"
+    return ok
+
+
+def _after_primary(r: Run, plan: Plan, hit: Callable[[KeyRef], bool], key: str, timed: str) -> bool:
+    # the rest of gate 10 once a primary key matched: selective logic, then the key decorators
     if plan.secondary:
         failed = secondary_logic_failure(plan, hit)
         if failed is not None:

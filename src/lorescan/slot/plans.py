@@ -13,6 +13,7 @@ from typing import Any, Literal, NamedTuple
 from ..js.regex import RegexTooComplex, regex_key, split_regex_key
 from ..js.text import js_trim
 from ..limits import DEFAULT_LIMITS
+from ..match.expr import ExprLayout
 from ..match.fuzzy import entry_threshold, fuzzy_field
 from ..match.keys import KeySpec
 from ..model import Lorebook, SelectiveLogic
@@ -47,6 +48,9 @@ class Plan:
     uses_matcher: bool
     logic: SelectiveLogic   # how ``secondary`` combines (docs/sillytavern-mode.md#st-key-logic)
     never_note: str         # names the primary keys that can never match, for the log
+    # where the key expressions find their atoms (match/expr.py; None: no expression, or the
+    # engine's match options read ``&expr:`` keys as plain keys)
+    exprs: ExprLayout | None = None
 
 
 def regex_kind(key: str) -> str:

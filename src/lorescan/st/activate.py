@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ..match.view import MAX_SCAN_DEPTH, Window
+from ..match.expr import ExprLayout
+from ..match.view import MAX_SCAN_DEPTH, ScanView, Window
 from ..model import SelectiveLogic, js_truthy
 from ..tokens import PrependCount
 from .budget import admit, extend_budget_text
 from .groups import select_in_groups
 from .result import LoopRecord, quoted
 from .tables import EntryInfo
-from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Turn, entry_window, note
+from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Detail, Turn, entry_window, note
 
 __all__ = ["run_loops", "static_gate", "gate", "GateResult", "AlwaysGates"]
 
@@ -29,7 +30,7 @@ _SECONDARY_FAILS = {
 }
 
 
-GateResult = tuple[bool, str, str, "str | None", "Window | None"]
+GateResult = tuple[bool, str, Detail, "str | None", "Window | None"]
 """One entry's way through the gates: whether it activates, the reason code and detail, the key
 that matched and the window it matched in (a plain tuple: the walk makes one per candidate)."""
 
@@ -110,6 +111,10 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
         return (False, "no_keys", "the entry has no primary keys", None, None)
     window = entry_window(turn, info)
     view = turn.views[info.book]
+    if turn.tables.match_options.expressions:
+        layout = info.exprs
+        if layout is not None:
+            return _expression_gate(turn, info, layout, window)
     m = view.match_entry(info.index, window)
     if m.primary is None:
         detail = "no primary key matched"
@@ -123,6 +128,59 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
             why = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
             return (False, "secondary_keys", why, key, window)
     return (True, "key", f"primary key {quoted(key)} matched", key, window)
+
+
+def _expression_gate(turn: Turn, info: EntryInfo, layout: ExprLayout, window: Window) -> GateResult:
+    """The key gates of an entry with key expressions (docs/improved-profile.md#key-expressions):
+    every compiled key's hits over the window, each expression evaluated over its atoms."""
+    e = info.entry
+    view = turn.views[info.book]
+    plan, hits = view.plan_hits(info.index, window)
+    if plan.simple and len(plan.primary) == layout.n_pairs and not (e.selective and e.keysecondary):
+        # the common case, straight from the hit set: every key a variant id, no secondary logic
+        which = layout.first_vids(plan.primary, hits)
+        if which < 0:
+            return (False, "no_key_match", (_no_primary_later, layout, view, info.index, window), None, window)
+        key = e.key[which]
+        if which in layout.primary:
+            return (True, "key", (_expression_true_later, layout, view, info.index, window, which, key), key,
+                    window)
+        return (True, "key", f"primary key {quoted(key)} matched", key, window)
+    hits_p, hits_s = view.key_hits(info.index, window)
+    which = layout.first(hits_p)
+    if which < 0:
+        return (False, "no_key_match", (_no_primary, layout, hits_p), None, window)
+    key = e.key[which]
+    if e.selective and e.keysecondary:
+        logic = e.selective_logic if e.selective_logic is not None else SelectiveLogic.AND_ANY
+        if not _secondary_ok(logic, layout.resolve(hits_p, hits_s)[1]):
+            return (False, "secondary_keys", (_secondary_failed, layout, hits_p, logic, e.keysecondary), key, window)
+    if which in layout.primary:
+        return (True, "key", (_expression_true, layout, hits_p, which, key), key, window)
+    return (True, "key", f"primary key {quoted(key)} matched", key, window)
+
+
+# Detail formats of the expression gate, called only when an explanation reads them (turn.detail_text).
+def _no_primary(layout: ExprLayout, atoms: Sequence[bool]) -> str:
+    return "no primary key matched" + "".join(f"; {layout.atom_report(t, atoms)}" for t in layout.primary.values())
+
+
+def _expression_true(layout: ExprLayout, atoms: Sequence[bool], which: int, key: str) -> str:
+    return f"expression {quoted(key)} is true ({layout.atom_report(layout.primary[which], atoms)})"
+
+
+def _no_primary_later(layout: ExprLayout, view: ScanView, index: int, window: Window) -> str:
+    return _no_primary(layout, view.key_hits(index, window)[0])
+
+
+def _expression_true_later(layout: ExprLayout, view: ScanView, index: int, window: Window, which: int,
+                           key: str) -> str:
+    return _expression_true(layout, view.key_hits(index, window)[0], which, key)
+
+
+def _secondary_failed(layout: ExprLayout, atoms: Sequence[bool], logic: object, keys: Sequence[str]) -> str:
+    fail = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
+    return fail + "".join(f"; {quoted(keys[i])}: {layout.atom_report(t, atoms)}" for i, t in layout.secondary.items())
 
 
 # What a static gate (gates 2-5) of an entry reads besides the entry: AlwaysGates.verdicts

@@ -71,7 +71,13 @@ def group_score(turn: Turn, info: EntryInfo) -> int:
     e = info.entry
     if not e.key:
         return 0
-    p, sec = turn.views[info.book].score_entry(info.index, entry_window(turn, info))
+    if turn.tables.match_options.expressions and info.exprs is not None:
+        # an expression counts as one key, matching when true (docs/improved-profile.md#key-expressions)
+        hp, hs = turn.views[info.book].key_hits(info.index, entry_window(turn, info))
+        rp, rs, _ = info.exprs.resolve(hp, hs)
+        p, sec = sum(rp), sum(rs)
+    else:
+        p, sec = turn.views[info.book].score_entry(info.index, entry_window(turn, info))
     if e.keysecondary:
         logic = e.selective_logic
         if logic == SelectiveLogic.AND_ANY:

@@ -104,6 +104,8 @@ class Compat:
             "already activated" test) or ``"fixed"``.
         decorators: ``"sillytavern"`` or ``"strict_lines"``.
         budget_accounting: ``"recursion_text"`` (SillyTavern) or ``"all_admitted"``.
+        key_expressions: keys written ``&expr: ...`` are boolean key expressions
+            (docs/improved-profile.md#key-expressions); False (SillyTavern): plain keys.
 
     Raises:
         SettingsError: a switch set to a value it does not have.
@@ -116,9 +118,11 @@ class Compat:
     group_bookkeeping: str = "sillytavern"
     decorators: str = "sillytavern"
     budget_accounting: str = "recursion_text"
+    key_expressions: bool = False
 
     def __post_init__(self) -> None:
-        MatchOptions(False, False, self.word_chars, self.nospace_scripts, self.multiword, self.blank_keys)
+        MatchOptions(False, False, self.word_chars, self.nospace_scripts, self.multiword, self.blank_keys,
+                     self.key_expressions)
         _require(self.group_bookkeeping in ("sillytavern", "fixed"), f"bad value {self.group_bookkeeping!r}",
                  "group_bookkeeping")
         _require(self.decorators in ("sillytavern", "strict_lines"), f"bad value {self.decorators!r}",
@@ -134,7 +138,7 @@ class Compat:
     @classmethod
     def improved(cls) -> "Compat":
         """Returns: every switch at lorescan's improved behaviour."""
-        return cls("unicode", True, "bounded", "ignore", "fixed", "strict_lines", "all_admitted")
+        return cls("unicode", True, "bounded", "ignore", "fixed", "strict_lines", "all_admitted", True)
 
     @classmethod
     def of(cls, value: "Compat | str") -> "Compat":
@@ -162,4 +166,4 @@ class Compat:
             case_sensitive, match_whole_words: the defaults for entries whose own override is null.
         """
         return MatchOptions(case_sensitive, match_whole_words, self.word_chars, self.nospace_scripts,
-                            self.multiword, self.blank_keys)
+                            self.multiword, self.blank_keys, self.key_expressions)

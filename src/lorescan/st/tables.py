@@ -18,6 +18,7 @@ from ..js.sthash import entry_fingerprint
 from ..js.text import JS_WHITESPACE
 from ..limits import Limits
 from .compiled import CompiledBook
+from ..match.expr import ExprLayout, layout_of
 from ..match.options import MatchOptions
 from ..model import Entry
 from ..tokens import TextCount
@@ -57,7 +58,7 @@ class EntryInfo:
     """
 
     __slots__ = ("gpos", "book", "index", "entry", "eid", "world_uid", "content", "decorators", "activate",
-                 "dont_activate", "has_keys", "sources", "groups", "_hash", "world")
+                 "dont_activate", "has_keys", "sources", "groups", "_hash", "world", "_exprs")
 
     def __init__(self, gpos: int, book: int, index: int, entry: Entry, world: str, strict: bool) -> None:
         self.gpos, self.book, self.index, self.entry, self.world = gpos, book, index, entry, world
@@ -70,6 +71,15 @@ class EntryInfo:
         self.sources = sum(1 << i for i, flag in enumerate(entry.match_sources) if flag)
         self.groups = split_group_names(entry.group) if entry.group else []
         self._hash: int | None = None
+        self._exprs: ExprLayout | None | bool = False
+
+    @property
+    def exprs(self) -> ExprLayout | None:
+        """Where the entry's key expressions find their atoms (None: it has none), for books
+        compiled with ``MatchOptions.expressions`` (whose compilation checked them)."""
+        if self._exprs is False:   # a pure function of the entry: two threads write the same value
+            self._exprs = layout_of(self.entry.key, self.entry.keysecondary)
+        return self._exprs  # type: ignore[return-value]
 
     @property
     def hash(self) -> int:
