@@ -48,6 +48,7 @@ EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {
     "ls205": [("LS205", 1, "key[0]")],
     "ls301": [("LS301", 1, "content")],
     "ls302": [("LS302", 0, "content")],
+    "ls303": [("LS203", 0, "key[0]"), ("LS203", 1, "key[0]"), ("LS203", 2, "key[0]"), ("LS303", None, None)],
     "ls401": [("LS401", 1, "disable")],
     "ls402": [("LS402", 1, "excludeRecursion")],
     "ls403": [("LS403", 1, "selective")],
@@ -338,6 +339,23 @@ def test_entries_that_can_fire_without_a_key() -> None:
     ])
     assert [(f.code, f.entry) for f in lint_book(book, LintOptions(select=("LS1",)))] == [
         ("LS101", 3), ("LS102", 4), ("LS107", 4)]
+
+
+def test_the_recursion_checks_regex_budget_is_bounded_by_a_total_whatever_the_book_size():
+    # a cycle through a regex key: found under the default budget; with no budget left the
+    # edge is missing, and LS303 says which key was not run
+    book = book_from_entries("b", [
+        {"uid": 0, "key": ["/(?<=the )dragon/"], "content": "The dragon guards the knight."},
+        {"uid": 1, "key": ["knight"], "content": "The knight hunts the dragon."},
+    ])
+    assert [f.code for f in lint_book(book, LintOptions(select=("LS3",)))] == ["LS301"]
+    cut = lint_book(book, LintOptions(select=("LS3",), recursion_regex_total_ms=0))
+    assert [f.code for f in cut] == ["LS303"] and "/(?<=the )dragon/" in cut[0].message
+    from lorescan.lint.book import recursion_budget
+    assert recursion_budget(10).seconds == 1.0                  # the floor for a small book
+    assert recursion_budget(400).seconds == 8.0                 # 20 ms an entry
+    assert recursion_budget(100_000).seconds == 10.0            # no longer 2,000 s: the total
+    assert recursion_budget(100_000, total_ms=500).seconds == 0.5
 
 
 # --- LS602's length banding finds exactly the pairs an all-pairs comparison finds ---------------------------

@@ -19,7 +19,7 @@ from ..model import Lorebook
 from .findings import CODES, Finding, Severity, code_matches
 from ..st.compiled import compile_book
 from .book import (check_budget, check_common_words, check_duplicates, check_flags, check_recursion,
-                   entry_name, recursion_graph)
+                   check_recursion_budget, entry_name, recursion_budget, recursion_graph)
 from .janitor import check_janitor
 from .keys import KeyContext, check_keys
 from .words import book_vocabulary, detect_language
@@ -41,6 +41,9 @@ class LintOptions:
     100,000 regex keys were hours of lint; weyland's 128 cost 819 ms); a key that needs
     backtracking and comes after the budget is spent is not probed and reported as LS203 (it
     may be cut off in a scan).
+    ``recursion_regex_total_ms``: the nominal milliseconds the recursion checks (LS301, LS302)
+    may spend running regex keys on the book's contents (20 ms an evaluation, 20 ms an entry,
+    at most this in all); when it runs out, LS303 names the keys not run.
     ``max_findings_per_code``: findings listed per code (in entry order; 0: all); the rest of a code
     are counted in one book-wide finding of that code (729,000 LS602 findings of a 1.1 MB book
     are not a report).
@@ -57,6 +60,7 @@ class LintOptions:
     ignore: tuple[str, ...] = ()
     regex_probe_ms: float = 100.0
     regex_probe_total_ms: float = 100_000.0
+    recursion_regex_total_ms: float = 10_000.0
     max_findings_per_code: int = 200
 
     def wants(self, code: str) -> bool:
@@ -104,7 +108,9 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
         except RegexKeyError:
             compiled = None          # reported as LS205 by the key checks; no recursion graph then
         if compiled is not None:
-            out.extend(check_recursion(compiled, recursion_graph(compiled)))
+            budget = recursion_budget(len(compiled.entries), total_ms=options.recursion_regex_total_ms)
+            out.extend(check_recursion(compiled, recursion_graph(compiled, budget=budget)))
+            out.extend(check_recursion_budget(budget, options.recursion_regex_total_ms))
     if options.wants_any("LS5") and entries:
         budget, note = options.budget()
         count = options.count_tokens

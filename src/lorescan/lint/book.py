@@ -14,7 +14,7 @@ from ..match.regexscope import RegexBudget
 from ..model import Entry
 from .words import Vocabulary, hidden_in_vocabulary, hidden_in_words, is_book_word
 
-__all__ = ["recursion_graph", "check_recursion", "check_flags", "check_budget", "check_duplicates",
+__all__ = ["recursion_graph", "recursion_budget", "check_recursion", "check_recursion_budget", "check_flags", "check_budget", "check_duplicates",
            "check_common_words"]
 
 # (entry index or None, code, field, message, suggestion)
@@ -26,15 +26,21 @@ NEAR_SCORE = 85            # rapidfuzz ratio at or above which two different key
 NEAR_MIN_LENGTH = 5
 
 
-def recursion_graph(compiled: CompiledBook, regex_ms: float = 20.0) -> list[list[int]]:
+def recursion_graph(compiled: CompiledBook, regex_ms: float = 20.0, total_ms: float = 10_000.0,
+                    budget: RegexBudget | None = None) -> list[list[int]]:
     """``edges[i]``: the entries whose primary keys occur in entry i's content, as recursion
     sees it: i neither disabled nor ``preventRecursion``, the target neither disabled,
     constant nor ``excludeRecursion``. Secondary keys are not looked at (an edge says
     "may trigger"). Plain keys use the compiled content hits; regex keys are run on the
-    content under a CPU budget."""
+    content under a nominal budget (:meth:`JSRegex.cost`, no clock): ``regex_ms`` an
+    evaluation, ``regex_ms`` per entry for the book but never more than ``total_ms``
+    together (the book-wide bound does not grow with the number of entries). ``budget``: a
+    fresh :class:`RegexBudget` to use instead, whose ``cut`` tells the caller which regex keys
+    were not run (their edges are missing)."""
     entries, keys = compiled.entries, compiled.keys
     n = len(entries)
-    budget = RegexBudget(seconds=max(1.0, regex_ms * n / 1000), per_eval=regex_ms / 1000)
+    if budget is None:
+        budget = recursion_budget(n, regex_ms, total_ms)
     targetable = [not (e.disable or e.constant or e.exclude_recursion) for e in entries]
     special = [j for j in keys.always if targetable[j]]
     edges: list[list[int]] = []
@@ -61,6 +67,26 @@ def recursion_graph(compiled: CompiledBook, regex_ms: float = 20.0) -> list[list
             out.append(j)
         edges.append(out)
     return edges
+
+
+def recursion_budget(entries: int, regex_ms: float = 20.0, total_ms: float = 10_000.0) -> RegexBudget:
+    """The regex budget of :func:`recursion_graph` for a book of ``entries`` entries."""
+    return RegexBudget(seconds=min(max(1.0, regex_ms * entries / 1000), max(0.0, total_ms) / 1000),
+                       per_eval=regex_ms / 1000)
+
+
+def check_recursion_budget(budget: RegexBudget, total_ms: float) -> Iterator[Raw]:
+    """LS303 when :func:`recursion_graph` spent the book's regex budget and left regex keys unrun
+    (a key cut off only for one evaluation's cost is a scan's cut-off too: LS203's business)."""
+    each_ms = (budget.per_eval if budget.per_eval is not None else budget.seconds) * 1000
+    unrun = sorted(key for key, ms in budget.cut.items() if ms <= each_ms)
+    if unrun:
+        shown = ", ".join(unrun[:3]) + (f" and {len(unrun) - 3} more" if len(unrun) > 3 else "")
+        yield (None, "LS303", None,
+               f"the recursion checks spent their regex budget ({budget.seconds * 1000:,.0f} nominal ms for this "
+               f"book, at most {total_ms:,.0f}: recursion_regex_total_ms), so {len(unrun)} regex key(s) were not "
+               f"run on every content ({shown}): cycles and index entries through them may be missing",
+               "simplify those regex keys, or raise LintOptions.recursion_regex_total_ms")
 
 
 def _strong_components(edges: Sequence[Sequence[int]]) -> list[list[int]]:

@@ -44,6 +44,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "LS205": (Severity.ERROR, "regex key is over lorescan's limits"),
     "LS301": (Severity.WARNING, "recursion cycle"),
     "LS302": (Severity.WARNING, "index entry triggers most of the book"),
+    "LS303": (Severity.INFO, "recursion checks ran out of regex budget"),
     "LS401": (Severity.WARNING, "constant entry is disabled"),
     "LS402": (Severity.WARNING, "delayed until recursion but excluded from recursion"),
     "LS403": (Severity.WARNING, "secondary keys are ignored (selective is off)"),
