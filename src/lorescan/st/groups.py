@@ -45,8 +45,21 @@ class PendingList(Generic[T]):
     """
 
     def __init__(self, items: Sequence[T], *, quirk: bool) -> None:
-        self.items = list(items)
+        self._all = list(items)
+        self._alive = [True] * len(self._all)
+        # Each item's positions still in the list, ascending: a removal costs O(1) instead of
+        # the list scan and shift of ``list.index`` + ``pop`` (a group of 100 members dropping
+        # all but one was quadratic). Items are told apart by identity, as the entries are.
+        self._at: dict[int, list[int]] = {}
+        for i, x in enumerate(self._all):
+            self._at.setdefault(id(x), []).append(i)
+        self._last = len(self._all) - 1     # no item after it is still in the list
         self.quirk = quirk
+
+    @property
+    def items(self) -> list[T]:
+        """The items still in the list, in their order."""
+        return [x for x, alive in zip(self._all, self._alive) if alive]
 
     def remove(self, item: T) -> T | None:
         """Remove ``item``.
@@ -54,16 +67,24 @@ class PendingList(Generic[T]):
         Returns:
             The item actually removed (under the quirk, maybe another one), or None.
         """
-        try:
-            i = self.items.index(item)
-        except ValueError:
-            if not self.quirk or not self.items:
+        at = self._at.get(id(item))
+        if at:
+            i = at.pop(0)
+        else:
+            if not self.quirk:
                 return None
-            i = len(self.items) - 1
-        return self.items.pop(i)
+            alive = self._alive
+            while self._last >= 0 and not alive[self._last]:
+                self._last -= 1
+            if self._last < 0:
+                return None
+            i = self._last
+            self._at[id(self._all[i])].pop()      # the last live position is that item's last one
+        self._alive[i] = False
+        return self._all[i]
 
     def __contains__(self, item: object) -> bool:
-        return item in self.items
+        return bool(self._at.get(id(item)))
 
 
 def group_score(turn: Turn, info: EntryInfo) -> int:
