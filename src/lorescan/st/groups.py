@@ -50,9 +50,11 @@ class PendingList(Generic[T]):
         # Each item's positions still in the list, ascending: a removal costs O(1) instead of
         # the list scan and shift of ``list.index`` + ``pop`` (a group of 100 members dropping
         # all but one was quadratic). Items are told apart by identity, as the entries are.
-        self._at: dict[int, list[int]] = {}
-        for i, x in enumerate(self._all):
-            self._at.setdefault(id(x), []).append(i)
+        self._at: dict[int, list[int]] = {id(x): [i] for i, x in enumerate(self._all)}
+        if len(self._at) < len(self._all):      # an item twice: every position of it, in order
+            self._at = {}
+            for i, x in enumerate(self._all):
+                self._at.setdefault(id(x), []).append(i)
         self._last = len(self._all) - 1     # no item after it is still in the list
         self.quirk = quirk
 
@@ -159,6 +161,20 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             note(turn, removed, "not_activated", "group",
                  f"removed in place of {quoted(m.world_uid)}, which a group had already removed (SillyTavern quirk)", loop)
 
+    at, alive = pending._at, pending._alive
+
+    def drop_others(members: list[EntryInfo], keep: EntryInfo | None, reason: Detail) -> None:
+        """``drop`` of every member but ``keep``, inlined for the members still in the list."""
+        for m in members:
+            if m is keep:
+                continue
+            pos = at.get(id(m))
+            if pos:
+                alive[pos.pop(0)] = False
+                notes[m.world_uid] = (m, "not_activated", "group", reason, loop, None)
+            else:
+                drop(m, reason)
+
     names = js_key_order(list(groups))
     has_sticky: set[str] = set()
     sticky, cooldown, chat_length = turn.sticky, turn.cooldown, turn.chat_length
@@ -199,17 +215,14 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
         if name in has_sticky:
             continue
         if _group_already_activated(turn, name):
-            for m in members:
-                drop(m, f"group {name!r} already has an entry activated in an earlier loop")
+            drop_others(members, None, f"group {name!r} already has an entry activated in an earlier loop")
             continue
         if len(members) < 2:
             continue
         prio = [m for m in members if m.entry.group_override]
         if prio:
             top = min(prio, key=_order_rank)     # the first of the lowest rank, as a stable sort's [0]
-            for m in members:
-                if m is not top:
-                    drop(m, (_prioritized, name, top.world_uid))
+            drop_others(members, top, (_prioritized, name, top.world_uid))
             continue
         total = sum(m.entry.group_weight for m in members)
         roll = turn.random() * total
@@ -222,7 +235,5 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
                 break
         if winner is None:
             continue
-        for m in members:
-            if m is not winner:
-                drop(m, (_lost_roll, name, winner.world_uid))
+        drop_others(members, winner, (_lost_roll, name, winner.world_uid))
     return pending.items
