@@ -418,8 +418,7 @@ class STEngine:
             threshold = index.settings.score_threshold
             semantic_hits = {k: hit.detail(threshold) for k, hit in index.select([t for _, t in query][::-1]).items()}
         if settings.include_names and cache is not None:
-            named = cache.named_text        # the same strings as last turn: their hashes are known
-            msgs = [named(name, text) for name, text in newest_first]
+            msgs = cache.named_texts(newest_first)   # the same strings as last turn: their hashes are known
         elif settings.include_names:
             msgs = [f"{name}: {text}" for name, text in newest_first]
         else:
