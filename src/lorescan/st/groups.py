@@ -45,23 +45,8 @@ class PendingList(Generic[T]):
     """
 
     def __init__(self, items: Sequence[T], *, quirk: bool) -> None:
-        self._all = list(items)
-        self._alive = [True] * len(self._all)
-        # Each item's positions still in the list, ascending: a removal costs O(1) instead of
-        # the list scan and shift of ``list.index`` + ``pop`` (a group of 100 members dropping
-        # all but one was quadratic). Items are told apart by identity, as the entries are.
-        self._at: dict[int, list[int]] = {id(x): [i] for i, x in enumerate(self._all)}
-        if len(self._at) < len(self._all):      # an item twice: every position of it, in order
-            self._at = {}
-            for i, x in enumerate(self._all):
-                self._at.setdefault(id(x), []).append(i)
-        self._last = len(self._all) - 1     # no item after it is still in the list
+        self.items = list(items)
         self.quirk = quirk
-
-    @property
-    def items(self) -> list[T]:
-        """The items still in the list, in their order."""
-        return [x for x, alive in zip(self._all, self._alive) if alive]
 
     def remove(self, item: T) -> T | None:
         """Remove ``item``.
@@ -69,24 +54,16 @@ class PendingList(Generic[T]):
         Returns:
             The item actually removed (under the quirk, maybe another one), or None.
         """
-        at = self._at.get(id(item))
-        if at:
-            i = at.pop(0)
-        else:
-            if not self.quirk:
+        try:
+            i = self.items.index(item)
+        except ValueError:
+            if not self.quirk or not self.items:
                 return None
-            alive = self._alive
-            while self._last >= 0 and not alive[self._last]:
-                self._last -= 1
-            if self._last < 0:
-                return None
-            i = self._last
-            self._at[id(self._all[i])].pop()      # the last live position is that item's last one
-        self._alive[i] = False
-        return self._all[i]
+            i = len(self.items) - 1
+        return self.items.pop(i)
 
     def __contains__(self, item: object) -> bool:
-        return bool(self._at.get(id(item)))
+        return item in self.items
 
 
 def group_score(turn: Turn, info: EntryInfo) -> int:
@@ -161,19 +138,20 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             note(turn, removed, "not_activated", "group",
                  f"removed in place of {quoted(m.world_uid)}, which a group had already removed (SillyTavern quirk)", loop)
 
-    at, alive = pending._at, pending._alive
+    items = pending.items
 
     def drop_others(members: list[EntryInfo], keep: EntryInfo | None, reason: Detail) -> None:
-        """``drop`` of every member but ``keep``, inlined for the members still in the list."""
+        """``drop`` of every member but ``keep``, inlined for the members still in the list
+        (one loop, no call per member: a group of a hundred entries drops 99 each loop)."""
         for m in members:
             if m is keep:
                 continue
-            pos = at.get(id(m))
-            if pos:
-                alive[pos.pop(0)] = False
-                notes[m.world_uid] = (m, "not_activated", "group", reason, loop, None)
-            else:
+            try:
+                del items[items.index(m)]
+            except ValueError:
                 drop(m, reason)
+                continue
+            notes[m.world_uid] = (m, "not_activated", "group", reason, loop, None)
 
     names = js_key_order(list(groups))
     has_sticky: set[str] = set()
