@@ -175,7 +175,7 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
         members = groups[name]
         if name in has_sticky:
             continue
-        if not g_scoring and not any(m.entry.use_group_scoring for m in members):
+        if not g_scoring and not any([m.entry.use_group_scoring for m in members]):   # (a list: no generator per member)
             continue
         scores = [group_score(turn, m) for m in members]
         best = max(scores) if scores else 0
