@@ -38,6 +38,8 @@ from .turn import Turn
 
 __all__ = ["STEngine"]
 
+_NO_SOURCE_TEXTS = ("",) * len(SOURCE_NAMES)     # no global_scan_data: every source empty
+
 
 def _default_random() -> float:
     return _random.random()
@@ -392,8 +394,8 @@ class STEngine:
         if unknown:
             raise SettingsError(f"unknown global_scan_data key {unknown[0]!r}", source="scan",
                                 field="global_scan_data")
-        source_texts = tuple(gsd.get(name) or "" for name in SOURCE_NAMES)
-        for name, text in zip(SOURCE_NAMES, source_texts):
+        source_texts = tuple(gsd.get(name) or "" for name in SOURCE_NAMES) if gsd else _NO_SOURCE_TEXTS
+        for name, text in zip(SOURCE_NAMES, source_texts) if gsd else ():
             if not isinstance(text, str):
                 raise SettingsError(f"must be a string, got {type(text).__name__}", source="scan",
                                     field=f"global_scan_data.{name}")
