@@ -138,3 +138,16 @@ def test_named_text_gives_the_same_string_object_turn_after_turn_within_its_boun
     assert len(cache._named) <= 512
     cache.clear()
     assert cache.named_text("Ann", "hello there") is not first     # emptied with the rest
+
+
+def test_named_texts_is_named_text_of_each_pair_in_order():
+    cache = ChatScan(max_bytes=64 * 1024)
+    held = cache.named_text("Ann", "hello there")
+    pairs = [("Bob", "hi"), ("Ann", "hello there"), ("", "no name"), ("Bob", "hi")]
+    out = cache.named_texts(pairs)
+    assert out == ["Bob: hi", "Ann: hello there", ": no name", "Bob: hi"]
+    assert out[1] is held and out[3] is out[0]          # the held strings, one object per message
+    assert [a is b for a, b in zip(cache.named_texts(pairs), out)] == [True] * 4
+    for i in range(600):                       # past the bound: emptied meanwhile, still each pair's string
+        got = cache.named_texts([("Ann", f"{i} " + "x" * 500), ("Bob", "hi")])
+        assert got == [f"Ann: {i} " + "x" * 500, "Bob: hi"]

@@ -170,6 +170,15 @@ class ChatScan:
                 self._named_bytes += size
         return found
 
+    def named_texts(self, pairs: list[tuple[str, str]]) -> list[str]:
+        """:meth:`named_text` of each (name, text) pair, in order: the messages held since an
+        earlier turn are found in one pass (a steady turn makes only its new message)."""
+        get = self._named.get
+        out = [get(pair) for pair in pairs]
+        if None in out:
+            out = [found if found is not None else self.named_text(*pair) for found, pair in zip(out, pairs)]
+        return out  # type: ignore[return-value]
+
     def side_matcher(self, key: object, build: Callable[[], object]) -> object:
         """A small per-expansion matcher (macro keys: their text is known only after substitution), built once per ``key``."""
         with self._lock:

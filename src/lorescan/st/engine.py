@@ -39,6 +39,8 @@ from .turn import Turn
 
 __all__ = ["STEngine"]
 
+_NO_SOURCE_TEXTS = ("",) * len(SOURCE_NAMES)     # no global_scan_data: every source empty
+
 
 def _default_random() -> float:
     return _random.random()
@@ -400,8 +402,8 @@ class STEngine:
         if unknown:
             raise SettingsError(f"unknown global_scan_data key {unknown[0]!r}", source="scan",
                                 field="global_scan_data")
-        source_texts = tuple(gsd.get(name) or "" for name in SOURCE_NAMES)
-        for name, text in zip(SOURCE_NAMES, source_texts):
+        source_texts = tuple(gsd.get(name) or "" for name in SOURCE_NAMES) if gsd else _NO_SOURCE_TEXTS
+        for name, text in zip(SOURCE_NAMES, source_texts) if gsd else ():
             if not isinstance(text, str):
                 raise SettingsError(f"must be a string, got {type(text).__name__}", source="scan",
                                     field=f"global_scan_data.{name}")
@@ -427,8 +429,7 @@ class STEngine:
             threshold = index.settings.score_threshold
             semantic_hits = {k: hit.detail(threshold) for k, hit in index.select([t for _, t in query][::-1]).items()}
         if settings.include_names and cache is not None:
-            named = cache.named_text        # the same strings as last turn: their hashes are known
-            msgs = [named(name, text) for name, text in newest_first]
+            msgs = cache.named_texts(newest_first)   # the same strings as last turn: their hashes are known
         elif settings.include_names:
             msgs = [f"{name}: {text}" for name, text in newest_first]
         else:

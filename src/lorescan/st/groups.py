@@ -144,6 +144,21 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             note(turn, removed, "not_activated", "group",
                  f"removed in place of {quoted(m.world_uid)}, which a group had already removed (SillyTavern quirk)", loop)
 
+    items = pending.items
+
+    def drop_others(members: list[EntryInfo], keep: EntryInfo | None, reason: Detail) -> None:
+        """``drop`` of every member but ``keep``, inlined for the members still in the list
+        (one loop, no call per member: a group of a hundred entries drops 99 each loop)."""
+        for m in members:
+            if m is keep:
+                continue
+            try:
+                del items[items.index(m)]
+            except ValueError:
+                drop(m, reason)
+                continue
+            notes[m.world_uid] = (m, "not_activated", "group", reason, loop, None)
+
     names = js_key_order(list(groups))
     has_sticky: set[str] = set()
     sticky, cooldown, chat_length = turn.sticky, turn.cooldown, turn.chat_length
@@ -166,7 +181,7 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
         members = groups[name]
         if name in has_sticky:
             continue
-        if not g_scoring and not any(m.entry.use_group_scoring for m in members):
+        if not g_scoring and not any([m.entry.use_group_scoring for m in members]):   # (a list: no generator per member)
             continue
         scores = [group_score(turn, m) for m in members]
         best = max(scores) if scores else 0
@@ -184,17 +199,14 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
         if name in has_sticky:
             continue
         if _group_already_activated(turn, name):
-            for m in members:
-                drop(m, f"group {name!r} already has an entry activated in an earlier loop")
+            drop_others(members, None, f"group {name!r} already has an entry activated in an earlier loop")
             continue
         if len(members) < 2:
             continue
         prio = [m for m in members if m.entry.group_override]
         if prio:
             top = min(prio, key=_order_rank)     # the first of the lowest rank, as a stable sort's [0]
-            for m in members:
-                if m is not top:
-                    drop(m, (_prioritized, name, top.world_uid))
+            drop_others(members, top, (_prioritized, name, top.world_uid))
             continue
         total = sum(m.entry.group_weight for m in members)
         roll = turn.random() * total
@@ -207,7 +219,5 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
                 break
         if winner is None:
             continue
-        for m in members:
-            if m is not winner:
-                drop(m, (_lost_roll, name, winner.world_uid))
+        drop_others(members, winner, (_lost_roll, name, winner.world_uid))
     return pending.items

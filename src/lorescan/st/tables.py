@@ -97,7 +97,8 @@ class EntryInfo:
 class EntryTable(Sequence[EntryInfo]):
     """The engine's entries in global order (``gpos`` -> :class:`EntryInfo`), each built on first use."""
 
-    __slots__ = ("_compiled", "_worlds", "_order_book", "_order_index", "_strict", "_items", "_lock")
+    __slots__ = ("_compiled", "_worlds", "_order_book", "_order_index", "_strict", "_items", "_lock",
+                 "_unbuilt")
 
     def __init__(self, compiled: Sequence[CompiledBook], worlds: Sequence[str], order_book: list[int],
                  order_index: list[int], strict: bool) -> None:
@@ -106,24 +107,26 @@ class EntryTable(Sequence[EntryInfo]):
         # took 7 MB per engine at 100k entries
         self._order_book, self._order_index = array("q", order_book), array("q", order_index)
         self._items: list[EntryInfo | None] = [None] * len(order_book)
+        self._unbuilt = len(order_book)      # records not built yet (changed under the lock)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._items)
 
     def __iter__(self) -> Iterator[EntryInfo]:
-        if None in self._items:
+        if self._unbuilt:
             self.many(range(len(self._items)))
         return iter(self._items)  # type: ignore[arg-type]
 
     def many(self, positions: Sequence[int]) -> list[EntryInfo]:
         """The records at these global positions, any missing ones built under one lock."""
         items = self._items
-        if any(items[g] is None for g in positions):
+        if self._unbuilt and any(items[g] is None for g in positions):
             with self._lock:
                 for g in positions:
                     if items[g] is None:
                         items[g] = self._build(g)
+                        self._unbuilt -= 1
         return [items[g] for g in positions]  # type: ignore[misc]
 
     def fingerprint_index(self) -> dict[int, int]:
@@ -151,6 +154,7 @@ class EntryTable(Sequence[EntryInfo]):
                 info = self._items[gpos]
                 if info is None:
                     info = self._items[gpos] = self._build(gpos)
+                    self._unbuilt -= 1
         return info
 
 
