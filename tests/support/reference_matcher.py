@@ -75,14 +75,22 @@ def _unicode_whole_word(haystack: str, key: str, nospace_scripts: bool) -> bool:
 
 
 def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_words: bool,
-                    options: MatchOptions) -> bool:
-    """SPEC 5.2 (and 16.1-16.3 under improved options) for one plain key on one string."""
+                    options: MatchOptions, patterns: dict[str, object] | None = None) -> bool:
+    """SPEC 5.2 (and 16.1-16.3 under improved options) for one plain key on one string.
+
+    ``patterns``: where to keep the compiled ASCII whole-word patterns by key (a memoizing
+    view's; None = compile each time, through the regex module's own bounded cache)."""
     if not case_sensitive:
         haystack, key = js_lower(haystack), js_lower(key)
     if not whole_words or (has_js_whitespace(key) and options.multiword == "substring"):
         return key in haystack
     if options.word_chars == "ascii":
-        return regex.search(_ASCII_WW.format(regex.escape(key)), haystack) is not None
+        if patterns is None:
+            return regex.search(_ASCII_WW.format(regex.escape(key)), haystack) is not None
+        rx = patterns.get(key)
+        if rx is None:
+            rx = patterns[key] = regex.compile(_ASCII_WW.format(regex.escape(key)))
+        return rx.search(haystack) is not None
     return _unicode_whole_word(haystack, key, options.nospace_scripts)
 
 
@@ -158,6 +166,7 @@ class ReferenceScanView:
         # each evaluation gets its own regex_timeout). They only stop the oracle recomputing the
         # same naive answer. Off by default: the benchmarks' naive baseline recomputes everything.
         self._memo: dict[tuple, object] = {} if memoize else _Forgetful()
+        self._patterns: dict[str, object] | None = {} if memoize else None
 
     def sharing(self, *, substitute: Callable[[str], str] | None) -> "ReferenceScanView":
         """This view with another macro hook, sharing its texts (recursion chunks included)
@@ -267,8 +276,8 @@ class ReferenceScanView:
             # lowercased once here, and the key as it would.
             texts = self._window_texts(window, not cs)
             needle = key if cs else js_lower(key)
-            hit = any(match_plain_key(t, needle, case_sensitive=True, whole_words=ww, options=self.options)
-                      for t in texts)
+            hit = any(match_plain_key(t, needle, case_sensitive=True, whole_words=ww, options=self.options,
+                                      patterns=self._patterns) for t in texts)
             self._memo[memo_key] = hit
         return hit, False
 
