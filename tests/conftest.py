@@ -120,7 +120,7 @@ TWIN_MODULES = frozenset({
     "test_lint.py", "test_replay.py", "test_replay_compare.py", "test_replay_janitor.py",
     "test_replay_vocabulary.py", "test_report.py", "test_report_browser.py", "test_readme.py",
     "test_serve.py", "test_serve_ops.py", "test_semantic_engine.py", "test_semantic_slot.py",
-    "test_twin_selection.py",
+    "test_twin_selection.py", "test_cli.py",
 })
 # Why each of these needs no twin run; none calls a kernel in the test process (the audit checks
 # that on every run), and what their subprocesses (the CLI, a server) scan with, the engines, the
@@ -141,7 +141,6 @@ NOT_ON_TWINS = {
     "test_sthash.py": "the hash SillyTavern uses (no scan)",
     "test_slot_decorators.py": "parsing decorators (no scan)",
     "test_toml_settings.py": "settings files (no scan)",
-    "test_cli.py": "the command line's arguments and output, as subprocesses",
     "test_convert_cli.py": "the convert command, as a subprocess",
     "test_janitor_cli.py": "the janitor commands' arguments and output (the janitor scan calls no kernel)",
     "test_lint_cli.py": "the lint command, as a subprocess",
