@@ -25,8 +25,11 @@ from lorescan.match import _kernels
 # twins) spend the examples where they earn them: the exactness and differential properties (the
 # modules in THOROUGH_MODULES, below: engine against reference, kernel against twin, cached against
 # recomputed, counts against recounting) run the count their decorator gives, 1,000 for one without;
-# every other property (robustness fuzzing, invariants) at most EXAMPLES_CAP[profile]. No deadline
-# in either (a shared runner is slow).
+# every other property (robustness fuzzing, invariants) at most EXAMPLES_CAP[profile]. The "twin"
+# run caps the thorough ones too: the twins are held to the native kernels example for example by
+# the kernel-vs-twin parity tests, which run in the native run at their full count, and the native
+# engines to their references at full count there, so the twin run's own full counts added minutes
+# of CI and no new reach. No deadline in either (a shared runner is slow).
 settings.register_profile("dev")
 settings.register_profile("ci", max_examples=1000, deadline=None)
 settings.register_profile("twin", max_examples=1000, deadline=None)
@@ -117,7 +120,7 @@ TWIN_MODULES = frozenset({
     "test_lint.py", "test_replay.py", "test_replay_compare.py", "test_replay_janitor.py",
     "test_replay_vocabulary.py", "test_report.py", "test_report_browser.py", "test_readme.py",
     "test_serve.py", "test_serve_ops.py", "test_semantic_engine.py", "test_semantic_slot.py",
-    "test_twin_selection.py", "test_compilecmd.py", "test_chat_prefix.py",
+    "test_twin_selection.py", "test_compilecmd.py", "test_chat_prefix.py", "test_cli.py",
     "test_slot_plans.py", "test_serve_bounds.py",
     "test_stable_placement.py", "test_expr.py", "test_expr_engine.py", "test_expr_formats.py",
     "test_determinism.py", "test_serve_chaos.py",     # their own CI steps (-m contention, -m chaos)
@@ -145,7 +148,6 @@ NOT_ON_TWINS = {
     "test_sthash.py": "the hash SillyTavern uses (no scan)",
     "test_slot_decorators.py": "parsing decorators (no scan)",
     "test_toml_settings.py": "settings files (no scan)",
-    "test_cli.py": "the command line's arguments and output, as subprocesses",
     "test_convert_cli.py": "the convert command, as a subprocess",
     "test_janitor_cli.py": "the janitor commands' arguments and output (the janitor scan calls no kernel)",
     "test_lint_cli.py": "the lint command, as a subprocess",
@@ -176,7 +178,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.twin)
         if module in THOROUGH_MODULES:
             item.add_marker(pytest.mark.thorough)
-        elif cap is not None:
+        if cap is not None and (module not in THOROUGH_MODULES or HYPOTHESIS_PROFILE == "twin"):
             _cap_examples(item, cap)
 
 

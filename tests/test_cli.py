@@ -1,15 +1,21 @@
-"""The lorescan command as a user meets it: scan and explain end to end, through a real
-subprocess (arguments, files, exit status, what is printed)."""
+"""The lorescan command as a user meets it: scan and explain end to end (arguments, files, exit
+status, what is printed), through its main() in this process and, for each command at least once,
+through a real subprocess."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
+
+from lorescan.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -18,11 +24,39 @@ PERSONA = str(EXAMPLES / "rowan-persona.json")
 CHAT = str(EXAMPLES / "saltmere-chat.jsonl")
 
 
-def run(*args, env=None):
+def run_subprocess(*args, env=None):
+    """``python -m lorescan ARGS`` in a real subprocess (each command keeps at least one test so)."""
     full_env = dict(os.environ, **(env or {}))
     # a timeout: a regression that starts `serve` instead of refusing its flags fails, not hangs
     return subprocess.run([sys.executable, "-m", "lorescan", *args], capture_output=True, text=True, env=full_env,
                           timeout=300)
+
+
+def run(*args, env=None):
+    """The command's ``main(ARGS)`` in this process, with ``env`` set and stdout/stderr captured:
+    what a subprocess gives (exit status, output, a traceback as text) without its start-up."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:                   # argparse's usage errors and --help
+                code = exc.code
+                if code is not None and not isinstance(code, int):
+                    print(code, file=sys.stderr)
+                    code = 1
+            except Exception:                           # noqa: BLE001 - what the interpreter would print
+                traceback.print_exc()
+                code = 1
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return subprocess.CompletedProcess(["lorescan", *args], code or 0, out.getvalue(), err.getvalue())
 
 
 def failed_cleanly(r, *words):
@@ -52,7 +86,7 @@ def chat_file(tmp_path, texts, name="chat.jsonl", meta=True):
 
 # -- scan --------------------------------------------------------------------------------
 def test_scan_of_the_bundled_example_lists_what_fires_and_why():
-    r = run("scan", BOOK, "--chat", CHAT)
+    r = run_subprocess("scan", BOOK, "--chat", CHAT)
     assert r.returncode == 0, r.stderr
     assert ('#1 Lighthouse: key "lighthouse" matched in message 4, the newest: '
             '"Rowan: On the way I look up at the dark [lighthouse]. Who keeps it?" (loop 1)') in r.stdout
@@ -213,7 +247,7 @@ def test_a_chat_of_the_wrong_shape_is_an_error_naming_the_file_and_message(tmp_p
 
 # -- explain -----------------------------------------------------------------------------
 def test_explain_names_the_near_misses_of_the_bundled_examples():
-    r = run("explain", BOOK, f"persona:{PERSONA}", "--chat", CHAT, "--scan-depth", "3", "--seed", "1")
+    r = run_subprocess("explain", BOOK, f"persona:{PERSONA}", "--chat", CHAT, "--scan-depth", "3", "--seed", "1")
     assert r.returncode == 0, r.stderr
     out = " ".join(r.stdout.split())
     assert 'key "fish" occurs only inside a longer word ("fisherman") in message 2; whole words are on' in out
@@ -269,9 +303,9 @@ def test_names_with_line_breaks_do_not_break_the_table(tmp_path):
 
 
 def test_colour_on_request_and_never_when_piped_or_no_color():
-    assert "\x1b[" not in run("explain", BOOK, "--chat", CHAT).stdout
-    assert "\x1b[32m" in run("explain", BOOK, "--chat", CHAT, "--color", "always").stdout
-    assert "\x1b[" not in run("explain", BOOK, "--chat", CHAT, env={"NO_COLOR": "1"}).stdout
+    assert "\x1b[" not in run_subprocess("explain", BOOK, "--chat", CHAT).stdout
+    assert "\x1b[32m" in run_subprocess("explain", BOOK, "--chat", CHAT, "--color", "always").stdout
+    assert "\x1b[" not in run_subprocess("explain", BOOK, "--chat", CHAT, env={"NO_COLOR": "1"}).stdout
 
 
 # -- bad input -----------------------------------------------------------------------------
@@ -386,32 +420,33 @@ def test_a_book_given_as_the_chat_says_so():
 
 
 def test_a_chat_in_the_books_of_lint_and_replay_batch_gets_the_hint(tmp_path):
-    r = run("lint", CHAT)
+    r = run_subprocess("lint", CHAT)
     assert r.returncode == 2 and "looks like a chat" in r.stderr, r.stderr
-    r = run("replay-batch", "--books", CHAT, "--chats", str(EXAMPLES), "--out", str(tmp_path / "o"))
+    r = run_subprocess("replay-batch", "--books", CHAT, "--chats", str(EXAMPLES), "--out", str(tmp_path / "o"))
     failed_cleanly(r, "looks like a chat", "--chats")
 
 
 def test_compile_writes_an_lsc_every_book_command_reads_and_refuses_to_overwrite(tmp_path):
     lsc = tmp_path / "saltmere.lsc"
-    assert run("compile", BOOK, "-o", str(lsc)).returncode == 0
+    assert run_subprocess("compile", BOOK, "-o", str(lsc)).returncode == 0
     before = lsc.read_bytes()
-    failed_cleanly(run("compile", BOOK, "-o", str(lsc)), str(lsc), "--force")
+    failed_cleanly(run_subprocess("compile", BOOK, "-o", str(lsc)), str(lsc), "--force")
     assert lsc.read_bytes() == before
-    assert run("compile", BOOK, "-o", str(lsc), "--force").returncode == 0
-    plain = json.loads(run("explain", BOOK, "--chat", CHAT, "--json").stdout)
+    assert run_subprocess("compile", BOOK, "-o", str(lsc), "--force").returncode == 0
+    plain = json.loads(run_subprocess("explain", BOOK, "--chat", CHAT, "--json").stdout)
     for args in (["explain", str(lsc), "--chat", CHAT, "--json"],
                  ["explain", str(lsc), "--chat", CHAT, "--json", "--case-sensitive"]):   # other options: recompiled
-        r = run(*args)
+        r = run_subprocess(*args)
         assert r.returncode == 0, r.stderr
         data = json.loads(r.stdout)
         want = plain if "--case-sensitive" not in args else json.loads(
-            run("explain", BOOK, "--chat", CHAT, "--json", "--case-sensitive").stdout)
+            run_subprocess("explain", BOOK, "--chat", CHAT, "--json", "--case-sensitive").stdout)
         assert data["result"] == want["result"]
         assert [e["name"] for e in data["entries"]] == [e["name"] for e in want["entries"]]
-    r = run("replay", str(lsc), "--chat", CHAT)
-    assert r.returncode == 0 and r.stdout == run("replay", BOOK, "--chat", CHAT).stdout, r.stderr
-    assert run("lint", str(lsc)).stdout.replace(str(lsc), "B") == run("lint", BOOK).stdout.replace(BOOK, "B")
+    r = run_subprocess("replay", str(lsc), "--chat", CHAT)
+    assert r.returncode == 0 and r.stdout == run_subprocess("replay", BOOK, "--chat", CHAT).stdout, r.stderr
+    assert run_subprocess("lint", str(lsc)).stdout.replace(str(lsc), "B") == \
+        run_subprocess("lint", BOOK).stdout.replace(BOOK, "B")
 
 
 def test_a_bad_flag_is_reported_against_the_subcommands_usage():
@@ -428,16 +463,16 @@ def test_every_command_has_a_description_and_shows_its_defaults():
     sub = next(a for a in _build_parser()._actions if a.dest == "command")
     for name, parser in sub.choices.items():
         if name == "convert":              # its own parser, run by `lorescan convert`
-            r = run("convert", "--help")
+            r = run_subprocess("convert", "--help")
             assert r.returncode == 0 and "Convert a lorebook" in r.stdout
             continue
         assert parser.description, name
-        text = " ".join(run(name, "--help", env={"COLUMNS": "400"}).stdout.split())
+        text = " ".join(run_subprocess(name, "--help", env={"COLUMNS": "400"}).stdout.split())
         assert parser.description.split()[0] in text, name
         for action in parser._actions:
             if action.option_strings and action.default not in (None, False, [], "", argparse.SUPPRESS) \
                     and action.dest not in ("help", "_parser"):
                 assert f"(default: {action.default})" in text or "default" in (action.help or ""), \
                     (name, action.dest)
-    serve = " ".join(run("serve", "--help").stdout.split())
+    serve = " ".join(run_subprocess("serve", "--help").stdout.split())
     assert "default 8000)" in serve and "default 127.0.0.1)" in serve    # serve: "($LORESCAN_SERVE_PORT; default 8000)"

@@ -220,16 +220,19 @@ def test_corpus_books_match_exactly_like_the_reference(book_path, corpus_chats):
     for opts in (MatchOptions.sillytavern(), MatchOptions.improved(match_whole_words=True)):
         compiled = compile_book(book, opts)
         cache = ChatScan()
+        chunk = "\n".join(e.content for e in compiled.entries[:3])
         for chat in corpus_chats.values():
             for messages in chat:
+                # one reference per turn: its memos of key results (kept after substitution) are
+                # shared by both macro hooks
+                turn_ref = ReferenceScanView(compiled, messages, ("persona", "", "", "", "", ""), ["inject"],
+                                             memoize=True)
+                turn_ref.add_recursion_chunk(chunk)
                 for substitute in (None, subst):
                     view = book_view(compiled, messages, ("persona", "", "", "", "", ""), ["inject"], cache=cache,
                                     substitute=substitute)
-                    ref = ReferenceScanView(compiled, messages, ("persona", "", "", "", "", ""), ["inject"],
-                                            substitute=substitute)
-                    chunk = "\n".join(e.content for e in compiled.entries[:3])
+                    ref = turn_ref.sharing(substitute=substitute)
                     view.add_recursion_chunk(chunk, entries=range(min(3, len(compiled.entries))))
-                    ref.add_recursion_chunk(chunk)
                     cands = set(view.candidates(25, 1))
                     for w in (Window(2), Window(25, 1, 1), Window(0)):
                         for i in range(len(compiled.entries)):

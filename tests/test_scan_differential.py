@@ -112,7 +112,8 @@ def test_compiled_and_reference_engines_agree_on_real_books_and_chats():
                              budget_cap=4000, use_group_scoring=True)
             make = functools.partial(STEngine, [BookSource(book, ("global",))], cfg, compat=compat,
                                      count_tokens=js_count_words, random=functools.partial(float, 0.4))
-            fast, slow = make(), make(_view=ReferenceScanView)
+            # the reference's memos: each turn's view asks every key in several windows and passes
+            fast, slow = make(), make(_view=functools.partial(ReferenceScanView, memoize=True))
             cache = ChatScan()
             state_f = state_s = None
             for n in range(20, 60, 4):

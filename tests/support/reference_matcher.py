@@ -75,14 +75,22 @@ def _unicode_whole_word(haystack: str, key: str, nospace_scripts: bool) -> bool:
 
 
 def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_words: bool,
-                    options: MatchOptions) -> bool:
-    """SPEC 5.2 (and 16.1-16.3 under improved options) for one plain key on one string."""
+                    options: MatchOptions, patterns: dict[str, object] | None = None) -> bool:
+    """SPEC 5.2 (and 16.1-16.3 under improved options) for one plain key on one string.
+
+    ``patterns``: where to keep the compiled ASCII whole-word patterns by key (a memoizing
+    view's; None = compile each time, through the regex module's own bounded cache)."""
     if not case_sensitive:
         haystack, key = js_lower(haystack), js_lower(key)
     if not whole_words or (has_js_whitespace(key) and options.multiword == "substring"):
         return key in haystack
     if options.word_chars == "ascii":
-        return regex.search(_ASCII_WW.format(regex.escape(key)), haystack) is not None
+        if patterns is None:
+            return regex.search(_ASCII_WW.format(regex.escape(key)), haystack) is not None
+        rx = patterns.get(key)
+        if rx is None:
+            rx = patterns[key] = regex.compile(_ASCII_WW.format(regex.escape(key)))
+        return rx.search(haystack) is not None
     return _unicode_whole_word(haystack, key, options.nospace_scripts)
 
 
@@ -107,6 +115,13 @@ class ReferenceTexts:
         return out
 
 
+class _Forgetful(dict):
+    """A memo that keeps nothing (a view built without ``memoize``)."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
 class ReferenceScanView:
     """SPEC 4 and 5 applied literally: build the haystack, test every key (the naive oracle).
 
@@ -126,7 +141,8 @@ class ReferenceScanView:
                  substitute: Callable[[str], str] | None = None, joined: bool = True,
                  regex_timeout: float | None = 0.25, regex_budget: object = None,
                  oldest_index: int = 0, limits: object = None, fuzzy_work: object = None,
-                 content_of: Callable[[int], str] | None = None, uid_of: object = None) -> None:
+                 content_of: Callable[[int], str] | None = None, uid_of: object = None,
+                 memoize: bool = False) -> None:
         # fuzzy_work (the scan's fuzzy comparison budget) is accepted and ignored: the oracle's
         # inputs are small, and it never cuts fuzzy matching short.
         # regex_budget is accepted and ignored: the oracle gives each evaluation its own
@@ -151,6 +167,21 @@ class ReferenceScanView:
         self.sources = tuple(sources)
         self.injects = tuple(injects)
         self.chunks: list[str] = []
+        # memoize=True (tests that ask every entry in several ways): memos of pure functions of
+        # the texts, emptied when a recursion chunk is added: a window's haystack/texts, their
+        # lowercase forms, and each prepared key's result in a window (timeouts are never kept:
+        # each evaluation gets its own regex_timeout). They only stop the oracle recomputing the
+        # same naive answer. Off by default: the benchmarks' naive baseline recomputes everything.
+        self._memo: dict[tuple, object] = {} if memoize else _Forgetful()
+        self._patterns: dict[str, object] | None = {} if memoize else None
+
+    def sharing(self, *, substitute: Callable[[str], str] | None) -> "ReferenceScanView":
+        """This view with another macro hook, sharing its texts (recursion chunks included)
+        and its memos: results are memoized per key after substitution, so that is exact."""
+        other = object.__new__(ReferenceScanView)
+        other.__dict__.update(self.__dict__)
+        other.substitute = substitute
+        return other
 
     # -- texts -------------------------------------------------------------------------
     def add_recursion_chunk(self, text: str, *, entries: Sequence[int] | None = None,
@@ -158,6 +189,7 @@ class ReferenceScanView:
         """Append one recursion-buffer item (visible to windows with a larger ``recursion``;
         ``entries`` and ``parts`` are hints the naive view does not use)."""
         self.chunks.append(text)
+        self._memo.clear()
 
     def texts(self, window: Window) -> list[str]:
         """The separate texts a window covers, in haystack order (empty if depth <= 0)."""
@@ -215,23 +247,46 @@ class ReferenceScanView:
         """
         return None
 
+    def _window_texts(self, window: Window, lowered: bool) -> list[str]:
+        """The strings a key is tested against in ``window`` (js_lower'ed if ``lowered``)."""
+        memo_key = ("texts", window, lowered)
+        texts = self._memo.get(memo_key)
+        if texts is None:
+            if lowered:
+                texts = [js_lower(t) for t in self._window_texts(window, False)]
+            else:
+                texts = [self.haystack(window)] if self.joined else self.texts(window)
+            self._memo[memo_key] = texts
+        return texts
+
     def _key_hits(self, key: str, entry: Entry, window: Window) -> tuple[bool, bool]:
         """(matched, timed_out) for one already-prepared key."""
         from lorescan.js.regex import RegexTimeout, compile_js_regex, parse_regex_key
         parsed = parse_regex_key(key)
-        texts: Sequence[str]
         if parsed is not None:
+            memo_key = ("regex", key, window)
+            if memo_key in self._memo:
+                return self._memo[memo_key], False
             rx = compile_js_regex(*parsed)
-            texts = [self.haystack(window)] if self.joined else self.texts(window)
             try:
-                return any(rx.search(t, timeout=self.regex_timeout) for t in texts), False
+                hit = any(rx.search(t, timeout=self.regex_timeout) for t in self._window_texts(window, False))
             except RegexTimeout:
                 return False, True
+            self._memo[memo_key] = hit
+            return hit, False
         cs = entry.case_sensitive if entry.case_sensitive is not None else self.options.case_sensitive
         ww = entry.match_whole_words if entry.match_whole_words is not None else self.options.match_whole_words
-        texts = [self.haystack(window)] if self.joined else self.texts(window)
-        return any(match_plain_key(t, key, case_sensitive=cs, whole_words=ww, options=self.options)
-                   for t in texts), False
+        memo_key = ("plain", key, cs, ww, window)
+        hit = self._memo.get(memo_key)
+        if hit is None:
+            # match_plain_key lowercases both sides when case-insensitive: the texts are
+            # lowercased once here, and the key as it would.
+            texts = self._window_texts(window, not cs)
+            needle = key if cs else js_lower(key)
+            hit = any(match_plain_key(t, needle, case_sensitive=True, whole_words=ww, options=self.options,
+                                      patterns=self._patterns) for t in texts)
+            self._memo[memo_key] = hit
+        return hit, False
 
     def _prepare(self, key: str) -> str | None:
         if self.substitute is not None and "{{" in key:
