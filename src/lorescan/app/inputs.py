@@ -19,7 +19,7 @@ import json
 import os
 import random as _random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from ..errors import SettingsError
 from ..macros import name_macros
@@ -29,6 +29,7 @@ from .argtypes import count, non_negative_float, positive_int
 
 if TYPE_CHECKING:        # the engine loads when a command runs, not when the parser is built
     from ..st.compiled import CompiledBook
+    from ..st.result import Role
     from ..st import BookSource, Character
     from .chats import ChatFile
 
@@ -150,7 +151,7 @@ class Inputs:
         options = Compat.of(self.compat).match_options(case_sensitive=self.settings.case_sensitive,
                                                        match_whole_words=self.settings.match_whole_words)
         return [BookSource(b.compiled if b.compiled is not None and b.compiled.options == options else b.book,
-                           (b.role,)) for b in self.books]
+                           (cast("Role", b.role),)) for b in self.books]
 
     def random(self) -> Callable[[], float]:
         """A fresh generator for the rolls of this chat's generation (:func:`roll_seed`)."""

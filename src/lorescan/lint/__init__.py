@@ -108,9 +108,9 @@ def lint_book(book: Lorebook, options: LintOptions = LintOptions()) -> list[Find
         except RegexKeyError:
             compiled = None          # reported as LS205 by the key checks; no recursion graph then
         if compiled is not None:
-            budget = recursion_budget(len(compiled.entries), total_ms=options.recursion_regex_total_ms)
-            out.extend(check_recursion(compiled, recursion_graph(compiled, budget=budget)))
-            out.extend(check_recursion_budget(budget, options.recursion_regex_total_ms))
+            regex_budget = recursion_budget(len(compiled.entries), total_ms=options.recursion_regex_total_ms)
+            out.extend(check_recursion(compiled, recursion_graph(compiled, budget=regex_budget)))
+            out.extend(check_recursion_budget(regex_budget, options.recursion_regex_total_ms))
     if options.wants_any("LS5") and entries:
         budget, note = options.budget()
         count = options.count_tokens

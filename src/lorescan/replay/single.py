@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from ..errors import FormatError, LorebookError
 from ..match.cache import ChatScan
@@ -21,7 +21,7 @@ from ..match.spans import KeySpan
 from ..model import Lorebook
 from ..st.settings import STSettings
 from ..st import BookSource, Character, ChatMessage, STEngine
-from ..st.result import describe_span, message_namer
+from ..st.result import Role, describe_span, message_namer
 from ..app.chats import read_chat
 from ..app.inputs import roll_seed
 from .chats import Message
@@ -116,7 +116,7 @@ class _ST:
         self.max_context = settings.get("max_context", 8192)
         self.character = character
         compat = settings.get("compat", "sillytavern")
-        make = lambda cfg, rng: STEngine([BookSource(b, (r,)) for b, r in zip(books, roles)], cfg,  # noqa: E731
+        make = lambda cfg, rng: STEngine([BookSource(b, (cast(Role, r),)) for b, r in zip(books, roles)], cfg,  # noqa: E731
                                          compat=compat, random=rng.random, substitute=substitute)
         self.engine = make(st, self.rng)
         # the share of unchanged placement text with the option flipped: the same turns on a twin
@@ -130,10 +130,10 @@ class _ST:
         self.twin_state: Any = None
         self.layouts: list[Any] = [{}, {}]
         self.shares: tuple[float, float] | None = None
-        books = self.engine.entries()
-        self.index = {eid: i for i, eid in enumerate(books)}
-        self.entries = tuple(EntryInfo(eid.world, str(eid.uid), entry_name(e)) for eid, e in books.items())
-        self._contents = [e.content for e in books.values()]
+        by_id = self.engine.entries()
+        self.index = {eid: i for i, eid in enumerate(by_id)}
+        self.entries = tuple(EntryInfo(eid.world, str(eid.uid), entry_name(e)) for eid, e in by_id.items())
+        self._contents = [e.content for e in by_id.values()]
         self._tokens = [-1] * len(self.entries)
 
     def _count(self, i: int) -> int:

@@ -22,7 +22,7 @@ import pickle
 import random
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from ..app.inputs import make_substitute, roll_seed
 from ..errors import SettingsError
@@ -30,6 +30,7 @@ from ..match.cache import ChatScan
 from ..model import Lorebook
 from ..slot import SlotEngine
 from ..st import POSITION_NAMES, BookSource, Character, ChatMessage, STEngine, STSettings
+from ..st.result import Role
 from .pairing import pair_versions
 from .chats import Chat, ChatItem, Message, Problem, parse_item
 from .output import Columns
@@ -178,7 +179,7 @@ class _STVariant:
         self.max_context = settings.get("max_context", 8192)
         self.character = character
         roles = list(roles) if len(roles) == len(books) else ["global"] * len(books)
-        self.engine = STEngine([BookSource(b, (r,)) for b, r in zip(books, roles)], st,
+        self.engine = STEngine([BookSource(b, (cast(Role, r),)) for b, r in zip(books, roles)], st,
                                compat=settings.get("compat", "sillytavern"), random=rng.random,
                                substitute=substitute)
         self.cache = ChatScan()

@@ -8,7 +8,7 @@ other entry cannot activate and costs nothing.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, cast
 
 from ..match.expr import ExprLayout
 from ..match.view import MAX_SCAN_DEPTH, ScanView, Window
@@ -16,7 +16,7 @@ from ..model import SelectiveLogic, js_truthy
 from ..tokens import PrependCount
 from .budget import admit, extend_budget_text
 from .groups import select_in_groups
-from .result import LoopRecord, quoted
+from .result import LoopRecord, LoopState, quoted
 from .tables import EntryInfo
 from .turn import MIN_ACTIVATIONS, NONE, RECURSION, Detail, Turn, entry_window, note
 
@@ -348,7 +348,8 @@ def run_loops(turn: Turn) -> None:
         if nxt == NONE and turn.levels:
             nxt = RECURSION
             turn.level = turn.levels.pop(0)
-        turn.loops.append(LoopRecord(turn.state, nxt, tuple(s.eid for s in admitted)))
+        turn.loops.append(LoopRecord(cast(LoopState, turn.state), cast(LoopState, nxt),
+                                     tuple(s.eid for s in admitted)))
         if nxt == NONE:
             break
         parts = [turn.contents.get(s.world_uid, s.content) for s in recursable]

@@ -4,13 +4,14 @@ windows, never the match views or the caller's cache."""
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
 from ..js.text import js_trim
 from ..match.spans import KeySpan, WindowHaystack
 from ..match.view import Window, WindowTexts
 from .activate import static_gate
-from .result import Diagnostic, EntryId
+from .result import Diagnostic, DiagnosticOutcome, EntryId, Reason
 from .tables import EntryInfo
 from .turn import Turn, detail_text
 
@@ -40,7 +41,8 @@ class TurnExplanation:
             with self._lock:
                 noted = self._noted
                 if noted is None:
-                    noted = self._noted = {k: Diagnostic(n[0].eid, n[1], n[2], detail_text(n[3]), n[4], n[5])
+                    noted = self._noted = {k: Diagnostic(n[0].eid, cast(DiagnosticOutcome, n[1]), cast(Reason, n[2]),
+                                                      detail_text(n[3]), n[4], n[5])
                                            for k, n in self._turn.notes.items()}
         return noted
 
@@ -63,7 +65,7 @@ class TurnExplanation:
             if d is None:
                 static = static_gate(turn, info)
                 if static is not None:
-                    d = Diagnostic(info.eid, "not_activated", static[0], static[1])
+                    d = Diagnostic(info.eid, "not_activated", cast(Reason, static[0]), static[1])
                 elif not info.has_keys:
                     d = Diagnostic(info.eid, "not_activated", "no_keys", "the entry has no primary keys")
                 else:
