@@ -728,13 +728,18 @@ class ScanView:
     def plan_hits(self, index: int, window: Window) -> "tuple[EntryPlan, frozenset[int]]":
         """Entry ``index``'s plan and the window's hit set of variant ids, what :meth:`match_entry`
         reads (for a caller that evaluates a plan of variant ids itself: key expressions)."""
+        return self._plans[index], self._window_hit_set(window)
+
+    def _window_hit_set(self, window: Window) -> frozenset[int]:
+        # The window's hit set, the last window's kept at hand: engines ask many entries about one
+        # window (match_entry inlines this, being the hot path).
         if window is self._last_window:
-            return self._plans[index], self._last_hits      # type: ignore[return-value]
+            return self._last_hits      # type: ignore[return-value]
         hits = self._by_window.get(window)
         if hits is None:
             hits = self.window_hits(window)
         self._last_window, self._last_hits = window, hits
-        return self._plans[index], hits
+        return hits
 
     def key_hits(self, index: int, window: Window) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
         """Every key of entry ``index`` in ``window``: one bool per primary key and per
@@ -744,14 +749,7 @@ class ScanView:
         explanations and tools.
         """
         plan = self._plans[index]
-        hits: frozenset[int] | None
-        if window is self._last_window:         # as match_entry: engines ask many entries about one window
-            hits = self._last_hits
-        else:
-            hits = self._by_window.get(window)
-            if hits is None:
-                hits = self.window_hits(window)
-            self._last_window, self._last_hits = window, hits
+        hits = self._window_hit_set(window)
         if plan.simple:                         # every key a variant id (key expressions ask this per candidate)
             pairs = plan.primary
             if len(pairs) == len(plan.score_primary):     # no key skipped: pair i is key i
