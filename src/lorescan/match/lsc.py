@@ -60,7 +60,7 @@ import os
 import struct
 import threading
 import zlib
-from typing import Any, Callable, NamedTuple, Sequence, TypeVar
+from typing import Any, Callable, NamedTuple, NoReturn, Sequence, TypeVar
 
 import ahocorasick
 import numpy as np
@@ -340,7 +340,7 @@ class FormReader:
             if not (isinstance(off, int) and isinstance(n, int) and 0 <= off <= off + n <= size):
                 self.fail(f"section {name!r} lies outside the data")
 
-    def fail(self, problem: str) -> None:
+    def fail(self, problem: str) -> NoReturn:
         raise CompiledFormError(problem, source=self.source)
 
     def _raw(self, name: str) -> memoryview:

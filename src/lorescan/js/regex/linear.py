@@ -108,29 +108,28 @@ class _Lowering:
         return _seq([("group", ("seq", []))] * self.parsed.groups + [("group", body)])
 
     def node(self, node: Node) -> tuple:
-        kind = type(node)
-        if kind is Char:
+        if isinstance(node, Char):
             cls = _case_classes(self.u)[0].get(node.cp) if self.i else None
             return _set_node(_CharSet((c, c) for c in cls), False) if cls else ("char", node.cp)
-        if kind is Concat:
+        if isinstance(node, Concat):
             return _seq([self.node(item) for item in node.items])
-        if kind is Alt:
+        if isinstance(node, Alt):
             return _alt([self.node(a) for a in node.alts])
-        if kind is Class:
+        if isinstance(node, Class):
             cs = node.charset()
             return _set_node(_closed(cs.ranges, cs.props, self.i, self.u), node.negate)
-        if kind is Dot:
+        if isinstance(node, Dot):
             return _set_node(_CharSet(() if self.s else _LINE_TERMINATORS), True)
-        if kind is Group:
+        if isinstance(node, Group):
             inner = self.node(node.body)
             if node.kind in ("capture", "noncap"):
                 return ("group", inner)
             if node.kind in ("?=", "?!") and not self.u:
                 return ("group", ("look", node.kind, inner))
             return ("look", node.kind, inner)
-        if kind is Repeat:
+        if isinstance(node, Repeat):
             return self.repeat(node)
-        if kind is Backref:
+        if isinstance(node, Backref):
             return ("group", ("seq", [])) if node.inside else ("backref",)
         return self.assertion(node.kind)
 

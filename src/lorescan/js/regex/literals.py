@@ -176,16 +176,15 @@ class _Facts:
         return None, _lit_best((req, least)), least, least if least is not None else lead
 
     def atom(self, node: Node) -> _LitInfo:
-        kind = type(node)
-        if kind is Char:
+        if isinstance(node, Char):
             return self.char(chr(node.cp)) if node.verbatim else _LIT_UNKNOWN
-        if kind is Assertion:
+        if isinstance(node, Assertion):
             return _LIT_EMPTY
-        if kind is Group:
+        if isinstance(node, Group):
             if node.kind in ("capture", "noncap"):
                 return self.disjunction(node.body)
             return _LIT_EMPTY                           # a lookaround matches no characters
-        if kind is Class:
+        if isinstance(node, Class):
             return self.char_class(node)
         return _LIT_UNKNOWN                             # ., a backreference
 

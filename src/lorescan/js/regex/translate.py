@@ -64,34 +64,33 @@ class Emitter:
         return _esc(cp)
 
     def emit(self, node: Node) -> str:
-        kind = type(node)
-        if kind is Char:
-            return self.literal(node.cp)                                # type: ignore[union-attr]
-        if kind is Concat:
-            return "".join(self.emit(item) for item in node.items)     # type: ignore[union-attr]
-        if kind is Alt:
-            alts = [self.emit(a) for a in node.alts]                   # type: ignore[union-attr]
+        if isinstance(node, Char):
+            return self.literal(node.cp)
+        if isinstance(node, Concat):
+            return "".join(self.emit(item) for item in node.items)
+        if isinstance(node, Alt):
+            alts = [self.emit(a) for a in node.alts]
             # Overlap, syntactically: one alternative is a prefix of another (a|a, a|aa, \w|\w\d).
             ordered = sorted(alts)          # a prefix sorts right before the strings it starts
             self.overlap[id(node)] = any(b and a.startswith(b) for b, a in zip(ordered, ordered[1:]))
             return "|".join(alts)
-        if kind is Repeat:
-            return self.repeat(node)                                    # type: ignore[arg-type]
-        if kind is Class:
-            return self.charset_atom(node.charset(), node.negate)      # type: ignore[union-attr]
-        if kind is Group:
-            return self.group(node)                                     # type: ignore[arg-type]
-        if kind is Dot:
+        if isinstance(node, Repeat):
+            return self.repeat(node)
+        if isinstance(node, Class):
+            return self.charset_atom(node.charset(), node.negate)
+        if isinstance(node, Group):
+            return self.group(node)
+        if isinstance(node, Dot):
             self.newline = self.newline or self.s
             return _CharSet(() if self.s else _LINE_TERMINATORS).emit(negate=True)
-        if kind is Assertion:
-            return self.assertion(node.kind)                           # type: ignore[union-attr]
-        assert kind is Backref
-        if node.inside:                                                # type: ignore[union-attr]
+        if isinstance(node, Assertion):
+            return self.assertion(node.kind)
+        assert isinstance(node, Backref)
+        if node.inside:
             # Inside its own group the capture is always undefined (unset before it closes, and
             # reset by RepeatMatcher on each iteration), so the reference matches "".
             return "(?:)"
-        number = self.parsed.names[node.name] if node.name is not None else node.number  # type: ignore[union-attr]
+        number = self.parsed.names[node.name] if node.name is not None else node.number
         return f"(?P=g{number})"
 
     def assertion(self, kind: str) -> str:
