@@ -19,13 +19,16 @@ from pathlib import Path
 
 import pytest
 
+import lorescan
 from lorescan import DEFAULT_LIMITS
 
 LONG = os.environ.get("LORESCAN_ADVERSARIAL_LONG") == "1"
 # Full-size-only cases: deselected by default (-m 'not long' in pyproject), run by CI's
 # adversarial step: LORESCAN_ADVERSARIAL_LONG=1 python -m pytest tests/test_adversarial.py -m long
 long_only = pytest.mark.long
-SRC = str(Path(__file__).resolve().parent.parent / "src")
+# the children import the lorescan this process imported (the checkout's src/, or the installed
+# package with its built kernel when CI runs the suite against an install)
+SRC = str(Path(lorescan.__file__).resolve().parents[1])
 MiB = 1024 * 1024
 
 # Runs first in every child: imports and a helper that reports the peak resident size.
@@ -215,7 +218,7 @@ from lorescan.match import _hits_py
 from lorescan.errors import ScanDeadlineExceeded
 try:
     from lorescan import _hits_c
-except ModuleNotFoundError:
+except ImportError:                  # not built here: the twin only
     _hits_c = None
 N = {DEFAULT_LIMITS.max_key_length}
 entries = {{str(i): {{"uid": i, "key": ["a" * (i + 1)], "content": "x"}} for i in range(N)}}

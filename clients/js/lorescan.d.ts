@@ -15,6 +15,7 @@ export interface STSettings {
   min_activations_depth_max?: number; max_recursion_steps?: number; recursive?: boolean;
   case_sensitive?: boolean; match_whole_words?: boolean; use_group_scoring?: boolean; include_names?: boolean;
   insertion_strategy?: "evenly" | "character_first" | "global_first"; overflow_alert?: boolean;
+  stable_placement?: boolean;
 }
 
 export interface STMessage { mes: string; name?: string; is_user?: boolean; }
@@ -44,9 +45,16 @@ export interface STScanRequest {
   chat_id?: string | null;
   // the delta form (docs/service.md#chat-delta); LorescanClient.stScan fills it in by itself
   prefix?: { count: number; digest: string } | null;
+  // cache-stable placement (docs/improved-profile.md#cache-stable): the layout the previous turn returned
+  layout?: Record<string, unknown> | null;
 }
 
 export interface EntryRef { world: string; uid: number | string; }
+
+// How much of each placement text is unchanged from the layout sent (cache-stable placement).
+export interface PlacementStability {
+  share: number; length: number; unchanged: number; places: { place: string; length: number; unchanged: number }[];
+}
 
 // Where a key matched: the text, the span, the matched text in context, the unusual cases.
 export interface KeySpan {
@@ -80,6 +88,9 @@ export interface STScanResponse {
   diagnostics?: Diagnostic[] | null;
   regex_cutoffs?: string[];
   fuzzy_cutoffs?: string[];
+  key_hit_cutoffs?: string[];
+  layout?: Record<string, unknown> | null;
+  placement_stability?: PlacementStability | null;
 }
 
 export interface SlotRunRequest {
@@ -102,6 +113,7 @@ export interface SlotRunRequest {
   tokenizer?: Tokenizer;
   macros?: Record<string, string> | null;
   chat_id?: string | null;
+  stable_placement?: boolean;
 }
 
 export interface SlotLogRecord {
@@ -123,6 +135,8 @@ export interface SlotRunResponse {
   notes?: Record<string, unknown>[];
   regex_cutoffs?: string[];
   fuzzy_cutoffs?: string[];
+  key_hit_cutoffs?: string[];
+  placement_stability?: PlacementStability | null;
 }
 
 // POST /v1/janitor/run: one run of the JanitorAI script (docs/janitor-mode.md).
