@@ -123,7 +123,7 @@ TWIN_MODULES = frozenset({
     "test_twin_selection.py", "test_compilecmd.py", "test_chat_prefix.py", "test_cli.py",
     "test_slot_plans.py", "test_serve_bounds.py",
     "test_stable_placement.py", "test_expr.py", "test_expr_engine.py", "test_expr_formats.py",
-    "test_determinism.py", "test_serve_chaos.py",     # their own CI steps (-m contention, -m chaos)
+    "test_determinism.py", "test_serve_chaos.py", "test_replay_ray.py",   # their own CI steps (-m contention, -m chaos, -m ray)
 })
 # Why each of these needs no twin run; none calls a kernel in the test process (the audit checks
 # that on every run), and what their subprocesses (the CLI, a server) scan with, the engines, the
@@ -155,7 +155,6 @@ NOT_ON_TWINS = {
     "test_serve_openapi.py": "the OpenAPI document and the served routes, over HTTP",
     "test_serve_replicas.py": "replicas sharing a books folder, over HTTP",
     "test_semantic.py": "embeddings (its own CI step; it compares both backends' scores itself)",
-    "test_replay_ray.py": "Ray batch replay (its own CI step, -m ray)",
 }
 
 
