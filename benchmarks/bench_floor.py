@@ -35,7 +35,7 @@ import pytest
 
 from conftest import SHORT, need_shared
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
-from lorescan.match.compile import compile_book
+from lorescan.st.compiled import compile_book
 from tests.support.reference_matcher import ReferenceScanView, forget_caches
 
 ROUNDS = 40 if SHORT else 120
@@ -76,7 +76,7 @@ def _steady_vs_floor(benchmark, chats, book_name: str) -> dict:
     chat, start = chats["zh" if book_name.startswith("zh-") else "en"]
     engine = STEngine([BookSource(book, ("global",))],
                       STSettings(scan_depth=DEPTH, recursive=True, match_whole_words=True))
-    matcher = compile_book(book).matcher
+    matcher = compile_book(book).keys.matcher
     cache = ChatScan()
     for t in range(start - 10, start):
         engine.scan(chat[:t], max_context=16000, cache=cache)
