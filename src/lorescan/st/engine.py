@@ -114,7 +114,7 @@ class STEngine:
                  random: Callable[[], float] | None = None,
                  post_process: Callable[[str, float | None, float | None], str] | None = None,
                  regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS,
-                 semantic: VectorSettings | None = None, _view: type[ScanView] = ScanView) -> None:
+                 semantic: VectorSettings | None = None, _view: type[ScanView] | None = None) -> None:
         if not isinstance(limits, Limits):
             raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="STEngine",
                                 field="limits")
@@ -438,7 +438,9 @@ class STEngine:
         # SillyTavern adds an extension prompt to the scan only when it is non-empty.
         scanned_injects = [i for i in injects if i]
         fuzzy_work = ScanWork(self.limits, deadline)
-        views = [self._view(cb.keys, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
+        # the module's ScanView looked up per scan unless a view was given (tests and benchmarks swap it)
+        view = ScanView if self._view is None else self._view
+        views = [view(cb.keys, msgs, source_texts, scanned_injects, cache=cache, substitute=substitute,
                           joined=True, regex_timeout=self.regex_timeout, regex_budget=regex_budget,
                           oldest_index=first, content_of=cb.content_of, uid_of=cb.uids.__getitem__,
                           limits=self.limits, fuzzy_work=fuzzy_work)
