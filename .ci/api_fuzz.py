@@ -4,8 +4,10 @@ Each run must pass every schemathesis check (no 5xx, every answer's status, cont
 as the document declares, the token enforced where it is declared), generate at least
 ``--min-requests`` requests (the two runs at least ``--min-total``), and leave no internal error in
 the server's log. A run is bounded in time (``--max-time``), not in requests: schemathesis goes on
-generating until then, so the counts scale with the machine's speed. Usage (from the repo
-root, lorescan and the fuzz extra installed): ``python .ci/api_fuzz.py [--examples N] [--seed S]``.
+generating until then, so the counts scale with the machine's speed. The two runs (each its own
+server and schemathesis process) go at the same time unless ``--one-at-a-time``: CI's wall time is
+one run's, and each run still has to reach ``--min-requests`` on its share of the machine. Usage (from
+the repo root, lorescan and the fuzz extra installed): ``python .ci/api_fuzz.py [--examples N] [--seed S]``.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lorescan.serve.testing import ServerProcess
@@ -38,16 +41,18 @@ def fuzz(token: str | None, args: argparse.Namespace, workdir: str) -> int:
         if token:
             cmd += ["--header", f"Authorization: Bearer {token}"]
         t0 = time.monotonic()
-        run = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)   # its cache stays out of the checkout
+        cwd = os.path.join(workdir, "run-token" if token else "run-open")   # its cache: out of the checkout,
+        os.makedirs(cwd)                                                     # and not shared by the two runs
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd)
         elapsed = time.monotonic() - t0
         log = srv.log_text()
     out = run.stdout + run.stderr
     found = _GENERATED.findall(out)
     generated = int(found[-1]) if found else 0
-    print(f"api_fuzz {label}: {generated} requests generated in {elapsed:.1f} s, schemathesis exit {run.returncode}")
-    for line in out.splitlines():           # each phase's time and outcome
-        if re.match(r"^ \S+\s+(Examples|Coverage|Fuzzing|Stateful) \(in ", line):
-            print("   ", line.strip())
+    report = [f"api_fuzz {label}: {generated} requests generated in {elapsed:.1f} s, schemathesis exit {run.returncode}"]
+    report += ["    " + line.strip() for line in out.splitlines()        # each phase's time and outcome
+               if re.match(r"^ \S+\s+(Examples|Coverage|Fuzzing|Stateful) \(in ", line)]
+    print("\n".join(report), flush=True)      # one write: the other run may be printing too
     internal = [line for line in log.splitlines() if '"level": "error"' in line]
     if run.returncode != 0 or internal or generated < args.min_requests:
         print(out[-20000:])
@@ -69,9 +74,16 @@ def main() -> None:
     parser.add_argument("--min-requests", type=int, default=500, help="generated requests a run must reach")
     parser.add_argument("--min-total", type=int, default=1000, help="generated requests both runs must reach")
     parser.add_argument("--phases", default="examples,coverage,fuzzing,stateful")
+    parser.add_argument("--one-at-a-time", action="store_true", help="the second run after the first")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lorescan-fuzz-") as workdir:
-        total = sum(fuzz(token, args, workdir) for token in (TOKEN, None))
+        if args.one_at_a_time:
+            total = sum(fuzz(token, args, workdir) for token in (TOKEN, None))
+        else:
+            # a run that fails exits (SystemExit) in its thread; result() raises it here, after both ended
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                runs = [pool.submit(fuzz, token, args, workdir) for token in (TOKEN, None)]
+            total = sum(run.result() for run in runs)
     if total < args.min_total:
         sys.exit(f"api_fuzz: only {total} requests generated in all (want {args.min_total})")
     print(f"api_fuzz: {total} requests in all, no failures")
