@@ -137,6 +137,12 @@ class EntryTable(Sequence[EntryInfo]):
             index.setdefault(tables[bi][ei], gpos)
         return index
 
+    def stored_hash(self, gpos: int) -> int | None:
+        """The fingerprint of the entry at ``gpos`` as its compiled book stored it (None: not
+        stored), read without building the entry's record."""
+        bi = self._order_book[gpos]
+        return self._compiled[bi].timed_hash(self._order_index[gpos], self._worlds[bi], self._strict)
+
     def _build(self, gpos: int) -> EntryInfo:
         bi, ei = self._order_book[gpos], self._order_index[gpos]
         cb, world = self._compiled[bi], self._worlds[bi]
@@ -176,9 +182,11 @@ class KeyIndex:
     def _table(self) -> dict[str, int]:
         index = self._index
         if index is None:
-            worlds, compiled = self._worlds, self._compiled
-            index = {EntryId(worlds[bi], compiled[bi].uids[ei]).key: gpos
-                     for gpos, (bi, ei) in enumerate(zip(self._order_book, self._order_index))}
+            # one "<book>." prefix per book and the uids as decoded (no EntryId per entry); a key
+            # named twice keeps its last global position, as the per-entry table did
+            keys_of = [[f"{w}.{u}" for u in uid_list(cb)] for w, cb in zip(self._worlds, self._compiled)]
+            index = dict(zip(map(lambda bi, ei: keys_of[bi][ei], self._order_book, self._order_index),
+                             range(len(self._order_book))))
             self._index = index
         return index
 
@@ -187,6 +195,12 @@ class KeyIndex:
 
     def __getitem__(self, key: str) -> EntryInfo:
         return self._entries[self._table()[key]]
+
+
+def uid_list(compiled: CompiledBook) -> list[int | str]:
+    """The uids of ``compiled``'s entries as one list (a loaded book decodes them once, not
+    one lazy item at a time)."""
+    return list(compiled.uids)
 
 
 def book_fingerprints(compiled: CompiledBook, world: str, strict: bool) -> "array[int]":
@@ -208,28 +222,44 @@ class HashIndex:
     """Entry fingerprint -> :class:`~lorescan.st.timed.TimedEntry`: what timed-effect records point at.
 
     The timed entries (sticky or cooldown set), which the records of an ordinary chat name,
-    are looked at first, in global order. A fingerprint is computed when a lookup first
-    needs it (about a millisecond each: an engine whose chats have no timed records never
-    pays for them) and kept on the entry's record; it is a pure function of the entry, so
-    threads that race write the same value. A record naming any other entry (edited, or
-    written by another version) makes the first lookup that misses read every entry's
-    fingerprint from its compiled book's table (:func:`book_fingerprints`: computed once
-    per book, not per engine) into a fingerprint -> global position table, published only
-    when complete.
+    are looked at first, in global order. Their fingerprints are read from the compiled books'
+    stored columns (``CompiledBook.timed_hash``) into a fingerprint -> global position table
+    the first time a record is looked up, so an engine builds no entry record for them: only
+    the entries a record names are built. A fingerprint that is not stored (a book taking part
+    under another name) is computed from the entry's record (about a millisecond each) when
+    that table is built; it is a pure function of the entry, so threads that race write the
+    same value. A record naming any other entry (edited, or written by another version) makes
+    the first lookup that misses read every entry's fingerprint from its compiled book's table
+    (:func:`book_fingerprints`: computed once per book, not per engine) into a fingerprint ->
+    global position table, published only when complete.
     """
 
-    __slots__ = ("_entries", "_timed", "_all")
+    __slots__ = ("_entries", "_timed", "_first", "_all")
 
-    def __init__(self, entries: EntryTable, timed: Sequence[EntryInfo]) -> None:
+    def __init__(self, entries: EntryTable, timed: Sequence[int]) -> None:
         self._entries = entries
-        self._timed = tuple(timed)
+        self._timed = tuple(timed)           # the timed entries' global positions, ascending
+        self._first: dict[int, int] | None = None
         self._all: dict[int, int] | None = None
+
+    def _timed_table(self) -> dict[int, int]:
+        first = self._first
+        if first is None:
+            entries = self._entries
+            first = {}
+            for gpos in self._timed:         # first in global order wins, as SillyTavern's find does
+                h = entries.stored_hash(gpos)
+                if h is None:
+                    h = entries[gpos].hash
+                first.setdefault(h, gpos)
+            self._first = first               # published whole
+        return first
 
     def get(self, h: int) -> TimedEntry | None:
         """The entry with fingerprint ``h``, timed entries first; None if there is none."""
-        for info in self._timed:             # first in global order wins, as SillyTavern's find does
-            if info.hash == h:
-                return info.timed()
+        gpos = self._timed_table().get(h)
+        if gpos is not None:
+            return self._entries[gpos].timed()
         index = self._all
         if index is None:
             index = self._entries.fingerprint_index()
