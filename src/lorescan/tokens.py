@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     import tiktoken
 
 __all__ = ["count_words", "TiktokenCounter", "IncrementalCount", "resolve_offline_encoding", "TextCount",
-           "count_text", "count_upto", "ConcatCount", "PrependCount", "shared_counter"]
+           "count_text", "count_upto", "ConcatCount", "PrependCount", "shared_counter", "storable_count",
+           "stored_text_count"]
 
 TokenCounter = Callable[[str], int]
 
@@ -169,6 +170,11 @@ class TiktokenCounter:
                     loaded = (encoding, regex.compile(encoding._pat_str))
                     self._loaded = loaded       # published whole: other threads see both or neither
         return loaded
+
+    @property
+    def name(self) -> str | None:
+        """The encoding name the counter was built from (None: built from an Encoding object)."""
+        return self._name
 
     @property
     def encoding(self) -> "tiktoken.Encoding":
@@ -460,6 +466,28 @@ def count_text(counter: TokenCounter, text: str, *, limit: int | None = None) ->
     # one does not start a piece, and at the head of a text that starts with whitespace.
     return TextCount(total, True, text[0], text[-1], hard, clean if clean is not text else None, text,
                      None if hard else _shape(tik, clean))
+
+
+def storable_count(counter: TokenCounter, text: str) -> int:
+    """``text``'s count under the tiktoken ``counter`` as a compiled book stores it for
+    :func:`stored_text_count` (-1: not stored, a reader counts it: a text long enough to be
+    counted in steps, or one holding surrogates)."""
+    if not isinstance(counter, TiktokenCounter) or len(text) > _LONG or _has_surrogate(text):
+        return -1
+    return len(counter.encoding.encode_ordinary(text))
+
+
+def stored_text_count(counter: TokenCounter, text: str, total: int) -> TextCount | None:
+    """The :class:`TextCount` :func:`count_text` gives ``text`` without a limit, from ``total``,
+    its count stored by :func:`storable_count` under the same encoding (the caller checks
+    that); None when ``text`` must be counted here (not stored)."""
+    if total < 0 or not text or not isinstance(counter, TiktokenCounter) or len(text) > _LONG \
+            or _has_surrogate(text):
+        return None
+    if _unsure(text):       # what this process cannot vouch for is decided here, as count_text does
+        return TextCount(total, True, text[0], text[-1], unsure=True)
+    hard = _WS.match(text) is None
+    return TextCount(total, True, text[0], text[-1], hard, None, text, None if hard else _shape(counter, text))
 
 
 def count_upto(counter: TokenCounter, text: str, limit: int | None = None) -> tuple[int, bool]:

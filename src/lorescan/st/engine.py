@@ -208,7 +208,7 @@ class STEngine:
             always=tuple(entries.many(_flagged(entry_at, compiled, always_bits))),
             levels=tuple(sorted({lv for cb in compiled for lv in cb.levels})),
             max_entry_depth=max((cb.max_entry_depth for cb in compiled), default=0),
-            units=UnitCounts())
+            units=UnitCounts(entries))
         self._gates = AlwaysGates(self.tables.always)
         # the entries that start timed effects, by key (their records are built when a turn reaches them)
         self._timed_keys = frozenset(f"{worlds[order_book_list[g]]}.{compiled[order_book_list[g]].uids[order_index_list[g]]}"

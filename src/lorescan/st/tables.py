@@ -21,7 +21,7 @@ from .compiled import CompiledBook
 from ..match.expr import ExprLayout, layout_of
 from ..match.options import MatchOptions
 from ..model import Entry
-from ..tokens import TextCount
+from ..tokens import TextCount, TiktokenCounter, stored_text_count
 from ..js.stdecorators import parse_st_decorators
 from .result import EntryId
 from .settings import Compat, STSettings
@@ -269,14 +269,46 @@ class HashIndex:
 
 
 class UnitCounts:
-    """Per-entry token counts of ``"content\\n"`` (the unit every budget text is made of),
+    """Per-entry token counts of ``"content\n"`` (the unit every budget text is made of),
     kept for the engine's life: ``state = (counter, {gpos: (content, unit, TextCount)})``.
-    Each value and the pair itself are written whole, so threads may share it."""
+    Each value and the pair itself are written whole, so threads may share it.
 
-    __slots__ = ("state",)
+    ``entries``: the engine's entries, whose compiled books may hold their contents' counts
+    under the default counter (``compile_book(token_counts=True)``): :meth:`stored` reads one
+    instead of counting, for a counter of the same tiktoken encoding and version.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("state", "_entries", "_usable")
+
+    def __init__(self, entries: "EntryTable | None" = None) -> None:
         self.state: tuple[Any, dict[int, tuple[str, str, TextCount]]] = (None, {})
+        self._entries = entries
+        self._usable: tuple[Any, tuple[bool, ...]] = (None, ())     # (counter, per book: its counts apply)
+
+    def stored(self, counter: Any, info: EntryInfo, content: str, unit: str) -> TextCount | None:
+        """The count of ``unit`` (``content + "\n"``) for ``info``'s entry from its compiled book,
+        when the book stores it for ``counter`` and ``content`` is the entry's own; else None."""
+        entries = self._entries
+        if entries is None or not (content is info.content or content == info.content):
+            return None
+        owner, usable = self._usable
+        if owner is not counter:
+            usable = tuple(_counts_apply(cb, counter) for cb in entries._compiled)
+            self._usable = (counter, usable)
+        if not usable[info.book]:
+            return None
+        total = int(entries._compiled[info.book].unit_tokens[2][info.index])
+        return stored_text_count(counter, unit, total)
+
+
+def _counts_apply(compiled: CompiledBook, counter: Any) -> bool:
+    stored = compiled.unit_tokens
+    # a counter built from an encoding name (not handed an Encoding object) that resolved to the
+    # encoding the counts were made with, under the same tiktoken
+    if stored is None or not isinstance(counter, TiktokenCounter) or counter.name is None:
+        return False
+    import tiktoken     # import-cost: loaded already by the counter that is asking
+    return bool(counter.encoding.name == stored[0] and tiktoken.__version__ == stored[1])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
