@@ -330,7 +330,8 @@ class BookStore:
     # -- internals -------------------------------------------------------------------------
     def _compile(self, book: Lorebook, options: MatchOptions) -> CompiledBook:
         t0 = time.perf_counter()
-        compiled = compile_book(book, options)
+        # with the contents' token counts: an engine over the stored book counts no unchanged content
+        compiled = compile_book(book, options, token_counts=True)
         self.compiles += 1
         log.info("compiled book %r (%d entries) in %.1f ms", book.name, len(book.entries),
                  (time.perf_counter() - t0) * 1000)
