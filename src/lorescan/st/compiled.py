@@ -31,7 +31,7 @@ from ..match.lsc import read_compiled_file
 from ..match.options import MatchOptions
 from ..match.view import MAX_SCAN_DEPTH
 from ..model import Entry, Lorebook, js_truthy
-from ..tokens import shared_counter, storable_count
+from ..tokens import shared_counter, storable_count, unicode_tables
 from .lsc import decode_book, encode_book
 
 __all__ = ["CompiledBook", "compile_book", "key_spec", "load_compiled", "restore_compiled",
@@ -79,9 +79,10 @@ class CompiledBook:
     levels: tuple[float, ...]
     max_entry_depth: int
     embeddings: Any     # None, or (model name, entry indices int32, float32 rows): lorescan.semantic.store
-    # None, or (encoding name, tiktoken version, int32 per entry): the token count of each entry's
-    # "content\n" under that tiktoken encoding (-1: not stored), for entries without decorator
-    # lines (compile_book(token_counts=True); read by st.tables.UnitCounts)
+    # None, or (encoding name, "<tiktoken version> <tokens.unicode_tables()>", int32 per entry): each
+    # entry's "content\n" as tokens.storable_count stores it under that tiktoken encoding (-1: not
+    # stored), for entries without decorator lines (compile_book(token_counts=True); read by
+    # st.tables.UnitCounts)
     unit_tokens: Any
     # per-book values an engine derives and every engine over this book shares (built on
     # first use, e.g. the fingerprint table of lorescan.st.tables); never pickled
@@ -265,7 +266,7 @@ def _unit_tokens(entries: Sequence[Entry]) -> tuple[str, str, Any]:
     counter = shared_counter()
     counts = np.array([-1 if e.content.startswith("@@") else storable_count(counter, e.content + "\n")
                        for e in entries], dtype=np.int32)
-    return counter.encoding.name, tiktoken.__version__, counts
+    return counter.encoding.name, f"{tiktoken.__version__} {unicode_tables()}", counts
 
 
 def _entry_order(entry: Entry) -> float:

@@ -210,9 +210,9 @@ class STEngine:
             max_entry_depth=max((cb.max_entry_depth for cb in compiled), default=0),
             units=UnitCounts(entries))
         self._gates = AlwaysGates(self.tables.always)
-        # the entries that start timed effects, by key (their records are built when a turn reaches them)
-        self._timed_keys = frozenset(f"{worlds[order_book_list[g]]}.{compiled[order_book_list[g]].uids[order_index_list[g]]}"
-                                     for g in timed)
+        # the global positions of the entries that start timed effects (FLAG_TIMED: sticky or
+        # cooldown set; their records are built when a turn reaches them)
+        self._timed_gpos = frozenset(timed)
         if semantic is not None and not isinstance(semantic, VectorSettings):
             raise SettingsError(f"semantic must be a VectorSettings, got {type(semantic).__name__}",
                                 source="STEngine", field="semantic")
@@ -452,10 +452,10 @@ class STEngine:
         if tables.entries:
             run_loops(turn)
         activated = turn.activated_order
-        if not dry_run and self._timed_keys:
-            timed_keys = self._timed_keys
+        if not dry_run and self._timed_gpos:
+            timed_gpos = self._timed_gpos
             for s in activated:
-                if s.world_uid not in timed_keys:
+                if s.gpos not in timed_gpos:
                     continue
                 e = s.entry
                 if e.sticky and js_truthy(e.sticky) and s.world_uid not in state.sticky:

@@ -15,9 +15,9 @@ header's ``meta["book"]``:
   (the engine's per-entry columns: the timed entries' fingerprints, which a cold engine
   would otherwise compute for the first timed-effect record), and the
   entry embeddings of meaning-based activation (``book:emb:rows``, ``book:emb:matrix``), and
-  ``book:unit_tokens`` (each entry's ``content + "\n"`` token count under the tiktoken encoding
-  and version named by ``meta["book"]["unit_tokens"]``, -1 where not stored; only for books
-  compiled with ``token_counts=True``).
+  ``book:unit_tokens`` (each entry's ``content + "\n"`` token count as ``tokens.storable_count``
+  stores it, under the tiktoken encoding and versions named by ``meta["book"]["unit_tokens"]``,
+  -1 where not stored; only for books compiled with ``token_counts=True``).
 
 A reader that needs only the keys (``match.lsc.decode_keys``) never reads these sections.
 """

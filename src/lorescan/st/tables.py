@@ -21,7 +21,7 @@ from .compiled import CompiledBook
 from ..match.expr import ExprLayout, layout_of
 from ..match.options import MatchOptions
 from ..model import Entry
-from ..tokens import TextCount, TiktokenCounter, stored_text_count
+from ..tokens import TextCount, TiktokenCounter, stored_text_count, unicode_tables
 from ..js.stdecorators import parse_st_decorators
 from .result import EntryId
 from .settings import Compat, STSettings
@@ -283,7 +283,7 @@ class UnitCounts:
     def __init__(self, entries: "EntryTable | None" = None) -> None:
         self.state: tuple[Any, dict[int, tuple[str, str, TextCount]]] = (None, {})
         self._entries = entries
-        self._usable: tuple[Any, tuple[bool, ...]] = (None, ())     # (counter, per book: its counts apply)
+        self._usable: tuple[Any, tuple[int, ...]] = (None, ())     # (counter, per book: _counts_apply)
 
     def stored(self, counter: Any, info: EntryInfo, content: str, unit: str) -> TextCount | None:
         """The count of ``unit`` (``content + "\n"``) for ``info``'s entry from its compiled book,
@@ -295,20 +295,26 @@ class UnitCounts:
         if owner is not counter:
             usable = tuple(_counts_apply(cb, counter) for cb in entries._compiled)
             self._usable = (counter, usable)
-        if not usable[info.book]:
+        apply = usable[info.book]
+        if not apply:
             return None
-        total = int(entries._compiled[info.book].unit_tokens[2][info.index])
-        return stored_text_count(counter, unit, total)
+        stored = int(entries._compiled[info.book].unit_tokens[2][info.index])
+        return stored_text_count(counter, unit, stored, apply == 2)
 
 
-def _counts_apply(compiled: CompiledBook, counter: Any) -> bool:
+def _counts_apply(compiled: CompiledBook, counter: Any) -> int:
+    """0: the book's stored counts are not ``counter``'s; 1: they are; 2: and their ``unsure``
+    bits were made under this process's Unicode tables."""
     stored = compiled.unit_tokens
     # a counter built from an encoding name (not handed an Encoding object) that resolved to the
     # encoding the counts were made with, under the same tiktoken
     if stored is None or not isinstance(counter, TiktokenCounter) or counter.name is None:
-        return False
+        return 0
     import tiktoken     # import-cost: loaded already by the counter that is asking
-    return bool(counter.encoding.name == stored[0] and tiktoken.__version__ == stored[1])
+    version, _, tables = stored[1].partition(" ")
+    if counter.encoding.name != stored[0] or tiktoken.__version__ != version:
+        return 0
+    return 2 if tables == unicode_tables() else 1
 
 
 @dataclass(frozen=True, slots=True, eq=False)
