@@ -112,7 +112,7 @@ TWIN_MODULES = frozenset({
     "test_model.py", "test_regex_keys.py", "test_regex_prefilter.py", "test_spans.py",
     "test_conformance.py", "test_scan_diagnostics.py", "test_scan_differential.py", "test_scan_engine.py",
     "test_scan_examples.py", "test_scan_explain.py", "test_st_api.py", "test_st_hooks.py", "test_st_sharing.py",
-    "test_st_stages.py", "test_st_walk.py", "test_state_fuzz.py", "test_tokens.py",
+    "test_st_cold.py", "test_st_stages.py", "test_st_walk.py", "test_state_fuzz.py", "test_tokens.py",
     "test_slot_bulk.py", "test_slot_engine.py", "test_slot_examples.py", "test_slot_properties.py",
     "test_slot_revised.py", "test_slot_spans.py",
     "test_janitor_conformance.py", "test_janitor_engine.py", "test_janitor_explain.py",

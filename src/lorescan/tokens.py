@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     import tiktoken
 
 __all__ = ["count_words", "TiktokenCounter", "IncrementalCount", "resolve_offline_encoding", "TextCount",
-           "count_text", "count_upto", "ConcatCount", "PrependCount", "shared_counter"]
+           "count_text", "count_upto", "ConcatCount", "PrependCount", "shared_counter", "storable_count",
+           "stored_text_count", "unicode_tables"]
 
 TokenCounter = Callable[[str], int]
 
@@ -169,6 +170,11 @@ class TiktokenCounter:
                     loaded = (encoding, regex.compile(encoding._pat_str))
                     self._loaded = loaded       # published whole: other threads see both or neither
         return loaded
+
+    @property
+    def name(self) -> str | None:
+        """The encoding name the counter was built from (None: built from an Encoding object)."""
+        return self._name
 
     @property
     def encoding(self) -> "tiktoken.Encoding":
@@ -460,6 +466,37 @@ def count_text(counter: TokenCounter, text: str, *, limit: int | None = None) ->
     # one does not start a piece, and at the head of a text that starts with whitespace.
     return TextCount(total, True, text[0], text[-1], hard, clean if clean is not text else None, text,
                      None if hard else _shape(tik, clean))
+
+
+def storable_count(counter: TokenCounter, text: str) -> int:
+    """``text``'s count under the tiktoken ``counter`` as a compiled book stores it for
+    :func:`stored_text_count`: ``count * 2 + unsure`` (``unsure``: 1 when ``text`` holds a character
+    whose pre-tokenizer class this process cannot vouch for, see ``_unsure``); -1: not stored, a
+    reader counts it (a text long enough to be counted in steps, or one holding surrogates)."""
+    if not isinstance(counter, TiktokenCounter) or len(text) > _LONG or _has_surrogate(text):
+        return -1
+    return len(counter.encoding.encode_ordinary(text)) * 2 + (1 if _unsure(text) else 0)
+
+
+def unicode_tables() -> str:
+    """What ``_unsure`` depends on in this process (Python's and the ``regex`` package's Unicode
+    tables): a stored ``unsure`` bit is read as stored only under the same ones."""
+    import unicodedata  # import-cost: small and built in; asked for only by compiled token counts
+    return f"{unicodedata.unidata_version}/{regex.__version__}"
+
+
+def stored_text_count(counter: TokenCounter, text: str, stored: int, same_tables: bool = False) -> TextCount | None:
+    """The :class:`TextCount` :func:`count_text` gives ``text`` without a limit, from ``stored``,
+    :func:`storable_count`'s value for the same text under the same encoding (the caller checks
+    both); ``same_tables``: the value was made under this process's :func:`unicode_tables`, so
+    its ``unsure`` bit holds here (else it is decided again). None: not stored, count it."""
+    if stored < 0 or not text or not isinstance(counter, TiktokenCounter):
+        return None
+    total = stored >> 1
+    if (stored & 1) if same_tables else _unsure(text):     # such a text's joins are counted whole
+        return TextCount(total, True, text[0], text[-1], unsure=True)
+    hard = _WS.match(text) is None
+    return TextCount(total, True, text[0], text[-1], hard, None, text, None if hard else _shape(counter, text))
 
 
 def count_upto(counter: TokenCounter, text: str, limit: int | None = None) -> tuple[int, bool]:

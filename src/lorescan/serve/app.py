@@ -218,6 +218,9 @@ def _substitute(macros: dict[str, str] | None) -> Callable[[str], str] | None:
         raise HTTPError(422, str(exc), path="$.macros") from None
 
 
+FREEZE_ENTRIES = 5000       # entries built into engines between two collect-and-freeze passes (Runtime._engine)
+
+
 class Runtime:
     """A worker's books, engines, chat caches and metrics; everything runs on one engine thread."""
 
@@ -237,6 +240,7 @@ class Runtime:
         token = read_token(config.token_file)
         self.token = token.encode() if token else None
         self._released = False          # engines were dropped since the last gc.freeze()
+        self._unfrozen_entries = 0      # entries of the engines built since then
         self.store.on_evict = self._release
 
     def _release(self, book_ids: set[str]) -> None:
@@ -304,12 +308,19 @@ class Runtime:
         # A compiled book is ~10^6 long-lived objects: move them out of the cyclic GC's reach,
         # or every full collection walks them all (tens of ms in the middle of some turn).
         # Frozen objects are never collected as cycles, so after engines were dropped the
-        # frozen generation is thawed first and what only they held is freed.
-        if self._released:
-            gc.unfreeze()
-            self._released = False
-        gc.collect()
-        gc.freeze()
+        # frozen generation is thawed first and what only they held is freed. The collection
+        # itself costs tens of ms, so it runs once FREEZE_ENTRIES entries were built into engines
+        # since the last one: at once for a large book, once per many engines of small books
+        # (a platform's cold requests), whose few objects wait unfrozen meanwhile.
+        compiled = engine.compiled if isinstance(engine, STEngine) else None     # other engines: every time
+        self._unfrozen_entries += FREEZE_ENTRIES if compiled is None else sum(len(cb.entries) for cb in compiled)
+        if self._unfrozen_entries >= FREEZE_ENTRIES:
+            if self._released:
+                gc.unfreeze()
+                self._released = False
+            gc.collect()
+            gc.freeze()
+            self._unfrozen_entries = 0
         return engine
 
     def _compiled(self, refs: list[Any], options: MatchOptions) -> list[Any]:

@@ -203,7 +203,7 @@ class BookStore:
         if stored is not None:
             return {**stored, "created": False}
         book = self.read(data, filename, name=name, fill_defaults=fill_defaults)
-        compiled = self._compile(book, DEFAULT_RULES)
+        compiled = self._compile(book, DEFAULT_RULES, token_counts=True)
         size = self._store_compiled(book_id, DEFAULT_RULES, compiled)
         info = {"id": book_id, "name": book.name, "format": book.format, "entries": len(book.entries),
                 "bytes": len(data), "filename": filename, "losses": _losses(book)}
@@ -328,9 +328,11 @@ class BookStore:
         return self._bytes
 
     # -- internals -------------------------------------------------------------------------
-    def _compile(self, book: Lorebook, options: MatchOptions) -> CompiledBook:
+    def _compile(self, book: Lorebook, options: MatchOptions, *, token_counts: bool = False) -> CompiledBook:
         t0 = time.perf_counter()
-        compiled = compile_book(book, options)
+        # at upload, with the contents' token counts: an engine over the stored book counts no
+        # unchanged content (other rules compile on a scan's path, without them)
+        compiled = compile_book(book, options, token_counts=token_counts)
         self.compiles += 1
         log.info("compiled book %r (%d entries) in %.1f ms", book.name, len(book.entries),
                  (time.perf_counter() - t0) * 1000)

@@ -57,7 +57,8 @@ def count_unit(units: UnitCounts, counter: Callable[[str], int], info: EntryInfo
         unit = found[1]
     else:
         unit = content + "\n"
-    tc = count_text(counter, unit, limit=limit)
+    # a count the compiled book stored for this counter (a cold engine's first count), else count it
+    tc = units.stored(counter, info, content, unit) or count_text(counter, unit, limit=limit)
     cache[info.gpos] = (content, unit, tc)
     return unit, tc
 

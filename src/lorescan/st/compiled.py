@@ -31,6 +31,7 @@ from ..match.lsc import read_compiled_file
 from ..match.options import MatchOptions
 from ..match.view import MAX_SCAN_DEPTH
 from ..model import Entry, Lorebook, js_truthy
+from ..tokens import shared_counter, storable_count, unicode_tables
 from .lsc import decode_book, encode_book
 
 __all__ = ["CompiledBook", "compile_book", "key_spec", "load_compiled", "restore_compiled",
@@ -62,7 +63,7 @@ class CompiledBook:
     """
 
     __slots__ = ("_book", "_load_book", "name", "keys", "entries", "uids", "entry_order", "entry_flags",
-                 "timed_hashes", "levels", "max_entry_depth", "embeddings", "memo")
+                 "timed_hashes", "levels", "max_entry_depth", "embeddings", "unit_tokens", "memo")
     # attribute types (each set once, in __init__, through object.__setattr__)
     _book: Lorebook | None
     _load_book: Any
@@ -78,6 +79,11 @@ class CompiledBook:
     levels: tuple[float, ...]
     max_entry_depth: int
     embeddings: Any     # None, or (model name, entry indices int32, float32 rows): lorescan.semantic.store
+    # None, or (encoding name, "<tiktoken version> <tokens.unicode_tables()>", int32 per entry): each
+    # entry's "content\n" as tokens.storable_count stores it under that tiktoken encoding (-1: not
+    # stored), for entries without decorator lines (compile_book(token_counts=True); read by
+    # st.tables.UnitCounts)
+    unit_tokens: Any
     # per-book values an engine derives and every engine over this book shares (built on
     # first use, e.g. the fingerprint table of lorescan.st.tables); never pickled
     memo: dict[Any, Any]
@@ -86,7 +92,7 @@ class CompiledBook:
                  timed_hashes: tuple[Any, Any], levels: tuple[float, ...], max_entry_depth: int,
                  book: Lorebook | None = None,
                  load_book: Any = None, name: str | None = None, uids: Sequence[int | str] | None = None,
-                 embeddings: Any = None) -> None:
+                 embeddings: Any = None, unit_tokens: Any = None) -> None:
         if name is None:
             assert book is not None, "a CompiledBook without its book needs a name"
             name = book.name
@@ -94,7 +100,7 @@ class CompiledBook:
         values = dict(_book=book, _load_book=load_book, name=name, keys=keys, entries=entries,
                       uids=tuple(e.uid for e in entries) if uids is None else uids,
                       entry_order=entry_order, entry_flags=entry_flags, timed_hashes=timed_hashes, levels=levels,
-                      max_entry_depth=max_entry_depth, embeddings=embeddings, memo={})
+                      max_entry_depth=max_entry_depth, embeddings=embeddings, unit_tokens=unit_tokens, memo={})
         for k, v in values.items():
             object.__setattr__(self, k, v)
 
@@ -173,7 +179,7 @@ def load_compiled(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMI
 
 
 def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
-                 limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
+                 limits: Limits = DEFAULT_LIMITS, token_counts: bool = False) -> CompiledBook:
     """Compile ``book`` for matching: its keys (one automaton, plans, content hits, compiled
     regex keys) and the SillyTavern engine's per-entry columns.
 
@@ -181,6 +187,10 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
         book: the book.
         options: the matching rules (:class:`~lorescan.match.MatchOptions`).
         limits: bounds on the book (see :class:`~lorescan.limits.Limits`).
+        token_counts: also count each entry's content under the default token counter (the
+            process-wide tiktoken cl100k counter, ``tokens.shared_counter``) and keep the counts
+            in the compiled form, so an engine over a loaded book counts no content its turns
+            admit unchanged (about as long again as the rest of compiling a book of long contents).
 
     Returns:
         The immutable :class:`CompiledBook`, to share between engines and threads.
@@ -209,7 +219,7 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
             entry_order=np.array([_entry_order(e) for e in entries], dtype=np.float64),
             entry_flags=flags, timed_hashes=_timed_hashes(entries, flags, book.name),
             levels=tuple(sorted({e.delay_until_recursion for e in entries if e.delay_until_recursion})),
-            max_entry_depth=_max_entry_depth(entries))
+            max_entry_depth=_max_entry_depth(entries), unit_tokens=_unit_tokens(entries) if token_counts else None)
     finally:
         if was_enabled:
             gc.enable()
@@ -247,6 +257,16 @@ def _timed_hashes(entries: Sequence[Entry], flags: Any, world: str) -> tuple[Any
             decorators, content = parse_st_decorators(e.content, strict_lines=strict_lines)
             out[i] = entry_fingerprint(e.fields, uid=e.uid, world=world, content=content, decorators=decorators)
     return loose, strict
+
+
+def _unit_tokens(entries: Sequence[Entry]) -> tuple[str, str, Any]:
+    # What st.budget.count_unit counts: the entry's content without decorator lines, plus "\n";
+    # an entry with decorator lines (whose content depends on strict_lines) is left to the engine.
+    import tiktoken     # import-cost: the default counter's package, only when counts are asked for
+    counter = shared_counter()
+    counts = np.array([-1 if e.content.startswith("@@") else storable_count(counter, e.content + "\n")
+                       for e in entries], dtype=np.int32)
+    return counter.encoding.name, f"{tiktoken.__version__} {unicode_tables()}", counts
 
 
 def _entry_order(entry: Entry) -> float:

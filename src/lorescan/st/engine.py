@@ -46,12 +46,10 @@ def _default_random() -> float:
     return _random.random()
 
 
-def _flagged(entries: EntryTable, entry_at: list[list[int]], compiled: Sequence[CompiledBook],
-             bits: int) -> list[EntryInfo]:
-    """The entries with any of the compile-time flags ``bits``, in global order."""
-    found = sorted(entry_at[bi][ei] for bi, cb in enumerate(compiled)
-                   for ei in np.flatnonzero(np.asarray(cb.entry_flags) & bits).tolist())
-    return entries.many(found)
+def _flagged(entry_at: list[list[int]], compiled: Sequence[CompiledBook], bits: int) -> list[int]:
+    """The global positions of the entries with any of the compile-time flags ``bits``, ascending."""
+    return sorted(entry_at[bi][ei] for bi, cb in enumerate(compiled)
+                  for ei in np.flatnonzero(np.asarray(cb.entry_flags) & bits).tolist())
 
 
 def _restore_engine(sources, settings, compat, count_tokens, substitute, random, post_process, regex_timeout,
@@ -198,7 +196,7 @@ class STEngine:
             where[order_index[mask]] = gpos[mask]
             entry_at.append(where.tolist())
         # Entries that can activate without a key hit must always be walked (docs/sillytavern-mode.md#st-gates, gates 10-14).
-        timed = _flagged(entries, entry_at, compiled, FLAG_TIMED)
+        timed = _flagged(entry_at, compiled, FLAG_TIMED)
         always_bits = FLAG_CONSTANT | ((FLAG_ACTIVATE_STRICT | FLAG_DONT_ACTIVATE_STRICT) if strict
                                        else (FLAG_ACTIVATE | FLAG_DONT_ACTIVATE))
         self.tables = Tables(
@@ -207,12 +205,14 @@ class STEngine:
             entry_at=tuple(entry_at),
             by_key=KeyIndex(entries, worlds, compiled, order_book_list, order_index_list),
             by_hash=HashIndex(entries, timed),
-            always=tuple(_flagged(entries, entry_at, compiled, always_bits)),
+            always=tuple(entries.many(_flagged(entry_at, compiled, always_bits))),
             levels=tuple(sorted({lv for cb in compiled for lv in cb.levels})),
             max_entry_depth=max((cb.max_entry_depth for cb in compiled), default=0),
-            units=UnitCounts())
+            units=UnitCounts(entries))
         self._gates = AlwaysGates(self.tables.always)
-        self._timed_keys = frozenset(s.world_uid for s in timed)     # the entries that start timed effects
+        # the global positions of the entries that start timed effects (FLAG_TIMED: sticky or
+        # cooldown set; their records are built when a turn reaches them)
+        self._timed_gpos = frozenset(timed)
         if semantic is not None and not isinstance(semantic, VectorSettings):
             raise SettingsError(f"semantic must be a VectorSettings, got {type(semantic).__name__}",
                                 source="STEngine", field="semantic")
@@ -452,10 +452,10 @@ class STEngine:
         if tables.entries:
             run_loops(turn)
         activated = turn.activated_order
-        if not dry_run and self._timed_keys:
-            timed_keys = self._timed_keys
+        if not dry_run and self._timed_gpos:
+            timed_gpos = self._timed_gpos
             for s in activated:
-                if s.world_uid not in timed_keys:
+                if s.gpos not in timed_gpos:
                     continue
                 e = s.entry
                 if e.sticky and js_truthy(e.sticky) and s.world_uid not in state.sticky:

@@ -14,7 +14,10 @@ header's ``meta["book"]``:
 - ``book:entry_order``, ``book:entry_flags`` and ``book:timed_hash_loose`` / ``_strict``
   (the engine's per-entry columns: the timed entries' fingerprints, which a cold engine
   would otherwise compute for the first timed-effect record), and the
-  entry embeddings of meaning-based activation (``book:emb:rows``, ``book:emb:matrix``).
+  entry embeddings of meaning-based activation (``book:emb:rows``, ``book:emb:matrix``), and
+  ``book:unit_tokens`` (each entry's ``content + "\n"`` token count as ``tokens.storable_count``
+  stores it, under the tiktoken encoding and versions named by ``meta["book"]["unit_tokens"]``,
+  -1 where not stored; only for books compiled with ``token_counts=True``).
 
 A reader that needs only the keys (``match.lsc.decode_keys``) never reads these sections.
 """
@@ -209,8 +212,12 @@ def encode_book(cb: Any) -> bytes:
     if embedded is not None:         # meaning-based activation's entry embeddings (lorescan.semantic.store)
         w.array("book:emb:rows", np.asarray(embedded[1], dtype=np.int32))
         w.array("book:emb:matrix", np.asarray(embedded[2], dtype=np.float32))
+    counted = getattr(cb, "unit_tokens", None)
+    if counted is not None:          # the entries' content token counts (st.compiled.compile_book(token_counts=True))
+        w.array("book:unit_tokens", np.asarray(counted[2], dtype=np.int32))
     book_meta = {"name": cb.name, "source": source, "n_entries": n_entries, "levels": cb.levels,
-                 "max_entry_depth": cb.max_entry_depth, "embeddings": None if embedded is None else embedded[0]}
+                 "max_entry_depth": cb.max_entry_depth, "embeddings": None if embedded is None else embedded[0],
+                 "unit_tokens": None if counted is None else [counted[0], counted[1]]}
     return w.finish(BOOK_KIND, {"keys": keys_meta, "book": book_meta})
 
 
@@ -259,9 +266,17 @@ def _read_book(r: FormReader, make: Callable[..., Any], limits: Any = None) -> A
         if matrix.ndim != 2 or rows.shape != (matrix.shape[0],) or (len(rows) and not 0 <= rows.min() <= rows.max() < n):
             r.fail("entry embeddings do not match the entries")
         embeddings = (str(meta["embeddings"]), rows, matrix)
+    unit_tokens = None
+    counted = meta.get("unit_tokens")
+    if counted is not None:
+        column = r.array("book:unit_tokens")
+        if column.shape != (n,) or not (isinstance(counted, (list, tuple)) and len(counted) == 2
+                                        and all(isinstance(x, str) for x in counted)):
+            r.fail("the entries' token counts do not match the entries")
+        unit_tokens = (counted[0], counted[1], column)
     return make(keys=keys, load_book=load_book, name=meta["name"], entries=entries, uids=_lazy_uids(r, n),
                 entry_order=order, entry_flags=flags, timed_hashes=hashes, levels=tuple(meta["levels"]),
-                max_entry_depth=meta["max_entry_depth"], embeddings=embeddings)
+                max_entry_depth=meta["max_entry_depth"], embeddings=embeddings, unit_tokens=unit_tokens)
 
 
 def _lazy_uids(r: FormReader, n: int) -> Any:

@@ -21,7 +21,7 @@ from .compiled import CompiledBook
 from ..match.expr import ExprLayout, layout_of
 from ..match.options import MatchOptions
 from ..model import Entry
-from ..tokens import TextCount
+from ..tokens import TextCount, TiktokenCounter, stored_text_count, unicode_tables
 from ..js.stdecorators import parse_st_decorators
 from .result import EntryId
 from .settings import Compat, STSettings
@@ -137,6 +137,12 @@ class EntryTable(Sequence[EntryInfo]):
             index.setdefault(tables[bi][ei], gpos)
         return index
 
+    def stored_hash(self, gpos: int) -> int | None:
+        """The fingerprint of the entry at ``gpos`` as its compiled book stored it (None: not
+        stored), read without building the entry's record."""
+        bi = self._order_book[gpos]
+        return self._compiled[bi].timed_hash(self._order_index[gpos], self._worlds[bi], self._strict)
+
     def _build(self, gpos: int) -> EntryInfo:
         bi, ei = self._order_book[gpos], self._order_index[gpos]
         cb, world = self._compiled[bi], self._worlds[bi]
@@ -176,9 +182,11 @@ class KeyIndex:
     def _table(self) -> dict[str, int]:
         index = self._index
         if index is None:
-            worlds, compiled = self._worlds, self._compiled
-            index = {EntryId(worlds[bi], compiled[bi].uids[ei]).key: gpos
-                     for gpos, (bi, ei) in enumerate(zip(self._order_book, self._order_index))}
+            # one "<book>." prefix per book and the uids as decoded (no EntryId per entry); a key
+            # named twice keeps its last global position, as the per-entry table did
+            keys_of = [[f"{w}.{u}" for u in uid_list(cb)] for w, cb in zip(self._worlds, self._compiled)]
+            index = dict(zip(map(lambda bi, ei: keys_of[bi][ei], self._order_book, self._order_index),
+                             range(len(self._order_book))))
             self._index = index
         return index
 
@@ -187,6 +195,12 @@ class KeyIndex:
 
     def __getitem__(self, key: str) -> EntryInfo:
         return self._entries[self._table()[key]]
+
+
+def uid_list(compiled: CompiledBook) -> list[int | str]:
+    """The uids of ``compiled``'s entries as one list (a loaded book decodes them once, not
+    one lazy item at a time)."""
+    return list(compiled.uids)
 
 
 def book_fingerprints(compiled: CompiledBook, world: str, strict: bool) -> "array[int]":
@@ -208,28 +222,44 @@ class HashIndex:
     """Entry fingerprint -> :class:`~lorescan.st.timed.TimedEntry`: what timed-effect records point at.
 
     The timed entries (sticky or cooldown set), which the records of an ordinary chat name,
-    are looked at first, in global order. A fingerprint is computed when a lookup first
-    needs it (about a millisecond each: an engine whose chats have no timed records never
-    pays for them) and kept on the entry's record; it is a pure function of the entry, so
-    threads that race write the same value. A record naming any other entry (edited, or
-    written by another version) makes the first lookup that misses read every entry's
-    fingerprint from its compiled book's table (:func:`book_fingerprints`: computed once
-    per book, not per engine) into a fingerprint -> global position table, published only
-    when complete.
+    are looked at first, in global order. Their fingerprints are read from the compiled books'
+    stored columns (``CompiledBook.timed_hash``) into a fingerprint -> global position table
+    the first time a record is looked up, so an engine builds no entry record for them: only
+    the entries a record names are built. A fingerprint that is not stored (a book taking part
+    under another name) is computed from the entry's record (about a millisecond each) when
+    that table is built; it is a pure function of the entry, so threads that race write the
+    same value. A record naming any other entry (edited, or written by another version) makes
+    the first lookup that misses read every entry's fingerprint from its compiled book's table
+    (:func:`book_fingerprints`: computed once per book, not per engine) into a fingerprint ->
+    global position table, published only when complete.
     """
 
-    __slots__ = ("_entries", "_timed", "_all")
+    __slots__ = ("_entries", "_timed", "_first", "_all")
 
-    def __init__(self, entries: EntryTable, timed: Sequence[EntryInfo]) -> None:
+    def __init__(self, entries: EntryTable, timed: Sequence[int]) -> None:
         self._entries = entries
-        self._timed = tuple(timed)
+        self._timed = tuple(timed)           # the timed entries' global positions, ascending
+        self._first: dict[int, int] | None = None
         self._all: dict[int, int] | None = None
+
+    def _timed_table(self) -> dict[int, int]:
+        first = self._first
+        if first is None:
+            entries = self._entries
+            first = {}
+            for gpos in self._timed:         # first in global order wins, as SillyTavern's find does
+                h = entries.stored_hash(gpos)
+                if h is None:
+                    h = entries[gpos].hash
+                first.setdefault(h, gpos)
+            self._first = first               # published whole
+        return first
 
     def get(self, h: int) -> TimedEntry | None:
         """The entry with fingerprint ``h``, timed entries first; None if there is none."""
-        for info in self._timed:             # first in global order wins, as SillyTavern's find does
-            if info.hash == h:
-                return info.timed()
+        gpos = self._timed_table().get(h)
+        if gpos is not None:
+            return self._entries[gpos].timed()
         index = self._all
         if index is None:
             index = self._entries.fingerprint_index()
@@ -239,14 +269,52 @@ class HashIndex:
 
 
 class UnitCounts:
-    """Per-entry token counts of ``"content\\n"`` (the unit every budget text is made of),
+    """Per-entry token counts of ``"content\n"`` (the unit every budget text is made of),
     kept for the engine's life: ``state = (counter, {gpos: (content, unit, TextCount)})``.
-    Each value and the pair itself are written whole, so threads may share it."""
+    Each value and the pair itself are written whole, so threads may share it.
 
-    __slots__ = ("state",)
+    ``entries``: the engine's entries, whose compiled books may hold their contents' counts
+    under the default counter (``compile_book(token_counts=True)``): :meth:`stored` reads one
+    instead of counting, for a counter of the same tiktoken encoding and version.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("state", "_entries", "_usable")
+
+    def __init__(self, entries: "EntryTable | None" = None) -> None:
         self.state: tuple[Any, dict[int, tuple[str, str, TextCount]]] = (None, {})
+        self._entries = entries
+        self._usable: tuple[Any, tuple[int, ...]] = (None, ())     # (counter, per book: _counts_apply)
+
+    def stored(self, counter: Any, info: EntryInfo, content: str, unit: str) -> TextCount | None:
+        """The count of ``unit`` (``content + "\n"``) for ``info``'s entry from its compiled book,
+        when the book stores it for ``counter`` and ``content`` is the entry's own; else None."""
+        entries = self._entries
+        if entries is None or not (content is info.content or content == info.content):
+            return None
+        owner, usable = self._usable
+        if owner is not counter:
+            usable = tuple(_counts_apply(cb, counter) for cb in entries._compiled)
+            self._usable = (counter, usable)
+        apply = usable[info.book]
+        if not apply:
+            return None
+        stored = int(entries._compiled[info.book].unit_tokens[2][info.index])
+        return stored_text_count(counter, unit, stored, apply == 2)
+
+
+def _counts_apply(compiled: CompiledBook, counter: Any) -> int:
+    """0: the book's stored counts are not ``counter``'s; 1: they are; 2: and their ``unsure``
+    bits were made under this process's Unicode tables."""
+    stored = compiled.unit_tokens
+    # a counter built from an encoding name (not handed an Encoding object) that resolved to the
+    # encoding the counts were made with, under the same tiktoken
+    if stored is None or not isinstance(counter, TiktokenCounter) or counter.name is None:
+        return 0
+    import tiktoken     # import-cost: loaded already by the counter that is asking
+    version, _, tables = stored[1].partition(" ")
+    if counter.encoding.name != stored[0] or tiktoken.__version__ != version:
+        return 0
+    return 2 if tables == unicode_tables() else 1
 
 
 @dataclass(frozen=True, slots=True, eq=False)
