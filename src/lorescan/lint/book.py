@@ -2,9 +2,11 @@
 (LS4xx), budget (LS5xx), duplicate keys (LS6xx), keys inside common words (LS7xx)."""
 from __future__ import annotations
 
-import bisect
 import heapq
-from typing import Any, Iterator, Sequence
+import itertools
+import math
+from array import array
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..js.regex import split_regex_key
 from ..js.text import has_js_whitespace, js_lower, js_trim
@@ -284,33 +286,134 @@ def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int,
                "if it is a typo, fix it; if they are different, nothing to do")
 
 
-def _similar_pairs(keys: Sequence[str], process: Any, ratio: Any) -> Iterator[tuple[int, int, int]]:
-    """Every pair ``(i, j, score)`` with ``i < j`` (indexes into ``keys``) whose ratio is at least
-    NEAR_SCORE. The ratio of lengths ``la <= lb`` is at most ``200 * la / (la + lb)``, so a key
-    is compared only with keys no shorter and at most ``la * (200 - t) / t`` long: with keys
-    sorted by length that is one slice per length, not the whole book (a 10k-entry book went
-    from about 10 s to well under one)."""
-    order = sorted(range(len(keys)), key=lambda x: len(keys[x]))
-    by_len = [keys[x] for x in order]
-    lengths = [len(k) for k in by_len]
+def _similar_pairs(keys: Sequence[str], process: Any, ratio: Any,
+                   method: str = "auto") -> Iterator[tuple[int, int, int]]:
+    """Every pair ``(i, j, score)`` with ``i < j`` (indexes into ``keys``, which are distinct) whose
+    ratio is at least NEAR_SCORE, each once, in no particular order.
+
+    The ratio of ``a`` and ``b`` is ``100 * (1 - d / (la + lb))``, ``d`` their indel distance
+    (insertions plus deletions), so a pair can score NEAR_SCORE only if ``d <= T = 3 (la + lb) // 20``;
+    as ``d >= lb - la`` that also bounds the lengths (``lb <= la * 115 / 85``). Pairs are looked for
+    one block of two lengths ``la <= lb`` at a time, in whichever of two ways the block's sizes make
+    cheaper; both give exactly the pairs and scores of comparing every pair:
+
+    - ``pairwise``: rapidfuzz's ``cdist`` over the block (vectorised C, but quadratic; real books);
+    - ``index``: a deletion neighbourhood. ``d <= T`` means ``a`` loses ``da = (d - (lb - la)) / 2 <=
+      ka = (T - (lb - la)) // 2`` characters and ``b`` ``da + lb - la <= kb = ka + lb - la`` to reach
+      their longest common subsequence, so some string made from ``a`` by deleting exactly ``ka``
+      characters is also made from ``b`` by deleting exactly ``kb`` (delete ``ka - da`` more from
+      the common subsequence). Keys sharing such a string are the candidates, scored by ``cpdist``
+      (the scorer, cut-off and rounding of ``cdist``). Its cost is the keys' neighbourhoods plus
+      the candidates, not the pairs: 100,000 numbered keys, an hour's pairs, take seconds.
+
+    ``method``: ``"auto"``, or ``"pairwise"`` / ``"index"`` to force one way (tests compare them)."""
+    if method not in ("auto", "pairwise", "index"):
+        raise ValueError(f"method must be 'auto', 'pairwise' or 'index', not {method!r}")
+    if not hasattr(process, "cpdist"):
+        method = "pairwise"                # rapidfuzz < 3.6: no element-wise cpdist to score candidates
+    by_len: dict[int, list[int]] = {}
+    for x, key in enumerate(keys):
+        by_len.setdefault(len(key), []).append(x)
+    lengths = sorted(by_len)
     t = NEAR_SCORE
-    start = 0
-    while start < len(by_len):
-        length = lengths[start]
-        end = bisect.bisect_right(lengths, length, lo=start)
-        hi = bisect.bisect_right(lengths, (length * (200 - t)) // t, lo=end)
-        cols = by_len[start:hi]
-        step = max(1, 2_000_000 // max(1, len(cols)))
-        for r0 in range(start, end, step):
-            rows = by_len[r0:min(end, r0 + step)]
-            scores = process.cdist(rows, cols, scorer=ratio, score_cutoff=t, dtype="uint8", workers=-1)
-            for r, c in zip(*scores.nonzero()):
-                ra, rb = r0 + int(r), start + int(c)
-                if rb <= ra:
-                    continue          # each pair once; same-length pairs appear in both orders
-                x, y = order[ra], order[rb]
-                yield (min(x, y), max(x, y), int(scores[r, c]))
-        start = end
+    for pos, la in enumerate(lengths):
+        rows = by_len[la]
+        compared: list[int] = []           # the columns left to cdist
+        for lb in lengths[pos:]:
+            if lb * t > la * (200 - t):
+                break
+            found = None if method == "pairwise" else _index_block(keys, rows, by_len[lb], la, lb,
+                                                                   method == "index", process, ratio)
+            if found is None:
+                compared.extend(by_len[lb])
+                continue
+            for x, y, score in zip(*(a.tolist() for a in found)):
+                yield (x, y, score) if x < y else (y, x, score)
+        if compared:
+            yield from _pairwise_block(keys, rows, compared, process, ratio)
+
+
+NEIGHBOUR_COST = 20        # one neighbourhood string built in Python, in cdist comparisons (measured ~15-25)
+CANDIDATE_COST = 30        # one candidate pair gathered and scored, in cdist comparisons
+MAX_CANDIDATES = 8_000_000  # a block with more candidates is compared pairwise (memory stays bounded)
+
+
+def _pairwise_block(keys: Sequence[str], rows: list[int], cols: list[int], process: Any,
+                    ratio: Any) -> Iterator[tuple[int, int, int]]:
+    # rows: keys of one length; cols: keys of that length or longer. A pair of two keys of one
+    # length is met twice (each as the row): kept once, with the lower index as the row.
+    t = NEAR_SCORE
+    row_keys = [keys[x] for x in rows]
+    col_keys = [keys[y] for y in cols]
+    same = len(row_keys[0])
+    step = max(1, 2_000_000 // max(1, len(cols)))
+    for r0 in range(0, len(rows), step):
+        scores = process.cdist(row_keys[r0:r0 + step], col_keys, scorer=ratio, score_cutoff=t, dtype="uint8",
+                               workers=-1)
+        for r, c in zip(*scores.nonzero()):
+            x, y = rows[r0 + int(r)], cols[int(c)]
+            if len(keys[y]) == same and y <= x:
+                continue
+            yield (min(x, y), max(x, y), int(scores[r, c]))
+
+
+def _deletions(s: str, k: int) -> Iterable[str]:
+    """The strings made from ``s`` by deleting exactly ``k`` of its characters."""
+    if k <= 0:
+        return (s,)
+    return set(map("".join, itertools.combinations(s, len(s) - k)))
+
+
+def _index_block(keys: Sequence[str], rows: list[int], cols: list[int], la: int, lb: int, force: bool,
+                 process: Any, ratio: Any) -> tuple[Any, Any, Any] | None:
+    """The near pairs of the block (row keys of length ``la``, column keys of length ``lb``) found
+    through deletion neighbourhoods, as arrays ``(x, y, score)`` (x the shorter key, or the lower
+    index of two of one length); None when ``cdist`` is cheaper by the cost model (``force``: never)."""
+    import numpy as np
+    same = la == lb
+    threshold = 3 * (la + lb) // 20
+    ka = (threshold - (lb - la)) // 2
+    kb = ka + lb - la
+    pairs = len(rows) * len(cols)
+    neighbours = len(rows) * math.comb(la, ka) + (0 if same else len(cols) * math.comb(lb, kb))
+    if not force and neighbours * NEIGHBOUR_COST >= pairs:
+        return None
+    limit = len(keys) ** 2 if force else min(pairs // CANDIDATE_COST, MAX_CANDIDATES)
+    index: dict[str, list[int]] = {}
+    for x in rows:
+        for v in _deletions(keys[x], ka):
+            index.setdefault(v, []).append(x)
+    n = len(keys)
+    codes = array("q")
+    if same:
+        if sum(len(b) * (len(b) - 1) // 2 for b in index.values()) > limit:
+            return None
+        for bucket in index.values():
+            if len(bucket) > 1:           # increasing: rows are, and each row is added once a string
+                codes.extend(x * n + y for x, y in itertools.combinations(bucket, 2))
+    else:
+        for y in cols:
+            for v in _deletions(keys[y], kb):
+                bucket = index.get(v)
+                if bucket:
+                    codes.extend(x * n + y for x in bucket)
+            if len(codes) > limit:
+                return None
+    unique = np.unique(np.frombuffer(codes, dtype=np.int64)) if codes else np.zeros(0, dtype=np.int64)
+    del codes, index
+    xs, ys, scores = [], [], []
+    for c0 in range(0, len(unique), 1_000_000):
+        part = unique[c0:c0 + 1_000_000]
+        px, py = part // n, part % n
+        got = process.cpdist([keys[x] for x in px.tolist()], [keys[y] for y in py.tolist()], scorer=ratio,
+                             score_cutoff=NEAR_SCORE, dtype="uint8", workers=-1)
+        hit = got.nonzero()[0]
+        xs.append(px[hit])
+        ys.append(py[hit])
+        scores.append(got[hit])
+    if not xs:
+        return (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0, dtype=np.uint8),)
+    return np.concatenate(xs), np.concatenate(ys), np.concatenate(scores)
 
 
 def _forms_of_each_other(a: str, b: str) -> bool:
