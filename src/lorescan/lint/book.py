@@ -5,7 +5,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from array import array
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..js.regex import split_regex_key
@@ -327,15 +326,16 @@ def _similar_pairs(keys: Sequence[str], process: Any, ratio: Any,
             if found is None:
                 compared.extend(by_len[lb])
                 continue
-            for x, y, score in zip(*(a.tolist() for a in found)):
+            for x, y, score in found:
                 yield (x, y, score) if x < y else (y, x, score)
         if compared:
             yield from _pairwise_block(keys, rows, compared, process, ratio)
 
 
-NEIGHBOUR_COST = 20        # one neighbourhood string built in Python, in cdist comparisons (measured ~15-25)
+INDEX_COST = 60            # one string of a key's neighbourhood indexed, in cdist comparisons (measured)
+PROBE_COST = 20            # one string of a longer key's neighbourhood looked up
 CANDIDATE_COST = 30        # one candidate pair gathered and scored, in cdist comparisons
-MAX_CANDIDATES = 8_000_000  # a block with more candidates is compared pairwise (memory stays bounded)
+MAX_NEIGHBOURS = 3_000_000  # strings in one block's index; a block needing more is compared pairwise (memory)
 
 
 def _pairwise_block(keys: Sequence[str], rows: list[int], cols: list[int], process: Any,
@@ -365,55 +365,85 @@ def _deletions(s: str, k: int) -> Iterable[str]:
 
 
 def _index_block(keys: Sequence[str], rows: list[int], cols: list[int], la: int, lb: int, force: bool,
-                 process: Any, ratio: Any) -> tuple[Any, Any, Any] | None:
-    """The near pairs of the block (row keys of length ``la``, column keys of length ``lb``) found
-    through deletion neighbourhoods, as arrays ``(x, y, score)`` (x the shorter key, or the lower
-    index of two of one length); None when ``cdist`` is cheaper by the cost model (``force``: never)."""
-    import numpy as np
+                 process: Any, ratio: Any) -> Iterator[tuple[int, int, int]] | None:
+    """The near pairs ``(x, y, score)`` of the block (row keys of length ``la``, column keys of length
+    ``lb``; ``x`` the row, or the lower index of two keys of one length) found through deletion
+    neighbourhoods; None when ``cdist`` is cheaper by the cost model or the index would not fit
+    MAX_NEIGHBOURS (``force``: only the latter). Decided before the first pair is given."""
     same = la == lb
     threshold = 3 * (la + lb) // 20
     ka = (threshold - (lb - la)) // 2
     kb = ka + lb - la
     pairs = len(rows) * len(cols)
-    neighbours = len(rows) * math.comb(la, ka) + (0 if same else len(cols) * math.comb(lb, kb))
-    if not force and neighbours * NEIGHBOUR_COST >= pairs:
+    indexed = len(rows) * math.comb(la, ka)
+    if indexed > MAX_NEIGHBOURS:
         return None
-    limit = len(keys) ** 2 if force else min(pairs // CANDIDATE_COST, MAX_CANDIDATES)
-    index: dict[str, list[int]] = {}
+    if not force and indexed * INDEX_COST + (0 if same else len(cols) * math.comb(lb, kb)) * PROBE_COST >= pairs:
+        return None
+    # a string made from one key maps to that key; from several, to the list of them (increasing)
+    index: dict[str, int | list[int]] = {}
     for x in rows:
         for v in _deletions(keys[x], ka):
-            index.setdefault(v, []).append(x)
-    n = len(keys)
-    codes = array("q")
-    if same:
-        if sum(len(b) * (len(b) - 1) // 2 for b in index.values()) > limit:
+            seen = index.setdefault(v, x)
+            if seen != x:
+                if type(seen) is int:
+                    index[v] = [seen, x]
+                else:
+                    seen.append(x)
+    shared = [b for b in index.values() if type(b) is list]
+    probes = cols
+    if same:                              # only keys sharing a string with another have candidates
+        probes = sorted({x for b in shared for x in b})
+    if not force:
+        if same:
+            candidates = sum(len(b) * (len(b) - 1) // 2 for b in shared)
+        else:
+            candidates = sum(_size(index.get(v)) for y in cols for v in _deletions(keys[y], kb))
+        if candidates > pairs // CANDIDATE_COST:
             return None
-        for bucket in index.values():
-            if len(bucket) > 1:           # increasing: rows are, and each row is added once a string
-                codes.extend(x * n + y for x, y in itertools.combinations(bucket, 2))
-    else:
-        for y in cols:
-            for v in _deletions(keys[y], kb):
-                bucket = index.get(v)
-                if bucket:
-                    codes.extend(x * n + y for x in bucket)
-            if len(codes) > limit:
-                return None
-    unique = np.unique(np.frombuffer(codes, dtype=np.int64)) if codes else np.zeros(0, dtype=np.int64)
-    del codes, index
-    xs, ys, scores = [], [], []
-    for c0 in range(0, len(unique), 1_000_000):
-        part = unique[c0:c0 + 1_000_000]
-        px, py = part // n, part % n
-        got = process.cpdist([keys[x] for x in px.tolist()], [keys[y] for y in py.tolist()], scorer=ratio,
-                             score_cutoff=NEAR_SCORE, dtype="uint8", workers=-1)
-        hit = got.nonzero()[0]
-        xs.append(px[hit])
-        ys.append(py[hit])
-        scores.append(got[hit])
+    return _index_pairs(keys, probes, index, ka if same else kb, same, process, ratio)
+
+
+def _size(bucket: int | list[int] | None) -> int:
+    return 0 if bucket is None else 1 if type(bucket) is int else len(bucket)
+
+
+def _index_pairs(keys: Sequence[str], probes: list[int], index: dict[str, int | list[int]], k: int,
+                 same: bool, process: Any, ratio: Any) -> Iterator[tuple[int, int, int]]:
+    # Each probe's candidates are gathered in one set, so a pair met through several shared strings
+    # is scored once; of two keys of one length, the lower index is the probe.
+    xs: list[int] = []
+    ys: list[int] = []
+    for y in probes:
+        found: set[int] = set()
+        for v in _deletions(keys[y], k):
+            bucket = index.get(v)
+            if bucket is None:
+                continue
+            if type(bucket) is int:
+                found.add(bucket)
+            else:
+                found.update(bucket)
+        if same:
+            found = {x for x in found if x > y}
+        xs.extend(found)
+        ys.extend([y] * len(found))
+        if len(xs) >= 200_000:
+            yield from _scored(keys, xs, ys, same, process, ratio)
+            xs, ys = [], []
+    yield from _scored(keys, xs, ys, same, process, ratio)
+
+
+def _scored(keys: Sequence[str], xs: list[int], ys: list[int], same: bool, process: Any,
+            ratio: Any) -> Iterator[tuple[int, int, int]]:
     if not xs:
-        return (np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0, dtype=np.uint8),)
-    return np.concatenate(xs), np.concatenate(ys), np.concatenate(scores)
+        return
+    if same:
+        xs, ys = ys, xs                   # the lower index first, as cdist's row
+    got = process.cpdist([keys[x] for x in xs], [keys[y] for y in ys], scorer=ratio, score_cutoff=NEAR_SCORE,
+                         dtype="uint8", workers=-1)
+    for i in got.nonzero()[0].tolist():
+        yield (xs[i], ys[i], int(got[i]))
 
 
 def _forms_of_each_other(a: str, b: str) -> bool:
