@@ -38,3 +38,44 @@ def _pairs(keys: Sequence[str], process, ratio) -> Iterator[tuple[int, int, int]
                 x, y = order[ra], order[rb]
                 yield (min(x, y), max(x, y), int(scores[r, c]))
         start = end
+
+
+def pairwise_near_duplicates(entries, owners: dict, cap: int = 0, unlisted: dict | None = None) -> list:
+    """LS602's raw findings as :func:`lorescan.lint.book._near_duplicates` gave them before the index:
+    the oracle pairs, each filtered by set intersection, the cap's rows kept by a heap."""
+    import heapq
+    from lorescan.lint.book import NEAR_MIN_LENGTH, _forms_of_each_other, _label
+    keys = [k for k in owners if len(k) >= NEAR_MIN_LENGTH]
+    if len(keys) < 2:
+        return []
+    found: list = []
+    heap: list = []
+    total = 0
+    for ia, jb, score in pairwise_similar_pairs(keys):
+        a, b = keys[ia], keys[jb]
+        if _forms_of_each_other(a, b):
+            continue
+        if {i for i, _ in owners[a]} & {i for i, _ in owners[b]}:
+            continue
+        total += 1
+        i, k = min(owners[b])
+        if cap <= 0:
+            found.append((i, k, ia, jb, score))
+            continue
+        neg = (-i, -k, -ia, -jb, -score)
+        if len(heap) < cap:
+            heapq.heappush(heap, neg)
+        elif neg > heap[0]:
+            heapq.heapreplace(heap, neg)
+    if cap > 0:
+        found = [(-i, -k, -ia, -jb, -score) for i, k, ia, jb, score in heap]
+        if unlisted is not None and total > len(found):
+            unlisted["LS602"] = unlisted.get("LS602", 0) + total - len(found)
+    out = []
+    for i, k, ia, jb, score in sorted(found):
+        a, b = keys[ia], keys[jb]
+        j = min(e for e, _ in owners[a])
+        out.append((i, "LS602", f"key[{k}]", f"the key {b!r} is nearly {a!r}, a key of {_label(entries[j])} "
+                    f"(similarity {score}): a typo, or two things named alike?",
+                    "if it is a typo, fix it; if they are different, nothing to do"))
+    return out

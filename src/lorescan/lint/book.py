@@ -255,24 +255,39 @@ def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int,
     found: list[Row] = []
     heap: list[Row] = []                                  # the cap smallest rows, negated: a max-heap
     total = 0
+    # per key: its owning entries (one int when a single entry owns it), and its first (entry, key index)
+    owning: list[int | frozenset[int]] = []
+    first: list[tuple[int, int]] = []
+    for key in keys:
+        places = owners[key]
+        ents = {i for i, _ in places}
+        owning.append(next(iter(ents)) if len(ents) == 1 else frozenset(ents))
+        first.append(min(places))
+    worst = -1                                            # the heap's largest entry once it is full
     for ia, jb, score in _similar_pairs(keys, process, fuzz.ratio):
-        a, b = keys[ia], keys[jb]
-        if _forms_of_each_other(a, b):
+        oa, ob = owning[ia], owning[jb]
+        if type(oa) is int and type(ob) is int:
+            if oa == ob:
+                continue      # both spellings on one entry: deliberate variants
+        elif (oa in ob if type(oa) is int else ob in oa if type(ob) is int else oa & ob):  # type: ignore[operator]
             continue
-        ea = {i for i, _ in owners[a]}
-        eb = {i for i, _ in owners[b]}
-        if ea & eb:
-            continue          # both spellings on one entry: deliberate variants
+        if _forms_of_each_other(keys[ia], keys[jb]):
+            continue
         total += 1
-        i, k = min(owners[b])
+        i, k = first[jb]
         if cap <= 0:
             found.append((i, k, ia, jb, score))
             continue
+        if i > worst >= 0:
+            continue          # past every listed row already: only counted
         neg: Row = (-i, -k, -ia, -jb, -score)
         if len(heap) < cap:
             heapq.heappush(heap, neg)
+            if len(heap) == cap:
+                worst = -heap[0][0]
         elif neg > heap[0]:
             heapq.heapreplace(heap, neg)
+            worst = -heap[0][0]
     if cap > 0:
         found = [(-i, -k, -ia, -jb, -score) for i, k, ia, jb, score in heap]
         if unlisted is not None and total > len(found):
@@ -335,6 +350,7 @@ def _similar_pairs(keys: Sequence[str], process: Any, ratio: Any,
 INDEX_COST = 60            # one string of a key's neighbourhood indexed, in cdist comparisons (measured)
 PROBE_COST = 20            # one string of a longer key's neighbourhood looked up
 CANDIDATE_COST = 30        # one candidate pair gathered and scored, in cdist comparisons
+FORCED_NEIGHBOURS = 200_000  # a block's strings when the index is forced (tests): past it, cdist
 MAX_NEIGHBOURS = 3_000_000  # strings in one block's index; a block needing more is compared pairwise (memory)
 
 
@@ -369,16 +385,18 @@ def _index_block(keys: Sequence[str], rows: list[int], cols: list[int], la: int,
     """The near pairs ``(x, y, score)`` of the block (row keys of length ``la``, column keys of length
     ``lb``; ``x`` the row, or the lower index of two keys of one length) found through deletion
     neighbourhoods; None when ``cdist`` is cheaper by the cost model or the index would not fit
-    MAX_NEIGHBOURS (``force``: only the latter). Decided before the first pair is given."""
+    MAX_NEIGHBOURS (its probes: ten times that; forced: FORCED_NEIGHBOURS in all). Decided before the
+    first pair is given."""
     same = la == lb
     threshold = 3 * (la + lb) // 20
     ka = (threshold - (lb - la)) // 2
     kb = ka + lb - la
     pairs = len(rows) * len(cols)
     indexed = len(rows) * math.comb(la, ka)
-    if indexed > MAX_NEIGHBOURS:
+    probed = 0 if same else len(cols) * math.comb(lb, kb)
+    if indexed > MAX_NEIGHBOURS or probed > 10 * MAX_NEIGHBOURS or (force and indexed + probed > FORCED_NEIGHBOURS):
         return None
-    if not force and indexed * INDEX_COST + (0 if same else len(cols) * math.comb(lb, kb)) * PROBE_COST >= pairs:
+    if not force and indexed * INDEX_COST + probed * PROBE_COST >= pairs:
         return None
     # a string made from one key maps to that key; from several, to the list of them (increasing)
     index: dict[str, int | list[int]] = {}
