@@ -403,12 +403,11 @@ def _index_block(keys: Sequence[str], rows: list[int], cols: list[int], la: int,
     for x in rows:
         for v in _deletions(keys[x], ka):
             seen = index.setdefault(v, x)
-            if seen != x:
-                if type(seen) is int:
-                    index[v] = [seen, x]
-                else:
-                    seen.append(x)
-    shared = [b for b in index.values() if type(b) is list]
+            if isinstance(seen, list):
+                seen.append(x)
+            elif seen != x:
+                index[v] = [seen, x]
+    shared = [b for b in index.values() if isinstance(b, list)]
     probes = cols
     if same:                              # only keys sharing a string with another have candidates
         probes = sorted({x for b in shared for x in b})
@@ -423,7 +422,7 @@ def _index_block(keys: Sequence[str], rows: list[int], cols: list[int], la: int,
 
 
 def _size(bucket: int | list[int] | None) -> int:
-    return 0 if bucket is None else 1 if type(bucket) is int else len(bucket)
+    return 0 if bucket is None else len(bucket) if isinstance(bucket, list) else 1
 
 
 def _index_pairs(keys: Sequence[str], probes: list[int], index: dict[str, int | list[int]], k: int,
@@ -438,10 +437,10 @@ def _index_pairs(keys: Sequence[str], probes: list[int], index: dict[str, int | 
             bucket = index.get(v)
             if bucket is None:
                 continue
-            if type(bucket) is int:
-                found.add(bucket)
-            else:
+            if isinstance(bucket, list):
                 found.update(bucket)
+            else:
+                found.add(bucket)
         if same:
             found = {x for x in found if x > y}
         xs.extend(found)
