@@ -1108,6 +1108,23 @@ def test_lint_probes_regex_keys_within_one_total_budget_and_reports_the_keys_it_
     """, cpu=20)
 
 
+def test_lint_of_a_hundred_thousand_numbered_keys_finds_its_ten_million_near_pairs_in_bounded_cpu():
+    # LS602 compared every key pair with cdist: 100,000 keys "entry0".."entry99999" are 5e9 pairs
+    # (past 100 s of CPU); the deletion-neighbourhood index finds the 10.4 million near pairs it
+    # counts (one digit changed, moved or dropped) in about 15 s, in a few hundred MB.
+    out = run_child("""
+        from lorescan.lint import LintOptions, lint_book
+        book = load_data({"entries": {str(i): {"uid": i, "key": [f"entry{i}"], "content": "c"} for i in range(100_000)}})
+        found = [f for f in lint_book(book, LintOptions(select=("LS6",))) if f.code == "LS602"]
+        assert len(found) == 201 and found[-1].entry is None, len(found)
+        more = int(found[-1].message.split()[0].replace(",", ""))
+        assert more == 10_390_624, found[-1].message
+        print("listed", len(found) - 1, "more", more, "peak MB", peak_mb())
+        assert peak_mb() < 600, peak_mb()
+    """, cpu=60)
+    assert "listed 200" in out.stdout
+
+
 # -- 9. the service's bounds (issue 22 item 6) ----------------------------------------------
 
 SERVE_PRELUDE = """

@@ -431,3 +431,111 @@ def test_findings_past_the_cap_of_a_code_are_counted_in_one_book_wide_finding():
         assert some[:2] == every[:2] and len(some) == 3
         assert some[2].entry is None and some[2].message.startswith(f"{len(every) - 2:,} more {code} findings")
     assert any(f.code == "LS602" and f.entry is None for f in capped)
+
+
+# --- LS602's neighbourhood index gives exactly the pairs of the old all-pairs search (lint602) ------------
+
+def _corpus_paths() -> list:
+    return shared_files("corpus/books", "*.json") + shared_files("corpus/cards") + shared_files("corpus/other")
+
+
+def _owners(book, case_sensitive: bool = False) -> dict:
+    from lorescan.lint.book import _plain_primary
+    owners: dict = {}
+    for key, i, k in _plain_primary(book.entries, case_sensitive):
+        owners.setdefault(key, []).append((i, k))
+    return owners
+
+
+@pytest.mark.parametrize("path", _corpus_paths(), ids=lambda p: getattr(p, "name", str(p)))
+def test_near_duplicates_of_every_corpus_book_equal_the_old_all_pairs_search(path) -> None:
+    # Each way forced (cdist over every block; the index over every block) and the chosen mix give
+    # the oracle's pairs and scores; the findings, capped or not, equal the old code's, counts included.
+    from rapidfuzz import fuzz, process
+    from lorescan.lint.book import NEAR_MIN_LENGTH, _near_duplicates
+    from tests.support.near_pairs_oracle import pairwise_near_duplicates, pairwise_similar_pairs
+    need_shared("corpus")
+    if path is None or path.suffix not in (".json", ".png", ".story"):
+        pytest.skip("not a book")
+    book = load(path)
+    for case_sensitive in (False, True):
+        owners = _owners(book, case_sensitive)
+        keys = [k for k in owners if len(k) >= NEAR_MIN_LENGTH]
+        expected = pairwise_similar_pairs(keys)
+        for method in ("auto", "pairwise", "index"):
+            assert sorted(_similar_pairs(keys, process, fuzz.ratio, method)) == expected, (path.name, method)
+        for cap in (0, 1, 3, 200):
+            old_more: dict = {}
+            new_more: dict = {}
+            old = pairwise_near_duplicates(book.entries, owners, cap, old_more)
+            assert list(_near_duplicates(book.entries, owners, cap, new_more)) == old and new_more == old_more
+
+
+def _near_variants(draw_base: str, edits: list) -> list[str]:
+    out = [draw_base]
+    for kind, pos, ch in edits:
+        s = out[pos % len(out)]
+        p = pos % (len(s) + 1)
+        if kind == 0:
+            s = s[:p] + ch + s[p:]
+        elif kind == 1 and len(s) > 1:
+            s = s[:p] + s[p + 1:]
+        else:
+            s = s[:p] + ch + s[p + 1:]
+        out.append(s)
+    return out
+
+
+_edits = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 60), st.sampled_from("abcé ")), max_size=40)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.text(alphabet="abcdé ", min_size=5, max_size=30), _edits, st.lists(st.text(alphabet="ab", min_size=5,
+       max_size=12), max_size=10))
+def test_the_neighbourhood_index_equals_all_pairs_on_chains_of_edits(base, edits, extra):
+    # keys a few insertions, deletions and substitutions apart (many near pairs across lengths),
+    # plus short keys over two letters (dense buckets)
+    from rapidfuzz import fuzz, process
+    from tests.support.near_pairs_oracle import pairwise_similar_pairs
+    keys = [k for k in dict.fromkeys(_near_variants(base, edits) + extra) if len(k) >= 5]
+    expected = pairwise_similar_pairs(keys)
+    for method in ("auto", "index"):
+        assert sorted(_similar_pairs(keys, process, fuzz.ratio, method)) == expected
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(_near_keys)
+def test_the_neighbourhood_index_equals_all_pairs_on_random_keys(keys):
+    from rapidfuzz import fuzz, process
+    from tests.support.near_pairs_oracle import pairwise_similar_pairs
+    assert sorted(_similar_pairs(keys, process, fuzz.ratio, "index")) == pairwise_similar_pairs(keys)
+
+
+def test_the_cost_model_takes_the_index_for_many_numbered_keys_and_cdist_for_a_small_book():
+    # the choice is observable through which way is called: a small book stays on cdist, 3,000
+    # numbered keys (quadratic for cdist) go through the index, and both give the oracle's pairs
+    from rapidfuzz import fuzz, process
+    from lorescan.lint import book as lint_book_module
+    from tests.support.near_pairs_oracle import pairwise_similar_pairs
+    calls: list[int] = []
+    real = lint_book_module._index_pairs
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+    small = ["dragon", "dragom", "castle", "castel"]
+    numbered = [f"entry{i}" for i in range(3000)]
+    try:
+        lint_book_module._index_pairs = spy
+        assert sorted(_similar_pairs(small, process, fuzz.ratio)) == pairwise_similar_pairs(small)
+        assert not calls
+        assert sorted(_similar_pairs(numbered, process, fuzz.ratio)) == pairwise_similar_pairs(numbered)
+        assert calls
+    finally:
+        lint_book_module._index_pairs = real
+
+
+def test_an_unknown_near_duplicate_method_is_refused():
+    from rapidfuzz import fuzz, process
+    with pytest.raises(ValueError, match="method"):
+        list(_similar_pairs(["abcde", "abcdf"], process, fuzz.ratio, "quadratic"))

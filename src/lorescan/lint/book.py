@@ -2,9 +2,10 @@
 (LS4xx), budget (LS5xx), duplicate keys (LS6xx), keys inside common words (LS7xx)."""
 from __future__ import annotations
 
-import bisect
 import heapq
-from typing import Any, Iterator, Sequence
+import itertools
+import math
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..js.regex import split_regex_key
 from ..js.text import has_js_whitespace, js_lower, js_trim
@@ -254,24 +255,39 @@ def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int,
     found: list[Row] = []
     heap: list[Row] = []                                  # the cap smallest rows, negated: a max-heap
     total = 0
+    # per key: its owning entries (one int when a single entry owns it), and its first (entry, key index)
+    owning: list[int | frozenset[int]] = []
+    first: list[tuple[int, int]] = []
+    for key in keys:
+        places = owners[key]
+        ents = {i for i, _ in places}
+        owning.append(next(iter(ents)) if len(ents) == 1 else frozenset(ents))
+        first.append(min(places))
+    worst = -1                                            # the heap's largest entry once it is full
     for ia, jb, score in _similar_pairs(keys, process, fuzz.ratio):
-        a, b = keys[ia], keys[jb]
-        if _forms_of_each_other(a, b):
+        oa, ob = owning[ia], owning[jb]
+        if type(oa) is int and type(ob) is int:
+            if oa == ob:
+                continue      # both spellings on one entry: deliberate variants
+        elif (oa in ob if type(oa) is int else ob in oa if type(ob) is int else oa & ob):  # type: ignore[operator]
             continue
-        ea = {i for i, _ in owners[a]}
-        eb = {i for i, _ in owners[b]}
-        if ea & eb:
-            continue          # both spellings on one entry: deliberate variants
+        if _forms_of_each_other(keys[ia], keys[jb]):
+            continue
         total += 1
-        i, k = min(owners[b])
+        i, k = first[jb]
         if cap <= 0:
             found.append((i, k, ia, jb, score))
             continue
+        if i > worst >= 0:
+            continue          # past every listed row already: only counted
         neg: Row = (-i, -k, -ia, -jb, -score)
         if len(heap) < cap:
             heapq.heappush(heap, neg)
+            if len(heap) == cap:
+                worst = -heap[0][0]
         elif neg > heap[0]:
             heapq.heapreplace(heap, neg)
+            worst = -heap[0][0]
     if cap > 0:
         found = [(-i, -k, -ia, -jb, -score) for i, k, ia, jb, score in heap]
         if unlisted is not None and total > len(found):
@@ -284,33 +300,167 @@ def _near_duplicates(entries: Sequence[Entry], owners: dict[str, list[tuple[int,
                "if it is a typo, fix it; if they are different, nothing to do")
 
 
-def _similar_pairs(keys: Sequence[str], process: Any, ratio: Any) -> Iterator[tuple[int, int, int]]:
-    """Every pair ``(i, j, score)`` with ``i < j`` (indexes into ``keys``) whose ratio is at least
-    NEAR_SCORE. The ratio of lengths ``la <= lb`` is at most ``200 * la / (la + lb)``, so a key
-    is compared only with keys no shorter and at most ``la * (200 - t) / t`` long: with keys
-    sorted by length that is one slice per length, not the whole book (a 10k-entry book went
-    from about 10 s to well under one)."""
-    order = sorted(range(len(keys)), key=lambda x: len(keys[x]))
-    by_len = [keys[x] for x in order]
-    lengths = [len(k) for k in by_len]
+def _similar_pairs(keys: Sequence[str], process: Any, ratio: Any,
+                   method: str = "auto") -> Iterator[tuple[int, int, int]]:
+    """Every pair ``(i, j, score)`` with ``i < j`` (indexes into ``keys``, which are distinct) whose
+    ratio is at least NEAR_SCORE, each once, in no particular order.
+
+    The ratio of ``a`` and ``b`` is ``100 * (1 - d / (la + lb))``, ``d`` their indel distance
+    (insertions plus deletions), so a pair can score NEAR_SCORE only if ``d <= T = 3 (la + lb) // 20``;
+    as ``d >= lb - la`` that also bounds the lengths (``lb <= la * 115 / 85``). Pairs are looked for
+    one block of two lengths ``la <= lb`` at a time, in whichever of two ways the block's sizes make
+    cheaper; both give exactly the pairs and scores of comparing every pair:
+
+    - ``pairwise``: rapidfuzz's ``cdist`` over the block (vectorised C, but quadratic; real books);
+    - ``index``: a deletion neighbourhood. ``d <= T`` means ``a`` loses ``da = (d - (lb - la)) / 2 <=
+      ka = (T - (lb - la)) // 2`` characters and ``b`` ``da + lb - la <= kb = ka + lb - la`` to reach
+      their longest common subsequence, so some string made from ``a`` by deleting exactly ``ka``
+      characters is also made from ``b`` by deleting exactly ``kb`` (delete ``ka - da`` more from
+      the common subsequence). Keys sharing such a string are the candidates, scored by ``cpdist``
+      (the scorer, cut-off and rounding of ``cdist``). Its cost is the keys' neighbourhoods plus
+      the candidates, not the pairs: 100,000 numbered keys, an hour's pairs, take seconds.
+
+    ``method``: ``"auto"``, or ``"pairwise"`` / ``"index"`` to force one way (tests compare them)."""
+    if method not in ("auto", "pairwise", "index"):
+        raise ValueError(f"method must be 'auto', 'pairwise' or 'index', not {method!r}")
+    if not hasattr(process, "cpdist"):
+        method = "pairwise"                # rapidfuzz < 3.6: no element-wise cpdist to score candidates
+    by_len: dict[int, list[int]] = {}
+    for x, key in enumerate(keys):
+        by_len.setdefault(len(key), []).append(x)
+    lengths = sorted(by_len)
     t = NEAR_SCORE
-    start = 0
-    while start < len(by_len):
-        length = lengths[start]
-        end = bisect.bisect_right(lengths, length, lo=start)
-        hi = bisect.bisect_right(lengths, (length * (200 - t)) // t, lo=end)
-        cols = by_len[start:hi]
-        step = max(1, 2_000_000 // max(1, len(cols)))
-        for r0 in range(start, end, step):
-            rows = by_len[r0:min(end, r0 + step)]
-            scores = process.cdist(rows, cols, scorer=ratio, score_cutoff=t, dtype="uint8", workers=-1)
-            for r, c in zip(*scores.nonzero()):
-                ra, rb = r0 + int(r), start + int(c)
-                if rb <= ra:
-                    continue          # each pair once; same-length pairs appear in both orders
-                x, y = order[ra], order[rb]
-                yield (min(x, y), max(x, y), int(scores[r, c]))
-        start = end
+    for pos, la in enumerate(lengths):
+        rows = by_len[la]
+        compared: list[int] = []           # the columns left to cdist
+        for lb in lengths[pos:]:
+            if lb * t > la * (200 - t):
+                break
+            found = None if method == "pairwise" else _index_block(keys, rows, by_len[lb], la, lb,
+                                                                   method == "index", process, ratio)
+            if found is None:
+                compared.extend(by_len[lb])
+                continue
+            for x, y, score in found:
+                yield (x, y, score) if x < y else (y, x, score)
+        if compared:
+            yield from _pairwise_block(keys, rows, compared, process, ratio)
+
+
+INDEX_COST = 60            # one string of a key's neighbourhood indexed, in cdist comparisons (measured)
+PROBE_COST = 20            # one string of a longer key's neighbourhood looked up
+CANDIDATE_COST = 30        # one candidate pair gathered and scored, in cdist comparisons
+FORCED_NEIGHBOURS = 200_000  # a block's strings when the index is forced (tests): past it, cdist
+MAX_NEIGHBOURS = 3_000_000  # strings in one block's index; a block needing more is compared pairwise (memory)
+
+
+def _pairwise_block(keys: Sequence[str], rows: list[int], cols: list[int], process: Any,
+                    ratio: Any) -> Iterator[tuple[int, int, int]]:
+    # rows: keys of one length; cols: keys of that length or longer. A pair of two keys of one
+    # length is met twice (each as the row): kept once, with the lower index as the row.
+    t = NEAR_SCORE
+    row_keys = [keys[x] for x in rows]
+    col_keys = [keys[y] for y in cols]
+    same = len(row_keys[0])
+    step = max(1, 2_000_000 // max(1, len(cols)))
+    for r0 in range(0, len(rows), step):
+        scores = process.cdist(row_keys[r0:r0 + step], col_keys, scorer=ratio, score_cutoff=t, dtype="uint8",
+                               workers=-1)
+        for r, c in zip(*scores.nonzero()):
+            x, y = rows[r0 + int(r)], cols[int(c)]
+            if len(keys[y]) == same and y <= x:
+                continue
+            yield (min(x, y), max(x, y), int(scores[r, c]))
+
+
+def _deletions(s: str, k: int) -> Iterable[str]:
+    """The strings made from ``s`` by deleting exactly ``k`` of its characters."""
+    if k <= 0:
+        return (s,)
+    return set(map("".join, itertools.combinations(s, len(s) - k)))
+
+
+def _index_block(keys: Sequence[str], rows: list[int], cols: list[int], la: int, lb: int, force: bool,
+                 process: Any, ratio: Any) -> Iterator[tuple[int, int, int]] | None:
+    """The near pairs ``(x, y, score)`` of the block (row keys of length ``la``, column keys of length
+    ``lb``; ``x`` the row, or the lower index of two keys of one length) found through deletion
+    neighbourhoods; None when ``cdist`` is cheaper by the cost model or the index would not fit
+    MAX_NEIGHBOURS (its probes: ten times that; forced: FORCED_NEIGHBOURS in all). Decided before the
+    first pair is given."""
+    same = la == lb
+    threshold = 3 * (la + lb) // 20
+    ka = (threshold - (lb - la)) // 2
+    kb = ka + lb - la
+    pairs = len(rows) * len(cols)
+    indexed = len(rows) * math.comb(la, ka)
+    probed = 0 if same else len(cols) * math.comb(lb, kb)
+    if indexed > MAX_NEIGHBOURS or probed > 10 * MAX_NEIGHBOURS or (force and indexed + probed > FORCED_NEIGHBOURS):
+        return None
+    if not force and indexed * INDEX_COST + probed * PROBE_COST >= pairs:
+        return None
+    # a string made from one key maps to that key; from several, to the list of them (increasing)
+    index: dict[str, int | list[int]] = {}
+    for x in rows:
+        for v in _deletions(keys[x], ka):
+            seen = index.setdefault(v, x)
+            if isinstance(seen, list):
+                seen.append(x)
+            elif seen != x:
+                index[v] = [seen, x]
+    shared = [b for b in index.values() if isinstance(b, list)]
+    probes = cols
+    if same:                              # only keys sharing a string with another have candidates
+        probes = sorted({x for b in shared for x in b})
+    if not force:
+        if same:
+            candidates = sum(len(b) * (len(b) - 1) // 2 for b in shared)
+        else:
+            candidates = sum(_size(index.get(v)) for y in cols for v in _deletions(keys[y], kb))
+        if candidates > pairs // CANDIDATE_COST:
+            return None
+    return _index_pairs(keys, probes, index, ka if same else kb, same, process, ratio)
+
+
+def _size(bucket: int | list[int] | None) -> int:
+    return 0 if bucket is None else len(bucket) if isinstance(bucket, list) else 1
+
+
+def _index_pairs(keys: Sequence[str], probes: list[int], index: dict[str, int | list[int]], k: int,
+                 same: bool, process: Any, ratio: Any) -> Iterator[tuple[int, int, int]]:
+    # Each probe's candidates are gathered in one set, so a pair met through several shared strings
+    # is scored once; of two keys of one length, the lower index is the probe.
+    xs: list[int] = []
+    ys: list[int] = []
+    for y in probes:
+        found: set[int] = set()
+        for v in _deletions(keys[y], k):
+            bucket = index.get(v)
+            if bucket is None:
+                continue
+            if isinstance(bucket, list):
+                found.update(bucket)
+            else:
+                found.add(bucket)
+        if same:
+            found = {x for x in found if x > y}
+        xs.extend(found)
+        ys.extend([y] * len(found))
+        if len(xs) >= 200_000:
+            yield from _scored(keys, xs, ys, same, process, ratio)
+            xs, ys = [], []
+    yield from _scored(keys, xs, ys, same, process, ratio)
+
+
+def _scored(keys: Sequence[str], xs: list[int], ys: list[int], same: bool, process: Any,
+            ratio: Any) -> Iterator[tuple[int, int, int]]:
+    if not xs:
+        return
+    if same:
+        xs, ys = ys, xs                   # the lower index first, as cdist's row
+    got = process.cpdist([keys[x] for x in xs], [keys[y] for y in ys], scorer=ratio, score_cutoff=NEAR_SCORE,
+                         dtype="uint8", workers=-1)
+    for i in got.nonzero()[0].tolist():
+        yield (xs[i], ys[i], int(got[i]))
 
 
 def _forms_of_each_other(a: str, b: str) -> bool:
