@@ -2,6 +2,7 @@
 are JSON all the way down, entry names from ids, the CLI's chat reader."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -97,6 +98,39 @@ def test_a_result_names_its_entries_also_after_pickling():
     assert {e.uid: copy.name(e) for e in copy.activated} == names
     with pytest.raises(KeyError):
         r.entry(("Api", 99))
+
+
+PUBLIC_FIELDS = ("activated", "placement", "budget", "budget_overflowed", "overflow_alert_shown", "timed_effects",
+                 "loops", "regex_cutoffs", "fuzzy_cutoffs", "key_hit_cutoffs", "layout", "stability")
+
+
+@pytest.mark.parametrize("pickled", [False, True])
+def test_a_result_and_its_diagnostics_are_frozen(pickled):
+    r = _scan([_book()])
+    if pickled:
+        r = pickle.loads(pickle.dumps(r))
+    for name in PUBLIC_FIELDS + ("diagnostics", "_explain", "anything"):
+        with pytest.raises(dataclasses.FrozenInstanceError, match="frozen"):
+            setattr(r, name, None)
+    for name in PUBLIC_FIELDS:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            delattr(r, name)
+    assert r.diagnostics is r.diagnostics           # computed once, then kept
+    d = r.explain("Api", 0)
+    with pytest.raises(AttributeError):
+        d.reason = "constant"                        # type: ignore[misc]
+    assert d.outcome == "activated" and d.span is not None and d.where == d.span.label
+    assert "activated=[" in repr(r) and "_explain" not in repr(r)
+
+
+def test_a_located_span_is_in_the_decisions_read_after_the_diagnostics():
+    # the explanation builds each located record anew (records are frozen) and keeps it as the pass's note
+    r = _scan([_book()])
+    before = r.decisions()[EntryId("Api", 0)]
+    assert before.span is None                       # decisions alone locate nothing
+    full = r.diagnostics[EntryId("Api", 0)]
+    assert full.span is not None and full._replace(span=None, where=None) == before
+    assert r.decisions()[EntryId("Api", 0)] == full
 
 
 def test_read_chat_is_public_and_reads_the_clis_formats(tmp_path):

@@ -79,9 +79,10 @@ class TurnExplanation:
                     hay = haystacks.get((info.book, window))
                     if hay is None:
                         hay = haystacks[(info.book, window)] = WindowHaystack(texts_of[info.book].parts(window))
-                    d.span = _locate(turn, hay, info, d.key)
-                    if d.span is not None:
-                        d.where = d.span.label
+                    span = _locate(turn, hay, info, d.key)
+                    if span is not None:     # records are frozen: the located one replaces the note's
+                        d = noted[info.world_uid] = Diagnostic(d.entry, d.outcome, d.reason, d.detail, d.loop,
+                                                               d.key, span.label, span)
             out[info.eid] = d
         return out
 
