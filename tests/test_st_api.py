@@ -164,3 +164,33 @@ def test_an_engine_lists_its_entries_by_id_in_global_order_as_the_diagnostics_do
     assert list(entries) == list(result.diagnostics)
     assert [e.uid for e in entries.values()] == [1, 0, "x"]          # order descending: 20, 10, 5
     assert all(entries[eid] == result.entry(eid) for eid in entries)
+
+
+def _engines():
+    st_engine = STEngine([_book()], count_tokens=count_words)
+    slot_engine = SlotEngine([_book()], count_tokens=count_words)
+    return {"st": lambda msgs, **kw: st_engine.scan(msgs, max_context=4000, **kw),
+            "slot": lambda msgs, **kw: slot_engine.run(msgs, turn_id="t", **kw)}
+
+
+@pytest.mark.parametrize("engine", ["st", "slot"])
+@pytest.mark.parametrize("bad", [[1], [None], "text", [{"role": "user", "content": 3, "name": "n", "mes": 3}]])
+def test_a_malformed_message_is_the_same_error_class_in_both_engines(engine, bad):
+    with pytest.raises(SettingsError) as err:
+        _engines()[engine](bad)
+    assert err.value.source == "messages" and type(err.value) is SettingsError
+
+
+@pytest.mark.parametrize("engine", ["st", "slot"])
+def test_both_engines_take_one_cache_type_and_refuse_another(engine):
+    import inspect
+    annotations = {inspect.signature(f).parameters["cache"].annotation for f in (STEngine.scan, SlotEngine.run)}
+    assert annotations == {"ChatScan | None"}
+    run = _engines()[engine]
+    msgs = [{"role": "user", "content": "the harbour", "name": "User", "mes": "the harbour"}]
+    cache = lorescan.ChatScan()
+    assert run(msgs, cache=cache).to_json() == run(msgs, cache=cache).to_json() == run(msgs).to_json()
+    for wrong in ({}, "cache", object()):
+        with pytest.raises(SettingsError, match="cache must be a ChatScan") as err:
+            run(msgs, cache=wrong)
+        assert err.value.field == "cache"
