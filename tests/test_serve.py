@@ -325,6 +325,8 @@ def _same_shape(data, model, where: str, unsent: frozenset[str] = frozenset()) -
 
 def _walk(data, info, where: str, unsent: frozenset[str] = frozenset()) -> None:
     mi = msgspec.inspect
+    while isinstance(info, mi.Metadata):        # Annotated[..., doc(...)]
+        info = info.type
     if isinstance(info, mi.UnionType):
         if data is None:
             return
@@ -374,8 +376,8 @@ def test_every_field_of_every_result_is_its_service_models_field_at_every_level(
         for step in path[:-1]:
             parent = parent[step]
         del parent[path[-1]]
-        with pytest.raises(AssertionError):      # the guard sees a field missing at any depth
-            _same_shape(drifted, m.STScanResponse, "st")
+        with pytest.raises(AssertionError, match=str(path[-2] if len(path) > 1 else "st")):
+            _same_shape(drifted, m.STScanResponse, "st")   # the guard sees a field missing at any depth
     plain = json.loads(msgspec.json.encode(engine.scan(chat, max_context=8192).to_json()))
     _same_shape(plain, m.STScanResponse, "st", frozenset({"layout", "placement_stability", "diagnostics"}))
     slot = SlotEngine([book], count_tokens=count_words, stable_placement=True)
