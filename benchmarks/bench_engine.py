@@ -133,7 +133,7 @@ def bench_cold_call_from_pickle(benchmark, world, fast_tavern_depth50):
 
     def setup():
         from lorescan.js import regex as jsregex
-        jsregex.compile_js_regex.cache_clear()     # a fresh worker has compiled no regex yet
+        jsregex._compile_js_regex.cache_clear()     # a fresh worker has compiled no regex yet
         return (window,), {"max_context": MAX_CONTEXT, "cache": ChatScan(), "_engine": pickle.loads(blob)}
 
     def cold(window, *, max_context, cache, _engine):

@@ -37,7 +37,7 @@ import pytest
 from conftest import SHORT
 from heavy import CAST, heavy_book, heavy_chat
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load_compiled, save_compiled
-from lorescan.js.regex import parse_regex_key
+from lorescan.js.regex import tool_regex
 from lorescan.slot.engine import SlotEngine
 from lorescan.slot.pool import BookSettings, SlotBook
 from lorescan.tokens import TiktokenCounter
@@ -61,7 +61,7 @@ def heavy():
     chat = heavy_chat(hb, CHAT + 2 * ROUNDS + 10)
     texts = [m.text for m in chat]
     assert len(set(texts)) == len(texts), "every message must be new text (steady state, not a cached repeat)"
-    regex_keys = [k for e in hb.book.entries for k in e.key if parse_regex_key(k) is not None]
+    regex_keys = [k for e in hb.book.entries for k in e.key if tool_regex(k) is not None]
     assert len(regex_keys) >= 0.005 * N_ENTRIES, f"only {len(regex_keys)} regex keys"
     shapes = {"\\b and i": lambda k: "\\b" in k and k.endswith("/i"), "alternation": lambda k: "|" in k,
               "Cyrillic": lambda k: any("\u0400" <= c <= "\u04ff" for c in k),

@@ -34,7 +34,7 @@ import pytest
 
 from conftest import SHORT, need_shared
 from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, load
-from lorescan.js.regex import parse_regex_key
+from lorescan.js.regex import tool_regex
 from lorescan.tokens import TiktokenCounter
 from tests.support.reference_matcher import ReferenceScanView, forget_caches
 
@@ -100,7 +100,7 @@ def bench_regex_book_steady_turn_vs_naive(benchmark, name):
     book_file, chat_file, start, min_regex = REGEX_BOOKS[name]
     book = load(str(need_shared(f"corpus/books/{book_file}")))
     chat = read_chat(chat_file)
-    regex_keys = sum(parse_regex_key(k) is not None for e in book.entries for k in (*e.key, *e.keysecondary))
+    regex_keys = sum(tool_regex(k) is not None for e in book.entries for k in (*e.key, *e.keysecondary))
     assert regex_keys >= min_regex, f"{book_file} has {regex_keys} regex keys"
     results = steady(benchmark, engine_for(book), chat, start, ROUNDS)
     assert all(no_budget_cut(r) for r in results)

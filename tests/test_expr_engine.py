@@ -13,7 +13,7 @@ from lorescan import BookSource, ChatMessage, STEngine, STSettings
 from lorescan.match import _kernels
 from lorescan.errors import LorebookError
 from lorescan.formats import book_from_entries
-from lorescan.js.regex import compile_js_regex, parse_regex_key
+from lorescan.js.regex import tool_regex
 from lorescan.match import MatchOptions
 from lorescan.match.view import match_plain_key
 from lorescan.st.settings import Compat
@@ -74,9 +74,9 @@ def finder(texts: list[str], options: MatchOptions, whole_words: bool):
     hay = "\n".join(texts)
 
     def found(key: str) -> bool:
-        split = parse_regex_key(key)
-        if split is not None:
-            return compile_js_regex(*split).search(hay)
+        rx = tool_regex(key)
+        if rx is not None:
+            return rx.search(hay)
         return match_plain_key(hay, key, case_sensitive=False, whole_words=whole_words, options=options)
     return found
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lorescan.js.regex import JSRegex, JSRegexError, JSText, RegexTimeout, compile_js_regex, parse_regex_key
+from lorescan.js.regex import JSRegex, JSRegexError, JSText, RegexTimeout, tool_regex
+from lorescan.js.regex import _compile_js_regex as compile_js_regex   # new RegExp(pattern, flags), memoised
 
 DATA = json.loads((Path(__file__).parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
 COMMON = DATA["common_texts"]
@@ -35,10 +36,10 @@ def test_v8_case_agrees(case):
 
 @pytest.mark.parametrize("case", DATA["keys"], ids=lambda c: c["key"].encode("unicode_escape").decode("ascii"))
 def test_v8_key_agrees(case):
-    parsed = parse_regex_key(case["key"])
-    assert parsed == (tuple(case["parsed"]) if case["parsed"] else None)
+    rx = tool_regex(case["key"])
+    assert ((rx.source, rx.flags) if rx is not None else None) == (tuple(case["parsed"]) if case["parsed"] else None)
     for text, want in zip(case["texts"], case["results"]):
-        got = compile_js_regex(*parsed).search(text) if parsed else case["key"] in text
+        got = rx.search(text) if rx is not None else case["key"] in text
         assert got == want, text
 
 
@@ -47,13 +48,14 @@ def test_fixture_is_large_enough():
 
 
 def test_escaped_backslash_before_slash_becomes_escaped_slash():
-    assert parse_regex_key("/a\\\\/b/") == ("a\\/b", "")
+    rx = tool_regex("/a\\\\/b/")
+    assert rx is not None and (rx.source, rx.flags) == ("a\\/b", "")
     assert compile_js_regex("a\\/b", "").search("a/b")
 
 
 @pytest.mark.parametrize("key", ["/a/b/", "/[/", "/x/v", "/x/gg", "//", "/a/Z"])
 def test_malformed_keys_are_plain(key):
-    assert parse_regex_key(key) is None
+    assert tool_regex(key) is None
 
 
 _RUNNABLE = [c for c in DATA["cases"] if not c["throws"] and "v" not in c["flags"]]
@@ -145,10 +147,33 @@ def test_jsregex_type_is_public():
                    max_size=14).map(lambda s: "/" + s),
        text=st.text(max_size=20))
 def test_parse_and_search_never_raise_anything_but_timeout(key, text):
-    parsed = parse_regex_key(key)
-    if parsed is None:
+    rx = tool_regex(key)
+    if rx is None:
         return
     try:
-        compile_js_regex(*parsed).search(text, timeout=0.05)
+        rx.search(text, timeout=0.05)
     except RegexTimeout:
         pass
+
+
+def test_two_public_ways_turn_a_key_into_a_regex_and_the_old_spellings_warn():
+    import lorescan.js.regex as jsregex
+    made = [name for name in jsregex.__all__ if name.endswith(("_key", "_regex")) and callable(getattr(jsregex, name))]
+    assert sorted(made) == ["regex_key", "tool_regex"]
+    key = "/dra+gon\\/s/i"
+    engine, tool = jsregex.regex_key(key), tool_regex(key)
+    assert engine is not None and tool is not None and engine == tool and tool is tool_regex(key)   # memoised
+    assert (tool.source, tool.flags) == ("dra+gon/s", "i")
+    assert jsregex.regex_key("/a)/") is None and tool_regex("/a)/") is None          # invalid: read as text
+    with pytest.raises(JSRegexError):
+        jsregex.regex_key("/a)/", invalid="raise")
+    assert jsregex.regex_key("/a)b", invalid="raise") is None                          # plain: no error
+    old = {"compile_js_regex": (("dra+gon/s", "i"), tool),
+           "compile_regex_key": (("dra+gon/s", "i"), engine),
+           "split_regex_key": ((key,), ("dra+gon/s", "i")),
+           "parse_regex_key": ((key,), ("dra+gon/s", "i"))}
+    for name, (args, want) in old.items():
+        with pytest.warns(DeprecationWarning, match=f"{name} is deprecated"):
+            assert getattr(jsregex, name)(*args) == want
+    with pytest.warns(DeprecationWarning):
+        assert jsregex.parse_regex_key("/a)/") is None

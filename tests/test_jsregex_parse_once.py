@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from lorescan.js.regex import (JSRegexError, RegexTooComplex, compile_js_regex, leading_literals,
-                               required_literals, split_regex_key)
+from lorescan.js.regex import JSRegexError, RegexTooComplex, leading_literals, required_literals
+from lorescan.js.regex import _compile_js_regex as compile_js_regex   # new RegExp(pattern, flags), memoised
+from lorescan.js.regex import _split_regex_key                       # a key's shape alone
 from lorescan.js.regex import linear
 from lorescan.js.regex.compiled import _translation
 from lorescan.js.regex.parser import parse
@@ -55,7 +56,7 @@ json.dump(out, sys.stdout)
 
 def _regex_keys_in(value, found: set[tuple[str, str]]) -> None:
     if isinstance(value, str):
-        split = split_regex_key(value)
+        split = _split_regex_key(value)
         if split is not None:
             found.add(split)
     elif isinstance(value, dict):

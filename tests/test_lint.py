@@ -13,7 +13,7 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from lorescan import load
 from lorescan.formats.load import load_data
-from lorescan.js.regex import compile_regex_key
+from lorescan.js.regex import _compile_regex_key as compile_regex_key   # regex_key's compile of a split pattern
 from lorescan.lint.book import NEAR_SCORE, _similar_pairs
 from lorescan.lint import CODES, Finding, LintOptions, Severity, lint_book, worst_severity
 from lorescan.lint.command import github_line, lint_command, summary

@@ -21,8 +21,8 @@ from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, lo
 from lorescan.st.compiled import compile_book
 from lorescan.errors import RegexKeyError
 from lorescan.match.lsc import CompiledFormError
-from lorescan.js.regex import (REGEX_MAX_EXPANSION, JSRegex, JSRegexError, RegexTimeout, RegexTooComplex,
-                               compile_regex_key)
+from lorescan.js.regex import REGEX_MAX_EXPANSION, JSRegex, JSRegexError, RegexTimeout, RegexTooComplex
+from lorescan.js.regex import _compile_regex_key as compile_regex_key   # regex_key's compile of a split pattern
 from lorescan.limits import DEFAULT_LIMITS
 from lorescan.match.view import JOINER, MARKER, Window
 from tests.support import book_view
@@ -127,7 +127,7 @@ def test_compiled_books_hold_their_regexes_and_scans_never_translate():
     assert all(isinstance(rx, JSRegex) for rx in engine.compiled[0].keys.regexes)
     assert len(engine.compiled[0].keys.regexes) == 3
     with mock.patch("lorescan.js.regex.compiled.emit", side_effect=AssertionError("translated on the hot path")), \
-            mock.patch("lorescan.js.regex.compiled.compile_js_regex", side_effect=AssertionError("global cache used")):
+            mock.patch("lorescan.js.regex.compiled._compile_js_regex", side_effect=AssertionError("global cache used")):
         result = engine.scan([ChatMessage("u", "the Cat and the dooog"), ChatMessage("u", "a b")], max_context=9000)
     assert sorted(e.uid for e in result.activated) == [0, 1, 2]
 

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from lorescan.js.regex import (JSRegexError, RegexTimeout, _case_classes, _literal_char, compile_regex_key,
-                               leading_literals, parse_regex_key, required_literals)
+from lorescan.js.regex import (JSRegexError, RegexTimeout, _case_classes, _literal_char, leading_literals,
+                               required_literals, tool_regex)
+from lorescan.js.regex import _compile_regex_key as compile_regex_key   # regex_key's compile of a split pattern
 from lorescan.match.cache import ChatScan
 from lorescan.match.compile import SKIP
 from lorescan.st.compiled import compile_book
@@ -180,7 +181,7 @@ def _book(keys: list[str]) -> Lorebook:
        messages=st.lists(TEXT, min_size=1, max_size=5), depth=st.integers(1, 5))
 def test_scans_with_the_prefilter_equal_the_reference_matcher(patterns, messages, depth):
     keys = [f"/{p}/{f}" for p, f in patterns]
-    keys = [k for k in keys if parse_regex_key(k) is not None]
+    keys = [k for k in keys if tool_regex(k) is not None]
     assume(keys)
     compiled = compile_book(_book(keys))
     cache = ChatScan()

@@ -316,6 +316,85 @@ def test_the_response_models_are_the_schema_of_the_results_to_json():
     msgspec.convert(result.to_json(), m.STScanResponse, strict=True)
 
 
+def _same_shape(data, model, where: str, unsent: frozenset[str] = frozenset()) -> None:
+    """``data`` (a result's to_json) has exactly the fields of the service model ``model``, in its
+    order, at every level (the Structs inside lists, dicts and optional fields too); ``unsent``:
+    the top-level fields this sample leaves out (there only in some answers)."""
+    _walk(data, msgspec.inspect.type_info(model), where, unsent)
+
+
+def _walk(data, info, where: str, unsent: frozenset[str] = frozenset()) -> None:
+    mi = msgspec.inspect
+    while isinstance(info, mi.Metadata):        # Annotated[..., doc(...)]
+        info = info.type
+    if isinstance(info, mi.UnionType):
+        if data is None:
+            return
+        info = next(t for t in info.types if not isinstance(t, mi.NoneType))
+    if isinstance(info, mi.StructType):
+        assert isinstance(data, dict), (where, data)
+        want = [f.name for f in info.fields if f.name not in unsent]
+        assert list(data) == want, f"{where}: to_json gives {list(data)}, the model {want}"
+        for f in info.fields:
+            if f.name in data:
+                _walk(data[f.name], f.type, f"{where}.{f.name}")
+    elif isinstance(info, (mi.ListType, mi.TupleType, mi.VarTupleType)):
+        item = info.item_type if not isinstance(info, mi.TupleType) else None
+        for i, x in enumerate(data):
+            _walk(x, item if item is not None else info.item_types[i], f"{where}[{i}]")
+    elif isinstance(info, mi.DictType):
+        for k, v in data.items():
+            _walk(v, info.value_type, f"{where}[{k!r}]")
+
+
+def _shape_book():
+    from lorescan.model import Lorebook, entry_from_fields
+    fields = [({"key": ["lighthouse"], "content": "Before.", "position": 0}),
+              ({"key": ["lighthouse"], "content": "At depth.", "position": 4, "depth": 2, "role": 1}),
+              ({"key": ["bell"], "content": "Example top.", "position": 5}),
+              ({"key": ["bell"], "content": "Example bottom.", "position": 6}),
+              ({"key": ["keeper"], "content": "Never.", "position": 1})]
+    return Lorebook("Shape", tuple(entry_from_fields({"uid": i, "order": 10 + i, **f}, source="shape")
+                                   for i, f in enumerate(fields)))
+
+
+def test_every_field_of_every_result_is_its_service_models_field_at_every_level():
+    # the structural guard: a field added to (or dropped from) a result's to_json or a service
+    # model, at any depth, fails here, whatever the byte-for-byte tests' vectors happen to carry
+    from lorescan.slot.spans import with_spans
+    book = _shape_book()
+    engine = STEngine([BookSource(book, ("global",))], count_tokens=count_words)
+    chat = [ChatMessage("Rowan", "The lighthouse bell rang.")]
+    result = engine.scan(chat, max_context=8192, layout={})
+    full = json.loads(msgspec.json.encode(result.to_json(diagnostics=True)))
+    assert full["depth_entries"] and full["em_entries"] and full["loops"] and full["placement_stability"]
+    assert any(d["span"] for d in full["diagnostics"])
+    _same_shape(full, m.STScanResponse, "st")
+    for path in (("loops", 0, "next"), ("depth_entries", 0, "role"), ("placement_stability",), ("diagnostics", 0, "span")):
+        drifted = json.loads(json.dumps(full))
+        parent = drifted
+        for step in path[:-1]:
+            parent = parent[step]
+        del parent[path[-1]]
+        with pytest.raises(AssertionError, match=str(path[-2] if len(path) > 1 else "st")):
+            _same_shape(drifted, m.STScanResponse, "st")   # the guard sees a field missing at any depth
+    plain = json.loads(msgspec.json.encode(engine.scan(chat, max_context=8192).to_json()))
+    _same_shape(plain, m.STScanResponse, "st", frozenset({"layout", "placement_stability", "diagnostics"}))
+    slot = SlotEngine([book], count_tokens=count_words, stable_placement=True)
+    msgs = [("user", "The lighthouse bell rang.")]
+    first = slot.run(msgs, turn_id="t")
+    explained = with_spans(slot, msgs, slot.run(msgs, turn_id="t", state=first.state))
+    data = json.loads(msgspec.json.encode(explained.to_json()))
+    assert any(r["span"] for r in data["log"]) and data["placement_stability"] is not None
+    _same_shape(data, m.SlotRunResponse, "slot")
+    from lorescan.janitor import JanitorEngine
+    run = JanitorEngine([{"keywords": ["lighthouse"], "personality": "Ellery."}]).run(
+        {"character": {"name": "I", "personality": "", "scenario": ""},
+         "chat": {"last_messages": [{"is_bot": False, "message": "the lighthouse"}]}}, random=[0.5])
+    _same_shape(json.loads(msgspec.json.encode(run.to_json())), m.JanitorRunResponse, "janitor",
+                frozenset({"explain"}))
+
+
 def test_the_explained_answer_is_the_results_to_json_byte_for_byte(client):
     _, info = upload(client, EXAMPLE)
     chat = [{"name": "Rowan", "mes": "Is the lighthouse lit?", "is_user": True},

@@ -1,6 +1,6 @@
 """slot/plans.py: how each key reads in slot mode, and the plan the gates follow.
 
-The ``/pattern/flags`` shape is read by ``js.regex.split_regex_key`` (one reading for every
+The ``/pattern/flags`` shape is read by ``js.regex.regex_key`` (one reading for every
 engine); these tests hold it to SPEC 5.1 conditions 1-2 and 17.11, and to the slot keys of
 docs/slot-mode.md#slot-keys.
 """

@@ -19,7 +19,8 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from lorescan import load
 from lorescan.formats import book_from_entries
-from lorescan.js.regex import compile_js_regex, parse_regex_key
+from lorescan.js.regex import tool_regex
+from lorescan.js.regex import _compile_js_regex as compile_js_regex   # new RegExp(pattern, flags), memoised
 from lorescan.match.options import MatchOptions
 from lorescan.match.spans import find_plain_key, locate_key
 from lorescan.match.view import WindowPart, match_plain_key
@@ -198,13 +199,13 @@ def test_every_key_activation_has_a_span_where_the_engine_matched(book, chat, cs
             assert scanned[span.index][span.start:span.end] == inner, (span, d.key, chat)
 
 
-_REGEX_KEYS = [parsed for parsed in (parse_regex_key(k) for k in KEY_ATOMS) if parsed is not None]
+_REGEX_KEYS = [rx for rx in (tool_regex(k) for k in KEY_ATOMS) if rx is not None]
 
 
 @hsettings(max_examples=300, deadline=None)
 @given(which=st.integers(0, len(_REGEX_KEYS) - 1), text=texts)
 def test_regex_find_agrees_with_search_and_its_span_matches_there(which, text):
-    rx = compile_js_regex(*_REGEX_KEYS[which])
+    rx = _REGEX_KEYS[which]
     span = rx.find(text)
     assert (span is not None) == rx.search(text)
     if span is not None:

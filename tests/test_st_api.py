@@ -2,6 +2,7 @@
 are JSON all the way down, entry names from ids, the CLI's chat reader."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -99,6 +100,39 @@ def test_a_result_names_its_entries_also_after_pickling():
         r.entry(("Api", 99))
 
 
+PUBLIC_FIELDS = ("activated", "placement", "budget", "budget_overflowed", "overflow_alert_shown", "timed_effects",
+                 "loops", "regex_cutoffs", "fuzzy_cutoffs", "key_hit_cutoffs", "layout", "stability")
+
+
+@pytest.mark.parametrize("pickled", [False, True])
+def test_a_result_and_its_diagnostics_are_frozen(pickled):
+    r = _scan([_book()])
+    if pickled:
+        r = pickle.loads(pickle.dumps(r))
+    for name in PUBLIC_FIELDS + ("diagnostics", "_explain", "anything"):
+        with pytest.raises(dataclasses.FrozenInstanceError, match="frozen"):
+            setattr(r, name, None)
+    for name in PUBLIC_FIELDS:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            delattr(r, name)
+    assert r.diagnostics is r.diagnostics           # computed once, then kept
+    d = r.explain("Api", 0)
+    with pytest.raises(AttributeError):
+        d.reason = "constant"                        # type: ignore[misc]
+    assert d.outcome == "activated" and d.span is not None and d.where == d.span.label
+    assert "activated=[" in repr(r) and "_explain" not in repr(r)
+
+
+def test_a_located_span_is_in_the_decisions_read_after_the_diagnostics():
+    # the explanation builds each located record anew (records are frozen) and keeps it as the pass's note
+    r = _scan([_book()])
+    before = r.decisions()[EntryId("Api", 0)]
+    assert before.span is None                       # decisions alone locate nothing
+    full = r.diagnostics[EntryId("Api", 0)]
+    assert full.span is not None and full._replace(span=None, where=None) == before
+    assert r.decisions()[EntryId("Api", 0)] == full
+
+
 def test_read_chat_is_public_and_reads_the_clis_formats(tmp_path):
     assert "read_chat" in lorescan.__all__
     jsonl = lorescan.read_chat(str(EXAMPLES / "saltmere-chat.jsonl"))
@@ -130,3 +164,33 @@ def test_an_engine_lists_its_entries_by_id_in_global_order_as_the_diagnostics_do
     assert list(entries) == list(result.diagnostics)
     assert [e.uid for e in entries.values()] == [1, 0, "x"]          # order descending: 20, 10, 5
     assert all(entries[eid] == result.entry(eid) for eid in entries)
+
+
+def _engines():
+    st_engine = STEngine([_book()], count_tokens=count_words)
+    slot_engine = SlotEngine([_book()], count_tokens=count_words)
+    return {"st": lambda msgs, **kw: st_engine.scan(msgs, max_context=4000, **kw),
+            "slot": lambda msgs, **kw: slot_engine.run(msgs, turn_id="t", **kw)}
+
+
+@pytest.mark.parametrize("engine", ["st", "slot"])
+@pytest.mark.parametrize("bad", [[1], [None], "text", [{"role": "user", "content": 3, "name": "n", "mes": 3}]])
+def test_a_malformed_message_is_the_same_error_class_in_both_engines(engine, bad):
+    with pytest.raises(SettingsError) as err:
+        _engines()[engine](bad)
+    assert err.value.source == "messages" and type(err.value) is SettingsError
+
+
+@pytest.mark.parametrize("engine", ["st", "slot"])
+def test_both_engines_take_one_cache_type_and_refuse_another(engine):
+    import inspect
+    annotations = {inspect.signature(f).parameters["cache"].annotation for f in (STEngine.scan, SlotEngine.run)}
+    assert annotations == {"ChatScan | None"}
+    run = _engines()[engine]
+    msgs = [{"role": "user", "content": "the harbour", "name": "User", "mes": "the harbour"}]
+    cache = lorescan.ChatScan()
+    assert run(msgs, cache=cache).to_json() == run(msgs, cache=cache).to_json() == run(msgs).to_json()
+    for wrong in ({}, "cache", object()):
+        with pytest.raises(SettingsError, match="cache must be a ChatScan") as err:
+            run(msgs, cache=wrong)
+        assert err.value.field == "cache"

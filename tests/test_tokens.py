@@ -216,7 +216,7 @@ def test_word_rule_joins_and_prepends_equal_recounting(steps):
 @settings(max_examples=1000, deadline=None)
 @given(parts=st.lists(PART, min_size=1, max_size=5), limit=st.integers(0, 40))
 def test_a_count_stopped_at_a_limit_is_exact_below_it_and_a_floor_above_it(tik, parts, limit):
-    import lorescan.tokens as tokens
+    import lorescan.tokens.joined as tokens      # where the long-text stepping lives
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tokens, "_LONG", 4)          # treat every text as long, counted in steps
         mp.setattr(tokens, "_STEP", 3)
@@ -242,7 +242,7 @@ def test_a_long_piece_counted_at_once_gives_the_full_encoding_s_count(tik, parts
     # A piece carried past _LONG_PIECE characters ends the stepwise count: the rest is
     # counted whole from that piece's start (linear, where re-encoding the growing piece at
     # every step was quadratic). Small steps and pieces make every long run take that path.
-    import lorescan.tokens as tokens
+    import lorescan.tokens.joined as tokens      # where the long-text stepping lives
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tokens, "_LONG", 4)
         mp.setattr(tokens, "_STEP", 3)
@@ -508,7 +508,7 @@ def test_threads_racing_for_a_lazy_counter_load_the_encoding_once(monkeypatch):
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    import lorescan.tokens as tokens
+    import lorescan.tokens.counters as tokens    # where TiktokenCounter looks the loader up
     loads: list[str] = []
     gate = threading.Barrier(8)
     real = tokens.resolve_offline_encoding

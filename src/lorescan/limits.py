@@ -194,9 +194,9 @@ def check_entry(limits: Limits, source: str, uid: object, content: str,
             # Cheap test first: only a key longer than a limit is parsed as a regex.
             if len(k) <= max_key and (len(k) <= max_re + 2 or not k.startswith("/")):
                 continue
-            from .js.regex import split_regex_key  # import-cost: the `regex` package loads only for a key past a limit
+            from .js.regex import _split_regex_key  # import-cost: the `regex` package loads only for a key past a limit
             # The key's shape is enough here (compiling a huge pattern is what the limit prevents)
-            parsed = split_regex_key(k) if k.startswith("/") and k not in literal else None
+            parsed = _split_regex_key(k) if k.startswith("/") and k not in literal else None
             if parsed is None:
                 if len(k) > max_key:
                     raise LorebookError(f"the key has {len(k)} characters, above the limit "

@@ -25,7 +25,7 @@ __all__ = ["ReferenceScanView", "match_plain_key", "forget_caches"]
 
 def forget_caches() -> None:
     """Empty the caches a naive turn would otherwise find warm: the regex translator's
-    (``compile_js_regex``, and its memo of translated classes) and the ``regex`` module's
+    (``tool_regex``'s compile, and its memo of translated classes) and the ``regex`` module's
     compiled patterns.
 
     The reference keeps no caches of its own and tests a regex key by translating and
@@ -263,13 +263,12 @@ class ReferenceScanView:
 
     def _key_hits(self, key: str, entry: Entry, window: Window) -> tuple[bool, bool]:
         """(matched, timed_out) for one already-prepared key."""
-        from lorescan.js.regex import RegexTimeout, compile_js_regex, parse_regex_key
-        parsed = parse_regex_key(key)
-        if parsed is not None:
+        from lorescan.js.regex import RegexTimeout, tool_regex
+        rx = tool_regex(key)
+        if rx is not None:
             memo_key = ("regex", key, window)
             if memo_key in self._memo:
                 return self._memo[memo_key], False
-            rx = compile_js_regex(*parsed)
             try:
                 hit = any(rx.search(t, timeout=self.regex_timeout) for t in self._window_texts(window, False))
             except RegexTimeout:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
+from ..js.regex import RegexTimeout, tool_regex
 from ..js.text import js_lower, js_trim
 from ..match.spans import find_plain_key
 from ..match.view import MAX_SCAN_DEPTH, match_plain_key
@@ -36,7 +36,7 @@ def plural(n: int, word: str, words: str | None = None) -> str:
 def show_key(key: str) -> str:
     """A key as a person wrote it: a regex key as ``/…/flags`` untouched, a plain key in
     double quotes, with line breaks and tabs shown as ``\\n``/``\\t``."""
-    if parse_regex_key(js_trim(key)) is not None:
+    if tool_regex(js_trim(key)) is not None:
         return key.replace("\n", "\\n")
     return '"' + key.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace('"', '\\"') + '"'
 
@@ -124,7 +124,7 @@ def plain_keys_of(entry: Entry, substitute: Callable[[str], str] | None = None) 
     out = []
     for raw in entry.key:
         key = js_trim(substitute(raw) if substitute else raw)
-        if key and parse_regex_key(key) is None:
+        if key and tool_regex(key) is None:
             out.append(js_lower(key))
     return out
 
@@ -163,12 +163,8 @@ def _where(view: ChatTexts, i: int, depth: int) -> str:
 def _primary(raw: str, key: str, view: ChatTexts, depth: int, cs: bool, ww: bool,
              options: MatchOptions) -> NearMiss | None:
     shown = show_key(raw)
-    parsed = parse_regex_key(key)
-    if parsed is not None:
-        try:
-            rx = compile_js_regex(*parsed)
-        except Exception:     # an invalid regex never matches; lint reports it
-            return None
+    rx = tool_regex(key)         # None also for an invalid regex: it reads as text (the lint reports it)
+    if rx is not None:
 
         def found_rx(text: str) -> bool:
             try:
@@ -223,10 +219,9 @@ def _secondary(entry: Entry, view: ChatTexts, depth: int, cs: bool, ww: bool, op
         key = js_trim(sub(raw))
         hit = False
         if key:
-            parsed = parse_regex_key(key)
-            if parsed is not None:
+            rx = tool_regex(key)
+            if rx is not None:
                 try:
-                    rx = compile_js_regex(*parsed)
                     hit = view.newest(lambda t: rx.search(t, timeout=_REGEX_TIMEOUT) is not None, 0, depth) is not None
                 except Exception:
                     hit = False

@@ -7,7 +7,7 @@ import itertools
 import math
 from typing import Any, Iterable, Iterator, Sequence
 
-from ..js.regex import split_regex_key
+from ..js.regex import _split_regex_key  # the key's shape alone (no compile)
 from ..js.text import has_js_whitespace, js_lower, js_trim
 from ..st.compiled import CompiledBook
 from ..match.keys import RegexKey
@@ -221,7 +221,7 @@ def _plain_primary(entries: Sequence[Entry], case_sensitive: bool) -> Iterator[t
         cs = e.case_sensitive if e.case_sensitive is not None else case_sensitive
         for k, raw in enumerate(e.key):
             key = js_trim(raw)
-            if not key or "{{" in key or (key.startswith("/") and split_regex_key(key) is not None):
+            if not key or "{{" in key or (key.startswith("/") and _split_regex_key(key) is not None):
                 continue
             yield (key if cs else js_lower(key)), i, k
 

@@ -13,7 +13,7 @@ import re
 import unicodedata
 from typing import Generator, Iterator
 
-from ..js.regex import JSRegex, JSRegexError, RegexTooComplex, compile_regex_key, split_regex_key
+from ..js.regex import JSRegex, JSRegexError, RegexTooComplex, regex_key
 from ..js.text import has_js_whitespace, is_ascii_word_char, js_trim
 from ..limits import DEFAULT_LIMITS
 from ..match.expr import ExprError, atoms_of, is_expression, parse_expression, true_without_keys
@@ -173,8 +173,17 @@ def _check_macros(key: str, field: str, ctx: KeyContext) -> Iterator[Raw]:
 
 def _check_regex(key: str, field: str, ctx: KeyContext) -> Generator[Raw, None, bool]:
     """Regex checks; returns True when the key is a regex (no plain-key checks then)."""
-    split = split_regex_key(key)
-    if split is None:
+    try:
+        rx = regex_key(key, max_length=DEFAULT_LIMITS.max_regex_length, max_nesting=DEFAULT_LIMITS.max_regex_nesting,
+                       max_expansion=DEFAULT_LIMITS.max_regex_expansion, invalid="raise")
+    except JSRegexError as exc:
+        yield ("LS201", field, f"{_s(key)} is not a valid JavaScript regex ({exc}), so it is matched as plain text",
+               "fix the pattern; test it in a browser console with new RegExp(pattern, flags)")
+        return False
+    except RegexTooComplex as exc:
+        yield ("LS205", field, f"{_s(key)} is refused by lorescan: {exc}", "simplify the pattern")
+        return True
+    if rx is None:
         m = _LOOKS_REGEX.match(key)
         if m is not None and key != "/" and len(key) > 2:
             bad = "".join(sorted(set(m.group(2)) - set("gimsuy")))
@@ -183,18 +192,6 @@ def _check_regex(key: str, field: str, ctx: KeyContext) -> Generator[Raw, None, 
             yield ("LS201", field, f"{_s(key)} looks like a regex key, but {why}, so it is matched as plain text",
                    "fix the flags (g i m s u y) or escape '/' as '\\/'")
         return False
-    pattern, flags = split
-    try:
-        rx = compile_regex_key(pattern, flags, max_length=DEFAULT_LIMITS.max_regex_length,
-                               max_nesting=DEFAULT_LIMITS.max_regex_nesting,
-                               max_expansion=DEFAULT_LIMITS.max_regex_expansion)
-    except JSRegexError as exc:
-        yield ("LS201", field, f"{_s(key)} is not a valid JavaScript regex ({exc}), so it is matched as plain text",
-               "fix the pattern; test it in a browser console with new RegExp(pattern, flags)")
-        return False
-    except RegexTooComplex as exc:
-        yield ("LS205", field, f"{_s(key)} is refused by lorescan: {exc}", "simplify the pattern")
-        return True
     if ctx.regex_as_text is not None:
         reader = ctx.regex_as_text
         if reader in NO_REGEX_FORMATS.values():

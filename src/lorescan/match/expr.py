@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, Union
 
 from ..errors import LorebookError
-from ..js.regex import parse_regex_key
+from ..js.regex import tool_regex
 from .keys import KeySpec
 
 __all__ = ["EXPR_PREFIX", "EXPR_ERROR", "Atom", "Not", "And", "Or", "Expr", "ExprError", "is_expression",
@@ -137,7 +137,7 @@ def _tokens(text: str, start: int) -> list[_Token]:
             if j < n and text[j] not in _SPACE and text[j] not in "()":
                 raise ExprError("unknown regex flag", j + 1)
             key = text[i:j]
-            if parse_regex_key(key) is None:
+            if tool_regex(key) is None:
                 raise ExprError("not a valid regex", i + 1)
             out.append(("atom", key, i + 1))
             i = j

@@ -37,7 +37,8 @@ nominal cost, at least 1 s; no Python clock is read here).
 """
 from __future__ import annotations
 
-from ..js.regex import JSRegex, JSRegexError, JSText, RegexTimeout, RegexTooComplex, compile_regex_key
+from ..js.regex import JSRegex, JSRegexError, JSText, RegexTimeout, RegexTooComplex
+from ..js.regex import _compile_regex_key  # a split pattern's compile (regex_key's, for a key already split)
 from ..limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["RegexBudget", "regex_hazard"]
@@ -53,7 +54,7 @@ def regex_hazard(pattern: str, flags: str, limits: Limits = DEFAULT_LIMITS) -> s
     ``CompiledKeys.regex_hazards``); None also for a pattern that does not compile or is
     over the limits."""
     try:
-        return compile_regex_key(pattern, flags, max_length=limits.max_regex_length,
+        return _compile_regex_key(pattern, flags, max_length=limits.max_regex_length,
                                  max_nesting=limits.max_regex_nesting,
                                  max_expansion=limits.max_regex_expansion).hazard
     except (JSRegexError, RegexTooComplex):

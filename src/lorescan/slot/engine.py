@@ -265,7 +265,8 @@ class SlotEngine:
             user_icon: the active user icon (with ``user_icon_decorator``).
             substitute: overrides the engine's macro hook for this request.
             cache: the chat's :class:`~lorescan.match.cache.ChatScan` (pass the same one
-                every turn so messages already scanned are not scanned again).
+                every turn so messages already scanned are not scanned again; the type
+                :meth:`STEngine.scan` takes).
             deadline: a ``time.monotonic()`` value; key matching checks it every 65,536 key
                 hits of a text (None: no deadline). It never changes the answer, only whether
                 there is one.
@@ -275,10 +276,13 @@ class SlotEngine:
             :class:`LogRecord` per entry, its ``outcome`` an :data:`Outcome`) and the new state.
 
         Raises:
-            SettingsError: malformed messages or state.
+            SettingsError: malformed messages (as :meth:`STEngine.scan` raises for one), state or ``cache``.
             ScanDeadlineExceeded: ``deadline`` passed during the run.
         """
         chat = read_messages(messages)
+        if cache is not None and not isinstance(cache, ChatScan):
+            raise SettingsError(f"cache must be a ChatScan (or None), got {type(cache).__name__}", source="run",
+                                field="cache")
         first_matched = read_first_matched(state)
         previous = read_layout(state)
         # docs/slot-mode.md#slot-revised: system messages are neither scanned nor counted.

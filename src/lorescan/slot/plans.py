@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from ..js.regex import RegexTooComplex, regex_key, split_regex_key
+from ..js.regex import JSRegexError, RegexTooComplex, regex_key
 from ..js.text import js_trim
 from ..limits import DEFAULT_LIMITS
 from ..match.expr import ExprLayout
@@ -60,12 +60,12 @@ def regex_kind(key: str) -> str:
     k = js_trim(key)
     try:
         rx = regex_key(k, max_length=DEFAULT_LIMITS.max_regex_length, max_nesting=DEFAULT_LIMITS.max_regex_nesting,
-                       max_expansion=DEFAULT_LIMITS.max_regex_expansion)
+                       max_expansion=DEFAULT_LIMITS.max_regex_expansion, invalid="raise")
     except RegexTooComplex:     # a regex all the same: compile_book applies the engine's limits
         return "regex"
-    if rx is not None:
-        return "regex"
-    return "plain" if split_regex_key(k) is None else "invalid"
+    except JSRegexError:        # in the form, not a valid regex
+        return "invalid"
+    return "plain" if rx is None else "regex"
 
 
 def _never_note(primary: Sequence[KeyRef], strict: bool) -> str:

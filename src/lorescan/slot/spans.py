@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
+from ..js.regex import RegexTimeout, tool_regex
 from ..js.text import js_trim
 from ..macros import expand_content
 from ..match.spans import KeySpan, locate_key
@@ -95,9 +95,8 @@ def _locate(engine: SlotEngine, e: Any, raw: str, parts: Sequence[WindowPart],
     key = js_trim(substitute(raw) if substitute is not None and "{{" in raw else raw)
     plan = engine._plans[e.pool_index]
     literal = any(ref.literal for ref in plan.primary if ref.text == raw)
-    parsed = None if literal else parse_regex_key(key)
     try:
-        return locate_key(parts, key, regex=compile_js_regex(*parsed) if parsed is not None else None,
+        return locate_key(parts, key, regex=None if literal else tool_regex(key),
                           case_sensitive=e.case_sensitive, whole_words=e.whole_words,
                           options=engine.match_options, joined=False, timeout=engine.regex_timeout)
     except RegexTimeout:

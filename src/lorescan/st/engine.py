@@ -20,6 +20,7 @@ from ..layout import Layout
 from ..limits import DEFAULT_LIMITS, Limits
 from .compiled import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE,
                        FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book)
+from ..match.cache import ChatScan
 from ..match.scanwork import ScanWork
 from ..match.regexscope import RegexBudget
 from ..match.view import MAX_SCAN_DEPTH, SOURCE_NAMES, ScanView
@@ -331,7 +332,7 @@ class STEngine:
              character: Character | None = None, global_scan_data: Mapping[str, str] | None = None,
              injects: Sequence[str] = (), authors_note: str | None = None, trigger: str = "normal",
              dry_run: bool = False, timed_effects: TimedEffects | Mapping[str, Any] | None = None,
-             forced: Iterable[tuple[str, int | str]] = (), cache: Any = None,
+             forced: Iterable[tuple[str, int | str]] = (), cache: ChatScan | None = None,
              substitute: Callable[[str], str] | None = None, random: Callable[[], float] | None = None,
              post_process: Callable[[str, float | None, float | None], str] | None = None,
              deadline: float | None = None,
@@ -352,7 +353,8 @@ class STEngine:
             dry_run: evaluate no timed effects and record none.
             timed_effects: the state returned by the previous turn (not changed).
             forced: (book name, uid) pairs activated for this scan only.
-            cache: a caller-owned ``ChatScan`` so unchanged messages are not scanned again.
+            cache: a caller-owned :class:`~lorescan.match.cache.ChatScan` so unchanged messages are not
+                scanned again (the type :meth:`SlotEngine.run` takes).
             substitute, random, post_process: this call's hooks (a chat's macros, a seeded
                 source); None: the engine's. Given here they give exactly what the same
                 hooks given to the constructor give, and nothing is copied or recomputed.
@@ -367,8 +369,9 @@ class STEngine:
             The turn's :class:`STResult`.
 
         Raises:
-            SettingsError: a bad ``max_context``, ``trigger``, ``dry_run``, ``global_scan_data``, inject or hook.
-            LorebookError: a malformed message, timed-effects record or layout.
+            SettingsError: a malformed message (as :meth:`SlotEngine.run` raises for one), a bad
+                ``max_context``, ``trigger``, ``dry_run``, ``cache``, ``global_scan_data``, inject or hook.
+            LorebookError: a malformed timed-effects record or layout.
             ScanDeadlineExceeded: ``deadline`` passed during the scan.
         """
         settings = self.settings
@@ -390,6 +393,9 @@ class STEngine:
         if not isinstance(dry_run, bool):
             raise SettingsError(f"dry_run must be True or False, got {dry_run!r:.40}", source="scan",
                                 field="dry_run")
+        if cache is not None and not isinstance(cache, ChatScan):
+            raise SettingsError(f"cache must be a ChatScan (or None), got {type(cache).__name__}", source="scan",
+                                field="cache")
         chat_length = len(messages)
         # Only the newest messages any window can reach are read, so a call costs the same
         # for a 50-message and a 50,000-message chat (min activations may widen to the chat).
@@ -499,15 +505,15 @@ class STEngine:
                 out.append((m.name, m.text))
                 continue
             if not isinstance(m, Mapping):
-                raise LorebookError(f"a message must be an object, got {type(m).__name__}",
+                raise SettingsError(f"a message must be an object, got {type(m).__name__}",
                                     source="messages", entry=i)
             text = m.get("mes", m.get("text"))
             name = m.get("name", "")
             if not isinstance(text, str):
-                raise LorebookError("message text ('mes' or 'text') must be a string", source="messages",
+                raise SettingsError("message text ('mes' or 'text') must be a string", source="messages",
                                     entry=i, field="mes")
             if not isinstance(name, str):
-                raise LorebookError("message name must be a string", source="messages", entry=i, field="name")
+                raise SettingsError("message name must be a string", source="messages", entry=i, field="name")
             out.append((name, text))
         return out
 

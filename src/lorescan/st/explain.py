@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import cast
 
-from ..js.regex import RegexTimeout, compile_js_regex, parse_regex_key
+from ..js.regex import RegexTimeout, tool_regex
 from ..js.text import js_trim
 from ..match.spans import KeySpan, WindowHaystack
 from ..match.view import Window, WindowTexts
@@ -79,9 +79,10 @@ class TurnExplanation:
                     hay = haystacks.get((info.book, window))
                     if hay is None:
                         hay = haystacks[(info.book, window)] = WindowHaystack(texts_of[info.book].parts(window))
-                    d.span = _locate(turn, hay, info, d.key)
-                    if d.span is not None:
-                        d.where = d.span.label
+                    span = _locate(turn, hay, info, d.key)
+                    if span is not None:     # records are frozen: the located one replaces the note's
+                        d = noted[info.world_uid] = Diagnostic(d.entry, d.outcome, d.reason, d.detail, d.loop,
+                                                               d.key, span.label, span)
             out[info.eid] = d
         return out
 
@@ -111,9 +112,8 @@ def _locate(turn: Turn, hay: WindowHaystack, info: EntryInfo, raw: str) -> KeySp
     cs = e.case_sensitive if e.case_sensitive is not None else options.case_sensitive
     ww = e.match_whole_words if e.match_whole_words is not None else options.match_whole_words
     key = js_trim(turn.substitute(raw) if turn.substitute is not None and "{{" in raw else raw)
-    parsed = parse_regex_key(key)
     try:
-        span = hay.locate(key, regex=compile_js_regex(*parsed) if parsed is not None else None,
+        span = hay.locate(key, regex=tool_regex(key),
                           case_sensitive=cs, whole_words=ww, options=options, timeout=tables.regex_timeout)
     except RegexTimeout:
         return None

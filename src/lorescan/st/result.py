@@ -7,8 +7,8 @@ computed from data the turn kept (no views or caches) or, after a round trip, st
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
-from functools import cached_property
+import threading
+from dataclasses import FrozenInstanceError, dataclass
 from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 from ..errors import SettingsError
@@ -153,9 +153,9 @@ class LoopRecord:
         return {"state": self.state, "next": self.next, "activated": [e.to_json() for e in self.activated]}
 
 
-@dataclass(slots=True)
-class Diagnostic:
-    """Why one entry did or did not fire on this turn.
+class Diagnostic(NamedTuple):
+    """Why one entry did or did not fire on this turn: a frozen record (a named tuple, built in a
+    third of a frozen dataclass's time: a replay builds several a turn).
 
     Args:
         entry: the entry.
@@ -284,7 +284,11 @@ def _no_entries(eid: EntryId) -> Entry:
     raise KeyError(eid)
 
 
-@dataclass
+_EXPLAINED = threading.Lock()     # the first reader of a result's diagnostics stores them (once, for all readers)
+_FIELDS = ('activated', 'placement', 'budget', 'budget_overflowed', 'overflow_alert_shown', 'timed_effects', 'loops', '_explain', 'regex_cutoffs', '_decided', '_entry', 'fuzzy_cutoffs', 'key_hit_cutoffs', 'layout', 'stability')
+_PUBLIC = tuple(f for f in _FIELDS if not f.startswith("_"))
+
+
 class STResult:
     """Everything one SillyTavern-mode generation produces (docs/sillytavern-mode.md#st-inputs and 11).
 
@@ -310,25 +314,100 @@ class STResult:
             was given none and ``stable_placement`` is off; docs/improved-profile.md#cache-stable).
         stability: how much of each placement text is unchanged from the layout the scan was
             given (None when it was given none).
-    """
 
-    activated: list[EntryId]
-    placement: Placement
-    budget: int
-    budget_overflowed: bool
-    overflow_alert_shown: bool
-    timed_effects: TimedEffects
-    loops: list[LoopRecord]
-    _explain: Callable[[], dict[EntryId, Diagnostic]] = field(repr=False, default=_no_diagnostics)
-    regex_cutoffs: tuple[str, ...] = ()
-    # The diagnostics a pass decided (None after pickling: then every entry's is stored).
-    _decided: Callable[[], dict[EntryId, Diagnostic]] | None = field(repr=False, default=None)
-    # EntryId -> the Entry (the engine's books; after pickling, a dict of them).
-    _entry: Callable[[EntryId], Entry] = field(repr=False, default=_no_entries)
-    fuzzy_cutoffs: tuple[str, ...] = ()
-    key_hit_cutoffs: tuple[str, ...] = ()
-    layout: Layout | None = None
-    stability: Stability | None = None
+    A result is frozen: the engine builds it complete, and assigning or deleting an attribute
+    raises ``dataclasses.FrozenInstanceError`` (as for :class:`~lorescan.slot.SlotResult`). The
+    explanation is computed on the first read of :attr:`diagnostics` and kept. The fields are
+    held in one tuple (one store, not fifteen: a frozen dataclass's ``__init__`` cost a steady
+    turn about 2%); the properties below read it.
+    """
+    __slots__ = ("_v", "_diagnostics")
+    _v: tuple[Any, ...]
+    _diagnostics: dict[EntryId, Diagnostic]
+
+    def __init__(self, activated: list[EntryId], placement: Placement, budget: int, budget_overflowed: bool,
+                 overflow_alert_shown: bool, timed_effects: TimedEffects, loops: list[LoopRecord],
+                 _explain: Callable[[], dict[EntryId, Diagnostic]] = _no_diagnostics,
+                 regex_cutoffs: tuple[str, ...] = (),
+                 _decided: Callable[[], dict[EntryId, Diagnostic]] | None = None,
+                 _entry: Callable[[EntryId], Entry] = _no_entries, fuzzy_cutoffs: tuple[str, ...] = (),
+                 key_hit_cutoffs: tuple[str, ...] = (), layout: Layout | None = None,
+                 stability: Stability | None = None) -> None:
+        # _explain: every entry's diagnostic, computed when first read; _decided: the diagnostics a
+        # pass decided (None after pickling: then every entry's is stored); _entry: EntryId -> the
+        # Entry (the engine's books; after pickling, a dict of them)
+        object.__setattr__(self, "_v", (activated, placement, budget, budget_overflowed, overflow_alert_shown,
+                                        timed_effects, loops, _explain, regex_cutoffs, _decided, _entry,
+                                        fuzzy_cutoffs, key_hit_cutoffs, layout, stability))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}: an STResult is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}: an STResult is frozen")
+
+    def __repr__(self) -> str:
+        return "STResult(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in _PUBLIC) + ")"
+
+    @property
+    def activated(self) -> list[EntryId]:
+        """The entries that fired, in activation order."""
+        return self._v[0]
+
+    @property
+    def placement(self) -> Placement:
+        """Where their contents land in the prompt."""
+        return self._v[1]
+
+    @property
+    def budget(self) -> int:
+        """The token budget of this turn."""
+        return self._v[2]
+
+    @property
+    def budget_overflowed(self) -> bool:
+        """Whether an entry was refused for the budget."""
+        return self._v[3]
+
+    @property
+    def overflow_alert_shown(self) -> bool:
+        """Whether SillyTavern would show its overflow alert."""
+        return self._v[4]
+
+    @property
+    def timed_effects(self) -> TimedEffects:
+        """The timed-effects state to pass to the next turn."""
+        return self._v[5]
+
+    @property
+    def loops(self) -> list[LoopRecord]:
+        """One record per scan loop."""
+        return self._v[6]
+
+    @property
+    def regex_cutoffs(self) -> tuple[str, ...]:
+        """One line per regex key cut off by the scan's regex time budget (empty normally)."""
+        return self._v[8]
+
+    @property
+    def fuzzy_cutoffs(self) -> tuple[str, ...]:
+        """One line when the fuzzy-key comparisons were cut off (empty normally)."""
+        return self._v[11]
+
+    @property
+    def key_hit_cutoffs(self) -> tuple[str, ...]:
+        """One line when key matching was cut off in a degenerate text (empty normally)."""
+        return self._v[12]
+
+    @property
+    def layout(self) -> Layout | None:
+        """The placement layout to pass to the next turn's ``layout`` (or None)."""
+        return self._v[13]
+
+    @property
+    def stability(self) -> Stability | None:
+        """How much of each placement text is unchanged from the given layout (or None)."""
+        return self._v[14]
 
     @property
     def world_info_before(self) -> str:
@@ -340,10 +419,20 @@ class STResult:
         """The text placed after the character definitions."""
         return self.placement.after
 
-    @cached_property
+    @property
     def diagnostics(self) -> dict[EntryId, Diagnostic]:
-        """Why each entry of the books did or did not fire (computed on first access)."""
-        return self._explain()
+        """Why each entry of the books did or did not fire (computed on first access, then kept)."""
+        try:
+            return self._diagnostics
+        except AttributeError:           # not read yet: the slot is empty
+            pass
+        computed = self._v[7]()
+        with _EXPLAINED:                 # two threads reading it first: both get the first one stored
+            try:
+                return self._diagnostics
+            except AttributeError:
+                object.__setattr__(self, "_diagnostics", computed)   # frozen: the one write, a cache
+                return computed
 
     def __reduce__(self):
         # A result is a value: pickling materialises the explanation, so the copy owns plain
@@ -352,7 +441,7 @@ class STResult:
         entries = {}
         for eid in diagnostics:
             try:
-                entries[eid] = self._entry(eid)
+                entries[eid] = self._v[10](eid)
             except KeyError:               # a result built by hand, without its books
                 pass
         return (STResult, (self.activated, self.placement, self.budget, self.budget_overflowed,
@@ -371,7 +460,7 @@ class STResult:
         Raises:
             KeyError: no such entry in the engine's books.
         """
-        return self._entry(EntryId(*eid))
+        return self._v[10](EntryId(*eid))
 
     def name(self, eid: EntryId | tuple[str, int | str]) -> str:
         """The entry's display name: its comment, else its first key, else ``#uid``.
@@ -394,8 +483,9 @@ class STResult:
             than :attr:`diagnostics`. A result that went through pickle holds every entry's
             diagnostic and returns all of them.
         """
-        if self._decided is not None:
-            return self._decided()
+        decided = self._v[9]
+        if decided is not None:
+            return decided()
         return dict(self.diagnostics)
 
     def explain(self, world: str, uid: int | str) -> Diagnostic:

@@ -16,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lorescan.js.regex import JSRegexError, RegexTimeout, compile_js_regex
+from lorescan.js.regex import JSRegexError, RegexTimeout
+from lorescan.js.regex import _compile_js_regex as compile_js_regex   # new RegExp(pattern, flags)
 
 HERE = Path(__file__).parent
 LITERALS = list("abAB_-1 .\n") + ["\x01", "ſ", "K", "\u212a", "é", "😀", "日", "ж", "Ж", "ß", "\\x01", "\\n", "\\u0041",

@@ -48,26 +48,29 @@ Layout: :mod:`.chars` (character data, code-point sets), :mod:`.tree`, :mod:`.pa
 search plan), :mod:`.checks` (expansion count, catastrophic shapes), :mod:`.compiled`
 (:class:`JSRegex`, :class:`JSText`, compiling keys). :mod:`.linear` (the RE2 plan and the cost bound).
 
-Turning a key into a regex: an engine calls :func:`regex_key` (a ``/pattern/flags`` key under
-the book's limits; None for a plain key); :func:`compile_regex_key` is the same for a pattern
-and flags already split (:func:`split_regex_key`, the key's shape without compiling), which
-the lint and ``regex_hazard`` hold. A tool, an explanation or a test calls
-:func:`compile_js_regex` (no limits, memoised) on what :func:`parse_regex_key` (the split,
-checked to compile) returns. Both ways share one parse, one translation and one prefilter.
+Turning a key into a regex, two public ways (both share one parse, one translation and one
+prefilter): an engine calls :func:`regex_key` (a ``/pattern/flags`` key under the book's
+limits, uncached; None for a plain key; ``invalid="raise"`` to learn why a key in that form is
+not a regex); a tool, an explanation, a test or a benchmark calls :func:`tool_regex` (memoised,
+no limits; None for a plain or invalid key). ``compile_js_regex``, ``compile_regex_key``,
+``split_regex_key`` and ``parse_regex_key`` are deprecated aliases that warn; the building
+blocks behind the two (``_compile_regex_key``, ``_compile_js_regex``: ``new RegExp(pattern,
+flags)`` for a split pattern; ``_split_regex_key``: the key's shape alone) are private, reached
+by ``match.regexscope``, ``limits``, the lint and the translator's tests.
 """
 from __future__ import annotations
 
 import regex  # noqa: F401  (tests patch ``lorescan.js.regex.regex.compile``: the module every compile uses)
 
 from .chars import REGEX_MAX_EXPANSION, compute_case_classes
-from .compiled import (JSRegex, JSText, compile_js_regex, compile_regex_key, parse_regex_key, regex_key,
-                       split_regex_key)
+from .compiled import JSRegex, JSText, regex_key, tool_regex
+from .compiled import compile_js_regex, compile_regex_key, parse_regex_key, split_regex_key  # noqa: F401  (deprecated)
 from .literals import leading_literals, required_literals
 from .tree import JSRegexError, RegexTimeout, RegexTooComplex
 
 # Private names that tests, tools and benchmarks reach here (the module path they always used).
 from .chars import _case_classes, _charset_emission  # noqa: E402,F401,I001
-from .compiled import _compile_translated  # noqa: E402,F401
+from .compiled import _compile_js_regex, _compile_regex_key, _compile_translated, _split_regex_key  # noqa: E402,F401
 from .literals import _literal_char  # noqa: E402,F401
 # Every memo of the package, here too: benchmarks/bench_heavy.clear_regex_caches (and
 # profile_heavy) empty them all through this namespace to measure a cold worker.
@@ -76,6 +79,6 @@ from .linear import plan_of  # noqa: E402,F401
 from .literals import _facts  # noqa: E402,F401
 from .parser import parse  # noqa: E402,F401
 
-__all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "JSText", "regex_key", "compile_regex_key",
-           "split_regex_key", "compile_js_regex", "parse_regex_key", "required_literals", "leading_literals",
+__all__ = ["JSRegexError", "RegexTimeout", "RegexTooComplex", "JSRegex", "JSText", "regex_key", "tool_regex",
+           "required_literals", "leading_literals",
            "REGEX_MAX_EXPANSION", "compute_case_classes"]

@@ -7,6 +7,7 @@ import functools
 import itertools
 import re
 import time
+from typing import Literal
 
 import regex
 
@@ -18,8 +19,7 @@ from .parser import parse
 from .translate import emit
 from .tree import JSRegexError, RegexTimeout, RegexTooComplex
 
-__all__ = ["JSRegex", "JSText", "compile_regex_key", "compile_js_regex", "regex_key", "split_regex_key",
-           "parse_regex_key"]
+__all__ = ["JSRegex", "JSText", "regex_key", "tool_regex"]
 
 _FOLDS_TO_ASCII = regex.compile("[\\u0130\\u0131\\u017f\\u212a]")
 
@@ -81,7 +81,7 @@ def _compile_translated(pattern: str, flags: str, max_expansion: int | None = RE
 class JSRegex:
     """A compiled JS regex. Immutable and thread-safe; pickles as (source, flags).
 
-    ``source``/``flags`` are the JS pattern and flags as given to :func:`compile_js_regex`.
+    ``source``/``flags`` are the JS pattern and flags (a key's, as :func:`regex_key` splits it).
     ``line_local``: no match can consume U+000A (no class, escape, ``.`` under ``s`` or
     literal that accepts it, lookarounds included), the pattern has no whole-input anchor
     (``^``/``$`` without ``m``) and no ``y``. Then a match in a text never reaches past the
@@ -89,7 +89,7 @@ class JSRegex:
     SillyTavern haystack the regex can be tested text by text (see ``lorescan.match.regexscope``).
     ``hazard``: a classic catastrophic-backtracking shape found in the pattern, or None.
     ``expansion``: the terms the compiled pattern holds, counted repeats multiplied out (0 when
-    not known: a regex unpickled and not compiled by :func:`compile_regex_key`).
+    not known: a regex unpickled and not compiled by :func:`regex_key`).
     """
 
     __slots__ = ("source", "flags", "line_local", "hazard", "expansion", "_compiled", "_translated", "_sticky",
@@ -352,48 +352,76 @@ def _match_at_literals(pattern: regex.Pattern, text: str, seen: str, lead: tuple
 
 
 def regex_key(key: str, *, max_length: int | None = None, max_nesting: int | None = None,
-              max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex | None:
-    """The engines' way: the compiled regex of a SillyTavern regex key, or None for a plain key
-    (docs/sillytavern-mode.md#st-regex-keys; the shape is :func:`split_regex_key`'s, and the
-    pattern must compile). Uncached. Raises RegexTooComplex past ``max_length`` (of the
-    pattern), ``max_nesting`` or ``max_expansion`` (see :func:`compile_regex_key`): such a key
-    is a regex to SillyTavern, so it is refused rather than read as text."""
-    split = split_regex_key(key)
+              max_expansion: int | None = REGEX_MAX_EXPANSION, invalid: Literal["plain", "raise"] = "plain"
+              ) -> JSRegex | None:
+    """**The engines' way** to turn a key into a regex: the compiled :class:`JSRegex` of a
+    SillyTavern ``/pattern/flags`` key, under the book's limits, uncached (a compiled book holds
+    its own); None for a plain key (docs/sillytavern-mode.md#st-regex-keys).
+
+    Args:
+        key: the key as the entry holds it (already trimmed and macro-substituted).
+        max_length: refuse a pattern longer than this many characters before parsing it.
+        max_nesting: refuse a pattern with groups nested deeper, once parsed (the parser is not
+            recursive) and before it is translated (translation is recursive in the nesting).
+        max_expansion: refuse a pattern whose counted repeats multiply out to more terms than
+            this, before translating it (None: no limit): ``regex`` builds one copy of an atom
+            per repetition of its minimum count, so ``a{10000000}`` alone takes 4 s and 2.6 GB.
+        invalid: what a key in ``/pattern/flags`` form whose pattern JS would refuse gives:
+            ``"plain"`` None, as SillyTavern reads it (as text); ``"raise"`` JSRegexError with
+            JS's reason (the lint reports it; slot mode tells it from a plain key).
+
+    Raises:
+        RegexTooComplex: past ``max_length``, ``max_nesting`` or ``max_expansion``; such a key is
+            a regex to SillyTavern, so it is refused rather than read as text.
+        JSRegexError: ``invalid="raise"`` and the pattern is not a valid JS regex (or has the
+            ``v`` flag).
+
+    The pattern is parsed, checked and translated now; ``regex`` compiles the translation on
+    the first search, so a key that is never searched (its required literals never occur)
+    never pays that (~0.5 ms a pattern, more than the translation). :func:`tool_regex` is the
+    same for tools, memoised and without limits.
+    """
+    split = _split_regex_key(key)
     if split is None:
         return None
     try:
-        return compile_regex_key(split[0], split[1], max_length=max_length, max_nesting=max_nesting,
-                                 max_expansion=max_expansion)
+        return _compile_regex_key(split[0], split[1], max_length=max_length, max_nesting=max_nesting,
+                                  max_expansion=max_expansion)
     except JSRegexError:
+        if invalid == "raise":
+            raise
+        return None
+
+
+def tool_regex(key: str) -> JSRegex | None:
+    """**The tools' way** to turn a key into a regex: the :class:`JSRegex` of a ``/pattern/flags``
+    key, memoised and without limits, or None for a plain key and for a key whose pattern JS
+    would refuse (as SillyTavern reads both: as text). For explanations, near-miss reports,
+    span locators, tests and benchmarks, on keys an engine has accepted; engines call
+    :func:`regex_key`, which applies the book's limits and keeps no process-wide memo.
+    """
+    split = _split_regex_key(key)
+    if split is None:
+        return None
+    try:
+        return _compile_js_regex(*split)
+    except (JSRegexError, RegexTooComplex):
         return None
 
 
 @functools.lru_cache(maxsize=1024)
-def compile_js_regex(pattern: str, flags: str) -> JSRegex:
-    """The tools' way: :func:`compile_regex_key` without limits, memoised, for tools, tests and
-    explanations of keys an engine has accepted (the key split by :func:`parse_regex_key`).
-    Engines never use it: a compiled book holds its own compiled regexes."""
-    return compile_regex_key(pattern, flags, max_expansion=None)
+def _compile_js_regex(pattern: str, flags: str) -> JSRegex:
+    """``new RegExp(pattern, flags)`` without limits, memoised (:func:`tool_regex`'s compile; the
+    translator's tests call it on the V8 fixture's patterns)."""
+    return _compile_regex_key(pattern, flags, max_expansion=None)
 
 
-def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,
-                      max_nesting: int | None = None, max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex:
-    """:func:`regex_key` for a key already split: compile a JS RegExp (``new RegExp(pattern,
-    flags)``) into a :class:`JSRegex`, uncached. Public because code outside ``js/`` holds
-    split keys (``lint/keys.py``, ``match/regexscope.py``); new engine code calls regex_key.
-    The pattern is parsed, checked and translated now; ``regex`` compiles the translation on
-    the first search, so a key that is never searched (its required literals never occur)
-    never pays that (~0.5 ms a pattern, more than the translation).
-
-    ``max_length``: refuse a pattern longer than this many characters (RegexTooComplex) before
-    parsing it. ``max_nesting``: refuse a pattern with groups nested deeper, once parsed (the
-    parser is not recursive) and before it is translated (translation is recursive in the
-    nesting); a pattern that is also invalid JS raises JSRegexError. ``max_expansion``: refuse a
-    pattern whose counted repeats multiply out to more terms than this (RegexTooComplex),
-    before translating and compiling it (None: no limit): ``regex`` builds one copy of an
-    atom per repetition of its minimum count, so ``a{10000000}`` alone takes 4 s and 2.6 GB. Raises
-    JSRegexError wherever JS would throw a SyntaxError, and for the ``v`` flag.
-    """
+def _compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,
+                       max_nesting: int | None = None, max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex:
+    """``new RegExp(pattern, flags)`` for a key already split, uncached, under the limits of
+    :func:`regex_key` (which calls it; ``match.regexscope.regex_hazard`` and the translator's
+    tests hold split patterns). Raises JSRegexError wherever JS would throw a SyntaxError, and
+    for the ``v`` flag; RegexTooComplex past a limit."""
     if max_length is not None and len(pattern) > max_length:
         raise RegexTooComplex(f"the pattern has {len(pattern):,} characters, more than the limit "
                               f"max_regex_length={max_length:,}")
@@ -408,8 +436,10 @@ def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None
 _KEY_SHAPE = re.compile(r"/([\s\S]+?)/([gimsuy]*)\Z")
 
 
-def split_regex_key(key: str) -> tuple[str, str] | None:
-    """(pattern, flags) of a key shaped like a SillyTavern regex key, without compiling it.
+def _split_regex_key(key: str) -> tuple[str, str] | None:
+    """(pattern, flags) of a key shaped like a SillyTavern regex key, without compiling it (for a
+    caller that needs only the shape: ``limits.check_entry_size`` must not compile a pattern past
+    the limit; the lint's duplicate check skips regex keys).
 
     The body is the shortest non-empty ``P`` with ``key == '/' + P + '/' + F`` and ``F`` drawn
     from ``gimsuy``; ``P`` must have no ``/`` that is at its start or not preceded by ``\\``;
@@ -425,16 +455,36 @@ def split_regex_key(key: str) -> tuple[str, str] | None:
     return body.replace("\\/", "/", 1), flags
 
 
+# -- the earlier public spellings: thin aliases that warn (each use warns, as the moved top-level names do)
+
+def _deprecated(old: str, new: str) -> None:
+    import warnings
+    warnings.warn(f"lorescan.js.regex.{old} is deprecated: {new}", DeprecationWarning, stacklevel=3)
+
+
+def compile_js_regex(pattern: str, flags: str) -> JSRegex:
+    """Deprecated: call :func:`tool_regex` with the key (memoised, no limits)."""
+    _deprecated("compile_js_regex", "call tool_regex(key) with the key")
+    return _compile_js_regex(pattern, flags)
+
+
+def compile_regex_key(pattern: str, flags: str, *, max_length: int | None = None,
+                      max_nesting: int | None = None, max_expansion: int | None = REGEX_MAX_EXPANSION) -> JSRegex:
+    """Deprecated: call :func:`regex_key` with the key (the same limits; ``invalid="raise"``)."""
+    _deprecated("compile_regex_key", "call regex_key(key, ..., invalid='raise') with the key")
+    return _compile_regex_key(pattern, flags, max_length=max_length, max_nesting=max_nesting,
+                              max_expansion=max_expansion)
+
+
+def split_regex_key(key: str) -> tuple[str, str] | None:
+    """Deprecated: :func:`regex_key` (or :func:`tool_regex`) gives the regex, whose ``source``
+    and ``flags`` are the split."""
+    _deprecated("split_regex_key", "regex_key(key) / tool_regex(key) give the regex (its .source and .flags)")
+    return _split_regex_key(key)
+
+
 def parse_regex_key(key: str) -> tuple[str, str] | None:
-    """:func:`split_regex_key`, kept only when the pattern compiles with its flags (duplicate
-    flags fail): (pattern, flags), or None for a plain key (docs/sillytavern-mode.md#st-regex-keys).
-    The tools' split, before :func:`compile_js_regex` (``app/nearmiss.py``, ``slot/spans.py``,
-    ``st/explain.py``)."""
-    split = split_regex_key(key)
-    if split is None:
-        return None
-    try:
-        compile_js_regex(*split)
-    except JSRegexError:
-        return None
-    return split
+    """Deprecated: ``tool_regex(key)`` is the regex itself (None where this gave None)."""
+    _deprecated("parse_regex_key", "tool_regex(key) is the regex (None for a plain or invalid key)")
+    rx = tool_regex(key)
+    return None if rx is None else (rx.source, rx.flags)
