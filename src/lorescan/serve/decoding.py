@@ -33,10 +33,20 @@ _PATH_AT = re.compile(r" - at `(\$[^`]*)`$")
 class HTTPError(Exception):
     """An answer other than 200: status and JSON body (models.ErrorBody)."""
 
-    def __init__(self, status: int, error: str, **extra: Any) -> None:
+    def __init__(self, status: int, error: str, *, retry_after: int | None = None, **extra: Any) -> None:
         super().__init__(error)
         self.status = status
+        self.retry_after = retry_after
         self.body = {"error": error, **{k: v for k, v in extra.items() if v is not None}}
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        """The answer's headers: ``WWW-Authenticate`` on a 401, ``Retry-After`` when one is set."""
+        if self.status == 401:
+            return {"www-authenticate": "Bearer"}
+        if self.retry_after is not None:
+            return {"retry-after": str(self.retry_after)}
+        return None
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -1,0 +1,119 @@
+"""How a ``lorescan serve`` worker answers what went wrong: the Starlette exception handlers
+(:class:`~.decoding.HTTPError` as its JSON body, routing 404/405, anything else a JSON 500) and
+:class:`Guard`, the outermost ASGI layer (auth, the error net, request metrics, access log).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Awaitable, Callable, MutableMapping
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from .auth import check_header
+from .decoding import HTTPError
+from .logs import REQUEST_ID, log_access, request_id_of
+from .ops import routing_error_text
+from .runtime import WorkerState
+
+__all__ = ["Guard", "EXCEPTION_HANDLERS"]
+
+log = logging.getLogger("lorescan.serve")
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPError)
+    return JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)
+
+
+async def routing_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)    # Starlette's 404 (no route) and 405 (wrong method)
+    text = routing_error_text(request.method, request.url.path, exc.status_code, exc.headers, exc.detail)
+    return JSONResponse({"error": text}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, ClientDisconnect):       # gone (or closed past its read timeout): nobody to answer
+        return Response(status_code=400)
+    log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
+                        status_code=500)
+
+
+EXCEPTION_HANDLERS = {HTTPError: http_error, StarletteHTTPException: routing_error, Exception: internal_error}
+
+
+class Guard:
+    """Outermost ASGI layer: auth, error bodies, the 'nothing crashes a worker' net, metrics."""
+
+    _ROUTES = {"/healthz": "healthz", "/readyz": "readyz", "/version": "version", "/metrics": "metrics",
+               "/openapi.json": "openapi",
+               "/v1/books": "books", "/v1/st/scan": "st_scan", "/v1/slot/run": "slot_run",
+               "/v1/janitor/run": "janitor_run"}
+
+    def __init__(self, app: Starlette, rt: WorkerState) -> None:
+        self.app = app
+        self.rt = rt
+        self.state = app.state
+        self.pid = str(os.getpid()).encode()
+
+    def _route(self, path: str) -> str:
+        found = self._ROUTES.get(path)
+        if found is not None:
+            return found
+        return "book" if path.startswith("/v1/books/") else "other"
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        route = self._route(scope["path"])
+        status = {"code": 500, "sent": False}
+        rid = request_id_of(scope)
+        rid_token = REQUEST_ID.set(rid)
+
+        async def send_wrapped(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                status["sent"] = True
+                message["headers"] = [*message.get("headers", ()), (b"x-lorescan-worker", self.pid),
+                                      (b"x-request-id", rid.encode()),
+                                      (b"server-timing", b"app;dur=%.3f" % ((time.perf_counter() - t0) * 1000))]
+            await send(message)
+
+        try:
+            token = self.rt.token
+            if token is not None and route not in ("healthz", "readyz"):
+                auth = None
+                for k, v in scope["headers"]:
+                    if k == b"authorization":
+                        auth = v
+                        break
+                if not check_header(auth, token):
+                    raise HTTPError(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
+            await self.app(scope, receive, send_wrapped)
+        except HTTPError as exc:
+            if not status["sent"]:
+                await JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)(scope, receive, send_wrapped)
+        except ClientDisconnect:
+            log.info("%s %s: the client left before its request was read", scope.get("method"), scope.get("path"))
+        except Exception as exc:  # noqa: BLE001 - the worker must answer and live on
+            if not status["sent"]:
+                log.exception("internal error on %s %s", scope.get("method"), scope.get("path"))
+                await JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
+                                   status_code=500)(scope, receive, send_wrapped)
+        finally:
+            mt = self.rt.metrics
+            mt.inc("lorescan_requests_total", route=route, method=scope.get("method", ""),
+                   status=str(status["code"]))
+            elapsed = time.perf_counter() - t0
+            mt.observe("lorescan_request_seconds", elapsed, route=route)
+            if self.rt.config.access_log:
+                log_access(scope, route, status["code"], elapsed)
+            REQUEST_ID.reset(rid_token)
