@@ -1,6 +1,7 @@
 """How a ``lorescan serve`` worker answers what went wrong: the Starlette exception handlers
 (:class:`~.decoding.HTTPError` as its JSON body, routing 404/405, anything else a JSON 500) and
-:class:`Guard`, the outermost ASGI layer (auth, the error net, request metrics, access log).
+:class:`Guard`, the outermost ASGI layer (auth, the worker's body budget (:mod:`.bodies`), the error
+net, request metrics, access log).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from .auth import check_header
+from .bodies import RETRY_AFTER, over_budget
 from .decoding import HTTPError
 from .logs import REQUEST_ID, log_access, request_id_of
 from .ops import routing_error_text
@@ -60,6 +62,9 @@ class Guard:
         self.rt = rt
         self.state = app.state
         self.pid = str(os.getpid()).encode()
+        config = rt.config
+        self.max_body = int(config.max_body_mb * (1 << 20))
+        self.max_upload = int(config.max_upload_mb * (1 << 20)) + 65536      # a multipart upload's framing
 
     def _route(self, path: str) -> str:
         found = self._ROUTES.get(path)
@@ -87,17 +92,39 @@ class Guard:
                                       (b"server-timing", b"app;dur=%.3f" % ((time.perf_counter() - t0) * 1000))]
             await send(message)
 
+        budget = self.rt.bodies
+        held = 0            # bytes of this request's body taken from the worker's budget
+        got = 0             # bytes of its body received so far
+
+        async def receive_counted() -> Any:
+            nonlocal held, got
+            message = await receive()
+            if message["type"] == "http.request":
+                got += len(message.get("body", b""))
+                if got > held:                  # beyond what it declared (or a chunked body)
+                    if not budget.take(got - held):
+                        raise HTTPError(503, over_budget(budget), retry_after=RETRY_AFTER)
+                    held = got
+            return message
+
         try:
             token = self.rt.token
-            if token is not None and route not in ("healthz", "readyz"):
-                auth = None
-                for k, v in scope["headers"]:
-                    if k == b"authorization":
-                        auth = v
-                        break
-                if not check_header(auth, token):
-                    raise HTTPError(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
-            await self.app(scope, receive, send_wrapped)
+            auth = declared = None
+            for k, v in scope["headers"]:
+                if k == b"authorization":
+                    auth = v
+                elif k == b"content-length":
+                    declared = v
+            if token is not None and route not in ("healthz", "readyz") and not check_header(auth, token):
+                raise HTTPError(401, "missing or wrong bearer token (Authorization: Bearer <token>)")
+            if declared is not None and declared.isdigit():
+                n = int(declared)
+                # a body above its route's limit is refused (413) without being read: it takes nothing
+                if 0 < n <= (self.max_upload if route == "books" else self.max_body):
+                    if not budget.take(n):
+                        raise HTTPError(503, over_budget(budget), retry_after=RETRY_AFTER)
+                    held = n
+            await self.app(scope, receive_counted, send_wrapped)
         except HTTPError as exc:
             if not status["sent"]:
                 await JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)(scope, receive, send_wrapped)
@@ -116,4 +143,5 @@ class Guard:
             mt.observe("lorescan_request_seconds", elapsed, route=route)
             if self.rt.config.access_log:
                 log_access(scope, route, status["code"], elapsed)
+            budget.give(held)
             REQUEST_ID.reset(rid_token)

@@ -32,6 +32,7 @@ from ..match.options import MatchOptions
 from ..st import STSettings
 from ..tokens import TiktokenCounter, count_words
 from .auth import read_token
+from .bodies import BodyBudget, inflight_bytes
 from .chats import ChatPrefixes
 from .config import WORKER_CONFIG_ENV
 from .decoding import HTTPError
@@ -55,7 +56,8 @@ class ServeConfig:
     in-memory LRU of compiled books. ``chat_cache_chats`` / ``chat_cache_mb``: the per-chat
     hit caches (``chat_id``); ``chat_cache_texts``: texts one chat's cache keeps (a chat only
     reuses the hits of its window's messages and recent recursion chunks). ``max_body_mb``: largest scan request; ``max_upload_mb``:
-    largest book upload. ``time_limit``: seconds per scan request (503 past it);
+    largest book upload; ``max_inflight_mb``: request-body bytes all of a worker's requests hold at once
+    (0: ``max(max_upload_mb, 8 x max_body_mb)``, :mod:`.bodies`). ``time_limit``: seconds per scan request (503 past it);
     ``upload_time_limit``: seconds per upload. ``header_timeout`` / ``body_timeout``: seconds a
     client may take to send a request's headers / its body before the connection is closed
     (``serve.protocol``). ``token_file``: bearer token file (else
@@ -69,6 +71,7 @@ class ServeConfig:
     chat_cache_texts: int = 256
     chat_cache_mb: float = 256
     max_body_mb: float = 16
+    max_inflight_mb: float = 0
     max_upload_mb: float = DEFAULT_LIMITS.max_file_bytes / (1 << 20)
     time_limit: float = 10.0
     upload_time_limit: float = 120.0
@@ -164,6 +167,7 @@ class WorkerState:
         self.config = config
         self.store = BookStore(config.books_dir, cache_bytes=int(config.book_cache_mb * (1 << 20)))
         self.metrics = Metrics()
+        self.bodies = BodyBudget(inflight_bytes(config.max_inflight_mb, config.max_body_mb, config.max_upload_mb))
         self.ready = False              # set once the engine thread has run its first job
         self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)),
                                 config.chat_cache_texts)
@@ -278,4 +282,5 @@ class WorkerState:
         mt.set("lorescan_chats_cached", len(self.chats))
         mt.set("lorescan_chat_cache_bytes", self.chats.nbytes)
         mt.follow_store(self.store)
+        mt.follow_bodies(self.bodies)
         mt.sample_process()
