@@ -25,6 +25,7 @@ from .runtime import WorkerState
 __all__ = ["Guard", "EXCEPTION_HANDLERS"]
 
 log = logging.getLogger("lorescan.serve")
+_SERIES_KEPT = 512          # (route, method, status) series whose metric objects a worker keeps at hand
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -62,6 +63,7 @@ class Guard:
         self.rt = rt
         self.state = app.state
         self.pid = str(os.getpid()).encode()
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}    # metric series by route, method, status
         config = rt.config
         self.max_body = int(config.max_body_mb * (1 << 20))
         self.max_upload = int(config.max_upload_mb * (1 << 20)) + 65536      # a multipart upload's framing
@@ -136,11 +138,18 @@ class Guard:
                 await JSONResponse({"error": f"internal error ({type(exc).__name__}); the worker is unaffected"},
                                    status_code=500)(scope, receive, send_wrapped)
         finally:
-            mt = self.rt.metrics
-            mt.inc("lorescan_requests_total", route=route, method=scope.get("method", ""),
-                   status=str(status["code"]))
+            method = scope.get("method", "")
+            code = status["code"]
+            series = self._series.get((route, method, code))
+            if series is None:
+                mt = self.rt.metrics
+                series = (mt.child("lorescan_requests_total", route=route, method=method, status=str(code)),
+                          mt.child("lorescan_request_seconds", route=route))
+                if len(self._series) < _SERIES_KEPT:       # methods are the client's: keep a bounded few
+                    self._series[(route, method, code)] = series
             elapsed = time.perf_counter() - t0
-            mt.observe("lorescan_request_seconds", elapsed, route=route)
+            series[0].inc()
+            series[1].observe(elapsed)
             if self.rt.config.access_log:
                 log_access(scope, route, status["code"], elapsed)
             budget.give(held)

@@ -89,16 +89,16 @@ def build_app(config: ServeConfig) -> Starlette:
     async def janitor_run(request: Request) -> Response:
         return await turn(request, _JANITOR_DECODER, rt.janitor_run)
 
-    routes = [
+    routes = [              # the turns first: the router tries each route's pattern in order
+        Route("/v1/st/scan", st_scan, methods=["POST"], name="st_scan"),
+        Route("/v1/slot/run", slot_run, methods=["POST"], name="slot_run"),
+        Route("/v1/janitor/run", janitor_run, methods=["POST"], name="janitor_run"),
         Route("/healthz", healthz, methods=["GET"], name="healthz"),
         Route("/readyz", readyz, methods=["GET"], name="readyz"),
         Route("/version", version, methods=["GET"], name="version"),
         Route("/metrics", metrics, methods=["GET"], name="metrics"),
         Route("/openapi.json", openapi_json, methods=["GET"], name="openapi"),
         *book_routes(rt),
-        Route("/v1/st/scan", st_scan, methods=["POST"], name="st_scan"),
-        Route("/v1/slot/run", slot_run, methods=["POST"], name="slot_run"),
-        Route("/v1/janitor/run", janitor_run, methods=["POST"], name="janitor_run"),
     ]
 
     @contextlib.asynccontextmanager

@@ -142,6 +142,11 @@ class Metrics:
             return metric.labels(pid=self.pid)
         return metric.labels(**labels) if labels else metric
 
+    def child(self, name: str, **labels: str) -> Any:
+        """The series of ``name`` for ``labels`` (keep it to count on it often: a lookup by labels
+        costs more than the count)."""
+        return self._child(name, labels)
+
     def inc(self, name: str, value: float = 1, **labels: str) -> None:
         """Add ``value`` (not negative) to a counter."""
         if value:

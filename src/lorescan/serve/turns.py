@@ -23,7 +23,10 @@ from . import models as m
 from .decoding import HTTPError
 from .runtime import DEADLINE, SETTINGS_CACHE, WorkerState
 
-__all__ = ["Runtime", "input_error", "substitute_hook"]
+__all__ = ["Runtime", "input_error", "substitute_hook", "MACRO_CACHE"]
+
+MACRO_CACHE = 256           # distinct macro tables kept compiled (oldest dropped first)
+MACRO_CACHE_CHARS = 4096    # only small tables are kept (a chat's names); a big one is built per request
 
 
 _REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "global_scan_data")
@@ -78,6 +81,26 @@ def substitute_hook(macros: dict[str, str] | None) -> Callable[[str], str] | Non
 class Runtime(WorkerState):
     """A worker: its state (:class:`WorkerState`) and the three modes' handlers (engine thread only)."""
 
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self._rules: dict[tuple[str, bool, bool], tuple[Compat, MatchOptions]] = {}
+        self._macros: dict[tuple[tuple[str, str], ...], Callable[[str], str] | None] = {}
+
+    def macros(self, macros: dict[str, str] | None) -> Callable[[str], str] | None:
+        """:func:`substitute_hook` of a request's table; a chat's table comes with every turn, so the
+        tables seen last are kept (a hook is a pure function of its table)."""
+        if not macros:
+            return None
+        key = tuple(macros.items())
+        found = self._macros.get(key, False)
+        if found is False:
+            found = substitute_hook(macros)     # a table past the limits raises here, every time
+            if sum(len(k) + len(v) for k, v in key) <= MACRO_CACHE_CHARS:
+                if len(self._macros) >= MACRO_CACHE:
+                    self._macros.pop(next(iter(self._macros)))
+                self._macros[key] = found
+        return found  # type: ignore[return-value]
+
     # -- SillyTavern mode ------------------------------------------------------------------
     def _st_settings(self, s: Any) -> STSettings:
         """The validated ``STSettings`` of a request's settings; the same settings (most
@@ -97,9 +120,13 @@ class Runtime(WorkerState):
     def st_scan(self, req: m.STScanRequest) -> bytes:
         req = self.prefixes.whole_request(req)     # the delta form (serve/chats.py): the whole chat, or a 409
         settings = self._st_settings(req.settings)
-        compat = Compat.of(req.compat)
-        options = compat.match_options(case_sensitive=settings.case_sensitive,
-                                       match_whole_words=settings.match_whole_words)
+        rules = (req.compat, settings.case_sensitive, settings.match_whole_words)
+        found = self._rules.get(rules)          # a handful of combinations: built once each
+        if found is None:
+            compat = Compat.of(req.compat)
+            found = self._rules[rules] = (compat, compat.match_options(case_sensitive=settings.case_sensitive,
+                                                                        match_whole_words=settings.match_whole_words))
+        compat, options = found
         key = ("st", tuple((b.id, tuple(b.roles)) for b in req.books), settings, req.compat, req.tokenizer)
         for b in req.books:        # a book deleted by another worker must not live on in an engine
             if not self.store.exists(b.id):
@@ -128,7 +155,7 @@ class Runtime(WorkerState):
                                  authors_note=req.authors_note, trigger=req.trigger, dry_run=req.dry_run,
                                  timed_effects=req.timed_effects,
                                  forced=[(f.world, f.uid) for f in req.forced], cache=cache,
-                                 substitute=substitute_hook(req.macros), random=rand, deadline=DEADLINE.get(),
+                                 substitute=self.macros(req.macros), random=rand, deadline=DEADLINE.get(),
                                  layout=req.layout)
         except LorebookError as exc:
             raise input_error(exc) from None
@@ -176,7 +203,7 @@ class Runtime(WorkerState):
             result = engine.run([(x.role, x.content) for x in req.messages], turn_id=req.turn_id,
                                 state=req.state, dry_run=req.dry_run, at_greeting=req.at_greeting,
                                 greeting_index=req.greeting_index, user_icon=req.user_icon,
-                                substitute=substitute_hook(req.macros), cache=cache, deadline=DEADLINE.get())
+                                substitute=self.macros(req.macros), cache=cache, deadline=DEADLINE.get())
         except LorebookError as exc:
             raise input_error(exc) from None
         finally:
