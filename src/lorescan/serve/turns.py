@@ -22,6 +22,7 @@ from ..st.result import message_namer
 from . import models as m
 from .decoding import HTTPError
 from .runtime import DEADLINE, SETTINGS_CACHE, WorkerState
+from .store import BookNotFound
 
 __all__ = ["Runtime", "input_error", "substitute_hook", "MACRO_CACHE"]
 
@@ -189,9 +190,23 @@ class Runtime(WorkerState):
                     except LorebookError as exc:
                         raise input_error(exc, f"$.books[{i}].settings") from None
                 books.append(SlotBook(cb.book, ref.book_id, settings))
+            # one book's pool: its compiled keys come from the store (a keys part alone, stored
+            # beside the book for exactly these specs), so a cold engine does not compile them
+            stored = self.store.get_keys if len(req.books) == 1 else None
+            book_id = req.books[0].id
+
+            def compile_with(specs: Sequence[Any], opts: MatchOptions, **kw: Any) -> Any:
+                assert stored is not None
+                try:
+                    return stored(book_id, specs, opts, **kw)
+                except BookNotFound:        # deleted by another worker since it was read
+                    raise HTTPError(404, f"no book with id {book_id!r} (upload it with POST /v1/books)",
+                                    path="$.books[0].id") from None
+
             return SlotEngine(books, count_tokens=self.counter(req.tokenizer), match_options=options,
                               regex_keys=req.regex_keys, user_icon_decorator=req.user_icon_decorator,
-                              stable_placement=req.stable_placement)
+                              stable_placement=req.stable_placement,
+                              compile_with=compile_with if stored is not None else None)
 
         try:
             engine = self._engine(key, build)
