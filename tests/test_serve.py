@@ -706,6 +706,8 @@ def test_a_cold_slot_engine_reads_its_pools_stored_keys_and_answers_the_same(tmp
     pooled, _, loads = cold_run(two)
     assert loads == 2 and json.loads(pooled)["messages"] is not None
     assert set(p.name for p in tmp_path.iterdir()) == before
+    empty, _, _ = cold_run(msgspec.structs.replace(req, books=[]))      # no book at all: an empty pool
+    assert json.loads(empty)["messages"] is not None
     last = Runtime(config)
     assert last.delete_book(book_id) and keys_files() == []
     last.executor.shutdown()

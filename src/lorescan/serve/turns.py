@@ -193,7 +193,7 @@ class Runtime(WorkerState):
             # one book's pool: its compiled keys come from the store (a keys part alone, stored
             # beside the book for exactly these specs), so a cold engine does not compile them
             stored = self.store.get_keys if len(req.books) == 1 else None
-            book_id = req.books[0].id
+            book_id = req.books[0].id if req.books else ""
 
             def compile_with(specs: Sequence[Any], opts: MatchOptions, **kw: Any) -> Any:
                 assert stored is not None
