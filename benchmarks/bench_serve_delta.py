@@ -17,11 +17,12 @@ same run:
 Every delta answer must equal the full request's answer of the same turn. The issue's target is
 worker CPU per steady delta request at most 1.5x the in-process scan. Measured at the end of
 issue 20 (load average 12-17 on 2 cores): scan 1.5-1.8 ms, delta 2.7-3.2 ms (1.68-1.93x), full
-3.9-4.6 ms (2.45-3.06x), floor 1.3-1.5 ms; the delta beyond the floor is 0.86-1.01x the scan. So what a
-delta request adds to the service's per-request floor meets the target, and the floor itself is
-what stands between the delta and 1.5x. Asserted: ``(delta - floor) / scan <= TARGET``, a delta
-at most ``DELTA_VS_FULL`` of the full request's CPU, and ``delta / scan <= GUARD`` (a
-regression guard above the present figure).
+3.9-4.6 ms (2.45-3.06x), floor 1.3-1.5 ms. After the service's fixed cost was cut (one future
+for the engine-thread hop, no uuid4 per request, metric series kept at hand, the body read from
+the ASGI messages, macro tables reused, a steady delta grows the held chat in place; load average
+13-14, three runs in a row): scan 1.03-1.06 ms, delta 1.38-1.42 ms (1.31-1.35x), full 2.10-2.23
+ms, floor 0.51-0.54 ms. Asserted: ``delta / scan <= TARGET`` and a delta at most
+``DELTA_VS_FULL`` of the full request's CPU; ``(delta - floor) / scan`` is reported.
 CPU times of the worker are read from /proc around each request (every thread's run time, in
 nanoseconds) and summed over the rounds.
 """
@@ -58,7 +59,6 @@ MACROS = {"char": "Narrator", "user": "Rob"}
 STICKY = (3, 5, 8)
 TARGET = 1.5
 DELTA_VS_FULL = 0.9
-GUARD = 3.0
 
 
 def _cpu(pid: int) -> float:
@@ -180,10 +180,7 @@ def bench_steady_delta_requests_cost_at_most_1_5x_the_in_process_scan(benchmark,
     benchmark.extra_info.update(info)
     print("\nserve delta:", json.dumps(info))
     assert same == ROUNDS, f"{ROUNDS - same} delta answers differ from the full request's"
-    assert info["delta_beyond_floor_vs_scan"] <= TARGET, \
-        f"a steady delta request costs the worker {info['delta_beyond_floor_vs_scan']}x the in-process scan's CPU " \
-        "beyond a trivial request's"
+    assert info["delta_vs_scan"] <= TARGET, \
+        f"a steady delta request costs the worker {info['delta_vs_scan']}x the in-process scan's CPU"
     assert cpu["delta"] <= DELTA_VS_FULL * cpu["full"], f"a delta costs the worker {cpu['delta'] / cpu['full']:.2f}x " \
         "the full request"
-    assert info["delta_vs_scan"] <= GUARD, \
-        f"a steady delta request costs the worker {info['delta_vs_scan']}x the in-process scan's CPU"

@@ -737,3 +737,56 @@ def test_the_layout_travels_through_st_scan_and_slot_run_like_in_process(client)
         state = got["state"]
     assert [x["content"] for x in got["messages"]] == ["about fox", "about wolf"]
     assert got["placement_stability"]["unchanged"] == len("about fox")
+
+
+# -- the store keeps a slot pool's compiled keys as a keys part alone (docs/service.md#slot-keys) ----
+
+def test_a_cold_slot_engine_reads_its_pools_stored_keys_and_answers_the_same(tmp_path):
+    from lorescan.serve.runtime import ServeConfig
+    from lorescan.serve.turns import Runtime
+    config = ServeConfig(books_dir=str(tmp_path))
+
+    def cold_run(req: m.SlotRunRequest) -> tuple[bytes, int, int]:
+        worker = Runtime(config)          # a new worker: nothing in memory
+        try:
+            out = worker.slot_run(req)
+            return out, worker.store.compiles, worker.store.file_loads
+        finally:
+            worker.executor.shutdown()
+
+    first = Runtime(config)
+    book_id = first.store.put(EXAMPLE.read_bytes(), "saltmere.json")["id"]
+    other_id = first.store.put(json.dumps({"entries": {"0": {"uid": 0, "key": ["harbor"],
+                                                             "content": "Ships wait."}}}).encode(), "other.json")["id"]
+    first.executor.shutdown()
+    keys_files = lambda: sorted(p.name for p in tmp_path.glob(f"{book_id}.keys-*.lsc"))  # noqa: E731
+    messages = [m.SlotMessageIn(role="user", content="Who keeps the lighthouse at Saltmere harbor?")]
+    req = m.SlotRunRequest(books=[m.SlotBookRef(id=book_id)], turn_id="t1", messages=messages)
+
+    compiled, compiles, _ = cold_run(req)               # compiles the pool's keys and stores them
+    assert compiles == 1 and len(keys_files()) == 1, (compiles, keys_files())
+    stored, compiles, loads = cold_run(req)             # reads them: the book and its keys part, no compile
+    assert (compiles, loads) == (0, 2) and stored == compiled
+    # other rules are other specs: their own file, and the answer of a compile
+    st_rules = msgspec.structs.replace(req, rules="sillytavern", match_whole_words=True)
+    st_compiled, compiles, _ = cold_run(st_rules)
+    assert compiles == 1 and len(keys_files()) == 2
+    assert cold_run(st_rules)[:2] == (st_compiled, 0)
+    # a damaged keys file is compiled again (and written again), never an error
+    for name in keys_files():
+        path = tmp_path / name
+        path.write_bytes(path.read_bytes()[:100])
+    again, compiles, _ = cold_run(req)
+    assert again == compiled and compiles == 1
+    assert cold_run(req)[:2] == (compiled, 0)
+    # a pool of two books compiles as before (no keys file of its own); deleting a book deletes its keys
+    two = msgspec.structs.replace(req, books=[m.SlotBookRef(id=book_id), m.SlotBookRef(id=other_id)])
+    before = set(p.name for p in tmp_path.iterdir())
+    pooled, _, loads = cold_run(two)
+    assert loads == 2 and json.loads(pooled)["messages"] is not None
+    assert set(p.name for p in tmp_path.iterdir()) == before
+    empty, _, _ = cold_run(msgspec.structs.replace(req, books=[]))      # no book at all: an empty pool
+    assert json.loads(empty)["messages"] is not None
+    last = Runtime(config)
+    assert last.delete_book(book_id) and keys_files() == []
+    last.executor.shutdown()

@@ -239,3 +239,95 @@ def test_a_full_disk_answers_507_json_and_leaves_no_partial_file(tmp_path):
         status, out = c.json("POST", "/v1/st/scan", _scan_body(small["id"]))
         assert status == 200, out
         _no_tracebacks(srv)
+
+
+# -- the worker-wide bound on request bodies held at once (docs/service.md#body-budget) -------------
+
+MIB = 1 << 20
+
+
+def _metric(c, name: str) -> float:
+    status, _, text = c.request("GET", "/metrics")
+    assert status == 200
+    for line in text.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
+def _held_becomes(c, value: int) -> None:
+    """Wait (bounded) until the worker reports ``value`` body bytes held: its reads are asynchronous."""
+    for _ in range(600):
+        if _metric(c, "lorescan_body_bytes_held") == value:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the worker never held {value} body bytes (it holds "
+                         f"{_metric(c, 'lorescan_body_bytes_held')})")
+
+
+def _stalled_body(port: int, declared: int, sent: int) -> socket.socket:
+    s = socket.create_connection((HOST, port))
+    s.sendall(b"POST /v1/st/scan HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % declared + b" " * sent)
+    return s
+
+
+def _answer(s: socket.socket) -> tuple[int, dict[str, str], dict]:
+    head, body = _read_response(s).split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    headers = dict(x.lower().split(": ", 1) for x in lines[1:])
+    return int(lines[0].split()[1]), headers, json.loads(body)
+
+
+def test_bodies_held_at_once_are_bounded_per_worker_and_the_next_one_is_a_503(tmp_path):
+    args = ["--max-body-mb", "1", "--max-upload-mb", "1", "--max-inflight-mb", "3.5", "--body-timeout", "120"]
+    with ServerProcess(str(tmp_path / "books"), args=args) as srv:
+        c = srv.client()
+        status, info = c.json("POST", "/v1/books", BOOK, headers=OCTETS)
+        assert status == 201, info
+        assert _metric(c, "lorescan_body_budget_bytes") == int(3.5 * MIB)
+        held = [_stalled_body(srv.port, MIB, 64 * 1024) for _ in range(3)]      # 3 MiB declared, held open
+        _held_becomes(c, 3 * MIB)
+        # the 4th declared body does not fit: refused before it is read, the documented JSON 503
+        s = _stalled_body(srv.port, MIB, 0)
+        status, headers, body = _answer(s)
+        s.close()
+        assert status == 503 and headers.get("retry-after") == "1", (status, headers, body)
+        assert "--max-inflight-mb" in body["error"], body
+        # a chunked body is counted as it arrives: refused once it passes what is left (0.5 MiB)
+        s = socket.create_connection((HOST, srv.port))
+        s.sendall(b"POST /v1/st/scan HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        try:
+            for _ in range(12):                 # 0.75 MiB in 64 KiB chunks
+                s.sendall(b"10000\r\n" + b" " * 65536 + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass                                # refused while sending: the answer is already there
+        status, headers, body = _answer(s)
+        s.close()
+        assert status == 503 and headers.get("retry-after") == "1", (status, headers, body)
+        # requests without a body still pass, and what fits is served
+        assert c.request("GET", "/healthz")[0] == 200
+        status, out = c.json("POST", "/v1/st/scan", _scan_body(info["id"]))
+        assert status == 200 and [e["uid"] for e in out["activated"]] == [0], out
+        assert _metric(c, "lorescan_body_budget_refusals_total") == 2
+        # a held request that ends gives its bytes back: a 1 MiB body fits again
+        held.pop().close()
+        _held_becomes(c, 2 * MIB)
+        body_bytes = json.dumps(_scan_body(info["id"], "a lantern" + " " * (MIB - 4096))).encode()
+        status, out = c.json("POST", "/v1/st/scan", body_bytes, headers={"Content-Type": "application/json"})
+        assert status == 200 and [e["uid"] for e in out["activated"]] == [0], out
+        for s in held:
+            s.close()
+        _held_becomes(c, 0)
+        c.close()
+        _no_tracebacks(srv)
+
+
+def test_an_inflight_bound_below_the_largest_request_is_refused_at_start(tmp_path):
+    env = dict(os.environ, PYTHONPATH=SRC)
+    proc = subprocess.run([sys.executable, "-m", "lorescan.app.cli", "serve", "--port", "1",
+                           "--books-dir", str(tmp_path), "--max-inflight-mb", "32"], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stderr.startswith("lorescan: --max-inflight-mb: must be 0 (the default) or at least"), proc.stderr

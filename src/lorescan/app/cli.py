@@ -132,6 +132,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     config = ServeConfig(books_dir=v["books_dir"], book_cache_mb=v["book_cache_mb"],
                          chat_cache_chats=v["chat_cache_chats"], chat_cache_texts=v["chat_cache_texts"],
                          chat_cache_mb=v["chat_cache_mb"], max_body_mb=v["max_body_mb"],
+                         max_inflight_mb=v["max_inflight_mb"],
                          max_upload_mb=v["max_upload_mb"], time_limit=v["time_limit"],
                          upload_time_limit=v["upload_time_limit"], header_timeout=v["header_timeout"],
                          body_timeout=v["body_timeout"], token_file=v["token_file"],

@@ -116,6 +116,18 @@ class ChatPrefixes:
         if held.link(count).hex() != digest:
             raise PrefixUnknown(f"the first {count} messages this worker holds of chat {chat_id!r} have "
                                 "another digest (the history was edited, reordered or sent elsewhere)")
+        if count == len(held.messages):     # the steady turn: the held chat grows in place (no copies)
+            added = _size(new)
+            held.messages.extend(new)
+            held.nbytes += added
+            self._bytes += added
+            if held.nbytes > self.max_bytes:        # grown past the bound alone: no longer held
+                del self._lru[chat_id]
+                self._bytes -= held.nbytes
+            else:
+                self._lru.move_to_end(chat_id)
+                self._trim()
+            return held.messages
         kept = held.messages[:count]
         nbytes = held.nbytes - _size(held.messages[count:]) + _size(new)
         whole = kept + list(new)
@@ -131,7 +143,11 @@ class ChatPrefixes:
             return
         self._lru[chat_id] = held
         self._bytes += held.nbytes
-        while len(self._lru) > self.max_chats or self._bytes > self.max_bytes:
+        self._trim()
+
+    def _trim(self) -> None:
+        """Drop the oldest chats past the bounds."""
+        while self._lru and (len(self._lru) > self.max_chats or self._bytes > self.max_bytes):
             _, dropped = self._lru.popitem(last=False)
             self._bytes -= dropped.nbytes
 

@@ -46,6 +46,12 @@ def _between(low: float, high: float, unit: str = "") -> Callable[[Any], str | N
     return check
 
 
+def _between_or_zero(low: float, high: float) -> Callable[[Any], str | None]:
+    """0 (the setting's derived default) or ``low`` to ``high``."""
+    inner = _between(low, high)
+    return lambda v: None if v == 0 else (f"must be 0 (the default) or above (got {v:g})" if v < 0 else inner(v))
+
+
 def _port(v: int) -> str | None:
     return None if 1 <= v <= 65535 else f"must be a TCP port, 1 to 65535 (got {v})"
 
@@ -84,6 +90,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("chat_cache_mb", float, 256.0, "bytes of those hit caches per worker (MB)", _positive),
     Option("max_body_mb", float, 16.0, "largest scan request body (MB)", _between(0.001, 1024)),
     Option("max_upload_mb", float, 64.0, "largest book upload (MB)", _between(0.001, 64)),
+    Option("max_inflight_mb", float, 0.0, "request-body bytes one worker's requests hold at once, all together (MB; "
+           "503 with Retry-After past it); 0: max(max_upload_mb, 8 x max_body_mb)", _between_or_zero(0.001, 65536)),
     Option("time_limit", float, 10.0, "seconds per scan request (503 past it)", _between(1e-6, 86400)),
     Option("upload_time_limit", float, 120.0, "seconds per book upload (503 past it)", _between(1e-6, 86400)),
     Option("header_timeout", float, 10.0, "seconds a client may take to send a request's headers (then closed)",
@@ -258,6 +266,12 @@ def resolve_options(flags: Mapping[str, Any], environ: Mapping[str, str]) -> Res
             if problem is not None:
                 raise SettingsError(problem, source=where)
         values[o.name], sources[o.name], wheres[o.name] = value, source, where
+    inflight = values["max_inflight_mb"]
+    largest = max(values["max_body_mb"], values["max_upload_mb"])
+    if inflight and inflight < largest:     # the largest request allowed could never be read
+        raise SettingsError(f"must be 0 (the default) or at least the largest request a worker takes, "
+                            f"max(--max-body-mb, --max-upload-mb) = {largest:g} (got {inflight:g})",
+                            source=wheres["max_inflight_mb"])
     token_source = None
     if values["token_file"]:
         try:

@@ -43,6 +43,12 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "lorescan_chat_cache_bytes": ("gauge", "Estimated bytes of the per-chat hit caches", ()),
     "lorescan_regex_timeouts_total": ("counter", "Regex keys cut off by the time limit and reported", ()),
     "lorescan_request_timeouts_total": ("counter", "Requests answered 503 at the per-request time limit", ()),
+    "lorescan_body_bytes_held": ("gauge", "Request-body bytes the worker's requests hold now (--max-inflight-mb "
+                                          "bounds them)", ()),
+    "lorescan_body_budget_bytes": ("gauge", "Bound of the request-body bytes a worker holds at once "
+                                            "(--max-inflight-mb)", ()),
+    "lorescan_body_budget_refusals_total": ("counter", "Requests answered 503 because the worker held its "
+                                                       "--max-inflight-mb of request bodies", ()),
 }
 # gauges that are one worker's own (a ratio does not add up): one series per pid
 _PER_WORKER = {"lorescan_book_cache_hit_ratio"}
@@ -136,6 +142,11 @@ class Metrics:
             return metric.labels(pid=self.pid)
         return metric.labels(**labels) if labels else metric
 
+    def child(self, name: str, **labels: str) -> Any:
+        """The series of ``name`` for ``labels`` (keep it to count on it often: a lookup by labels
+        costs more than the count)."""
+        return self._child(name, labels)
+
     def inc(self, name: str, value: float = 1, **labels: str) -> None:
         """Add ``value`` (not negative) to a counter."""
         if value:
@@ -162,6 +173,14 @@ class Metrics:
                             ("lorescan_book_cache_misses_total", store.misses)):
             self.inc(name, total - self._followed.get(name, 0))     # the store counts; the counter follows
             self._followed[name] = total
+
+    def follow_bodies(self, budget: Any) -> None:
+        """Bring the body-budget series up to ``budget``'s (a BodyBudget's) held bytes and refusals."""
+        self.set("lorescan_body_bytes_held", budget.used)
+        self.set("lorescan_body_budget_bytes", budget.capacity)
+        name = "lorescan_body_budget_refusals_total"
+        self.inc(name, budget.refused - self._followed.get(name, 0))
+        self._followed[name] = budget.refused
 
     def sample_process(self) -> None:
         """Copy this worker's process numbers (memory, CPU, file descriptors) into its series."""

@@ -6,6 +6,8 @@ and a new lorescan never reads a file an older one compiled. For each id the dir
 
     <id>.json                 what GET /v1/books/{id} answers (name, format, entries, losses)
     <id>.<rules><SUFFIX>      the CompiledBook for one set of match rules (MatchOptions)
+    <id>.keys-<tag><SUFFIX>   a keys part alone: lorebook-slot mode's pool of this book, compiled
+                              for one set of specs and rules (:meth:`BookStore.get_keys`)
 
 The default rules (SillyTavern's, case-insensitive, substrings) are compiled at upload;
 other rules are compiled on first use and stored beside it. Files are written to a temporary
@@ -27,9 +29,11 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..st.compiled import CompiledBook, compile_book, load_compiled
+from ..match.compile import CompiledKeys, compile_keys, load_keys
+from ..match.keys import KeySpec
 from ..match.lsc import save_compiled
 from ..errors import FormatError, LorebookError
 from ..formats import load
@@ -37,13 +41,13 @@ from ..formats.convert import convert
 from ..formats._safety import parse_json
 from ..formats.load import DEFAULT_LIMITS, Limits, detect_format
 from ..formats.sillytavern import read_world
-from ..limits import DEFAULT_LIMITS as BOOK_LIMITS
+from ..limits import DEFAULT_LIMITS as BOOK_LIMITS, Limits as BookLimits
 from ..model import Lorebook
 from ..match.options import MatchOptions
 from ..st.settings import Compat
 
 __all__ = ["BookStore", "StoredBook", "BookNotFound", "DamagedBook", "SUFFIX", "FORMAT", "DEFAULT_RULES",
-           "write_compiled", "read_compiled"]
+           "write_compiled", "read_compiled", "keys_tag"]
 
 log = logging.getLogger("lorescan.serve")
 
@@ -80,6 +84,16 @@ def rules_tag(options: MatchOptions) -> str:
         rules.append(True)
     text = json.dumps(rules)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def keys_tag(specs: Sequence[KeySpec], options: MatchOptions, limits: Any, name: str, source: str) -> str:
+    """A digest of everything ``compile_keys`` reads (part of a stored keys file's name): equal
+    tags mean equal compiled keys. (The book id already names the lorescan version.)"""
+    h = hashlib.sha256()
+    h.update(repr((options, limits, name, source, len(specs))).encode("utf-8", "surrogatepass"))
+    for spec in specs:
+        h.update(repr(spec).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()[:24]
 
 
 class BookNotFound(KeyError):
@@ -123,7 +137,8 @@ class BookStore:
         os.makedirs(self.directory, exist_ok=True)
         self.cache_bytes = cache_bytes
         self.limits = limits
-        self._lru: OrderedDict[tuple[str, str], tuple[CompiledBook, int]] = OrderedDict()
+        # compiled books by (id, rules tag), and slot pools' compiled keys by (id, "keys-" + keys tag)
+        self._lru: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self._version = _version()
@@ -298,6 +313,48 @@ class BookStore:
         self._remember(key, compiled, size)
         return compiled
 
+    def get_keys(self, book_id: str, specs: Sequence[KeySpec], options: MatchOptions, *,
+                 limits: BookLimits = BOOK_LIMITS, name: str = "keys", source: str = "<memory>") -> CompiledKeys:
+        """``compile_keys(specs, options, ...)`` for key specs made from the stored book ``book_id``
+        (lorebook-slot mode's pool): from memory, else from the keys-only file stored beside the
+        book for exactly these specs, options and limits, else compiled now and stored. The file is
+        named by a digest of all of them (:func:`keys_tag`), so other specs never read it, and it
+        is a keys part alone (``match.compile.load_keys``): a cold slot request reads it instead of
+        compiling the pool. BookNotFound if the id is unknown; a damaged file is compiled again."""
+        if not self.exists(book_id):
+            self._forget(book_id)
+            raise BookNotFound(book_id)
+        tag = keys_tag(specs, options, limits, name, source)
+        key = (book_id, "keys-" + tag)
+        with self._lock:
+            found = self._lru.get(key)
+            if found is not None:
+                self._lru.move_to_end(key)
+                self.hits += 1
+                return found[0]
+            self.misses += 1
+        path = os.path.join(self.directory, f"{book_id}.keys-{tag}{SUFFIX}")
+        try:
+            keys = load_keys(path, limits=limits)
+            size = os.path.getsize(path)
+            self.file_loads += 1
+        except (FileNotFoundError, LorebookError, OSError) as exc:
+            if not isinstance(exc, FileNotFoundError):
+                log.warning("cannot load the compiled keys %s (compiling them again): %s", path, exc)
+            t0 = time.perf_counter()
+            keys = compile_keys(specs, options, limits=limits, name=name, source=source)
+            self.compiles += 1
+            log.info("compiled the keys of %d entries of book %s in %.1f ms", len(specs), book_id,
+                     (time.perf_counter() - t0) * 1000)
+            try:
+                self._write_atomic(path, lambda p: save_compiled(keys, p))
+                size = os.path.getsize(path)
+            except OSError as err:          # a full disk: this request goes on, the next one compiles again
+                log.warning("cannot store the compiled keys %s: %s", path, err)
+                size = self._stored_size(book_id)
+        self._remember(key, keys, size)
+        return keys
+
     def delete(self, book_id: str) -> bool:
         """Remove a book and its compiled files; False if it was not stored."""
         existed = False
@@ -349,7 +406,7 @@ class BookStore:
         self._write_atomic(path, lambda p: write_compiled(compiled, p))
         return os.path.getsize(path)
 
-    def _remember(self, key: tuple[str, str], compiled: CompiledBook, size: int) -> None:
+    def _remember(self, key: tuple[str, str], compiled: Any, size: int) -> None:
         evicted: set[str] = set()
         with self._lock:
             if key in self._lru:

@@ -108,6 +108,9 @@ class SlotEngine:
         stable_placement: cache-stable placement (docs/improved-profile.md#cache-stable): the
             slot's messages keep their order from request to request (the layout is kept in the
             state); which entries are inserted is unchanged.
+        compile_with: what compiles the pool's key specs, called as
+            ``match.compile.compile_keys`` (the default) is; a caller that has compiled the same
+            specs before (the service's book store) may answer with those keys.
 
     Raises:
         RegexKeyError: a regex key past ``max_regex_length`` / ``max_regex_nesting``.
@@ -122,7 +125,8 @@ class SlotEngine:
                  regex_keys: RegexKeys | Literal["ccv3"] = "form",
                  user_icon_decorator: bool = False,
                  regex_timeout: float | None = 0.25, limits: Limits = DEFAULT_LIMITS,
-                 semantic: VectorSettings | None = None, stable_placement: bool = False) -> None:
+                 semantic: VectorSettings | None = None, stable_placement: bool = False,
+                 compile_with: Callable[..., CompiledKeys] | None = None) -> None:
         if not isinstance(limits, Limits):
             raise SettingsError(f"limits must be a Limits, got {type(limits).__name__}", source="SlotEngine",
                                 field="limits")
@@ -174,7 +178,7 @@ class SlotEngine:
         self.pool: tuple[SlotEntry, ...] = tuple(pool)
         self._plans = tuple(plans)
         try:
-            self.compiled: CompiledKeys = compile_keys(specs, self.match_options, limits=limits,
+            self.compiled: CompiledKeys = (compile_with or compile_keys)(specs, self.match_options, limits=limits,
                                                        name="lorebook slot pool",
                                                        source=" + ".join(dict.fromkeys(b.book.source for b in slot_books))
                                                        or "<slot pool>")

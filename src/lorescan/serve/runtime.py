@@ -1,0 +1,320 @@
+"""A ``lorescan serve`` worker's state: its settings (:class:`ServeConfig`), books, engines, chat
+caches and metrics, and the one engine thread every compile, load and scan runs on.
+
+One worker process = one event loop (I/O, JSON, validation) + one engine thread. Engines would be
+safe to share between threads (STEngine's docstring); one engine thread keeps scans queued in
+order, off the event loop, and a request that runs past its time limit is answered 503 while its
+scan finishes in the background (a scan still queued when its deadline passes is skipped; key
+matching stops at the deadline, and the native kernel lets the event loop run while it works).
+What a worker keeps between requests is derived from books alone (compiled books, engines) or
+from text alone (per-chat key-hit caches), so no caller can see another's state. The three
+modes' handlers are :mod:`.turns`.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import errno
+import gc
+import json
+import logging
+import os
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from ..errors import ScanDeadlineExceeded
+from ..limits import DEFAULT_LIMITS
+from ..match.cache import ChatScan
+from ..match.options import MatchOptions
+from ..st import STEngine, STSettings
+from ..tokens import TiktokenCounter, count_words
+from .auth import read_token
+from .bodies import BodyBudget, inflight_bytes
+from .chats import ChatPrefixes
+from .config import WORKER_CONFIG_ENV
+from .decoding import HTTPError
+from .metrics import Metrics
+from .store import BookNotFound, BookStore, DamagedBook
+
+__all__ = ["ServeConfig", "WorkerState", "ChatCaches", "TimeLimit", "CONFIG_ENV", "DEADLINE", "TOKEN_CACHE_TEXTS",
+           "SETTINGS_CACHE", "storage_error"]
+
+log = logging.getLogger("lorescan.serve")
+# how `serve` hands a ServeConfig to its worker processes (LORESCAN_SERVE_CONFIG names the user's TOML file)
+CONFIG_ENV = WORKER_CONFIG_ENV
+
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    """Everything a worker needs; passed to worker processes as JSON in ``LORESCAN_SERVE_CONFIG``.
+
+    ``books_dir``: compiled books (shared by workers and restarts). ``book_cache_mb``: the
+    in-memory LRU of compiled books. ``chat_cache_chats`` / ``chat_cache_mb``: the per-chat
+    hit caches (``chat_id``); ``chat_cache_texts``: texts one chat's cache keeps (a chat only
+    reuses the hits of its window's messages and recent recursion chunks). ``max_body_mb``: largest scan request; ``max_upload_mb``:
+    largest book upload; ``max_inflight_mb``: request-body bytes all of a worker's requests hold at once
+    (0: ``max(max_upload_mb, 8 x max_body_mb)``, :mod:`.bodies`). ``time_limit``: seconds per scan request (503 past it);
+    ``upload_time_limit``: seconds per upload. ``header_timeout`` / ``body_timeout``: seconds a
+    client may take to send a request's headers / its body before the connection is closed
+    (``serve.protocol``). ``token_file``: bearer token file (else
+    ``LORESCAN_SERVE_TOKEN``; neither = no auth). ``engines``: engines kept per worker.
+    ``access_log``: one log line per request; ``log_level``, ``log_format`` (``json`` or ``text``).
+    """
+
+    books_dir: str = "lorescan-books"
+    book_cache_mb: float = 512
+    chat_cache_chats: int = 1000
+    chat_cache_texts: int = 256
+    chat_cache_mb: float = 256
+    max_body_mb: float = 16
+    max_inflight_mb: float = 0
+    max_upload_mb: float = DEFAULT_LIMITS.max_file_bytes / (1 << 20)
+    time_limit: float = 10.0
+    upload_time_limit: float = 120.0
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
+    token_file: str | None = None
+    engines: int = 32
+    access_log: bool = False
+    log_level: str = "info"
+    log_format: str = "json"
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls) -> "ServeConfig":
+        raw = os.environ.get(CONFIG_ENV)
+        return cls(**json.loads(raw)) if raw else cls()
+
+
+class TimeLimit(Exception):
+    """The request's deadline passed before its job started."""
+
+
+# The running job's deadline (time.monotonic()): Runtime.run sets it in the job's context and
+# the scan handlers pass it to the engines, whose key matching stops past it (answered 503).
+DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("lorescan_deadline", default=None)
+
+
+def storage_error(exc: OSError) -> HTTPError:
+    """An error writing the books directory as an answer: 507 when the disk (or quota) is full,
+    503 otherwise; the log names the file, the answer does not."""
+    log.warning("cannot write to the books directory: %s", exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return HTTPError(507, f"the books directory is full ({os.strerror(exc.errno)}); the book was not stored")
+    return HTTPError(503, f"the books directory cannot be written ({exc.strerror or type(exc).__name__}); "
+                          "the book was not stored")
+
+
+# -- per-worker state -------------------------------------------------------------------------
+
+class ChatCaches:
+    """Per-chat ChatScan objects: an LRU bounded in chats and in estimated bytes; each chat's
+    cache is itself bounded in texts (old messages and old recursion chunks are never read again)."""
+
+    def __init__(self, max_chats: int, max_bytes: int, max_texts: int = 256) -> None:
+        self.max_chats = max(1, max_chats)
+        self.max_bytes = max(1, max_bytes)
+        self.max_texts = max(1, max_texts)
+        self._lru: OrderedDict[str, ChatScan] = OrderedDict()
+
+    def get(self, chat_id: str) -> ChatScan:
+        found = self._lru.get(chat_id)
+        if found is None:
+            found = self._lru[chat_id] = ChatScan(max_texts=self.max_texts, max_bytes=self.max_bytes)
+        else:
+            self._lru.move_to_end(chat_id)
+        return found
+
+    def trim(self) -> None:
+        while len(self._lru) > self.max_chats:
+            self._lru.popitem(last=False)
+        total = self.nbytes
+        while total > self.max_bytes and len(self._lru) > 1:
+            _, old = self._lru.popitem(last=False)
+            total -= old.nbytes
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in list(self._lru.values()))
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+
+SETTINGS_CACHE = 256        # distinct request settings kept validated (oldest dropped first)
+TOKEN_CACHE_TEXTS = 1024    # the counter caches by text; every turn brings new (long) budget texts
+
+
+def _counter(name: str) -> Callable[[str], int]:
+    if name == "words":
+        return count_words
+    if name == "chars":
+        return len
+    return TiktokenCounter(cache_size=TOKEN_CACHE_TEXTS)
+
+
+class WorkerState:
+    """A worker's books, engines, chat caches and metrics; everything runs on one engine thread
+    (the mode handlers are :class:`lorescan.serve.turns.Runtime`, this plus them)."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self.store = BookStore(config.books_dir, cache_bytes=int(config.book_cache_mb * (1 << 20)))
+        self.metrics = Metrics()
+        self.bodies = BodyBudget(inflight_bytes(config.max_inflight_mb, config.max_body_mb, config.max_upload_mb))
+        self.ready = False              # set once the engine thread has run its first job
+        self.chats = ChatCaches(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)),
+                                config.chat_cache_texts)
+        self.prefixes = ChatPrefixes(config.chat_cache_chats, int(config.chat_cache_mb * (1 << 20)))
+        self.engines: OrderedDict[tuple, Any] = OrderedDict()
+        self.janitor_engines: OrderedDict[tuple, Any] = OrderedDict()
+        self.counters: dict[str, Callable[[str], int]] = {}
+        self._settings: dict[tuple, STSettings] = {}
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lorescan-engine")
+        token = read_token(config.token_file)
+        self.token = token.encode() if token else None
+        self._released = False          # engines were dropped since the last gc.freeze()
+        self._unfrozen_entries = 0      # entries of the engines built since then
+        self.store.on_evict = self._release
+
+    def _release(self, book_ids: set[str]) -> None:
+        """Drop the engines that use a book the store's LRU let go (engine thread only): an engine
+        keeps its compiled books alive, so without this ``--book-cache-mb`` would bound the store
+        and not the worker (32 engines kept 32 books whatever the cache size)."""
+        for key in [k for k in self.engines if any(b[0] in book_ids for b in k[1])]:
+            del self.engines[key]
+            self._released = True
+
+    async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None) -> Any:
+        """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first.
+
+        ``timing`` (if given) receives the seconds spent queued and running there."""
+        submitted = time.monotonic()
+        deadline = submitted + limit
+
+        def job() -> Any:
+            started = time.monotonic()
+            if started > deadline:
+                raise TimeLimit()
+            DEADLINE.set(deadline)     # this job's own context (a copy): the scans it runs honour it
+            try:
+                return fn()
+            finally:
+                if timing is not None:
+                    timing[:] = [started - submitted, time.monotonic() - started]
+
+        # The job runs in a copy of the request's context (its log lines carry the request id) and
+        # hands its outcome to ``answer``, a plain future of the event loop: the request waits for
+        # that or for its time limit, whichever comes first, and a job that outlives its request
+        # finishes unobserved. (run_in_executor + wait_for + shield did the same with three more
+        # futures and their callbacks: ~15 us of a trivial request's CPU.)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Any] = loop.create_future()
+
+        def settle(value: Any, exc: BaseException | None) -> None:
+            if answer.done():               # the time limit (or a cancelled request) came first
+                return
+            if exc is None:
+                answer.set_result(value)
+            else:
+                answer.set_exception(exc)
+
+        def hand_over() -> None:
+            try:
+                value, exc = job(), None
+            except BaseException as err:    # noqa: BLE001 - the request's task raises it
+                value, exc = None, err
+            try:
+                loop.call_soon_threadsafe(settle, value, exc)
+            except RuntimeError:            # the loop is closed: the worker is stopping
+                pass
+
+        context = contextvars.copy_context()
+        self.executor.submit(context.run, hand_over)
+        expire = loop.call_later(limit, settle, None, asyncio.TimeoutError())
+        try:
+            return await answer
+        except (asyncio.TimeoutError, TimeLimit, ScanDeadlineExceeded):
+            self.metrics.inc("lorescan_request_timeouts_total")
+            raise HTTPError(503, f"the request took longer than the time limit of {limit:g} s") from None
+        finally:
+            expire.cancel()
+
+    def delete_book(self, book_id: str) -> bool:
+        """Delete a stored book and drop this worker's engines that use it (engine thread only)."""
+        self._release({book_id})
+        return self.store.delete(book_id)
+
+    def counter(self, name: str) -> Callable[[str], int]:
+        found = self.counters.get(name)
+        if found is None:
+            found = self.counters[name] = _counter(name)
+        return found
+
+    def _engine(self, key: tuple, build: Callable[[], Any]) -> Any:
+        found = self.engines.get(key)
+        if found is not None:
+            self.engines.move_to_end(key)
+            return found
+        engine = build()
+        self.metrics.inc("lorescan_engines_built_total")
+        if not all(self.store.holds(b[0]) for b in key[1]):
+            # its books did not all fit in the book cache: kept, it would hold them past the bound
+            return engine
+        self.engines[key] = engine
+        while len(self.engines) > self.config.engines:
+            self.engines.popitem(last=False)
+            self._released = True
+        # A compiled book is ~10^6 long-lived objects: move them out of the cyclic GC's reach,
+        # or every full collection walks them all (tens of ms in the middle of some turn).
+        # Frozen objects are never collected as cycles, so after engines were dropped the
+        # frozen generation is thawed first and what only they held is freed. The collection
+        # itself costs tens of ms, so it runs once FREEZE_ENTRIES entries were built into engines
+        # since the last one: at once for a large book, once per many engines of small books
+        # (a platform's cold requests), whose few objects wait unfrozen meanwhile.
+        compiled = engine.compiled if isinstance(engine, STEngine) else None     # other engines: every time
+        self._unfrozen_entries += FREEZE_ENTRIES if compiled is None else sum(len(cb.entries) for cb in compiled)
+        if self._unfrozen_entries >= FREEZE_ENTRIES:
+            if self._released:
+                gc.unfreeze()
+                self._released = False
+            gc.collect()
+            gc.freeze()
+            self._unfrozen_entries = 0
+        return engine
+
+    def _compiled(self, refs: list[Any], options: MatchOptions) -> list[Any]:
+        out = []
+        for i, ref in enumerate(refs):
+            try:
+                out.append(self.store.get(ref.id, options))
+            except BookNotFound:
+                raise HTTPError(404, f"no book with id {ref.id!r} (upload it with POST /v1/books)",
+                                path=f"$.books[{i}].id") from None
+            except DamagedBook as exc:
+                raise HTTPError(409, str(exc), path=f"$.books[{i}].id") from None
+        return out
+
+    def _chat_cache(self, chat_id: str | None) -> ChatScan | None:
+        return self.chats.get(chat_id) if chat_id is not None else None
+
+    def _after_chat(self, cache: ChatScan | None, hits0: int, misses0: int) -> None:
+        if cache is None:
+            return
+        self.metrics.inc("lorescan_chat_cache_hits_total", cache.hit_count - hits0)
+        self.metrics.inc("lorescan_chat_cache_misses_total", cache.miss_count - misses0)
+        self.chats.trim()
+
+    def gauges(self) -> None:
+        mt = self.metrics
+        mt.set("lorescan_chats_cached", len(self.chats))
+        mt.set("lorescan_chat_cache_bytes", self.chats.nbytes)
+        mt.follow_store(self.store)
+        mt.follow_bodies(self.bodies)
+        mt.sample_process()
