@@ -12,7 +12,8 @@ depth 20, whole words, recursion. Measured in the same run, turn by turn and int
 * **window floor** (reported, not asserted): the same with a pass over all 20 window texts
   every turn, the floor as ``bench_platform.py`` defines it for a cold request. A steady turn
   scans only its new text, so lorescan is below this one;
-* **SillyTavern-shaped loop**: the same engine on the naive reference matcher (every key of
+* **SillyTavern-shaped loop**: an engine of the same book and settings built with
+  ``_view=ReferenceScanView``, the naive reference matcher (every key of
   every entry tested on the assembled haystack, as docs/sillytavern-mode.md#st-scan-text reads
   literally; ``tests/support/reference_matcher.py``), one turn in ``NAIVE_EVERY``. It is a Python
   loop, not SillyTavern's own code under V8.
@@ -29,7 +30,6 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from unittest import mock
 
 import pytest
 
@@ -74,8 +74,10 @@ def chats():
 def _steady_vs_floor(benchmark, chats, book_name: str) -> dict:
     book = load(str(need_shared("corpus/books/" + book_name)))
     chat, start = chats["zh" if book_name.startswith("zh-") else "en"]
-    engine = STEngine([BookSource(book, ("global",))],
-                      STSettings(scan_depth=DEPTH, recursive=True, match_whole_words=True))
+    settings = STSettings(scan_depth=DEPTH, recursive=True, match_whole_words=True)
+    engine = STEngine([BookSource(book, ("global",))], settings)
+    # the same book and settings read through the naive reference matcher (the seam the tests use)
+    reference = STEngine([BookSource(book, ("global",))], settings, _view=ReferenceScanView)
     matcher = compile_book(book).keys.matcher
     cache = ChatScan()
     for t in range(start - 10, start):
@@ -106,8 +108,7 @@ def _steady_vs_floor(benchmark, chats, book_name: str) -> dict:
     def naive(msgs) -> None:
         forget_caches()
         t0 = time.perf_counter()
-        with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
-            engine.scan(msgs, max_context=16000)
+        reference.scan(msgs, max_context=16000)
         naives.append(time.perf_counter() - t0)
 
     def turn(msgs) -> None:
