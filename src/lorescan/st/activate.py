@@ -13,8 +13,7 @@ from typing import Iterable, Sequence, cast
 from ..match.expr import ExprLayout
 from ..match.view import MAX_SCAN_DEPTH, ScanView, Window
 from ..model import SelectiveLogic, js_truthy
-from ..tokens import PrependCount
-from .budget import admit, extend_budget_text
+from .budget import admit, extend_budget_text, start_budget_text
 from .groups import select_in_groups
 from .result import LoopRecord, LoopState, quoted
 from .tables import EntryInfo
@@ -321,7 +320,7 @@ def run_loops(turn: Turn) -> None:
     """
     tables = turn.tables
     settings = tables.settings
-    turn.budget_text = PrependCount(turn.counter)
+    start_budget_text(turn)
     loop = 0
     while True:
         if settings.max_recursion_steps and loop >= settings.max_recursion_steps:

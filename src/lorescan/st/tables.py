@@ -240,13 +240,14 @@ class HashIndex:
 
 class UnitCounts:
     """Per-entry token counts of ``"content\\n"`` (the unit every budget text is made of),
-    kept for the engine's life: ``state = (counter, {gpos: (content, unit, TextCount)})``.
-    Each value and the pair itself are written whole, so threads may share it."""
+    kept for the engine's life: ``state = (counter, {gpos: (content, unit, TextCount)}, joins)``,
+    ``joins`` the counts of the budget's joins of those units (lorescan.st.budget.JoinMemo).
+    Each value and the tuple itself are written whole, so threads may share it."""
 
     __slots__ = ("state",)
 
     def __init__(self) -> None:
-        self.state: tuple[Any, dict[int, tuple[str, str, TextCount]]] = (None, {})
+        self.state: tuple[Any, dict[int, tuple[str, str, TextCount]], Any] = (None, {}, None)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
