@@ -126,7 +126,11 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
         if not _secondary_ok(logic, m.secondary):
             why = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
             return (False, "secondary_keys", why, key, window)
-    return (True, "key", f"primary key {quoted(key)} matched", key, window)
+    return (True, "key", (_primary_matched, key), key, window)
+
+
+def _primary_matched(key: str) -> str:        # a key gate's detail, formatted when an explanation reads it
+    return f"primary key {quoted(key)} matched"
 
 
 def _expression_gate(turn: Turn, info: EntryInfo, layout: ExprLayout, window: Window) -> GateResult:
