@@ -207,10 +207,12 @@ class AlwaysGates:
     every walked-always entry's global position, ascending. Read-only once built.
     """
 
-    __slots__ = ("gpos", "verdicts")
+    __slots__ = ("gpos", "verdicts", "plain")
 
     def __init__(self, always: Sequence[EntryInfo]) -> None:
         self.gpos: tuple[int, ...] = tuple(sorted(s.gpos for s in always))
+        # global position -> the entry's kind for the walk (_plain_kind), decided when first walked
+        self.plain: dict[int, int] = {}
         verdicts: dict[int, tuple[bool, str, str, int]] = {}
         for info in always:
             e = info.entry
@@ -229,6 +231,26 @@ class AlwaysGates:
             elif e.constant:
                 verdicts[info.gpos] = (True, "constant", "constant entry", static)
         self.verdicts = verdicts
+
+
+_OTHER, _PLAIN, _PLAIN_NOT_IN_RECURSION = 0, 1, 2
+
+
+def _plain_kind(turn: Turn, info: EntryInfo) -> int:
+    """``_PLAIN`` when only its primary keys decide an entry that the turn does not touch (not
+    sticky, on cooldown, forced or semantic): no static gate can stop it (gates 1-5), no
+    recursion setting or decorator applies, it is not constant, it has primary keys and no
+    secondary logic or key expressions; :func:`gate` of such an entry is its key gate (_walk
+    inlines it). ``_PLAIN_NOT_IN_RECURSION``: the same but for ``exclude_recursion`` (in a
+    recursion loop of a recursive scan it stops there). ``_OTHER``: anything else."""
+    e = info.entry
+    _, names, tags = e.character_filter
+    if (e.disable or e.triggers or names or tags or (e.delay and js_truthy(e.delay))
+            or e.delay_until_recursion or info.activate or info.dont_activate
+            or e.constant or not info.has_keys or (e.selective and e.keysecondary)
+            or (turn.tables.match_options.expressions and info.exprs is not None)):
+        return _OTHER
+    return _PLAIN_NOT_IN_RECURSION if e.exclude_recursion else _PLAIN
 
 
 def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
@@ -279,9 +301,35 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     verdicts = turn.gates.verdicts
     touched = turn.sticky or turn.cooldown or turn.forced or turn.semantic
     static_bits = _NEEDS_TURN | (_NEEDS_CHARACTER if turn.character is not None else 0)
+    plain = turn.gates.plain
+    views, last_windows = turn.views, turn.last_windows
+    excluding = turn.state == RECURSION and tables.settings.recursive
     for info in walk:
         ref = info.world_uid
         if ref in activated or ref in failed:
+            continue
+        kind = plain.get(info.gpos)
+        if kind is None:
+            kind = plain[info.gpos] = _plain_kind(turn, info)
+        if kind and not (touched and (ref in turn.sticky or ref in turn.cooldown or ref in turn.forced
+                                      or ref in turn.semantic)):
+            # gate() of a plain entry, inlined: its key gate (or gate 7, exclude recursion)
+            if kind == _PLAIN_NOT_IN_RECURSION and excluding:
+                notes[ref] = (info, "not_activated", "exclude_recursion", "cannot be activated by recursion", loop,
+                              None)
+                continue
+            window = entry_window(turn, info)
+            m = views[info.book].match_entry(info.index, window)
+            if m.primary is None:
+                detail = "no primary key matched"
+                if m.timed_out:
+                    detail += " (" + "; ".join(views[info.book].cut_off_report(m.timed_out)) + ")"
+                notes[ref] = (info, "not_activated", "no_key_match", detail, loop, None)
+            else:
+                key = info.entry.key[m.primary]
+                new.append(info)
+                notes[ref] = (info, "activated", "key", (_primary_matched, key), loop, key)
+            last_windows[ref] = window
             continue
         verdict = verdicts.get(info.gpos)
         if verdict is not None and not (touched and (ref in turn.sticky or ref in turn.cooldown
