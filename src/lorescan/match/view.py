@@ -15,6 +15,7 @@ the same way (see lorescan.match.regexscope); the others search the assembled ha
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -166,6 +167,12 @@ def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_word
             return True
         start = haystack.find(key, start + 1)
     return False
+
+
+def _content_union(compiled: "CompiledKeys", owners: Sequence[int]) -> frozenset[int]:
+    """The union of the compile-time content hits of entries ``owners``."""
+    content_hits = compiled.content_hits
+    return _kernels.hits.window_union([content_hits[j] for j in owners])
 
 
 def _segments_of(messages: Sequence[str]) -> list[str]:
@@ -386,10 +393,8 @@ class ScanView:
                          else "\n".join([content_of(j) for j in owners]) == text)):
                 # the union of the entries' compile-time content hits: the same entries' chunk
                 # recurs turn after turn, so it is kept in the ChatScan by the entries
-                content_hits = compiled.content_hits
                 have.append(self._cache.derived(  # type: ignore[arg-type]
-                    (self._matcher.token, "chunk", owners),
-                    lambda owners=owners: _kernels.hits.window_union([content_hits[j] for j in owners]),
+                    (self._matcher.token, "chunk", owners), functools.partial(_content_union, compiled, owners),
                     len(owners)))
             elif parts is not None and compiled.chunk_union_exact:
                 lookup, matcher, content_hits = self._cache.lookup, self._matcher, compiled.content_hits

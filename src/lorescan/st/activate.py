@@ -318,18 +318,18 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
                 notes[ref] = (info, "not_activated", "exclude_recursion", "cannot be activated by recursion", loop,
                               None)
                 continue
-            window = entry_window(turn, info)
-            m = views[info.book].match_entry(info.index, window)
+            win = entry_window(turn, info)
+            m = views[info.book].match_entry(info.index, win)
             if m.primary is None:
-                detail = "no primary key matched"
+                why = "no primary key matched"
                 if m.timed_out:
-                    detail += " (" + "; ".join(views[info.book].cut_off_report(m.timed_out)) + ")"
-                notes[ref] = (info, "not_activated", "no_key_match", detail, loop, None)
+                    why += " (" + "; ".join(views[info.book].cut_off_report(m.timed_out)) + ")"
+                notes[ref] = (info, "not_activated", "no_key_match", why, loop, None)
             else:
                 key = info.entry.key[m.primary]
                 new.append(info)
                 notes[ref] = (info, "activated", "key", (_primary_matched, key), loop, key)
-            last_windows[ref] = window
+            last_windows[ref] = win
             continue
         verdict = verdicts.get(info.gpos)
         if verdict is not None and not (touched and (ref in turn.sticky or ref in turn.cooldown
