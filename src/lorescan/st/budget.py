@@ -14,6 +14,7 @@ from .turn import Turn, note
 __all__ = ["turn_budget", "count_unit", "admit", "extend_budget_text", "start_budget_text", "JoinMemo", "join_memo"]
 
 _MEMO_NODES = 20_000       # joins remembered per engine (emptied whole when reached)
+_MEMO_DEPTH = 64           # entries of one loop's admission remembered (a longer one is counted on as before)
 
 
 class _Join:
@@ -150,6 +151,8 @@ def admit(turn: Turn, pending: list[EntryInfo], t0: int, loop: int) -> list[Entr
     remaining = turn.budget - t0
     memo = join_memo(tables.units, turn.counter)
     node = memo.root("concat", remaining)     # the loop's join so far (ConcatCount), from the memo
+    depth, live = 0, None                     # its length; past _MEMO_DEPTH, the loop's own count
+    run_total, run_exact = 0, True
     counts = tables.units.state[1]       # the usual case read inline: a counted, unchanged content
     units = turn.units
     substitute = turn.substitute
@@ -183,18 +186,29 @@ def admit(turn: Turn, pending: list[EntryInfo], t0: int, loop: int) -> list[Entr
             if found is not None and found[0] is content and found[2].exact:
                 unit, tc = found[1], found[2]
             else:
-                unit, tc = count_unit(tables.units, turn.counter, s, content, remaining - node.total)
+                unit, tc = count_unit(tables.units, turn.counter, s, content, remaining - run_total)
             units[s.world_uid] = (unit, tc)
-            nxt = node.children.get(s.gpos)
-            if nxt is None or nxt.units[0] is not unit or nxt.units[1] is not tc:
-                count = node.count.copy()
-                count.append(unit, tc, limit=remaining)
-                nxt = memo.child(node, s.gpos, (unit, tc), count)
-            node = nxt
-            total = t0 + node.total
+            if live is None:
+                nxt = node.children.get(s.gpos)
+                if nxt is None or nxt.units[0] is not unit or nxt.units[1] is not tc:
+                    count = node.count.copy()
+                    count.append(unit, tc, limit=remaining)
+                    if depth < _MEMO_DEPTH:
+                        nxt = memo.child(node, s.gpos, (unit, tc), count)
+                    else:       # a long join: counted on from here, not remembered (each node copies its parts)
+                        live = count
+                if live is None:
+                    assert nxt is not None
+                    node, depth = nxt, depth + 1
+                    run_total, run_exact = node.total, node.exact
+            else:
+                live.append(unit, tc, limit=remaining)
+            if live is not None:
+                run_total, run_exact = live.total, live.exact
+            total = t0 + run_total
             if not ent.ignore_budget and total >= turn.budget:
                 turn.overflow = True
-                exact = node.exact and (turn.budget_text is None or turn.budget_text.exact)
+                exact = run_exact and (turn.budget_text is None or turn.budget_text.exact)
                 note(turn, s, "not_activated", "budget",
                      f"{'' if exact else 'at least '}{total} tokens would reach the budget of {turn.budget}", loop)
                 continue
