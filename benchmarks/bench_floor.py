@@ -12,24 +12,25 @@ depth 20, whole words, recursion. Measured in the same run, turn by turn and int
 * **window floor** (reported, not asserted): the same with a pass over all 20 window texts
   every turn, the floor as ``bench_platform.py`` defines it for a cold request. A steady turn
   scans only its new text, so lorescan is below this one;
-* **SillyTavern-shaped loop**: the same engine on the naive reference matcher (every key of
+* **SillyTavern-shaped loop**: an engine of the same book and settings built with
+  ``_view=ReferenceScanView``, the naive reference matcher (every key of
   every entry tested on the assembled haystack, as docs/sillytavern-mode.md#st-scan-text reads
   literally; ``tests/support/reference_matcher.py``), one turn in ``NAIVE_EVERY``. It is a Python
   loop, not SillyTavern's own code under V8.
 
-The issue's targets: at most 5x the floor on books with at least 100 keyed entries, at most
-10x on every keyed book, never slower than the SillyTavern-shaped loop. The floor of a small
-book is tens of microseconds (one automaton pass over the new message and a union of 20 sets)
-while a turn has a fixed cost of its own (the chat window, the loop, the budget, the result):
-some books are over the targets, so what is asserted is the present ratio with a margin (a
-regression guard), printed per book. Ratios are of medians.
+The issue's targets, asserted: at most 5x the floor on books with at least 100 keyed entries, at
+most 10x on every keyed book, never slower than the SillyTavern-shaped loop. The ratio is the
+median of the turns' own ratios (each turn against the floor of the same turn, measured just
+before it). The floor of a small book is a few microseconds (one automaton pass over the new
+message and a union of 20 sets) while a turn has a fixed cost of its own (the chat window, the
+loop, the budget, the result). The books in ``GUARDS`` are still over their target here: they
+are asserted at that guard, and the measured ratio is printed per book.
 """
 from __future__ import annotations
 
 import json
 import statistics
 import time
-from unittest import mock
 
 import pytest
 
@@ -48,11 +49,19 @@ SMALL = ["en-celestia-valid.json", "en-chub-jailbreak-logs.json", "en-chub-lytho
          "en-st-legacy-toaru.json", "en-x-world.json", "en-zh-command-lorebook-export.json",
          "st-default-eldoria.json", "zh-ai-guide-2.0.json", "zh-cheryl.json", "zh-dou-rpg-v3.5.json",
          "zh-earth-online.json", "zh-tingyun.json"]
-# Regression guards, not the targets (measured on a loaded 2-core machine, short mode: big books
-# 5-11x the floor, small ones 4-13x; every book 2.2-20x faster than the naive loop).
-BIG_GUARD = 25
-SMALL_GUARD = 30
-NAIVE_GUARD = 1.5
+# The issue's targets: a steady turn at most BIG_TARGET x the floor on the books with >= 100 keyed
+# entries, at most EVERY_TARGET x on every keyed book, and never slower than the SillyTavern-shaped loop.
+BIG_TARGET = 5
+EVERY_TARGET = 10
+NAIVE_TARGET = 1.0
+# Books still over a target here (2-core machine shared by several people, short mode, median of
+# the turns' ratios): asserted at this guard instead, the gap reported (see the module docstring).
+# Measured here (three short runs): monster-hunter 10.3-11.7x, arcanthea 6.7-7.0x, weyland 5.0-5.5x,
+# zh-cheryl 10.3-12.8x, zh-ai-guide 9.3-10.7x, zh-dou-rpg 9.2-10.6x, eldoria 7.5-9.3x, the
+# command-lorebook export 8.7-9.2x; every other keyed book 3.6-7x, under its target.
+GUARDS = {"en-monster-hunter-387.json": 14, "en-chub-world-of-arcanthea.json": 9, "en-weyland-251.json": 7,
+          "zh-cheryl.json": 15, "zh-ai-guide-2.0.json": 13, "zh-dou-rpg-v3.5.json": 13,
+          "st-default-eldoria.json": 12, "en-zh-command-lorebook-export.json": 12}
 CHATS = {"en": ("corpus/chats/en-dmc-group-branch734.jsonl", 300),
          "zh": ("corpus/chats/zh-muyanran-branch214.jsonl", 80)}
 
@@ -74,8 +83,10 @@ def chats():
 def _steady_vs_floor(benchmark, chats, book_name: str) -> dict:
     book = load(str(need_shared("corpus/books/" + book_name)))
     chat, start = chats["zh" if book_name.startswith("zh-") else "en"]
-    engine = STEngine([BookSource(book, ("global",))],
-                      STSettings(scan_depth=DEPTH, recursive=True, match_whole_words=True))
+    settings = STSettings(scan_depth=DEPTH, recursive=True, match_whole_words=True)
+    engine = STEngine([BookSource(book, ("global",))], settings)
+    # the same book and settings read through the naive reference matcher (the seam the tests use)
+    reference = STEngine([BookSource(book, ("global",))], settings, _view=ReferenceScanView)
     matcher = compile_book(book).keys.matcher
     cache = ChatScan()
     for t in range(start - 10, start):
@@ -106,8 +117,7 @@ def _steady_vs_floor(benchmark, chats, book_name: str) -> dict:
     def naive(msgs) -> None:
         forget_caches()
         t0 = time.perf_counter()
-        with mock.patch("lorescan.st.engine.ScanView", ReferenceScanView):
-            engine.scan(msgs, max_context=16000)
+        reference.scan(msgs, max_context=16000)
         naives.append(time.perf_counter() - t0)
 
     def turn(msgs) -> None:
@@ -129,11 +139,16 @@ def _steady_vs_floor(benchmark, chats, book_name: str) -> dict:
     if benchmark.disabled:
         return {}
     lorescan = benchmark.stats.stats.median
+    turns = benchmark.stats.stats.data          # round i is the turn whose floor is floors[i]
+    assert len(turns) == len(floors) == ROUNDS
     info = {"lorescan_us": round(lorescan * 1e6, 1), "floor_us": round(statistics.median(floors) * 1e6, 1),
             "window_floor_us": round(statistics.median(windows) * 1e6, 1),
             "vs_window_floor": round(lorescan / statistics.median(windows), 2),
             "naive_us": round(statistics.median(naives) * 1e6, 1),
-            "vs_floor": round(lorescan / statistics.median(floors), 1),
+            # the median of the turns' own ratios (each turn against its own floor, measured just
+            # before it): steadier on a shared machine than a ratio of medians (also given)
+            "vs_floor": round(statistics.median([t / f for t, f in zip(turns, floors)]), 2),
+            "vs_floor_of_medians": round(lorescan / statistics.median(floors), 2),
             "naive_vs_lorescan": round(statistics.median(naives) / lorescan, 1),
             "median_activated": statistics.median(activated)}
     benchmark.extra_info.update(info)
@@ -141,23 +156,25 @@ def _steady_vs_floor(benchmark, chats, book_name: str) -> dict:
     return info
 
 
+def _check(info: dict, book_name: str, target: float) -> None:
+    bound = GUARDS.get(book_name, target)
+    assert info["vs_floor"] <= bound, (f"{book_name}: a steady turn is {info['vs_floor']}x the floor "
+                                       f"({'guard' if book_name in GUARDS else 'target'} {bound}x)")
+    assert info["naive_vs_lorescan"] >= NAIVE_TARGET, \
+        f"{book_name}: slower than the SillyTavern-shaped loop ({info['naive_vs_lorescan']}x)"
+
+
 @pytest.mark.benchmark(group="floor-big")
 @pytest.mark.parametrize("book_name", sorted(BIG))
 def bench_steady_turn_of_a_big_keyed_book_vs_floor(benchmark, chats, book_name):
     info = _steady_vs_floor(benchmark, chats, book_name)
-    if not info:
-        return
-    assert info["vs_floor"] <= BIG_GUARD, f"{book_name}: a steady turn is {info['vs_floor']}x the floor"
-    assert info["naive_vs_lorescan"] >= NAIVE_GUARD, \
-        f"{book_name}: only {info['naive_vs_lorescan']}x the SillyTavern-shaped loop"
+    if info:
+        _check(info, book_name, BIG_TARGET)
 
 
 @pytest.mark.benchmark(group="floor-small")
 @pytest.mark.parametrize("book_name", SMALL)
 def bench_steady_turn_of_a_small_keyed_book_vs_floor(benchmark, chats, book_name):
     info = _steady_vs_floor(benchmark, chats, book_name)
-    if not info:
-        return
-    assert info["vs_floor"] <= SMALL_GUARD, f"{book_name}: a steady turn is {info['vs_floor']}x the floor"
-    assert info["naive_vs_lorescan"] >= NAIVE_GUARD, \
-        f"{book_name}: only {info['naive_vs_lorescan']}x the SillyTavern-shaped loop"
+    if info:
+        _check(info, book_name, EVERY_TARGET)

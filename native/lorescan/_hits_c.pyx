@@ -87,8 +87,17 @@ def window_union(parts):
 
 
 def entries_hit(hits, vid_entries, always):
-    """Sorted entry indexes listed under any vid in ``hits``, plus ``always``."""
+    """Sorted entry indexes listed under any vid in ``hits``, plus ``always`` (a lazy table's
+    built rows read from its ``_items`` dict, as the twin does)."""
     cdef set found = set(always)
+    cdef dict built_rows
+    built = getattr(vid_entries, "_items", None)
+    if type(built) is dict:
+        built_rows = built
+        for v in hits:
+            row = built_rows.get(v)
+            found.update(row if row is not None else vid_entries[v])
+        return sorted(found)
     for v in hits:
         found.update(vid_entries[v])
     return sorted(found)

@@ -91,8 +91,18 @@ def window_union(parts: Sequence[frozenset[int]]) -> frozenset[int]:
 
 def entries_hit(hits: frozenset[int] | set[int], vid_entries: Sequence[tuple[int, ...]],
                 always: Sequence[int]) -> list[int]:
-    """Sorted entry indexes listed under any vid in ``hits``, plus ``always``."""
+    """Sorted entry indexes listed under any vid in ``hits``, plus ``always``.
+
+    A lazy table (``lorescan.match.columns``) keeps the rows built so far in a dict ``_items``:
+    those are read from it directly, the others through the table."""
     found = set(always)
+    built = getattr(vid_entries, "_items", None)
+    if type(built) is dict:
+        get = built.get
+        for v in hits:
+            row = get(v)
+            found.update(row if row is not None else vid_entries[v])
+        return sorted(found)
     for v in hits:
         found.update(vid_entries[v])
     return sorted(found)

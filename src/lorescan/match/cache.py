@@ -27,6 +27,8 @@ __all__ = ["ChatScan"]
 
 _ENTRY_OVERHEAD = 160      # key tuple + OrderedDict node, roughly
 _MAX_NAMED = 512           # named_text keeps at most this many messages, in at most max_bytes / 8
+_MAX_DERIVED = 1024        # derived keeps at most this many values
+_MAX_DERIVED_ITEMS = 1 << 18   # ... holding at most this many set elements in their keys and values
 
 # (matcher token, text) for one text; (matcher token, texts) for a block of messages
 _Key: TypeAlias = tuple[str, str | tuple[str, ...]]
@@ -58,6 +60,8 @@ class ChatScan:
         self._side: OrderedDict[object, object] = OrderedDict()
         self._named: dict[tuple[str, str], str] = {}
         self._named_bytes = 0
+        self._derived: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
+        self._derived_items = 0
         self.hit_count = 0
         self.miss_count = 0
 
@@ -77,6 +81,8 @@ class ChatScan:
             self._side.clear()
             self._named.clear()
             self._named_bytes = 0
+            self._derived.clear()
+            self._derived_items = 0
             self._bytes = 0
 
     def lookup(self, matcher: "KeyMatcher", text: str, work: "FuzzyWork | None" = None) -> frozenset[int]:
@@ -178,6 +184,32 @@ class ChatScan:
         if None in out:
             out = [found if found is not None else self.named_text(*pair) for found, pair in zip(out, pairs)]
         return out  # type: ignore[return-value]
+
+    def derived(self, key: tuple, build: Callable[[], object], size: int) -> object:
+        """A value computed from hit sets (a recursion chunk's union by its entries, the
+        entries a union reaches), built once per ``key`` while it stays among the newest
+        ``_MAX_DERIVED`` (their keys and values holding at most ``_MAX_DERIVED_ITEMS`` set
+        elements; ``size`` is this one's count). A key must determine the value: it names the
+        matcher (its token) and everything else the value is computed from. The value must
+        never be changed by its users. These come on top of ``max_bytes``."""
+        found = self._derived.get(key)
+        if found is not None:
+            try:
+                self._derived.move_to_end(key)
+            except KeyError:          # dropped by another thread in between: still a valid value
+                pass
+            return found[0]
+        value = build()
+        if size > _MAX_DERIVED_ITEMS // 4:
+            return value
+        with self._lock:
+            if key not in self._derived:
+                self._derived[key] = (value, size)
+                self._derived_items += size
+                while len(self._derived) > _MAX_DERIVED or self._derived_items > _MAX_DERIVED_ITEMS:
+                    _, (_, old) = self._derived.popitem(last=False)
+                    self._derived_items -= old
+        return value
 
     def side_matcher(self, key: object, build: Callable[[], object]) -> object:
         """A small per-expansion matcher (macro keys: their text is known only after substitution), built once per ``key``."""

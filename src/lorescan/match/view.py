@@ -15,6 +15,7 @@ the same way (see lorescan.match.regexscope); the others search the assembled ha
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -166,6 +167,12 @@ def match_plain_key(haystack: str, key: str, *, case_sensitive: bool, whole_word
             return True
         start = haystack.find(key, start + 1)
     return False
+
+
+def _content_union(compiled: "CompiledKeys", owners: Sequence[int]) -> frozenset[int]:
+    """The union of the compile-time content hits of entries ``owners``."""
+    content_hits = compiled.content_hits
+    return _kernels.hits.window_union([content_hits[j] for j in owners])
 
 
 def _segments_of(messages: Sequence[str]) -> list[str]:
@@ -381,9 +388,14 @@ class ScanView:
         for i in range(len(have), len(self.chunks)):
             text, owners, parts = self.chunks[i], self._chunk_entries[i], self._chunk_parts[i]
             if (owners is not None and compiled.chunk_union_exact and content_of is not None
-                    and "\n".join([content_of(j) for j in owners]) == text):
-                content_hits = compiled.content_hits
-                have.append(_kernels.hits.window_union([content_hits[j] for j in owners]))
+                    and (all([p is c or p == c for p, c in zip(parts, map(content_of, owners))])
+                         if parts is not None and len(parts) == len(owners)     # (parts join to text)
+                         else "\n".join([content_of(j) for j in owners]) == text)):
+                # the union of the entries' compile-time content hits: the same entries' chunk
+                # recurs turn after turn, so it is kept in the ChatScan by the entries
+                have.append(self._cache.derived(  # type: ignore[arg-type]
+                    (self._matcher.token, "chunk", owners), functools.partial(_content_union, compiled, owners),
+                    len(owners)))
             elif parts is not None and compiled.chunk_union_exact:
                 lookup, matcher, content_hits = self._cache.lookup, self._matcher, compiled.content_hits
                 if owners is None or len(owners) != len(parts) or content_of is None:
@@ -428,12 +440,22 @@ class ScanView:
         (what a window gains going from ``recursion=start`` to ``stop``). Entries with
         special keys are not included (:meth:`candidates` lists them)."""
         hits = _kernels.hits.window_union(self._chunk_hit_list()[start:stop])
-        found = _kernels.hits.entries_hit(hits, self.compiled.vid_entries, ())
+        found = self._entries_hit(hits, ())
         if self.substitute is None or not self.compiled.macro_keys:
             return found
         macros = self._side_state()
         woken = macros.woken(hits, _kernels.hits.window_union(self._side_chunk_hits(stop)[start:stop]))
         return sorted(woken.union(found)) if woken else found
+
+    def _entries_hit(self, hits: frozenset[int], always: tuple[int, ...]) -> Sequence[int]:
+        """``entries_hit`` of a hit set, kept in the ChatScan by the set's value: a steady chat's
+        windows and recursion chunks give the same sets turn after turn (read-only: a tuple)."""
+        if not hits:
+            return list(always)
+        vid_entries = self.compiled.vid_entries
+        return self._cache.derived(  # type: ignore[return-value]
+            (self._matcher.token, "entries", hits, always),
+            lambda: tuple(_kernels.hits.entries_hit(hits, vid_entries, always)), len(hits) + len(always))
 
     def window_hits(self, window: Window) -> frozenset[int]:
         """The key-variant ids occurring in the window's texts (the union of their hit sets)."""
@@ -462,7 +484,7 @@ class ScanView:
             if max_depth <= 0:
                 return list(always)
             hits = self._bounds_hits(min(int(max_depth), MAX_SCAN_DEPTH), 0b111111, recursion)
-            return _kernels.hits.entries_hit(hits, self.compiled.vid_entries, always)
+            return self._entries_hit(hits, always)
         # macro keys: an entry is walked where its expanded keys occur (match/macros.py), and
         # every window of these bounds sees a subset of this one's texts
         macros = self._side_state()

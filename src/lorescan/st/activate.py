@@ -13,8 +13,7 @@ from typing import Iterable, Sequence, cast
 from ..match.expr import ExprLayout
 from ..match.view import MAX_SCAN_DEPTH, ScanView, Window
 from ..model import SelectiveLogic, js_truthy
-from ..tokens import PrependCount
-from .budget import admit, extend_budget_text
+from .budget import admit, extend_budget_text, start_budget_text
 from .groups import select_in_groups
 from .result import LoopRecord, LoopState, quoted
 from .tables import EntryInfo
@@ -127,7 +126,11 @@ def gate(turn: Turn, info: EntryInfo) -> GateResult:
         if not _secondary_ok(logic, m.secondary):
             why = _SECONDARY_FAILS.get(logic, f"unknown selective logic {logic!r}")  # type: ignore[call-overload]
             return (False, "secondary_keys", why, key, window)
-    return (True, "key", f"primary key {quoted(key)} matched", key, window)
+    return (True, "key", (_primary_matched, key), key, window)
+
+
+def _primary_matched(key: str) -> str:        # a key gate's detail, formatted when an explanation reads it
+    return f"primary key {quoted(key)} matched"
 
 
 def _expression_gate(turn: Turn, info: EntryInfo, layout: ExprLayout, window: Window) -> GateResult:
@@ -204,10 +207,12 @@ class AlwaysGates:
     every walked-always entry's global position, ascending. Read-only once built.
     """
 
-    __slots__ = ("gpos", "verdicts")
+    __slots__ = ("gpos", "verdicts", "plain")
 
     def __init__(self, always: Sequence[EntryInfo]) -> None:
         self.gpos: tuple[int, ...] = tuple(sorted(s.gpos for s in always))
+        # global position -> the entry's kind for the walk (_plain_kind), decided when first walked
+        self.plain: dict[int, int] = {}
         verdicts: dict[int, tuple[bool, str, str, int]] = {}
         for info in always:
             e = info.entry
@@ -226,6 +231,26 @@ class AlwaysGates:
             elif e.constant:
                 verdicts[info.gpos] = (True, "constant", "constant entry", static)
         self.verdicts = verdicts
+
+
+_OTHER, _PLAIN, _PLAIN_NOT_IN_RECURSION = 0, 1, 2
+
+
+def _plain_kind(turn: Turn, info: EntryInfo) -> int:
+    """``_PLAIN`` when only its primary keys decide an entry that the turn does not touch (not
+    sticky, on cooldown, forced or semantic): no static gate can stop it (gates 1-5), no
+    recursion setting or decorator applies, it is not constant, it has primary keys and no
+    secondary logic or key expressions; :func:`gate` of such an entry is its key gate (_walk
+    inlines it). ``_PLAIN_NOT_IN_RECURSION``: the same but for ``exclude_recursion`` (in a
+    recursion loop of a recursive scan it stops there). ``_OTHER``: anything else."""
+    e = info.entry
+    _, names, tags = e.character_filter
+    if (e.disable or e.triggers or names or tags or (e.delay and js_truthy(e.delay))
+            or e.delay_until_recursion or info.activate or info.dont_activate
+            or e.constant or not info.has_keys or (e.selective and e.keysecondary)
+            or (turn.tables.match_options.expressions and info.exprs is not None)):
+        return _OTHER
+    return _PLAIN_NOT_IN_RECURSION if e.exclude_recursion else _PLAIN
 
 
 def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
@@ -276,9 +301,35 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     verdicts = turn.gates.verdicts
     touched = turn.sticky or turn.cooldown or turn.forced or turn.semantic
     static_bits = _NEEDS_TURN | (_NEEDS_CHARACTER if turn.character is not None else 0)
+    plain = turn.gates.plain
+    views, last_windows = turn.views, turn.last_windows
+    excluding = turn.state == RECURSION and tables.settings.recursive
     for info in walk:
         ref = info.world_uid
         if ref in activated or ref in failed:
+            continue
+        kind = plain.get(info.gpos)
+        if kind is None:
+            kind = plain[info.gpos] = _plain_kind(turn, info)
+        if kind and not (touched and (ref in turn.sticky or ref in turn.cooldown or ref in turn.forced
+                                      or ref in turn.semantic)):
+            # gate() of a plain entry, inlined: its key gate (or gate 7, exclude recursion)
+            if kind == _PLAIN_NOT_IN_RECURSION and excluding:
+                notes[ref] = (info, "not_activated", "exclude_recursion", "cannot be activated by recursion", loop,
+                              None)
+                continue
+            win = entry_window(turn, info)
+            m = views[info.book].match_entry(info.index, win)
+            if m.primary is None:
+                why = "no primary key matched"
+                if m.timed_out:
+                    why += " (" + "; ".join(views[info.book].cut_off_report(m.timed_out)) + ")"
+                notes[ref] = (info, "not_activated", "no_key_match", why, loop, None)
+            else:
+                key = info.entry.key[m.primary]
+                new.append(info)
+                notes[ref] = (info, "activated", "key", (_primary_matched, key), loop, key)
+            last_windows[ref] = win
             continue
         verdict = verdicts.get(info.gpos)
         if verdict is not None and not (touched and (ref in turn.sticky or ref in turn.cooldown
@@ -321,7 +372,7 @@ def run_loops(turn: Turn) -> None:
     """
     tables = turn.tables
     settings = tables.settings
-    turn.budget_text = PrependCount(turn.counter)
+    start_budget_text(turn)
     loop = 0
     while True:
         if settings.max_recursion_steps and loop >= settings.max_recursion_steps:

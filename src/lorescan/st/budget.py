@@ -3,15 +3,83 @@ entries are admitted, and what each admitted content costs."""
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 from ..macros import expand_content
-from ..tokens import ConcatCount, TextCount, count_text
+from ..tokens import ConcatCount, PrependCount, TextCount, count_text
 from .settings import STSettings
 from .tables import EntryInfo, UnitCounts
 from .turn import Turn, note
 
-__all__ = ["turn_budget", "count_unit", "admit", "extend_budget_text"]
+__all__ = ["turn_budget", "count_unit", "admit", "extend_budget_text", "start_budget_text", "JoinMemo", "join_memo"]
+
+_MEMO_NODES = 20_000       # joins remembered per engine (emptied whole when reached)
+_MEMO_DEPTH = 64           # entries of one loop's admission remembered (a longer one is counted on as before)
+
+
+class _Join:
+    """One counted join: the count object after appending (or prepending) ``units`` to its
+    parent's text, its total and exactness, and the joins that continue it by entry."""
+
+    __slots__ = ("units", "count", "total", "exact", "children")
+
+    def __init__(self, units: Any, count: Any) -> None:
+        self.units = units
+        self.count = count            # never changed once here: a turn continuing from it copies it
+        self.total = count.total
+        self.exact = count.exact
+        self.children: dict[Any, _Join] = {}
+
+
+class JoinMemo:
+    """The counts of the budget's joins of entry units, kept for the engine's life.
+
+    A steady chat activates the same entries turn after turn, so a loop's admission appends
+    the same units (``ConcatCount``) and the budget text grows by the same loops
+    (``PrependCount``) as last turn. Each join is a node of a tree keyed by the entries
+    appended so far (a root per counter limit); a node holds the count object after the
+    join, never changed again, so a turn that goes further copies it. A node is reused only
+    when its unit strings and their counts are the very objects the turn has (the engine's
+    unit cache hands out the same ones while a content is unchanged), so the counts are
+    those a fresh count gives. Nodes are published whole (threads may share the memo); at
+    ``_MEMO_NODES`` the memo starts again empty."""
+
+    __slots__ = ("counter", "roots", "nodes")
+
+    def __init__(self, counter: Callable[[str], int]) -> None:
+        self.counter = counter
+        self.roots: dict[tuple[str, int], _Join] = {}
+        self.nodes = 0
+
+    def root(self, kind: str, limit: int) -> _Join:
+        """The empty text's node of ``kind`` (``"concat"`` or ``"prepend"``) under ``limit``."""
+        found = self.roots.get((kind, limit))
+        if found is None:
+            if self.nodes >= _MEMO_NODES:
+                self.roots, self.nodes = {}, 0
+            count = ConcatCount(self.counter) if kind == "concat" else PrependCount(self.counter)
+            found = self.roots[(kind, limit)] = _Join((), count)
+            self.nodes += 1
+        return found
+
+    def child(self, node: _Join, key: Any, units: Any, count: Any) -> _Join:
+        """Record ``count`` (a copy of ``node.count`` after the join) under ``node`` as ``key``."""
+        found = _Join(units, count)
+        if self.nodes < _MEMO_NODES:
+            node.children[key] = found
+            self.nodes += 1
+        return found
+
+
+def join_memo(units: UnitCounts, counter: Callable[[str], int]) -> JoinMemo:
+    """The engine's :class:`JoinMemo` for ``counter`` (a new one when the counter changed)."""
+    owner, cache, memo = units.state
+    if owner is not counter or memo is None:
+        if owner is not counter:
+            cache = {}
+        memo = JoinMemo(counter)
+        units.state = (counter, cache, memo)
+    return memo
 
 
 def turn_budget(settings: STSettings, max_context: int) -> int:
@@ -45,10 +113,10 @@ def count_unit(units: UnitCounts, counter: Callable[[str], int], info: EntryInfo
         limit: only whether the count reaches it matters (a long content may then be counted
             only that far; such a floor is kept and reused while it settles the question).
     """
-    owner, cache = units.state
+    owner, cache, _ = units.state
     if owner is not counter:               # first use, or the caller swapped the counter
         cache = {}
-        units.state = (counter, cache)
+        units.state = (counter, cache, None)
     found = cache.get(info.gpos)
     if found is not None and (found[0] is content or found[0] == content):
         tc = found[2]
@@ -81,11 +149,12 @@ def admit(turn: Turn, pending: list[EntryInfo], t0: int, loop: int) -> list[Entr
     # docs/sillytavern-mode.md#st-budget counts the concatenation buf = content + "\n" + content + "\n" ...; its
     # count is built from the entries' cached counts (tokens.ConcatCount). Counting stops
     # once the budget is certainly reached; after an overflow nothing is counted.
-    running = ConcatCount(turn.counter)
     remaining = turn.budget - t0
-    owner, counts = tables.units.state   # the usual case read inline: a counted, unchanged content
-    if owner is not running.counter:
-        counts = {}
+    memo = join_memo(tables.units, turn.counter)
+    node = memo.root("concat", remaining)     # the loop's join so far (ConcatCount), from the memo
+    depth, live = 0, None                     # its length; past _MEMO_DEPTH, the loop's own count
+    run_total, run_exact = 0, True
+    counts = tables.units.state[1]       # the usual case read inline: a counted, unchanged content
     units = turn.units
     substitute = turn.substitute
     admitted: list[EntryInfo] = []
@@ -118,12 +187,29 @@ def admit(turn: Turn, pending: list[EntryInfo], t0: int, loop: int) -> list[Entr
             if found is not None and found[0] is content and found[2].exact:
                 unit, tc = found[1], found[2]
             else:
-                unit, tc = count_unit(tables.units, turn.counter, s, content, remaining - running.total)
+                unit, tc = count_unit(tables.units, turn.counter, s, content, remaining - run_total)
             units[s.world_uid] = (unit, tc)
-            total = t0 + running.append(unit, tc, limit=remaining)
+            if live is None:
+                nxt = node.children.get(s.gpos)
+                if nxt is None or nxt.units[0] is not unit or nxt.units[1] is not tc:
+                    count = node.count.copy()
+                    count.append(unit, tc, limit=remaining)
+                    if depth < _MEMO_DEPTH:
+                        nxt = memo.child(node, s.gpos, (unit, tc), count)
+                    else:       # a long join: counted on from here, not remembered (each node copies its parts)
+                        live = count
+                if live is None:
+                    assert nxt is not None
+                    node, depth = nxt, depth + 1
+                    run_total, run_exact = node.total, node.exact
+            else:
+                live.append(unit, tc, limit=remaining)
+            if live is not None:
+                run_total, run_exact = live.total, live.exact
+            total = t0 + run_total
             if not ent.ignore_budget and total >= turn.budget:
                 turn.overflow = True
-                exact = running.exact and (turn.budget_text is None or turn.budget_text.exact)
+                exact = run_exact and (turn.budget_text is None or turn.budget_text.exact)
                 note(turn, s, "not_activated", "budget",
                      f"{'' if exact else 'at least '}{total} tokens would reach the budget of {turn.budget}", loop)
                 continue
@@ -145,5 +231,31 @@ def extend_budget_text(turn: Turn, counted: list[EntryInfo]) -> None:
         units = [done.get(s.world_uid) or count_unit(turn.tables.units, turn.counter, s, contents.get(s.world_uid, s.content),
                                                turn.budget)
                  for s in counted]
-        assert turn.budget_text is not None
-        turn.budget_text_tokens = turn.budget_text.prepend(units, limit=turn.budget)
+        node = turn.budget_node
+        assert node is not None
+        key = tuple([s.gpos for s in counted])
+        nxt = node.children.get(key)
+        if nxt is None or not _same_units(nxt.units, units):
+            count = node.count.copy()
+            count.prepend(units, limit=turn.budget)
+            nxt = join_memo(turn.tables.units, turn.counter).child(node, key, tuple(units), count)
+        turn.budget_node = nxt
+        turn.budget_text = nxt.count
+        turn.budget_text_tokens = nxt.total
+
+
+def start_budget_text(turn: Turn) -> None:
+    """The turn's budget text, empty (docs/sillytavern-mode.md#st-loop): the memo's root of prepends."""
+    node = join_memo(turn.tables.units, turn.counter).root("prepend", turn.budget)
+    turn.budget_node = node
+    turn.budget_text = node.count
+    turn.budget_text_tokens = 0
+
+
+def _same_units(have: tuple[tuple[str, TextCount], ...], units: list[tuple[str, TextCount]]) -> bool:
+    if len(have) != len(units):
+        return False
+    for (a, ta), (b, tb) in zip(have, units):
+        if a is not b or ta is not tb:
+            return False
+    return True

@@ -270,8 +270,9 @@ class HashIndex:
 
 class UnitCounts:
     """Per-entry token counts of ``"content\n"`` (the unit every budget text is made of),
-    kept for the engine's life: ``state = (counter, {gpos: (content, unit, TextCount)})``.
-    Each value and the pair itself are written whole, so threads may share it.
+    kept for the engine's life: ``state = (counter, {gpos: (content, unit, TextCount)}, joins)``,
+    ``joins`` the counts of the budget's joins of those units (lorescan.st.budget.JoinMemo).
+    Each value and the tuple itself are written whole, so threads may share it.
 
     ``entries``: the engine's entries, whose compiled books may hold their contents' counts
     under the default counter (``compile_book(token_counts=True)``): :meth:`stored` reads one
@@ -281,7 +282,7 @@ class UnitCounts:
     __slots__ = ("state", "_entries", "_usable")
 
     def __init__(self, entries: "EntryTable | None" = None) -> None:
-        self.state: tuple[Any, dict[int, tuple[str, str, TextCount]]] = (None, {})
+        self.state: tuple[Any, dict[int, tuple[str, str, TextCount]], Any] = (None, {}, None)
         self._entries = entries
         self._usable: tuple[Any, tuple[int, ...]] = (None, ())     # (counter, per book: _counts_apply)
 

@@ -49,7 +49,7 @@ class Turn:
 
     __slots__ = ("tables", "gates", "views", "regex_budget", "random", "substitute", "counter", "trigger",
                  "character", "chat_length", "budget", "sticky", "cooldown", "forced", "semantic", "activated", "activated_order",
-                 "failed", "contents", "chunks", "budget_text_tokens", "budget_text", "units", "overflow",
+                 "failed", "contents", "chunks", "budget_text_tokens", "budget_text", "budget_node", "units", "overflow",
                  "loops", "levels", "level", "skew", "state", "notes", "last_windows", "texts_of", "basis",
                  "windows", "chunk_parts")
 
@@ -78,6 +78,7 @@ class Turn:
         # docs/sillytavern-mode.md#st-loop: the budget text grows at the front; its count is kept from the entries'
         # own counts (the text itself is never built).
         self.budget_text: PrependCount | None = None     # made by the loop: counting starts there
+        self.budget_node: Any = None       # where budget_text is in the engine's memo of joins (budget.JoinMemo)
         self.units: dict[str, tuple[str, TextCount]] = {}  # ("content\n", its count) as admission counted it
         self.overflow = False
         self.loops: list[LoopRecord] = []

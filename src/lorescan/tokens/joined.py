@@ -482,6 +482,14 @@ class PrependCount:
     def text(self) -> str:
         return "".join(t for t, _ in self._parts)
 
+    def copy(self) -> "PrependCount":
+        """An independent copy (the parts list is copied; counts are values)."""
+        other = PrependCount.__new__(PrependCount)
+        for name in self.__slots__:
+            setattr(other, name, getattr(self, name))
+        other._parts = list(self._parts)
+        return other
+
     def prepend(self, parts: Sequence[tuple[str, TextCount | None]], *, limit: int | None = None) -> int:
         """Put ``parts`` (text, its TextCount or None) before the text; returns :attr:`total`.
         ``limit``: as for :class:`ConcatCount` (a floor >= ``limit`` may come back)."""
