@@ -159,6 +159,9 @@ def _counter(name: str) -> Callable[[str], int]:
     return TiktokenCounter(cache_size=TOKEN_CACHE_TEXTS)
 
 
+FREEZE_ENTRIES = 5000       # entries built into engines between two collect-and-freeze passes (WorkerState._engine)
+
+
 class WorkerState:
     """A worker's books, engines, chat caches and metrics; everything runs on one engine thread
     (the mode handlers are :class:`lorescan.serve.turns.Runtime`, this plus them)."""
