@@ -1163,7 +1163,10 @@ def test_an_lsc_stating_an_over_limit_regex_is_refused_at_load_not_built_at_the_
         from lorescan.model import Lorebook, entry_from_fields
         book = Lorebook(name="b", entries=(entry_from_fields({"uid": 0, "key": ["/a{3}/"], "content": "c"},
                                                              source="t"),))
-        cases = [("a{10000000}", 10_000_000, "max_regex_expansion"), ("a|" * 3000 + "b", 6001, "max_regex_length")]
+        # (an understated claim used to pass the load and raise RegexTooComplex at the first search:
+        # a 500 in the service; the load now counts the pattern's terms itself)
+        cases = [("a{10000000}", 10_000_000, "max_regex_expansion"), ("a|" * 3000 + "b", 6001, "max_regex_length"),
+                 ("a{10000000}", 3, "max_regex_expansion"), ("(a{1000}){1000}", 2, "max_regex_expansion")]
         for i, (source, claim, words) in enumerate(cases):
             cb = compile_book(book)
             object.__setattr__(cb.keys, "regexes", (JSRegex(source, "", None, False, None, claim),))

@@ -380,6 +380,15 @@ class FormReader:
             if not (type(off) is int and type(n) is int and type(crc) is int and type(raw_n) is int
                     and 0 <= off <= off + n <= size and (off + n <= keep or off >= keep)):
                 self.fail(f"section {name!r} lies outside the data")
+        # The bytes no checksum covers (the alignment padding) must be zero: every byte of the
+        # file is then checked by the header's checksum, a section's or this.
+        at = start
+        for off, n in sorted((rec[3], rec[4]) for rec in self.sections.values()):
+            if base + off > at and any(view[at:base + off]):
+                self.fail("corrupted data (padding is not zero)")
+            at = max(at, base + off + n)
+        if any(view[at:]):
+            self.fail("corrupted data (padding is not zero)")
         self.keep = keep
         self.payload = memoryview(bytes(view[base:base + keep])) if keep < size else view[base:]
         self.late: memoryview | None = view[base:] if keep < size else None

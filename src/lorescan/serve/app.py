@@ -38,6 +38,7 @@ from starlette.routing import Route
 from ..errors import LorebookError, ScanDeadlineExceeded
 from ..macros import macro_table
 from ..match.cache import ChatScan
+from ..match.lsc import CompiledFormError
 from ..limits import DEFAULT_LIMITS
 from ..match.options import MatchOptions
 from ..st import BookSource, Character, ChatMessage, Compat, STEngine, STSettings
@@ -125,7 +126,12 @@ def _storage_error(exc: OSError) -> HTTPError:
 
 
 def _input_error(exc: LorebookError, prefix: str = "$") -> HTTPError:
-    """A LorebookError about the request's data (settings, state, messages) as a 422 with a path."""
+    """A LorebookError about the request's data (settings, state, messages) as a 422 with a path;
+    a stored book's compiled file found damaged at a section's first read (a CompiledFormError
+    during a scan) as the documented 409, without the server's paths."""
+    if isinstance(exc, CompiledFormError):
+        log.warning("a stored book's compiled file is damaged: %s", exc)
+        return HTTPError(409, f"a stored book is damaged ({exc.problem}); upload it again to repair it")
     src = exc.source if exc.source in _REQUEST_FIELDS else ""
     path = prefix + (f".{src}" if src else "")
     if isinstance(exc.entry, int) and not isinstance(exc.entry, bool):
@@ -246,6 +252,12 @@ class Runtime:
         for key in [k for k in self.engines if any(b[0] in book_ids for b in k[1])]:
             del self.engines[key]
             self._released = True
+
+    def _release_damaged(self, exc: LorebookError, refs: Sequence[Any]) -> None:
+        """A scan found a section of a stored book's file damaged (checked at its first read):
+        the engines over the request's books go, so a re-upload's repaired book is used next."""
+        if isinstance(exc, CompiledFormError):
+            self._release({ref.id for ref in refs})
 
     async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None) -> Any:
         """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first.
@@ -387,6 +399,7 @@ class Runtime:
                                  substitute=_substitute(req.macros), random=rand, deadline=_DEADLINE.get(),
                                  layout=req.layout)
         except LorebookError as exc:
+            self._release_damaged(exc, req.books)
             raise _input_error(exc) from None
         finally:
             self._after_chat(cache, h0, m0)
@@ -434,6 +447,7 @@ class Runtime:
                                 greeting_index=req.greeting_index, user_icon=req.user_icon,
                                 substitute=_substitute(req.macros), cache=cache, deadline=_DEADLINE.get())
         except LorebookError as exc:
+            self._release_damaged(exc, req.books)
             raise _input_error(exc) from None
         finally:
             self._after_chat(cache, h0, m0)

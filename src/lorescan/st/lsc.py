@@ -213,14 +213,22 @@ def encode_book(cb: Any) -> bytes:
 
 
 def decode_book(data: Any, make: Callable[..., Any], source: str = "<pickled compiled book>",
-                limits: Any = None) -> Any:
+                limits: Any = None, verify: bool = False) -> Any:
     """A CompiledBook (built by ``make``, ``st.compiled.CompiledBook``) from :func:`encode_book` bytes.
+
+    Each section's checksum is checked when the section is first read (the entry records at
+    the first entry built); ``verify``: check every section now.
 
     Raises:
         CompiledFormError: the data is truncated, not a compiled book, from another format
             version, or corrupted.
     """
-    return read_form(data, source, lambda r: _read_book(r, make, limits))
+    def read(r: FormReader) -> Any:
+        book = _read_book(r, make, limits)
+        if verify:
+            r.verify()
+        return book
+    return read_form(data, source, read)
 
 
 def _read_book(r: FormReader, make: Callable[..., Any], limits: Any = None) -> Any:
