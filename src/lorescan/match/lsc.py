@@ -54,6 +54,7 @@ or ``FORMAT_VERSION`` goes up.
 from __future__ import annotations
 
 import base64
+import functools
 import gc
 import json
 import os
@@ -384,10 +385,10 @@ class FormReader:
         # file is then checked by the header's checksum, a section's or this.
         at = start
         for off, n in sorted((rec[3], rec[4]) for rec in self.sections.values()):
-            if base + off > at and any(view[at:base + off]):
+            if base + off > at and view[at:base + off].tobytes() != bytes(base + off - at):
                 self.fail("corrupted data (padding is not zero)")
             at = max(at, base + off + n)
-        if any(view[at:]):
+        if view[at:].tobytes() != bytes(view.nbytes - at):
             self.fail("corrupted data (padding is not zero)")
         self.keep = keep
         self.payload = memoryview(bytes(view[base:base + keep])) if keep < size else view[base:]
@@ -573,6 +574,13 @@ def read_keys(r: FormReader, types: CompiledTypes, limits: Any = None) -> Any:
         regex_line_local=tuple(meta["regex_line_local"]), columns=(cols, specials))
 
 
+@functools.lru_cache(maxsize=4096)
+def _regex_size(source: str, flags: str) -> tuple[int, int]:
+    """(group nesting depth, terms built) of a regex, from its (memoised) parse."""
+    parsed = parse(source, flags)
+    return parsed.depth, expansion(parsed)
+
+
 def _check_regex_claims(r: FormReader, regexes: Sequence[JSRegex], limits: Any) -> None:
     """What a file says of its regexes, held to the limits compiling a book applies (a stated
     expansion sets how large a regex may build when it is first searched). The expansion is
@@ -587,12 +595,11 @@ def _check_regex_claims(r: FormReader, regexes: Sequence[JSRegex], limits: Any) 
                 not 0 <= rx.expansion <= limits.max_regex_expansion:
             r.fail(f"a regex expanding past the limit max_regex_expansion={limits.max_regex_expansion:,}")
         try:
-            parsed = parse(rx.source, rx.flags)
+            depth, units = _regex_size(rx.source, rx.flags)
         except JSRegexError as exc:
             r.fail(f"an invalid regex /{rx.source[:60]}/{rx.flags[:8]} ({exc})")
-        if parsed.depth > limits.max_regex_nesting:
+        if depth > limits.max_regex_nesting:
             r.fail(f"a regex nested past the limit max_regex_nesting={limits.max_regex_nesting}")
-        units = expansion(parsed)
         if units != rx.expansion:
             if units > limits.max_regex_expansion:
                 r.fail(f"a regex expanding past the limit max_regex_expansion={limits.max_regex_expansion:,} "
