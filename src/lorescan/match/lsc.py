@@ -89,12 +89,12 @@ MAGIC = b"LORESCN\x00"
 FORMAT_VERSION = 5
 _PRE = struct.Struct("<8sIII")        # magic, format version, header length, header CRC-32
 _ALIGN = 8           # numpy's widest column type (int64, float64)
-# Small sections read whole once are stored zlib-compressed (a tiny book's file is mostly
-# fixed-size parts: its automaton's node blob, the book's fields): inflating 24 KB takes ~30 us.
+# A tiny form (a book of a few entries: its file is mostly fixed-size parts, the automaton's
+# node blob, the book's fields, the header) stores its sections zlib-compressed, read whole
+# once. A larger form stores what a load or a first turn reads as it is (inflating costs more
+# than it saves there: the automaton barely compresses), its entry records in chunks.
 _SQUEEZE_MIN = 64
 _TINY = 32 << 10
-_SQUEEZE_VALUES = 1 << 20
-SQUEEZE_AUTOMATON = 24 << 10
 _DTYPES = frozenset({"|u1", "<i4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
 
 
@@ -284,13 +284,13 @@ class FormWriter:
         self._add(name, "array", dtype.str, arr.shape, arr.tobytes())
 
     def blob(self, name: str, data: bytes, *, late: bool = False, squeeze: int = 0) -> None:
-        """``squeeze``: store the blob zlib-compressed when it is at most this long (it is
-        inflated whole at its read, so only for what is read whole once); -1: never (a blob
-        compressed in parts already)."""
+        """``squeeze``: store the blob zlib-compressed when it is at most this long, or when
+        the form is tiny (it is inflated whole at its read, so only for what is read whole
+        once); -1: never (a blob compressed in parts already)."""
         self._add(name, "blob", "", (), bytes(data), late, squeeze)
 
     def value(self, name: str, value: Any, *, encode: Callable[[Any], Any] = encode_value) -> None:
-        self._add(name, "value", "", (), _dumps(encode(value)), False, _SQUEEZE_VALUES)
+        self._add(name, "value", "", (), _dumps(encode(value)), False, 0)
 
     def finish(self, kind: str, meta: Any) -> bytes:
         sections: dict[str, list[Any]] = {}
@@ -317,8 +317,10 @@ class FormWriter:
                 parts.append(data)
                 size += len(data)
         payload = b"".join(parts)
-        header = zlib.compress(_dumps({"lorescan": lorescan_version(), "kind": kind, "meta": encode_value(meta),
-                                       "sections": sections, "size": len(payload), "keep": keep}), 6)
+        header = _dumps({"lorescan": lorescan_version(), "kind": kind, "meta": encode_value(meta),
+                         "sections": sections, "size": len(payload), "keep": keep})
+        if tiny:             # (a JSON header starts with "{", a zlib stream never does)
+            header = zlib.compress(header, 6)
         pre = _PRE.pack(MAGIC, FORMAT_VERSION, len(header), zlib.crc32(header))
         head = pre + header
         return head + b"\x00" * (-len(head) % _ALIGN) + payload
@@ -355,7 +357,7 @@ class FormReader:
         if zlib.crc32(header_bytes) != hcrc:
             self.fail("corrupted header (checksum mismatch)")
         try:
-            header = _loads(zlib.decompress(header_bytes))
+            header = _loads(header_bytes if header_bytes[:1] == b"{" else zlib.decompress(header_bytes))
             ours = lorescan_version()
             if header["lorescan"] != ours:
                 self.fail(f"compiled by lorescan {header['lorescan']}, this is lorescan {ours}: "
@@ -397,7 +399,10 @@ class FormReader:
     def fail(self, problem: str) -> NoReturn:
         raise CompiledFormError(problem, source=self.source)
 
-    def _raw(self, name: str) -> memoryview:
+    def _raw(self, name: str, checked: bool = True) -> memoryview:
+        """A section's bytes (inflated if stored compressed), its checksum checked at its first
+        read; ``checked=False``: not checked here (a blob of zlib streams, each of which checks
+        itself when inflated: the book's entry chunks; :meth:`verify` still checks it whole)."""
         record = self.sections.get(name)
         if record is None:
             self.fail(f"missing section {name!r}")
@@ -408,7 +413,7 @@ class FormReader:
             raw = self.late[off:off + n]
         else:
             raw = self.payload[off:off + n]
-        if name not in self._verified:
+        if checked and name not in self._verified:
             if zlib.crc32(raw) != crc:
                 self.fail(f"corrupted section {name!r} (checksum mismatch)")
             self._verified.add(name)
@@ -440,8 +445,8 @@ class FormReader:
         arr = np.frombuffer(raw, dtype=np.dtype(dtype))
         return arr.reshape(shape)
 
-    def blob(self, name: str) -> memoryview:
-        return self._raw(name)
+    def blob(self, name: str, checked: bool = True) -> memoryview:
+        return self._raw(name, checked)
 
     def value(self, name: str, *, decode: Callable[[Any], Any] = decode_value) -> Any:
         return decode(_loads(self._raw(name)))
@@ -462,10 +467,10 @@ def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
     if m.automaton is not None:
         _cls, args = reduce_automaton(m.automaton)     # __reduce__ without pyahocorasick's leak
         blobs, rest = args[0], list(args[1:])
-        w.blob("keys:automaton", b"".join(blobs), late=True, squeeze=SQUEEZE_AUTOMATON)
+        w.blob("keys:automaton", b"".join(blobs), late=True)
         automaton_args = [[len(b) for b in blobs], rest]
     for i, table in enumerate(m._table_bytes):
-        w.blob(f"keys:table{i}", table, squeeze=_SQUEEZE_VALUES)
+        w.blob(f"keys:table{i}", table)
     if keys._columns is not None:
         cols, specials = keys._columns
     else:
@@ -588,12 +593,19 @@ def _check_regex_claims(r: FormReader, regexes: Sequence[JSRegex], limits: Any) 
     so its first search does not parse it a second time) and its terms counted, so a file that
     understates one is refused here, never by a search that would raise past the limit."""
     total = 0
+    # Without a counted repeat ("{") a pattern builds at most one term per character, and it
+    # nests no deeper than its "(" count: such a pattern within the length limit cannot pass
+    # the other two, and is not parsed here (a cold load parsed ~17 regexes of a corpus book).
+    short = limits.max_regex_length <= limits.max_regex_expansion
     for rx in regexes:
         if type(rx.source) is not str or len(rx.source) > limits.max_regex_length:
             r.fail(f"a regex longer than the limit max_regex_length={limits.max_regex_length}")
         if type(rx.flags) is not str or type(rx.expansion) is not int or \
                 not 0 <= rx.expansion <= limits.max_regex_expansion:
             r.fail(f"a regex expanding past the limit max_regex_expansion={limits.max_regex_expansion:,}")
+        total += rx.expansion
+        if short and "{" not in rx.source and rx.source.count("(") <= limits.max_regex_nesting:
+            continue
         try:
             depth, units = _regex_size(rx.source, rx.flags)
         except JSRegexError as exc:
@@ -605,7 +617,6 @@ def _check_regex_claims(r: FormReader, regexes: Sequence[JSRegex], limits: Any) 
                 r.fail(f"a regex expanding past the limit max_regex_expansion={limits.max_regex_expansion:,} "
                        f"(the file states {rx.expansion:,} terms, the pattern builds {units:,})")
             r.fail(f"a regex whose stated size ({rx.expansion:,} terms) is not its own ({units:,})")
-        total += rx.expansion
     if total > limits.max_regex_expansion:
         r.fail(f"regexes expanding past the limit max_regex_expansion={limits.max_regex_expansion:,} together")
 

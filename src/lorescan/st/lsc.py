@@ -299,8 +299,10 @@ class _EntryRecords:
     """The entries of a loaded book, built from their compressed chunks one at a time.
 
     The last chunk inflated is kept (a turn's entries often share one); the tables are checked
-    against each other here, the section checksums at their first read, and a chunk that does
-    not inflate to its records is a CompiledFormError naming the file and the section."""
+    against each other here, their checksums at their first read; ``book:entries`` is not
+    checked whole at the first entry (``FormReader.verify`` does): each chunk is a zlib stream,
+    checked by its own Adler-32 and length when it is inflated, and one that does not inflate
+    to its records is a CompiledFormError naming the file and the section."""
 
     __slots__ = ("r", "source", "off", "chunk_off", "first", "blob", "last")
 
@@ -323,17 +325,18 @@ class _EntryRecords:
         got_k, raw = self.last
         if got_k != k:
             blob = self.blob
-            if blob is None:
-                blob = self.blob = self.r.blob("book:entries")
+            if blob is None:          # each chunk is a zlib stream checked (Adler-32, size) as it inflates
+                blob = self.blob = self.r.blob("book:entries", checked=False)
                 if blob.nbytes != int(self.chunk_off[-1]):
                     self.r.fail("section 'book:entries' does not match its chunk table")
             a, b = int(self.chunk_off[k]), int(self.chunk_off[k + 1])
             f0, f1 = int(self.first[k]), int(self.first[k + 1])
+            inflate = zlib.decompressobj()
             try:
-                raw = zlib.decompress(blob[a:b])
+                raw = inflate.decompress(blob[a:b])
             except zlib.error as exc:
                 self.r.fail(f"corrupted section 'book:entries' (chunk {k}: {exc})")
-            if len(raw) != int(self.off[f1]) - int(self.off[f0]):
+            if not inflate.eof or inflate.unused_data or len(raw) != int(self.off[f1]) - int(self.off[f0]):
                 self.r.fail(f"corrupted section 'book:entries' (chunk {k} has the wrong size)")
             self.last = (k, raw)
         base = int(self.off[int(self.first[k])])
