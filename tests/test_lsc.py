@@ -181,7 +181,7 @@ def test_a_book_file_holds_its_keys_part_as_a_keys_only_file_holds_it():
     assert (book_header["kind"], keys_header["kind"]) == ("CompiledBook", "CompiledKeys")
     assert keys_sections and all(name.startswith("keys:") for name in keys_sections)
     assert {n for n in book_sections if not n.startswith("keys:")} == {
-        "book:entries", "book:entry_offsets", "book:chunk_offsets", "book:chunk_first", "book:book", "book:uids", "book:entry_order", "book:entry_flags",
+        "book:entries", "book:zdict", "book:entry_offsets", "book:book", "book:uids", "book:entry_order", "book:entry_flags",
         "book:timed_hash_loose", "book:timed_hash_strict"}
     book_keys = {n: v for n, v in book_sections.items() if n.startswith("keys:")}
     assert book_keys.keys() == keys_sections.keys()
@@ -409,8 +409,8 @@ def test_a_flipped_byte_anywhere_is_caught(tmp_path, good_bytes):
 
 def test_a_damaged_entry_section_loads_and_fails_at_its_first_use_naming_the_file_and_section(tmp_path, good_bytes):
     # Loading checks the header and the sections it reads (the keys); the entry records are
-    # checked chunk by chunk (each a zlib stream with its Adler-32) when an entry of the chunk
-    # is first built, so a load does not read what the turn never needs.
+    # checked record by record (each a zlib stream with its Adler-32) when its entry is first
+    # built, so a load does not read what the turn never needs.
     header, _ = _parts(good_bytes)
     start = struct.calcsize("<8sIII") + struct.unpack_from("<I", good_bytes, len(MAGIC) + 4)[0]
     base = start + (-start % 8)
@@ -420,7 +420,7 @@ def test_a_damaged_entry_section_loads_and_fails_at_its_first_use_naming_the_fil
     path = tmp_path / "bad.lsc"
     path.write_bytes(bytes(data))
     loaded = load_compiled(path)                     # the keys are intact: it loads
-    with pytest.raises(CompiledFormError, match=r"bad\.lsc: corrupted section 'book:entries' \(chunk \d+"):
+    with pytest.raises(CompiledFormError, match=r"bad\.lsc: corrupted section 'book:entries' \(entry \d+"):
         for i in range(len(loaded.entries)):
             loaded.entries[i]
     with pytest.raises(CompiledFormError, match=r"bad\.lsc: corrupted section 'book:entries'"):
