@@ -129,6 +129,9 @@ _ATTRS = tuple(n for n in _ENTRY_FIELDS if n != "fields")   # fields: checked by
 def _entry_from_record(record: list[Any], source: str) -> Entry:
     if record[0] == "a":                  # every attribute stored as is
         return Entry(**decode_value(record[1]))
+    if record[0] == "d":                  # the file's own fields; the defaults filled in again
+        _, uid, fields = record
+        return entry_from_fields({sys.intern(k): v for k, v in fields.items()}, source=source, uid=uid)
     _, uid, fields, filled = record
     # Field names are shared by every entry; each json.loads call would make its own copies.
     fields = {sys.intern(k): v for k, v in fields.items()}
@@ -152,15 +155,30 @@ def _same_attr(a: Any, b: Any) -> bool:
     return a is b or (type(a) is type(b) and a == b) or _same(a, b)
 
 
+def _same_entry(rebuilt: Entry, entry: Entry) -> bool:
+    return (list(rebuilt.fields) == list(entry.fields) and rebuilt.filled == entry.filled
+            and all(_same_attr(getattr(rebuilt, name), getattr(entry, name)) for name in _ATTRS))
+
+
 def _entry_record(entry: Entry, source: str) -> bytes:
-    """An entry's record: its fields as JSON when they rebuild it exactly, else every attribute."""
-    record: list[Any] = ["f", entry.uid, entry.fields, sorted(entry.filled)]
+    """An entry's record: its fields as JSON when they rebuild it exactly, else every attribute.
+
+    A record holds the file's own fields only when the entry's other fields are the defaults
+    a reader fills in (``"d"``: rebuilt with ``fill_defaults``), else all of its fields and
+    which of them are filled defaults (``"f"``). The rebuild check builds the entry from the
+    fields in memory: JSON gives them back with the same types (``_json_exact``)."""
+    fields = entry.fields
     try:
-        if _json_exact(entry.fields):
-            data = _dumps(record)
-            rebuilt = _entry_from_record(_loads(data), source)
-            if all(_same_attr(getattr(rebuilt, name), getattr(entry, name)) for name in _ATTRS):
-                return data
+        if _json_exact(fields):
+            if entry.filled and type(fields) is EntryFields:
+                own = fields.own
+                rebuilt = entry_from_fields(own, source=source, uid=entry.uid)
+                if _same_entry(rebuilt, entry):
+                    return _dumps(["d", entry.uid, own])
+            rebuilt = entry_from_fields(dict(fields), source=source, fill_defaults=False, uid=entry.uid,
+                                        filled=entry.filled)
+            if _same_entry(rebuilt, entry):
+                return _dumps(["f", entry.uid, fields, sorted(entry.filled)])
     except (LorebookError, TypeError, ValueError):
         pass
     try:
