@@ -199,7 +199,7 @@ def encode_book(cb: Any) -> bytes:
         # A loaded book whose entries were never all built: copy its sections as they are.
         source = loaded.meta["book"]["source"]
         for name in ("book:entries", "book:zdict", "book:book", "book:uids"):
-            w.blob(name, loaded.blob(name), squeeze=-1 if name in ("book:entries", "book:zdict") else 0)
+            w.blob(name, loaded.blob(name), squeeze=-1 if name == "book:entries" else 0)
         w.array("book:entry_offsets", loaded.array("book:entry_offsets"))
         n_entries = loaded.meta["book"]["n_entries"]
     else:
@@ -300,7 +300,7 @@ def _write_records(w: FormWriter, records: list[bytes]) -> None:
     offsets = np.zeros(len(records) + 1, dtype=np.int64)
     if records:
         np.cumsum([len(r) for r in stored], out=offsets[1:])
-    w.blob("book:zdict", zdict, squeeze=-1)
+    w.blob("book:zdict", zdict)            # (compressed in a tiny form, like its other sections)
     w.blob("book:entries", b"".join(stored), squeeze=-1)
     w.array("book:entry_offsets", offsets)
 
