@@ -94,7 +94,7 @@ _ALIGN = 8           # numpy's widest column type (int64, float64)
 # once. A larger form stores what a load or a first turn reads as it is (inflating costs more
 # than it saves there: the automaton barely compresses), its entry records in chunks.
 _SQUEEZE_MIN = 64
-_TINY = 32 << 10
+_TINY = 96 << 10      # sections' bytes: ~35 corpus entries (a smaller book's file stayed above its JSON)
 _DTYPES = frozenset({"|u1", "<i4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
 
 

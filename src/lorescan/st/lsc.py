@@ -300,7 +300,7 @@ def _write_records(w: FormWriter, records: list[bytes]) -> None:
     offsets = np.zeros(len(records) + 1, dtype=np.int64)
     if records:
         np.cumsum([len(r) for r in stored], out=offsets[1:])
-    w.blob("book:zdict", zdict)            # (compressed in a tiny form, like its other sections)
+    w.blob("book:zdict", zdict, squeeze=ZDICT)     # (inflated once, at the first entry built)
     w.blob("book:entries", b"".join(stored), squeeze=-1)
     w.array("book:entry_offsets", offsets)
 
