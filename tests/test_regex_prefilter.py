@@ -204,7 +204,7 @@ def test_the_prefilter_feeds_the_candidate_lists():
     assert specs == {("brena", False, False), ("tholl", False, False)}
     assert 0 in compiled.keys.vid_entries[lits[0][0]] and 0 in compiled.keys.vid_entries[lits[0][1]]
     view = book_view(compiled, ["THOLLS went east", "nobody here"])
-    assert view.candidates(2, 0) == [0, 2]
+    assert list(view.candidates(2, 0)) == [0, 2]
     assert view.match_entry(0, Window(2)).primary == 0
     assert view.match_entry(1, Window(2)).primary is None
 
