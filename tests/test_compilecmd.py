@@ -180,29 +180,71 @@ def test_a_terminal_gets_a_progress_bar_and_the_problems_on_lines_of_their_own(t
     assert last.endswith("; 1 skipped"), repr(err)
 
 
+# The command as a shell's foreground job runs it (SIGINT at its default, whatever the test runner
+# inherited: a background job's SIGINT is ignored), with one book held in its worker until the
+# test creates HOLD_RELEASE: the run cannot end before the Ctrl-C, whatever the machine's load.
+_HELD_RUN = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from lorescan.app import compilecmd
+from lorescan.app.cli import main
+real = compilecmd.compile_one
+def held(job, options, force):
+    if os.path.basename(job.source) == "a-held.json":
+        open(os.environ["HOLD_MARK"], "w").close()          # a pool worker has the held book in hand
+        while not os.path.exists(os.environ["HOLD_RELEASE"]):
+            time.sleep(0.01)
+    return real(job, options, force)
+compilecmd.compile_one = held
+sys.exit(main())
+"""
+
+
+def _read_until(proc: subprocess.Popen, text: bytes, deadline: float) -> bytes:
+    """stderr up to a line holding ``text`` (the deadline is only a guard against a hang)."""
+    import select
+    seen = b""
+    while text not in seen:
+        assert time.monotonic() < deadline, seen
+        ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+        if ready:
+            chunk = os.read(proc.stderr.fileno(), 65536)
+            assert chunk, seen                     # the command ended without saying it
+            seen += chunk
+    return seen
+
+
 def test_an_interrupted_catalogue_leaves_whole_files_only(tmp_path):
+    import signal
     src = tmp_path / "in"
     keys = [f"name{i} place{i} thing{i}" for i in range(300)]
-    for i in range(120):
+    for i in range(24):
         _book(src / f"card-{i}.json", f"card-{i}", keys[i:] + keys[:i])
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "lorescan", "compile", str(src), "-o", str(out), "--jobs", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+    _book(src / "a-held.json", "held", keys)       # first in the walk: the first chunk, 7 books behind it
+    out, mark, release = tmp_path / "out", tmp_path / "held", tmp_path / "release"
+    proc = subprocess.Popen([sys.executable, "-c", _HELD_RUN, "compile", str(src), "-o", str(out), "--jobs", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            env=dict(_env(), HOLD_MARK=str(mark), HOLD_RELEASE=str(release)))
+    deadline = time.monotonic() + 300              # hang guards only: every step waits for an event
     try:
-        while proc.poll() is None and not (out.is_dir() and any(out.glob("*.lsc"))):
-            time.sleep(0.02)
-        proc.send_signal(2)              # SIGINT, as Ctrl-C sends it to the command
-        _, err = proc.communicate(timeout=300)
+        while not mark.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)         # Ctrl-C: the whole process group, workers too
+        err = _read_until(proc, b"lorescan compile: stopping: ", deadline)
+        release.touch()                            # the held book may finish now: it was in hand
+        _, rest = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        err = (err + rest).decode()
     finally:
         if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode in (0, 130), err       # 0: it finished before the signal arrived
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
     assert "Traceback" not in err, err
-    if proc.returncode == 130:
-        assert "lorescan compile: interrupted: " in err, err
-        assert len(list(out.glob("*.lsc"))) < 120
-    leftovers = [p.name for p in out.iterdir() if not p.name.endswith(".lsc")]
-    assert leftovers == []
+    written = sorted(p.name for p in out.glob("*.lsc"))
+    assert "a-held.lsc" in written and len(written) <= 25 - 7, err      # the held book's chunk: left out
+    assert f"lorescan compile: interrupted: {len(written)} of 25 books compiled into {out} in " in err, err
+    assert [p.name for p in out.iterdir() if not p.name.endswith(".lsc")] == []     # no temporary file
     for lsc in out.glob("*.lsc"):
         assert len(load_compiled(lsc).book.entries) == 300
 

@@ -5,8 +5,18 @@ the compiler once (they are imported before the pool forks, so a forked worker p
 then compiles its share of the books; the per-book work is reading, compiling and encoding. A
 bad book is one line on stderr (the file and the reason) and is skipped; the exit status is 1
 when any book was skipped, 130 when Ctrl-C stopped the run. Every ``.lsc`` is written under a
-temporary name in the output folder and renamed into place (``save_compiled``; a worker stopped
-mid-book removes its temporary file), so a stopped run leaves whole files only.
+temporary name in the output folder and renamed into place (``save_compiled``), so a stopped
+run leaves whole files only.
+
+Ctrl-C on a pool is a request, never an exception inside the pool: the handler (installed
+before the pool forks) only sets a flag, the parent sees it within :data:`_POLL` seconds, says
+so on stderr (``stopping: ...``), sets an event the workers check before each book, and lets
+the pool finish the way it finishes a whole run (``close``, ``join``). The books in hand are
+finished and renamed into place; the rest are left out. Workers ignore SIGINT (a terminal's
+Ctrl-C reaches the whole process group). An earlier design raised ``KeyboardInterrupt`` in the
+parent and had ``Pool.terminate`` SIGTERM the workers; under load a worker could miss that
+signal while waiting for its next task on the lock ``terminate`` holds, and the parent's
+``join`` then waited for ever.
 """
 from __future__ import annotations
 
@@ -15,6 +25,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, TextIO
@@ -25,6 +36,8 @@ __all__ = ["BOOK_SUFFIXES", "Job", "compile_command", "plan_jobs"]
 
 BOOK_SUFFIXES = (".json", ".png", ".charx", ".lorebook")   # what a folder's walk takes (files named: any)
 _CHUNK = 8          # books handed to a worker at a time: few round trips, an even end
+_POLL = 0.05        # seconds between the parent's looks at the Ctrl-C flag while it waits for results
+_LEFT_OUT = "\0left out"   # a worker's answer for a book not started because the run was stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +97,7 @@ def plan_jobs(inputs: list[str], out_dir: str) -> tuple[list[Job], list[tuple[st
 
 _options: Any = None
 _force = False
+_stop: Any = None     # a pool worker's stop event (set by the parent on Ctrl-C); None in-process
 
 
 def _init_worker(options: Any, force: bool) -> None:
@@ -92,11 +106,14 @@ def _init_worker(options: Any, force: bool) -> None:
     _import_compiler()
 
 
-def _init_pool_worker(options: Any, force: bool) -> None:
-    """A pool worker: Ctrl-C goes to the parent only, and the parent's ``terminate`` (SIGTERM)
-    unwinds the book in hand, so ``save_compiled`` removes its temporary file before the exit."""
+def _init_pool_worker(options: Any, force: bool, stop: Any) -> None:
+    """A pool worker: Ctrl-C goes to the parent only (it stops the run through ``stop``), and a
+    ``terminate`` (SIGTERM: only when the parent itself fails) unwinds the book in hand, so
+    ``save_compiled`` removes its temporary file before the exit."""
+    global _stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_term)
+    _stop = stop
     _init_worker(options, force)
 
 
@@ -137,7 +154,13 @@ def compile_one(job: Job, options: Any, force: bool) -> str | None:
 
 
 def _run_job(job: Job) -> tuple[Job, str | None]:
+    if _stop is not None and _stop.is_set():
+        return job, _LEFT_OUT
     return job, compile_one(job, _options, _force)
+
+
+def _run_chunk(chunk: list[Job]) -> list[tuple[Job, str | None]]:
+    return [_run_job(job) for job in chunk]
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -160,6 +183,14 @@ class _Progress:
     def step(self) -> None:
         self.done += 1
         self._draw()
+
+    def stopping(self) -> None:
+        """Ctrl-C seen: said at once (the books in hand still finish)."""
+        self._clear()
+        print("lorescan compile: stopping: the books in hand are finished, the others left out",
+              file=self.err)
+        self.err.flush()
+        self._draw(force=True)
 
     def _clear(self) -> None:
         if self.tty:
@@ -206,21 +237,78 @@ def catalogue_command(args: argparse.Namespace, options: Any, *, err: TextIO | N
         progress.problem(source, reason)
         progress.step()
     n_jobs = min(_jobs_count(args.jobs), max(1, len(jobs)))
-    _import_compiler()            # before the fork: workers inherit the imported modules
     try:
+        _import_compiler()            # before the fork: workers inherit the imported modules
         if n_jobs == 1:
             _init_worker(options, args.force)
-            _consume(map(_run_job, jobs), progress)
+            _consume(map(_run_job, jobs), progress)     # Ctrl-C: KeyboardInterrupt, the book's temp removed
+            interrupted = False
         else:
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-            with ctx.Pool(n_jobs, initializer=_init_pool_worker, initargs=(options, args.force)) as pool:
-                _consume(pool.imap_unordered(_run_job, jobs, chunksize=_CHUNK), progress)
-    except KeyboardInterrupt:     # the pool's exit has stopped the workers; every written file is whole
+            interrupted = _run_pool(jobs, n_jobs, options, args.force, progress)
+    except KeyboardInterrupt:     # in-process: save_compiled removed the temporary file in hand
+        interrupted = True
+    if interrupted and progress.done < progress.total:
         progress.finish(out_dir, interrupted=True)
         return 130
     progress.finish(out_dir)
     return 1 if progress.failed else 0
+
+
+class _Interrupt:
+    """SIGINT as a flag (set by the handler, read by the parent's loop); installed for the pool's
+    whole life, from before the fork to after the last worker is joined. A SIGINT that was
+    ignored when the command started (a background job) stays ignored."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._old: Any = None
+        self._installed = False
+
+    def __enter__(self) -> "_Interrupt":
+        if threading.current_thread() is threading.main_thread():
+            old = signal.getsignal(signal.SIGINT)
+            if old is not signal.SIG_IGN:
+                self._old = signal.signal(signal.SIGINT, self._handle)
+                self._installed = True
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.seen = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._old)
+
+
+def _run_pool(jobs: list[Job], n_jobs: int, options: Any, force: bool, progress: _Progress) -> bool:
+    """The books on ``n_jobs`` forked workers; whether Ctrl-C stopped the run."""
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    stop = ctx.Event()
+    with _Interrupt() as interrupt:
+        pool = ctx.Pool(n_jobs, initializer=_init_pool_worker, initargs=(options, force, stop))
+        try:
+            # chunks by hand: imap_unordered's own chunking returns a plain generator (no timeout)
+            chunks = [jobs[i:i + _CHUNK] for i in range(0, len(jobs), _CHUNK)]
+            results = pool.imap_unordered(_run_chunk, chunks)
+            stopping = False
+            while True:
+                if interrupt.seen and not stopping:
+                    stopping = True
+                    stop.set()          # workers leave out the books they have not started
+                    progress.stopping()
+                try:
+                    answers = results.next(timeout=_POLL)
+                except multiprocessing.TimeoutError:
+                    continue
+                except StopIteration:
+                    break
+                _consume((a for a in answers if a[1] != _LEFT_OUT), progress)
+            pool.close()
+            pool.join()                 # every task answered: the workers are leaving on the sentinel
+        finally:
+            pool.terminate()            # a no-op after join; on an error, stops the workers
+    return stopping
 
 
 def _consume(results: Iterator[tuple[Job, str | None]], progress: _Progress) -> None:
