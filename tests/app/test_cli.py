@@ -17,7 +17,7 @@ import pytest
 
 from lorescan.app.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 BOOK = str(EXAMPLES / "saltmere.json")
 PERSONA = str(EXAMPLES / "rowan-persona.json")

@@ -14,7 +14,7 @@ from lorescan import ChatMessage, STEngine, STSettings, load, load_compiled
 from lorescan.app.cli import main
 from lorescan.app.compilecmd import plan_jobs
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BOOK = EXAMPLES / "saltmere.json"
 PERSONA = EXAMPLES / "rowan-persona.json"
 
@@ -115,7 +115,7 @@ def test_two_jobs_write_the_books_one_job_writes_and_show_no_bar_off_a_terminal(
         _book(src / f"card-{i}.json", f"card-{i}", [f"key{i}", "shared", f"other{i}"])
     _book(src / "bad.json", "bad", [])
     (src / "bad.json").write_text('{"entries": {"0": {"uid": 0, "key": ["k"], "content": 5}}}', encoding="utf-8")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
                                                        os.environ.get("PYTHONPATH", "")]))
     runs = {}
     for jobs in ("1", "2"):
@@ -144,7 +144,7 @@ def test_a_negative_job_count_is_refused_at_the_flag(argv, capsys):
 
 
 def _env() -> dict:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
                                                        os.environ.get("PYTHONPATH", "")]))
 
 

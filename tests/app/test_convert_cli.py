@@ -10,7 +10,7 @@ import pytest
 
 from lorescan.formats import load
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "examples" / "saltmere.json"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RUN = ("import sys\n"
        "if sys.argv[1] == 'no-tomllib':\n"
        "    sys.modules['tomllib'] = None          # import tomllib raises ModuleNotFoundError, as on 3.10\n"

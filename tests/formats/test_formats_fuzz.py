@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from lorescan.errors import LorebookError
 from lorescan.formats import Limits, convert, load, load_data
 
-from test_formats_mapping import CC_ENTRY, FOREIGN, _itxt, _text, _zip, _ztxt, card_with, png_with
+from tests.formats.test_formats_mapping import CC_ENTRY, FOREIGN, _itxt, _text, _zip, _ztxt, card_with, png_with
 
 SMALL = Limits(max_file_bytes=1 << 20, max_inflated_bytes=1 << 16, max_zip_members=50,
                max_zip_total_bytes=1 << 20, max_json_depth=64, max_png_chunks=200)

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from janitor_spelling import SPELLINGS, Code, Style, script, spell
+from tests.support.janitor_spelling import SPELLINGS, Code, Style, script, spell
 from lorescan.errors import FormatError, LorebookError
 from lorescan.formats import DEFAULT_LIMITS, convert, detect_format, load, load_data
 from lorescan.formats._jsliteral import parse_literal
 from lorescan.model import entry_from_fields
 from lorescan.formats.janitor import format_data_slot, janitor_source, read_script, write_janitor
 
-VECTORS = Path(__file__).parent / "conformance" / "janitor"
+VECTORS = Path(__file__).parent.parent / "conformance" / "janitor"
 
 
 def _books(name: str) -> list[tuple[str, object]]:

@@ -20,7 +20,7 @@ from lorescan.janitor import JanitorEngine
 from lorescan.janitor.normalise import normalise_script
 from lorescan.st.result import Character
 
-VECTORS = Path(__file__).parent / "conformance" / "janitor"
+VECTORS = Path(__file__).parent.parent / "conformance" / "janitor"
 # the realistic books, and the feature files whose contexts are ordinary chats
 CROSS_FILES = ("books.json", "mixed.json", "keywords.json", "gates.json", "tags.json", "priority.json",
                "shifts.json", "probability.json", "count.json", "nameblock.json", "fields.json", "window.json")
@@ -264,7 +264,7 @@ def test_the_engine_is_built_from_a_read_book_with_its_knobs():
 
 
 def test_a_sillytavern_book_converted_to_janitor_fires_the_same_entries_where_no_loss_applies():
-    synthetic = Path(__file__).parent / "data" / "synthetic"
+    synthetic = Path(__file__).parent.parent / "data" / "synthetic"
     source = load_data(json.loads((synthetic / "harbor-watch.json").read_text(encoding="utf-8")))
     # whole-word keys (SillyTavern's substring default is a reported loss for every keyed entry)
     st_book = book_from_entries("hw", [{**dict(e.fields), "matchWholeWords": True} for e in source.entries])

@@ -15,7 +15,7 @@ if os.environ.get("LORESCAN_REQUIRE_SERVE") != "1":
 
 from lorescan.serve.openapi import openapi_document  # noqa: E402
 
-DTS = Path(__file__).resolve().parents[1] / "clients" / "js" / "lorescan.d.ts"
+DTS = Path(__file__).resolve().parents[2] / "clients" / "js" / "lorescan.d.ts"
 # interface in the .d.ts -> schema in components/schemas; nested types are followed from these
 ROOTS = {"BookInfo": "BookInfo", "STScanRequest": "STScanRequest", "STScanResponse": "STScanResponse",
          "SlotRunRequest": "SlotRunRequest", "SlotRunResponse": "SlotRunResponse", "ErrorBody": "ErrorBody",

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from lorescan.js.regex import JSRegex, JSRegexError, JSText, RegexTimeout, tool_regex
 from lorescan.js.regex import _compile_js_regex as compile_js_regex   # new RegExp(pattern, flags), memoised
 
-DATA = json.loads((Path(__file__).parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
+DATA = json.loads((Path(__file__).parent.parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
 COMMON = DATA["common_texts"]
 
 

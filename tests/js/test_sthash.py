@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from lorescan.js.sthash import cyrb53, entry_fingerprint, js_json_stringify, js_number_to_string
 
-CASES = json.loads((Path(__file__).parent / "data" / "sthash" / "v8_cases.json").read_text())["cases"]
+CASES = json.loads((Path(__file__).parent.parent / "data" / "sthash" / "v8_cases.json").read_text())["cases"]
 
 
 def _units_to_str(units):

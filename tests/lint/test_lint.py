@@ -24,7 +24,7 @@ from lorescan.formats import book_from_entries
 
 from conftest import need_shared, shared_files
 
-DATA = Path(__file__).resolve().parent / "data" / "lint"
+DATA = Path(__file__).resolve().parent.parent / "data" / "lint"
 
 # book -> the exact (code, entry uid, field) findings it must give, in order
 EXPECTED: dict[str, list[tuple[str, int | None, str | None]]] = {

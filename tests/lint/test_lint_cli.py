@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import need_shared
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "lint"
 
 

@@ -3,9 +3,6 @@ evaluated over the window like plain keys, checked against a naive evaluator tha
 the joined window text with the same word rules."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -17,9 +14,7 @@ from lorescan.js.regex import tool_regex
 from lorescan.match import MatchOptions
 from lorescan.match.view import match_plain_key
 from lorescan.st.settings import Compat
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from slot_helpers import engine as slot_engine, st_book  # noqa: E402
+from tests.support.slot_helpers import engine as slot_engine, st_book
 
 ATOMS = ["dragon", "red", "wyrm", "baby", "red dragon", "/wy.?rm/i", "/Red|BABY/"]
 WORDS = ["dragon", "red", "wyrm", "wyvrm", "baby", "the", "dragons", "Red", "wyrms", "reddish", "x"]

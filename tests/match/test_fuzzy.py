@@ -25,7 +25,7 @@ from lorescan.match import MatchOptions
 from lorescan.model import Lorebook
 from lorescan.slot.decorators import parse_decorators
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 @pytest.fixture(autouse=True)

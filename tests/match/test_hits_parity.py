@@ -13,7 +13,7 @@ from lorescan.st.compiled import compile_book
 from lorescan.formats.sillytavern import load_world_file
 from lorescan.match import MatchOptions
 from lorescan.model import Lorebook, entry_from_fields
-from matchgen import books, options, texts
+from tests.support.matchgen import books, options, texts
 
 MANY = settings(max_examples=1000, deadline=None)
 

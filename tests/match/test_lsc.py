@@ -37,7 +37,7 @@ FILES = or_absent(sorted(p for d in ("books", "cards", "other") for p in (CORPUS
 
 def _name(p: object) -> str:
     return p.name if isinstance(p, Path) else "absent"
-_BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "conftest.py"
+_BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "conftest.py"
 
 
 def _make_book(n: int) -> Lorebook:
@@ -404,7 +404,7 @@ def test_a_pickled_book_with_bad_bytes_fails_cleanly(good_bytes):
 
 
 def test_the_compile_command_writes_a_file_the_engine_loads(tmp_path, capsys):
-    src = Path(__file__).resolve().parent.parent / "examples" / "saltmere.json"
+    src = Path(__file__).resolve().parents[2] / "examples" / "saltmere.json"
     out = tmp_path / "saltmere.lsc"
     assert cli_main(["compile", str(src), "-o", str(out), "--compat", "improved", "--whole-words"]) == 0
     loaded = load_compiled(out)

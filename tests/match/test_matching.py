@@ -17,7 +17,7 @@ from lorescan.match.view import Window, match_plain_key
 from tests.support import book_view
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.match import MatchOptions
-from matchgen import books, check_agreement, options, substitute_char, texts, windows
+from tests.support.matchgen import books, check_agreement, options, substitute_char, texts, windows
 from tests.support.reference_matcher import ReferenceScanView
 
 MANY = settings(max_examples=1000, deadline=None)

@@ -30,12 +30,12 @@ from lorescan.model import Lorebook, entry_from_fields
 from lorescan.match.regexscope import RegexBudget, regex_hazard
 from lorescan.js.text import js_count_words
 
-from slot_helpers import chat as slot_chat
-from slot_helpers import engine as slot_engine
-from slot_helpers import st_book
+from tests.support.slot_helpers import chat as slot_chat
+from tests.support.slot_helpers import engine as slot_engine
+from tests.support.slot_helpers import st_book
 
-DATA = json.loads((Path(__file__).parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
-SRC = Path(__file__).resolve().parents[1] / "src"
+DATA = json.loads((Path(__file__).parent.parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def _compiles(case: dict) -> JSRegex | None:

@@ -25,7 +25,7 @@ from tests.support import book_view
 from lorescan.model import Lorebook, entry_from_fields
 from tests.support.reference_matcher import ReferenceScanView
 
-DATA = json.loads((Path(__file__).parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
+DATA = json.loads((Path(__file__).parent.parent / "data" / "jsregex" / "v8_cases.json").read_text("utf-8"))
 
 
 def _seen(text: str, flags: str) -> str:

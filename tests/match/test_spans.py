@@ -27,9 +27,9 @@ from lorescan.match.view import WindowPart, match_plain_key
 from lorescan.replay.single import load_chat, replay_chat, text_summary
 from lorescan.st import BookSource, ChatMessage, STEngine, STSettings
 
-from matchgen import KEY_ATOMS, books, texts
+from tests.support.matchgen import KEY_ATOMS, books, texts
 
-DATA = Path(__file__).resolve().parent / "data" / "spans"
+DATA = Path(__file__).resolve().parent.parent / "data" / "spans"
 BOOK, CHAT = DATA / "book.json", DATA / "chat.jsonl"
 # the chat as the engine scans it (names included), newest first
 NEWEST_FIRST = ["You: She ran to embrace her brother at the door.", "Keeper: The lighthouse holds against the storm",
@@ -177,7 +177,7 @@ def test_replay_summary_flags_unusual_matches():
        depth=st.integers(1, 4))
 def test_every_key_activation_has_a_span_where_the_engine_matched(book, chat, cs, ww, depth):
     """Differential: whatever the engine fired by key, the explanation finds the match again (the
-    trap-laden texts and keys of tests/matchgen.py, macros, recursion), and the span's offsets
+    trap-laden texts and keys of tests/support/matchgen.py, macros, recursion), and the span's offsets
     cut the matched text out of the message it names."""
     from lorescan.js.text import js_trim
     engine = STEngine([BookSource(book, ("global",))],

@@ -1,5 +1,5 @@
 """replay-batch: the turn loop against STEngine by hand, back-ends against each other, bad
-chats, --compare, slot mode, the summary and the CLI. (Ray: tests/test_replay_ray.py.)"""
+chats, --compare, slot mode, the summary and the CLI. (Ray: tests/replay/test_replay_ray.py.)"""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,7 @@ from lorescan.replay.output import read_rows
 from lorescan.replay.turns import turn_points
 
 from conftest import need_shared
-from replay_data import (CORPUS_CHATS, SETTINGS, by_hand, corpus_chats, make_book, row_list, row_set,
+from tests.support.replay_data import (CORPUS_CHATS, SETTINGS, by_hand, corpus_chats, make_book, row_list, row_set,
                          synthetic_chats, write_folder, write_lines)
 
 
@@ -262,11 +262,11 @@ def test_rows_come_from_the_scans_decisions_without_explaining_every_entry(book)
 
 
 def test_the_readme_replay_example_runs(tmp_path, capsys):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     line = next(ln for ln in readme.splitlines() if ln.startswith("lorescan replay-batch "))
     argv = line.split()[1:]
     argv[argv.index("--out") + 1] = str(tmp_path / "out")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     argv = [str(root / a) if a.startswith("examples/") else a for a in argv]
     assert main(argv) == 0
     text = capsys.readouterr().out

@@ -16,7 +16,7 @@ from lorescan.replay import replay_batch, summarize
 from lorescan.replay.pairing import pair_versions, uid_order
 from lorescan.replay.summary import print_summary
 
-from replay_data import SETTINGS, make_book, synthetic_chats, write_folder
+from tests.support.replay_data import SETTINGS, make_book, synthetic_chats, write_folder
 
 
 def _write(path: Path, book: Lorebook, *, shift: int = 0) -> Path:

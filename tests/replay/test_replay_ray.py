@@ -1,6 +1,6 @@
 """replay-batch on a local Ray runtime (``ray.init(num_cpus=2)``) gives the same Parquet
 contents as in process and as STEngine.scan by hand. Marked ``ray``: CI runs it as its own
-step (``LORESCAN_REQUIRE_RAY=1 python -m pytest -m ray tests/test_replay_ray.py``), where a
+step (``LORESCAN_REQUIRE_RAY=1 python -m pytest -m ray tests/replay/test_replay_ray.py``), where a
 missing Ray is a failure, not a skip."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from replay_data import SETTINGS, by_hand, corpus_chats, make_book, row_list, row_set, synthetic_chats, write_folder
+from tests.support.replay_data import SETTINGS, by_hand, corpus_chats, make_book, row_list, row_set, synthetic_chats, write_folder
 
 pytestmark = pytest.mark.ray
 

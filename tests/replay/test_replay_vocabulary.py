@@ -26,7 +26,7 @@ from lorescan.replay.single import load_chat, replay_chat
 
 from conftest import need_shared
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 BOOK = EXAMPLES / "saltmere.json"
 CHAT = EXAMPLES / "saltmere-chat.jsonl"

@@ -1,7 +1,7 @@
 """``lorescan replay BOOK... --chat CHAT [--report FILE]``: the one-chat replay, its text
 summary, the HTML report's content and safety, determinism, and the command line end to
 end (bad arguments, unreadable files, closed pipes). The report in a browser:
-tests/test_report_browser.py."""
+tests/replay/test_report_browser.py."""
 from __future__ import annotations
 
 import base64
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from report_data import XSS_NAME, write_inputs
+from tests.support.report_data import XSS_NAME, write_inputs
 
 from lorescan import load
 from lorescan.errors import FormatError, LorebookError, SettingsError
@@ -25,7 +25,7 @@ from lorescan.replay.report import MAX_TIMELINE_ROWS, render_report, timeline_ro
 from lorescan.replay.single import ChatReplay, EntryInfo, Explained, TurnRecord, load_chat, replay_chat, text_summary
 from lorescan.replay.turns import turn_points
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_BOOK, EXAMPLE_CHAT = ROOT / "examples" / "saltmere.json", ROOT / "examples" / "saltmere-chat.jsonl"
 
 

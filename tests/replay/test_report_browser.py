@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import need_shared
-from report_data import XSS_NAME, write_inputs
+from tests.support.report_data import XSS_NAME, write_inputs
 
 from lorescan import load
 from lorescan.replay.report import _label, render_report, timeline_rows
@@ -315,7 +315,7 @@ def test_report_of_real_books_with_hundreds_of_entries(browser: Browser, tmp_pat
 def test_the_explain_table_marks_each_matched_span_and_its_case(browser: Browser, tmp_path: Path) -> None:
     """tests/data/spans: a key inside a longer word, a regex across two messages, a key in a
     recursion text; the last turn's table marks each matched text and names its case."""
-    data = Path(__file__).resolve().parent / "data" / "spans"
+    data = Path(__file__).resolve().parent.parent / "data" / "spans"
     replay = replay_chat([load(str(data / "book.json"))], load_chat(str(data / "chat.jsonl")),
                          settings={"scan_depth": 3, "recursive": True}, chat="spans.jsonl")
     page = tmp_path / "spans.html"
@@ -356,7 +356,7 @@ def test_the_explain_table_marks_each_matched_span_and_its_case(browser: Browser
 def rich(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The report book with a sticky and a cooldown entry, and an edited copy under another
     book name (entry 'Bread' keyed on a word the chat never says), replayed and compared."""
-    from report_data import book_json
+    from tests.support.report_data import book_json
     folder = tmp_path_factory.mktemp("rich")
     _, chat = write_inputs(folder, TURNS)
     data = book_json()

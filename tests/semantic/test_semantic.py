@@ -21,7 +21,7 @@ from lorescan.semantic import (SCORE_DECIMALS, Embedder, MessageEmbeddings, defa
 from lorescan.semantic import embed as embed_mod
 from tests.support.fake_embedder import FakeEmbedder, need_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAIRS = ROOT / "tests" / "data" / "semantic_pairs.json"
 
 _floats = st.floats(-1.0, 1.0, allow_nan=False, width=32)

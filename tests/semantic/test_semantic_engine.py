@@ -16,7 +16,7 @@ from lorescan.js.text import js_count_words
 from lorescan.semantic.index import VectorSettings
 from tests.support.fake_embedder import FakeEmbedder, need_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WATER = "mira fears the lake and the deep river water"
 
 

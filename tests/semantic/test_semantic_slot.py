@@ -1,7 +1,7 @@
 """SlotEngine with Vector Storage's matching (docs/semantic.md#sem-engine)."""
 from __future__ import annotations
 
-from slot_helpers import chat, engine, inserted_ids, st_book
+from tests.support.slot_helpers import chat, engine, inserted_ids, st_book
 
 from lorescan.semantic.index import VectorSettings
 from tests.support.fake_embedder import FakeEmbedder

@@ -15,7 +15,7 @@ from lorescan.serve import models as m  # noqa: E402
 from lorescan.serve.chats import ChatPrefixes, PrefixUnknown, chat_digest  # noqa: E402
 from lorescan.serve.testing import ServerProcess  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "saltmere.json"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "saltmere.json"
 LINES = ["The fog rolls in over Saltmere.", "Who keeps the lighthouse?", "Old Ida keeps it, and the toll bridge.",
          "Tell me about the bell.", "It rang the night the tide went out.", "I walk down to the pier.",
          "The ferry is late again.", "A storm is coming, the fisherman says.", "I ask about the tavern.",

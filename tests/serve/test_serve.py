@@ -25,7 +25,7 @@ import msgspec  # noqa: E402
 
 from lorescan import BookSource, SlotEngine, STEngine, STSettings, load  # noqa: E402
 from conftest import need_shared  # noqa: E402
-from hook_helpers import OTHER, SERA, chat_of, macro_book, macros  # noqa: E402
+from tests.support.hook_helpers import OTHER, SERA, chat_of, macro_book, macros  # noqa: E402
 from lorescan.app.conformance import CONTRACT_FIELDS, _engine_for, iter_cases  # noqa: E402
 from lorescan.formats.sillytavern import read_world  # noqa: E402
 from lorescan.st import Character, ChatMessage  # noqa: E402
@@ -35,8 +35,8 @@ from lorescan.serve.testing import ServerProcess  # noqa: E402
 from lorescan.slot import SlotBook  # noqa: E402
 from lorescan.tokens import count_words  # noqa: E402
 
-VECTORS = Path(__file__).resolve().parent / "conformance" / "st"      # this project's own cases
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "saltmere.json"
+VECTORS = Path(__file__).resolve().parent.parent / "conformance" / "st"      # this project's own cases
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "saltmere.json"
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ if os.environ.get("LORESCAN_REQUIRE_SERVE") != "1":
 
 from lorescan.serve.testing import HOST, ServerProcess, rss_bytes  # noqa: E402
 
-SRC = str(Path(__file__).resolve().parent.parent / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 BOOK = json.dumps({"entries": {"0": {"uid": 0, "key": ["lantern"], "content": "The lantern glows."},
                                "1": {"uid": 1, "key": ["harbor"], "content": "Ships wait."}}}).encode()
 OCTETS = {"Content-Type": "application/octet-stream"}

@@ -7,7 +7,7 @@ worker died but the one the test killed, and no request was answered 5xx; a requ
 to be answered only if it was in flight when the worker was killed.
 
 Marked ``chaos`` (deselected by default; CI runs it as its own step):
-``python -m pytest tests/test_serve_chaos.py -m chaos``.
+``python -m pytest tests/serve/test_serve_chaos.py -m chaos``.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import msgspec  # noqa: E402
 from lorescan.serve import models as m  # noqa: E402
 from lorescan.serve.testing import ServerProcess  # noqa: E402
 
-JANITOR = Path(__file__).resolve().parent / "conformance" / "janitor"
+JANITOR = Path(__file__).resolve().parent.parent / "conformance" / "janitor"
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from lorescan.serve.config import resolve_options  # noqa: E402
 from lorescan.serve.store import BookStore  # noqa: E402
 from lorescan.serve.testing import Client, ServerProcess  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "saltmere.json"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "saltmere.json"
 TOKEN = "t0ken-that-must-never-be-logged"
 
 

@@ -24,7 +24,7 @@ if os.environ.get("LORESCAN_REQUIRE_SERVE") != "1":
 from lorescan.serve.store import BookStore, read_compiled  # noqa: E402
 from lorescan.serve.testing import ServerProcess  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "saltmere.json"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "saltmere.json"
 OCTETS = {"Content-Type": "application/octet-stream"}
 
 

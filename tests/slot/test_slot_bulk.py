@@ -12,7 +12,7 @@ import random
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from slot_helpers import cc_book
+from tests.support.slot_helpers import cc_book
 
 from lorescan.match.cache import ChatScan
 from lorescan.slot import SlotEngine, SlotResult

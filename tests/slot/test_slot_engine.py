@@ -6,7 +6,7 @@ import hashlib
 import json
 
 import pytest
-from slot_helpers import cc_book, cc_book_in_fields, chat, contents, engine, inserted_ids, outcomes, raw_book, st_book
+from tests.support.slot_helpers import cc_book, cc_book_in_fields, chat, contents, engine, inserted_ids, outcomes, raw_book, st_book
 
 from lorescan.errors import LorebookError, SettingsError
 from lorescan.slot import BookSettings, SlotBook, SlotEngine, roll_percent

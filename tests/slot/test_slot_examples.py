@@ -1,7 +1,7 @@
 """Worked examples of SPEC 17.13-17.15 and the seed's own examples (issue 4), as assertions."""
 from __future__ import annotations
 
-from slot_helpers import cc_book, chat, contents, engine, inserted_ids, outcomes, st_book
+from tests.support.slot_helpers import cc_book, chat, contents, engine, inserted_ids, outcomes, st_book
 
 from lorescan.slot import roll_percent
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from lorescan.model import Lorebook, SelectiveLogic, entry_from_fields
 from lorescan.slot import SlotEngine
 from lorescan.slot.plans import plan_keys, regex_kind
-from slot_helpers import cc_book
+from tests.support.slot_helpers import cc_book
 
 
 @pytest.mark.parametrize("key, kind", [

@@ -6,7 +6,7 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from slot_helpers import cc_book
+from tests.support.slot_helpers import cc_book
 
 from lorescan.slot import SlotEngine, SlotResult
 from lorescan.tokens import count_words

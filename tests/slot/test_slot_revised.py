@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from slot_helpers import cc_book, chat, contents, engine, outcomes, st_book
+from tests.support.slot_helpers import cc_book, chat, contents, engine, outcomes, st_book
 
 from lorescan import BookSource, ChatMessage, STEngine, STSettings, load
 from lorescan.app.cli import main as cli_main
@@ -290,7 +290,7 @@ def test_every_log_detail_and_note_code_is_a_literal_and_is_documented():
 
     from lorescan.slot import LOG_DETAILS, NOTE_CODES, LogDetail, NoteCode
     assert get_args(LogDetail) == LOG_DETAILS and get_args(NoteCode) == NOTE_CODES
-    page = (Path(__file__).resolve().parents[1] / "docs" / "slot-mode.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[2] / "docs" / "slot-mode.md").read_text(encoding="utf-8")
     for code in LOG_DETAILS + NOTE_CODES:
         assert f"| `{code}` |" in page, f"docs/slot-mode.md does not document {code!r}"
 

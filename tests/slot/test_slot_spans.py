@@ -1,5 +1,5 @@
 """Matched spans in lorebook-slot mode (lorescan.slot.spans): every activation by key says where
-the key matched, with the same KeySpan and cases as SillyTavern mode (tests/test_spans.py).
+the key matched, with the same KeySpan and cases as SillyTavern mode (tests/match/test_spans.py).
 
 The purpose-built book: ``race`` occurs only inside "embrace"; ``saltmere`` only in the content of
 the Lighthouse entry (so it fires by recursion, in pass 2); the Storm entry's regex needs "storm"
@@ -19,8 +19,8 @@ from lorescan.js.text import js_trim
 from lorescan.slot import SlotEngine
 from lorescan.slot.spans import message_number, with_spans
 
-from matchgen import books, texts
-from slot_helpers import st_book
+from tests.support.matchgen import books, texts
+from tests.support.slot_helpers import st_book
 
 ENTRIES = [
     {"key": ["race"], "comment": "Race", "content": "The old races of the plains."},
@@ -135,7 +135,7 @@ def test_explain_in_slot_mode_shows_each_span_and_its_case(tmp_path):
                                    min_size=1, max_size=4))
 def test_every_key_activation_has_a_span_where_the_engine_matched(book, chat):
     """Differential: whatever the slot engine activated by key (the trap-laden texts and keys of
-    tests/matchgen.py, macros, recursion), the explanation finds the match again, and the span's
+    tests/support/matchgen.py, macros, recursion), the explanation finds the match again, and the span's
     offsets cut the matched text out of the message it names."""
     engine = SlotEngine([book], substitute=lambda s: s.replace("{{char}}", "Alice").replace("{{user}}", "Bob"))
     result = with_spans(engine, chat, engine.run(chat, turn_id="t"))

@@ -127,7 +127,7 @@ def test_constant_sticky_and_decorator_activations_are_named():
 def test_diagnostics_agree_with_the_activated_list_on_every_public_vector():
     from pathlib import Path
     from lorescan.app.conformance import _engine_for, iter_cases
-    root = Path(__file__).resolve().parent / "conformance" / "st"
+    root = Path(__file__).resolve().parent.parent / "conformance" / "st"
     checked = 0
     for path in sorted(root.glob("*.json")):
         for case in list(iter_cases(str(path)))[:25]:

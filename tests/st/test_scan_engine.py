@@ -13,7 +13,7 @@ from lorescan import BookSource, ChatMessage, ChatScan, STEngine, STSettings, lo
 from lorescan.errors import LorebookError
 from lorescan.js.text import js_count_words
 
-DATA = Path(__file__).resolve().parent / "data" / "synthetic"     # written for these tests: generate.py
+DATA = Path(__file__).resolve().parent.parent / "data" / "synthetic"     # written for these tests: generate.py
 CHAT = DATA / "harbor-watch-chat.jsonl"
 
 
@@ -89,7 +89,7 @@ def test_a_malformed_timed_effects_state_is_a_located_error(harbor, bad, field):
 
 
 def test_bad_engine_arguments_are_located_errors():
-    book = load(str(Path(__file__).resolve().parents[1] / "examples" / "saltmere.json"))
+    book = load(str(Path(__file__).resolve().parents[2] / "examples" / "saltmere.json"))
     with pytest.raises(LorebookError, match="roles"):
         STEngine([BookSource(book, ("globl",))])
     with pytest.raises(LorebookError, match="compat"):
@@ -102,7 +102,7 @@ def test_bad_engine_arguments_are_located_errors():
 
 def test_an_engine_that_has_already_counted_tokens_still_pickles():
     import pickle
-    book = load(str(Path(__file__).resolve().parents[1] / "examples" / "saltmere.json"))
+    book = load(str(Path(__file__).resolve().parents[2] / "examples" / "saltmere.json"))
     engine = STEngine([BookSource(book, ("global",))])          # default counter: tiktoken, offline
     first = engine.scan([ChatMessage("a", "the lighthouse")], max_context=1000)
     again = pickle.loads(pickle.dumps(engine))

@@ -14,7 +14,7 @@ from lorescan import BookSource, ChatMessage, EntryId, SettingsError, SlotEngine
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.tokens import count_words
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _book() -> Lorebook:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need_shared, shared_files
-from hook_helpers import OTHER, SERA, chat_of, macro_book, macros, tagged
+from tests.support.hook_helpers import OTHER, SERA, chat_of, macro_book, macros, tagged
 from lorescan import BookSource, ChatMessage, STEngine, STSettings
 from lorescan.app.conformance import iter_cases
 from lorescan.errors import SettingsError
@@ -22,7 +22,7 @@ from lorescan.model import Lorebook, entry_from_fields
 from lorescan.st import Character
 from tests.support.reference_matcher import ReferenceScanView
 
-VECTORS = sorted((Path(__file__).resolve().parent / "conformance" / "st").glob("*.json"))
+VECTORS = sorted((Path(__file__).resolve().parent.parent / "conformance" / "st").glob("*.json"))
 REAL_VECTORS = shared_files("conformance/st-real", "*.json")
 
 

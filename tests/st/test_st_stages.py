@@ -17,7 +17,7 @@ from lorescan.formats import book_from_entries
 from lorescan.st.groups import PendingList
 from lorescan.st.timed import EffectRecord, TimedEffects, TimedEntry, evaluate
 
-CONFORMANCE = sorted((Path(__file__).parent / "conformance" / "st").glob("*.json"))
+CONFORMANCE = sorted((Path(__file__).parent.parent / "conformance" / "st").glob("*.json"))
 
 # what the api change points lorescan's lazy map at (issue 10: "st/__init__.py re-exports every public ST name")
 PUBLIC_ST = ["STEngine", "STResult", "Diagnostic", "LoopRecord", "Placement", "DepthGroup", "BookSource",
@@ -77,7 +77,7 @@ def test_every_outcome_reason_and_loop_state_the_engine_reports_is_in_its_litera
         for record in loops:
             assert record.state in states and record.next in states, record
     assert seen_outcomes == outcomes
-    # the vectors exercise most gates; the rest are covered by tests/test_scan_diagnostics.py
+    # the vectors exercise most gates; the rest are covered by tests/st/test_scan_diagnostics.py
     assert {"constant", "key", "no_key_match", "group", "budget", "secondary_keys"} <= seen_reasons
 
 

@@ -20,7 +20,7 @@ from lorescan.formats import book_from_entries
 from lorescan.js.text import js_count_words
 from lorescan.st import BookSource, Character, ChatMessage, STEngine, STSettings
 from lorescan.st.activate import AlwaysGates
-from tests.test_scan_differential import WORDS, entries, st_settings
+from tests.st.test_scan_differential import WORDS, entries, st_settings
 
 TAGS = ["t1", "t2"]
 

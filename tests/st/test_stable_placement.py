@@ -19,8 +19,8 @@ from lorescan.js.text import js_count_words
 from lorescan.layout import MAX_LAYOUT_ENTRIES, Layout
 from lorescan.st import BookSource, ChatMessage, STEngine, STSettings
 from lorescan.st.place import place_entries, place_keyed
-from tests.test_scan_differential import chats, entries, st_settings
-from tests.test_slot_properties import budgets, entries as slot_entries, messages
+from tests.st.test_scan_differential import chats, entries, st_settings
+from tests.slot.test_slot_properties import budgets, entries as slot_entries, messages
 
 
 def _engines(book, cfg, rng, compat="improved"):
@@ -214,7 +214,7 @@ def test_a_bad_layout_is_a_located_error(bad, field):
 
 # -- lorebook-slot mode ------------------------------------------------------------------------
 def _slot_engines(pool, budget):
-    from slot_helpers import cc_book
+    from tests.support.slot_helpers import cc_book
 
     from lorescan.slot import SlotEngine
     from lorescan.tokens import count_words

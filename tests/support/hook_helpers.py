@@ -1,5 +1,5 @@
 """A book whose keys and contents are macros, and the hooks the per-call hook tests pass
-(tests/test_st_hooks.py, tests/test_serve.py)."""
+(tests/st/test_st_hooks.py, tests/serve/test_serve.py)."""
 from __future__ import annotations
 
 import random

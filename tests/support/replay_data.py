@@ -18,7 +18,7 @@ from lorescan.tokens import TiktokenCounter
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.st import POSITION_NAMES
 
-SHARED = Path(os.environ.get("LORESCAN_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
+SHARED = Path(os.environ.get("LORESCAN_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 CORPUS_CHATS = SHARED / "corpus" / "chats"
 
 SETTINGS = {"scan_depth": 4, "recursive": True, "budget_percent": 10, "max_context": 2000}
