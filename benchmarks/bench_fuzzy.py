@@ -8,7 +8,7 @@ only the newest message is new (the caller's ChatScan is passed every turn); col
 engine and an empty ChatScan, the whole window and every content to scan.
 
 "Pays nothing" cannot be measured against the code before this change in one run, so it is
-shown two ways: tests/test_fuzzy.py checks that such a book never builds a fuzzy index nor
+shown two ways: tests/match/test_fuzzy.py checks that such a book never builds a fuzzy index nor
 imports rapidfuzz, and here the matcher's per-text scan (the only hot-path line that
 changed: one ``if``) is timed against the same scan without that line, interleaved in the
 same run, on every message of the chat (the cold case, where the line runs once per text);

@@ -141,7 +141,7 @@ def bench_replay_two_workers_vs_one(benchmark, workload):
 def bench_replay_ray_two_actors_vs_one_worker(benchmark, workload):
     if SHORT:
         pytest.skip("full mode only: Ray's fixed start-up (~15 s here) swamps a short run; "
-                    "tests/test_replay_ray.py checks Ray's results")
+                    "tests/replay/test_replay_ray.py checks Ray's results")
     if importlib.util.find_spec("ray") is None:
         pytest.skip("ray is not installed (pip install '.[ray]')")
     import ray

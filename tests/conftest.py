@@ -1,5 +1,17 @@
 """Shared fixtures: the native kernel (its twin is imported by the parity tests), the real-data sets.
 
+Layout: a test module lives in ``tests/<package>/``, the subpackage of ``src/lorescan/`` it mainly
+exercises (``tests/match/``: the matcher, its kernel and twin; ``tests/st/``, ``tests/slot/``,
+``tests/janitor/``: the engines; ``tests/js/``, ``tests/formats/``, ``tests/lint/``, ``tests/replay/``,
+``tests/serve/``, ``tests/app/`` (the ``lorescan`` command), ``tests/semantic/``, ``tests/tokens/``),
+judged by what the test calls, not by its name (a test of ``lorescan serve`` run from the command line
+is in ``serve/``). Tests of the top-level modules (``model``, ``errors``, ``limits``, ...) and the
+cross-cutting ones stay here in ``tests/``: the SillyTavern conformance run, the hostile-input and
+determinism runs, the docs, README, packaging, public names, import rules and this file's twin
+lists. Helpers shared by several modules are in ``tests/support/`` (imported as ``tests.support.X``,
+also by ``benchmarks/``). The folders have no ``__init__.py``: pytest imports each test module by its
+basename, so basenames stay unique across the tree (tests/test_twin_selection.py checks both rules).
+
 The synthetic SillyTavern vectors live in the repository (``tests/conformance/st``). The
 real-data sets (``corpus/`` and ``conformance/st-real``: other people's books and chats)
 stay outside it, at ``$LORESCAN_SHARED`` (default: ``shared`` beside the checkout). Tests
@@ -106,24 +118,24 @@ def hits(request) -> ModuleType:
 # audit below), so a kernel-touching test cannot stay out of the twin run unnoticed. Paths are
 # relative to tests/.
 TWIN_MODULES = frozenset({
-    "parity/test_hits_parity.py", "test_kernels_table.py",
+    "match/test_hits_parity.py", "match/test_kernels_table.py",
     "test_adversarial.py",
-    "test_compile.py", "test_hitcache.py", "test_fuzzy.py", "test_keyspec.py", "test_lsc.py", "test_matching.py",
-    "test_model.py", "test_regex_keys.py", "test_regex_prefilter.py", "test_spans.py",
-    "test_conformance.py", "test_scan_diagnostics.py", "test_scan_differential.py", "test_scan_engine.py",
-    "test_scan_examples.py", "test_scan_explain.py", "test_st_api.py", "test_st_hooks.py", "test_st_sharing.py",
-    "test_st_cold.py", "test_st_stages.py", "test_st_walk.py", "test_state_fuzz.py", "test_tokens.py",
-    "test_slot_bulk.py", "test_slot_engine.py", "test_slot_examples.py", "test_slot_properties.py",
-    "test_slot_revised.py", "test_slot_spans.py",
-    "test_janitor_conformance.py", "test_janitor_engine.py", "test_janitor_explain.py",
-    "test_janitor_fastpath.py", "test_janitor_improved.py", "test_formats_janitor_convert.py",
-    "test_lint.py", "test_replay.py", "test_replay_compare.py", "test_replay_janitor.py",
-    "test_replay_vocabulary.py", "test_report.py", "test_report_browser.py", "test_readme.py",
-    "test_serve.py", "test_serve_ops.py", "test_semantic_engine.py", "test_semantic_slot.py",
-    "test_twin_selection.py", "test_compilecmd.py", "test_chat_prefix.py", "test_cli.py",
-    "test_slot_plans.py", "test_serve_bounds.py",
-    "test_stable_placement.py", "test_expr.py", "test_expr_engine.py", "test_expr_formats.py",
-    "test_determinism.py", "test_serve_chaos.py", "test_replay_ray.py",   # their own CI steps (-m contention, -m chaos, -m ray)
+    "match/test_compile.py", "match/test_hitcache.py", "match/test_fuzzy.py", "match/test_keyspec.py", "match/test_lsc.py", "match/test_matching.py",
+    "test_model.py", "match/test_regex_keys.py", "match/test_regex_prefilter.py", "match/test_spans.py",
+    "test_conformance.py", "st/test_scan_diagnostics.py", "st/test_scan_differential.py", "st/test_scan_engine.py",
+    "st/test_scan_examples.py", "app/test_scan_explain.py", "st/test_st_api.py", "st/test_st_hooks.py", "st/test_st_sharing.py",
+    "st/test_st_cold.py", "st/test_st_stages.py", "st/test_st_walk.py", "test_state_fuzz.py", "tokens/test_tokens.py",
+    "slot/test_slot_bulk.py", "slot/test_slot_engine.py", "slot/test_slot_examples.py", "slot/test_slot_properties.py",
+    "slot/test_slot_revised.py", "slot/test_slot_spans.py",
+    "janitor/test_janitor_conformance.py", "janitor/test_janitor_engine.py", "janitor/test_janitor_explain.py",
+    "janitor/test_janitor_fastpath.py", "janitor/test_janitor_improved.py", "formats/test_formats_janitor_convert.py",
+    "lint/test_lint.py", "replay/test_replay.py", "replay/test_replay_compare.py", "replay/test_replay_janitor.py",
+    "replay/test_replay_vocabulary.py", "replay/test_report.py", "replay/test_report_browser.py", "test_readme.py",
+    "serve/test_serve.py", "serve/test_serve_ops.py", "semantic/test_semantic_engine.py", "semantic/test_semantic_slot.py",
+    "test_twin_selection.py", "app/test_compilecmd.py", "serve/test_chat_prefix.py", "app/test_cli.py",
+    "slot/test_slot_plans.py", "serve/test_serve_bounds.py",
+    "st/test_stable_placement.py", "match/test_expr.py", "match/test_expr_engine.py", "formats/test_expr_formats.py",
+    "test_determinism.py", "serve/test_serve_chaos.py", "replay/test_replay_ray.py",   # their own CI steps (-m contention, -m chaos, -m ray)
 })
 # Why each of these needs no twin run; none calls a kernel in the test process (the audit checks
 # that on every run), and what their subprocesses (the CLI, a server) scan with, the engines, the
@@ -132,40 +144,40 @@ NOT_ON_TWINS = {
     "test_imports.py": "import rules, read from the source",
     "test_public_api.py": "the names the package offers",
     "test_entry_checks.py": "an entry's field checks (no scan)",
-    "test_json_depth.py": "JSON nesting checks (no scan)",
-    "test_jsregex_parse_once.py": "the regex parse against the old module (no scan)",
+    "formats/test_json_depth.py": "JSON nesting checks (no scan)",
+    "js/test_jsregex_parse_once.py": "the regex parse against the old module (no scan)",
     "test_packaging.py": "metadata, dependencies and installs",
     "test_docs.py": "the docs' text",
     "test_doc_commands.py": "documented commands, as subprocesses, scanning what the engine tests scan",
-    "test_formats_corpus.py": "reading and converting files (no scan)",
-    "test_formats_fuzz.py": "reading mutated files (no scan)",
-    "test_formats_janitor.py": "reading Janitor files (no scan)",
-    "test_formats_mapping.py": "field mapping between formats (no scan)",
-    "test_formats_registry.py": "the format registry (no scan)",
-    "test_js_coerce.py": "JavaScript coercions (no scan)",
-    "test_js_types.py": "the OpenAPI document's types (no scan)",
-    "test_jsregex.py": "the regex translation (no scan)",
-    "test_sthash.py": "the hash SillyTavern uses (no scan)",
-    "test_slot_decorators.py": "parsing decorators (no scan)",
-    "test_toml_settings.py": "settings files (no scan)",
-    "test_convert_cli.py": "the convert command, as a subprocess",
-    "test_janitor_cli.py": "the janitor commands' arguments and output (the janitor scan calls no kernel)",
-    "test_lint_cli.py": "the lint command, as a subprocess",
-    "test_serve_janitor.py": "the HTTP service's janitor routes, over HTTP",
-    "test_serve_openapi.py": "the OpenAPI document and the served routes, over HTTP",
-    "test_serve_replicas.py": "replicas sharing a books folder, over HTTP",
-    "test_semantic.py": "embeddings (its own CI step; it compares both backends' scores itself)",
+    "formats/test_formats_corpus.py": "reading and converting files (no scan)",
+    "formats/test_formats_fuzz.py": "reading mutated files (no scan)",
+    "formats/test_formats_janitor.py": "reading Janitor files (no scan)",
+    "formats/test_formats_mapping.py": "field mapping between formats (no scan)",
+    "formats/test_formats_registry.py": "the format registry (no scan)",
+    "js/test_js_coerce.py": "JavaScript coercions (no scan)",
+    "js/test_js_types.py": "the OpenAPI document's types (no scan)",
+    "js/test_jsregex.py": "the regex translation (no scan)",
+    "js/test_sthash.py": "the hash SillyTavern uses (no scan)",
+    "slot/test_slot_decorators.py": "parsing decorators (no scan)",
+    "app/test_toml_settings.py": "settings files (no scan)",
+    "app/test_convert_cli.py": "the convert command, as a subprocess",
+    "app/test_janitor_cli.py": "the janitor commands' arguments and output (the janitor scan calls no kernel)",
+    "lint/test_lint_cli.py": "the lint command, as a subprocess",
+    "serve/test_serve_janitor.py": "the HTTP service's janitor routes, over HTTP",
+    "serve/test_serve_openapi.py": "the OpenAPI document and the served routes, over HTTP",
+    "serve/test_serve_replicas.py": "replicas sharing a books folder, over HTTP",
+    "semantic/test_semantic.py": "embeddings (its own CI step; it compares both backends' scores itself)",
 }
 
 
 # The exactness and differential properties (see the profiles at the top): every property of these
 # modules compares two ways of computing the same answer, so each example can find a wrong answer.
 THOROUGH_MODULES = frozenset({
-    "parity/test_hits_parity.py",       # the native kernel against its twin
-    "test_matching.py", "test_regex_prefilter.py", "test_regex_keys.py", "test_spans.py",  # vs reference
-    "test_scan_differential.py", "test_st_walk.py",                     # the ST engine vs its reference
-    "test_slot_bulk.py", "test_janitor_fastpath.py", "test_janitor_improved.py",  # slot, janitor vs theirs
-    "test_tokens.py", "test_sthash.py",                       # counts and hashes against recomputing
+    "match/test_hits_parity.py",       # the native kernel against its twin
+    "match/test_matching.py", "match/test_regex_prefilter.py", "match/test_regex_keys.py", "match/test_spans.py",  # vs reference
+    "st/test_scan_differential.py", "st/test_st_walk.py",                     # the ST engine vs its reference
+    "slot/test_slot_bulk.py", "janitor/test_janitor_fastpath.py", "janitor/test_janitor_improved.py",  # slot, janitor vs theirs
+    "tokens/test_tokens.py", "js/test_sthash.py",                       # counts and hashes against recomputing
 })
 
 

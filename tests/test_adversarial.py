@@ -718,7 +718,7 @@ def test_a_replay_batch_killed_mid_run_leaves_whole_parts_nothing_in_tmpdir_and_
     # kill -9 of a run left the shipped-books pickle in TMPDIR and could leave a part written
     # in place half-way; summarize then read the folder as a complete result.
     import time as _time
-    from replay_data import synthetic_chats, write_folder
+    from tests.support.replay_data import synthetic_chats, write_folder
     pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
     book = tmp_path / "book.json"
@@ -756,7 +756,7 @@ def test_ctrl_c_of_a_replay_batch_ends_in_one_message_not_a_traceback(tmp_path, 
     # SIGINT (to the whole process group, as a terminal sends it) ended in a traceback from
     # the parent and from every pool worker.
     import time as _time
-    from replay_data import synthetic_chats, write_folder
+    from tests.support.replay_data import synthetic_chats, write_folder
     pytest.importorskip("pyarrow")
     book = tmp_path / "book.json"
     book.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["the"], "content": "A dragon."}}}))

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from test_regex_keys import test_sixteen_threads_give_the_single_thread_answer_for_a_slow_key as _one_run
+from tests.match.test_regex_keys import test_sixteen_threads_give_the_single_thread_answer_for_a_slow_key as _one_run
 
 pytestmark = pytest.mark.contention
 

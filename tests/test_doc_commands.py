@@ -28,7 +28,7 @@ NOT_RUN = {
                      "install_wheel_outside_tree steps run the install commands in fresh virtualenvs",
     r"pip wheel ": "builds the native kernels into a wheel (minutes); CI's build_sdist_and_wheel step does",
     r"python -m pytest": "the test suite itself (and `benchmarks`, CI's benchmarks steps)",
-    r"lorescan serve ": "serves until stopped; tests/test_serve.py and tests/test_serve_ops.py start it on a "
+    r"lorescan serve ": "serves until stopped; tests/serve/test_serve.py and tests/serve/test_serve_ops.py start it on a "
                         "free loopback port",
 }
 # a command -> the exit status its documentation gives, where that is not 0

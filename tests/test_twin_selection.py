@@ -83,3 +83,16 @@ def test_the_example_cap_bounds_a_property_that_asks_for_more(twin_selection):
     twin_selection.cap_examples(SimpleNamespace(obj=prop), 500)      # a cap never raises a count
     prop()
     assert len(seen) <= 30
+
+
+def test_the_test_tree_mirrors_the_package_with_unique_basenames():
+    # The layout rule of tests/conftest.py's docstring: a folder of test modules is named after a
+    # subpackage of src/lorescan/ and has no __init__.py, so pytest imports each module by its
+    # basename, and no two test modules may share one.
+    modules = sorted(p.relative_to(TESTS_DIR) for p in TESTS_DIR.rglob("test_*.py"))
+    names = [p.name for p in modules]
+    assert len(set(names)) == len(names), f"sharing a basename: {sorted({n for n in names if names.count(n) > 1})}"
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.parts[0] for p in modules if len(p.parts) > 1}
+    assert folders <= packages, f"test folders named after no subpackage of src/lorescan: {sorted(folders - packages)}"
+    assert not [f for f in folders if (TESTS_DIR / f / "__init__.py").exists()]

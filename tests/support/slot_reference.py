@@ -3,7 +3,7 @@ walked in every pass, one ``_Run`` and one ``LogRecord`` built per entry per req
 
 Kept verbatim (only the imports, the class around it and, since slot/ was split by stage, the
 module functions it calls in place of the engine's old methods are new) as the oracle of
-``tests/test_slot_bulk.py``: the bulk ``SlotEngine.run`` must give exactly the same
+``tests/slot/test_slot_bulk.py``: the bulk ``SlotEngine.run`` must give exactly the same
 messages, log records, notes and state on every input.
 """
 from __future__ import annotations

@@ -36,7 +36,7 @@ def _classify(ch: str) -> int:
 def _build_table() -> bytes:
     # One byte of class bits per BMP code point, astral characters are classified on demand
     # by char_class(). The bits are those of _classify(), which reads js.text (the single
-    # source of truth); tests/test_kernels_table.py checks every code point against it. Built
+    # source of truth); tests/match/test_kernels_table.py checks every code point against it. Built
     # in bulk: one C-level pass over unicodedata.category instead of 65,536 calls of
     # _classify (about 8 ms against 90 ms, paid at import by the native kernels too).
     word_categories = dict.fromkeys(("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc"),

@@ -163,7 +163,7 @@ def _decisions(res: Any) -> Mapping[Any, Any]:
     several times the scan itself; the rows need only the entries the scan recorded a
     decision for, and those records are exactly what ``diagnostics`` reports for fired and
     budget-cut entries. So read them from the turn's run when it is there, and fall back to
-    the full explanation otherwise (tests/test_replay.py checks both that the fast path is
+    the full explanation otherwise (tests/replay/test_replay.py checks both that the fast path is
     taken and that the rows equal ``diagnostics``).
     """
     return res.decisions()

@@ -28,7 +28,7 @@ EXAMPLE_BOOK_ID = "5d41402abc4b2a76b9719d911017c592"
 
 def doc(description: str, *examples: Any, **constraints: Any) -> Meta:
     """The schema text of one field: what it means and example values (``/openapi.json``
-    shows both; tests/test_serve_openapi.py requires them on every field)."""
+    shows both; tests/serve/test_serve_openapi.py requires them on every field)."""
     return Meta(description=description, examples=list(examples), **constraints)
 
 
@@ -84,7 +84,7 @@ class BookRef(_Strict):
 
 
 # name -> (description, example) of every SillyTavern setting (docs/sillytavern-mode.md#st-settings);
-# _SETTINGS_RANGE: the ranges STSettings checks, declared in the schema too (tests/test_serve_openapi.py)
+# _SETTINGS_RANGE: the ranges STSettings checks, declared in the schema too (tests/serve/test_serve_openapi.py)
 _SETTINGS_DOC: dict[str, tuple[str, Any]] = {
     "scan_depth": ("how many of the newest messages are scanned for keys", 4),
     "budget_percent": ("the World Info budget as a percentage of max_context", 25),
@@ -377,7 +377,7 @@ _STABILITY_DOC = doc("how much of each placement text is unchanged from the layo
 class STScanResponse(Struct, forbid_unknown_fields=True):
     """``STResult.to_json(diagnostics=explain)``: the conformance vectors' ``expected`` shape, the
     budget and cut-off reports and, with ``explain``, one diagnostic per entry in global order
-    (tests/test_serve.py holds this schema and that method to one another)."""
+    (tests/serve/test_serve.py holds this schema and that method to one another)."""
 
     activated: Annotated[list[EntryRef], doc("the entries that fired, in global order",
                                              [{"world": "Saltmere", "uid": 3}])]

@@ -67,7 +67,7 @@ class STEngine:
     constructor builds everything a scan reads; what a scan builds lazily (entry records,
     token counts, key tables) is built under a lock or published whole, and a scan's own
     state lives in the scan, so concurrent scans give what sequential ones give
-    (tests/test_st_sharing.py). The hooks given here are defaults: :meth:`scan` takes
+    (tests/st/test_st_sharing.py). The hooks given here are defaults: :meth:`scan` takes
     ``substitute``, ``random`` and ``post_process`` per call (a chat's macros, a request's
     seed) without touching the engine. Hooks run in the scanning thread: a ``random`` shared
     by threads hands its values out in whatever order the threads ask, so for repeatable
