@@ -161,11 +161,17 @@ def _slot_results(engine: SlotEngine, chats) -> list:
 
 def _parts(data: bytes) -> tuple[dict, dict[str, bytes]]:
     """(header, section name -> its bytes) of a compiled form, read by hand from the layout."""
+    import zlib
     _magic, _version, hlen, _crc = struct.unpack_from("<8sIII", data, 0)
     start = struct.calcsize("<8sIII")
-    header = json.loads(data[start:start + hlen])
-    base = start + hlen + (-(start + hlen) % 64)
-    return header, {name: data[base + off:base + off + n] for name, (_k, _d, _s, off, n) in header["sections"].items()}
+    header = json.loads(zlib.decompress(data[start:start + hlen]))
+    base = start + hlen + (-(start + hlen) % 8)
+    out = {}
+    for name, (_k, _d, _s, off, n, crc, raw_n) in header["sections"].items():
+        stored = data[base + off:base + off + n]
+        assert zlib.crc32(stored) == crc, name
+        out[name] = zlib.decompress(stored) if raw_n >= 0 else stored
+    return header, out
 
 
 def test_a_book_file_holds_its_keys_part_as_a_keys_only_file_holds_it():
@@ -175,7 +181,7 @@ def test_a_book_file_holds_its_keys_part_as_a_keys_only_file_holds_it():
     assert (book_header["kind"], keys_header["kind"]) == ("CompiledBook", "CompiledKeys")
     assert keys_sections and all(name.startswith("keys:") for name in keys_sections)
     assert {n for n in book_sections if not n.startswith("keys:")} == {
-        "book:entries", "book:entry_offsets", "book:book", "book:uids", "book:entry_order", "book:entry_flags",
+        "book:entries", "book:zdict", "book:entry_offsets", "book:book", "book:uids", "book:entry_order", "book:entry_flags",
         "book:timed_hash_loose", "book:timed_hash_strict"}
     book_keys = {n: v for n, v in book_sections.items() if n.startswith("keys:")}
     assert book_keys.keys() == keys_sections.keys()
@@ -331,18 +337,19 @@ def test_another_format_version_fails_and_says_to_recompile(tmp_path, good_bytes
         _load_bytes(tmp_path, bytes(data))
 
 
-@pytest.mark.parametrize("old", [2, 3])
+@pytest.mark.parametrize("old", [2, 3, 4])
 def test_a_file_of_an_older_format_fails_saying_an_older_lorescan_wrote_it(tmp_path, good_bytes, old):
-    # Version 4 writes the keys and the book as separate parts; a version-3 file (one mixed
-    # part) or a version-2 one (positional special keys) is refused by the version check, never decoded.
-    assert FORMAT_VERSION == 4
+    # Version 5 checks each section at its first read and compresses the entry records; a
+    # version-4 file (one payload checksum), a version-3 one (one mixed part) or a version-2 one
+    # (positional special keys) is refused by the version check, never decoded.
+    assert FORMAT_VERSION == 5
     data = bytearray(good_bytes)
     struct.pack_into("<I", data, len(MAGIC), old)
     for load_it in (load_compiled, load_keys):
         path = tmp_path / "bad.lsc"
         path.write_bytes(bytes(data))
         with pytest.raises(LorebookError, match=rf"bad\.lsc: written by an older lorescan \(compiled form version "
-                                                rf"{old}; this lorescan reads version 4\): recompile it with "
+                                                rf"{old}; this lorescan reads version 5\): recompile it with "
                                                 r"`lorescan compile`") as info:
             load_it(path)
         assert isinstance(info.value, CompiledFormError) and info.value.source.endswith("bad.lsc")
@@ -394,8 +401,30 @@ def test_a_flipped_byte_anywhere_is_caught(tmp_path, good_bytes):
     for pos in positions:
         data = bytearray(good_bytes)
         data[pos] ^= 1 << rng.randrange(8)
+        path = tmp_path / "bad.lsc"
+        path.write_bytes(bytes(data))
         with pytest.raises(LorebookError, match="bad.lsc"):
-            _load_bytes(tmp_path, bytes(data))
+            load_compiled(path, verify=True)
+
+
+def test_a_damaged_entry_section_loads_and_fails_at_its_first_use_naming_the_file_and_section(tmp_path, good_bytes):
+    # Loading checks the header and the sections it reads (the keys); the entry records are
+    # checked record by record (each a zlib stream with its Adler-32) when its entry is first
+    # built, so a load does not read what the turn never needs.
+    header, _ = _parts(good_bytes)
+    start = struct.calcsize("<8sIII") + struct.unpack_from("<I", good_bytes, len(MAGIC) + 4)[0]
+    base = start + (-start % 8)
+    off, n = header["sections"]["book:entries"][3:5]
+    data = bytearray(good_bytes)
+    data[base + off + n // 2] ^= 0x10
+    path = tmp_path / "bad.lsc"
+    path.write_bytes(bytes(data))
+    loaded = load_compiled(path)                     # the keys are intact: it loads
+    with pytest.raises(CompiledFormError, match=r"bad\.lsc: corrupted section 'book:entries' \(entry \d+"):
+        for i in range(len(loaded.entries)):
+            loaded.entries[i]
+    with pytest.raises(CompiledFormError, match=r"bad\.lsc: corrupted section 'book:entries'"):
+        load_compiled(path, verify=True)
 
 
 def test_a_pickled_book_with_bad_bytes_fails_cleanly(good_bytes):
@@ -427,10 +456,12 @@ def test_a_registered_type_inside_a_special_key_round_trips():
 def test_an_array_of_an_unsupported_type_is_refused(tmp_path, good_bytes):
     header_len = struct.unpack_from("<I", good_bytes, len(MAGIC) + 4)[0]
     start = struct.calcsize("<8sIII")
-    header = good_bytes[start:start + header_len].replace(b'"<i8"', b'"|O8"', 1)
     import zlib
-    data = bytearray(good_bytes)
-    data[start:start + header_len] = header
+    header = zlib.decompress(good_bytes[start:start + header_len]).replace(b'"<i8"', b'"|O8"', 1)
+    header = zlib.compress(header, 6)
+    data = bytearray(good_bytes[:start]) + header
+    data += b"\0" * (-len(data) % 8) + good_bytes[start + header_len + (-(start + header_len) % 8):]
+    struct.pack_into("<I", data, len(MAGIC) + 4, len(header))
     struct.pack_into("<I", data, len(MAGIC) + 8, zlib.crc32(header))
     with pytest.raises(CompiledFormError, match="unsupported type"):
         _load_bytes(tmp_path, bytes(data))

@@ -54,6 +54,7 @@ or ``FORMAT_VERSION`` goes up.
 from __future__ import annotations
 
 import base64
+import functools
 import gc
 import json
 import os
@@ -67,7 +68,9 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import LorebookError
-from ..js.regex import JSRegex
+from ..js.regex import JSRegex, JSRegexError
+from ..js.regex.checks import expansion
+from ..js.regex.parser import parse
 from ._ahoreduce import reduce_automaton
 from .columns import TABLE_COLUMNS, build_columns, lazy_tables
 from .keys import MacroKey, PlainKey, RegexKey, SpecialKey
@@ -80,10 +83,18 @@ __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "For
 MAGIC = b"LORESCN\x00"
 # 2: regex special keys hold a rid into meta["regexes"]; 3: special keys are [kind, fields...]
 # lists (match.keys classes), not positional tuples; 4: the keys and the book are separate
-# parts (sections keys:* and book:*, meta {"keys": ..., "book": ...})
-FORMAT_VERSION = 4
+# parts (sections keys:* and book:*, meta {"keys": ..., "book": ...}); 5: a checksum per
+# section (checked at its first read) instead of one for the payload, the automaton last
+# (not kept after load), 8-byte alignment, the entry records compressed in chunks
+FORMAT_VERSION = 5
 _PRE = struct.Struct("<8sIII")        # magic, format version, header length, header CRC-32
-_ALIGN = 64
+_ALIGN = 8           # numpy's widest column type (int64, float64)
+# A tiny form (a book of a few entries: its file is mostly fixed-size parts, the automaton's
+# node blob, the book's fields, the header) stores its sections zlib-compressed, read whole
+# once. A larger form stores what a load or a first turn reads as it is (inflating costs more
+# than it saves there: the automaton barely compresses), its entry records in chunks.
+_SQUEEZE_MIN = 64
+_TINY = 96 << 10      # sections' bytes: ~35 corpus entries (a smaller book's file stayed above its JSON)
 _DTYPES = frozenset({"|u1", "<i4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
 
 
@@ -254,21 +265,17 @@ def _loads(data: bytes | memoryview) -> Any:
 # -- sections ------------------------------------------------------------------------------
 
 class FormWriter:
-    """Writes one compiled form: named sections, then :meth:`finish` with the header."""
+    """Writes one compiled form: named sections, then :meth:`finish` with the header.
+
+    A section added with ``late=True`` (the automaton: read once, at load, into objects of its
+    own) goes after all the others, so a reader keeps only the bytes before it (``keep``)."""
 
     def __init__(self) -> None:
-        self.sections: dict[str, list[Any]] = {}
-        self.parts: list[bytes] = []
-        self.size = 0
+        self.added: list[tuple[str, str, str, list[int], bytes, bool, int]] = []
 
-    def _add(self, name: str, kind: str, dtype: str, shape: tuple[int, ...], data: bytes) -> None:
-        pad = -self.size % _ALIGN
-        if pad:
-            self.parts.append(b"\x00" * pad)
-            self.size += pad
-        self.sections[name] = [kind, dtype, list(shape), self.size, len(data)]
-        self.parts.append(data)
-        self.size += len(data)
+    def _add(self, name: str, kind: str, dtype: str, shape: tuple[int, ...], data: bytes, late: bool = False,
+             squeeze: int = 0) -> None:
+        self.added.append((name, kind, dtype, list(shape), data, late, squeeze))
 
     def array(self, name: str, arr: Any) -> None:
         arr = np.ascontiguousarray(arr)
@@ -276,27 +283,61 @@ class FormWriter:
         arr = arr.astype(dtype, copy=False)
         self._add(name, "array", dtype.str, arr.shape, arr.tobytes())
 
-    def blob(self, name: str, data: bytes) -> None:
-        self._add(name, "blob", "", (), bytes(data))
+    def blob(self, name: str, data: bytes, *, late: bool = False, squeeze: int = 0) -> None:
+        """``squeeze``: store the blob zlib-compressed when it is at most this long, or when
+        the form is tiny (it is inflated whole at its read, so only for what is read whole
+        once); -1: never (a blob compressed in parts already)."""
+        self._add(name, "blob", "", (), bytes(data), late, squeeze)
 
     def value(self, name: str, value: Any, *, encode: Callable[[Any], Any] = encode_value) -> None:
-        self._add(name, "value", "", (), _dumps(encode(value)))
+        self._add(name, "value", "", (), _dumps(encode(value)), False, 0)
 
     def finish(self, kind: str, meta: Any) -> bytes:
-        payload = b"".join(self.parts)
+        sections: dict[str, list[Any]] = {}
+        parts: list[bytes] = []
+        size = keep = 0
+        # A tiny form (a book of a few entries) is mostly fixed costs: every section is squeezed.
+        tiny = sum(len(item[4]) for item in self.added) <= _TINY
+        for late in (False, True):
+            if late:
+                keep = size
+            for name, skind, dtype, shape, data, is_late, squeeze in self.added:
+                if is_late is not late:
+                    continue
+                raw_n = -1
+                if squeeze >= 0 and _SQUEEZE_MIN <= len(data) <= (_TINY if tiny else squeeze):
+                    packed = zlib.compress(data, 6)
+                    if len(packed) <= 0.8 * len(data):
+                        data, raw_n = packed, len(data)
+                pad = -size % _ALIGN
+                if pad:
+                    parts.append(b"\x00" * pad)
+                    size += pad
+                sections[name] = [skind, dtype, shape, size, len(data), zlib.crc32(data), raw_n]
+                parts.append(data)
+                size += len(data)
+        payload = b"".join(parts)
         header = _dumps({"lorescan": lorescan_version(), "kind": kind, "meta": encode_value(meta),
-                         "sections": self.sections, "size": len(payload),
-                         "crc": zlib.crc32(payload)})
+                         "sections": sections, "size": len(payload), "keep": keep})
+        if tiny:             # (a JSON header starts with "{", a zlib stream never does)
+            header = zlib.compress(header, 6)
         pre = _PRE.pack(MAGIC, FORMAT_VERSION, len(header), zlib.crc32(header))
         head = pre + header
         return head + b"\x00" * (-len(head) % _ALIGN) + payload
 
 
 class FormReader:
-    """One compiled form, checked whole (magic, versions, checksums, section bounds) on construction."""
+    """One compiled form, its header checked on construction (magic, versions, header
+    checksum, size, section bounds); each section's own checksum is checked the first time
+    the section is read (:meth:`verify` checks them all).
+
+    The sections before the header's ``keep`` are copied into private memory the reader
+    keeps; the late ones (the automaton) stay views of ``buf`` until :meth:`drop_late`, so a
+    loaded book does not hold the bytes it has already turned into objects."""
 
     def __init__(self, buf: Any, source: str) -> None:
         self.source = source
+        self._verified: set[str] = set()
         view = memoryview(buf)
         if view.nbytes < _PRE.size:
             self.fail(f"truncated: {view.nbytes} bytes, shorter than the {_PRE.size}-byte header")
@@ -316,7 +357,7 @@ class FormReader:
         if zlib.crc32(header_bytes) != hcrc:
             self.fail("corrupted header (checksum mismatch)")
         try:
-            header = _loads(header_bytes)
+            header = _loads(header_bytes if header_bytes[:1] == b"{" else zlib.decompress(header_bytes))
             ours = lorescan_version()
             if header["lorescan"] != ours:
                 self.fail(f"compiled by lorescan {header['lorescan']}, this is lorescan {ours}: "
@@ -324,8 +365,8 @@ class FormReader:
             self.kind = header["kind"]
             self.meta = decode_value(header["meta"])
             self.sections = header["sections"]
-            size, crc = header["size"], header["crc"]
-        except (KeyError, TypeError, ValueError) as exc:
+            size, keep = header["size"], header["keep"]
+        except (KeyError, TypeError, ValueError, zlib.error) as exc:
             if isinstance(exc, LorebookError):
                 raise
             self.fail(f"unreadable header ({type(exc).__name__}: {exc})")
@@ -333,32 +374,79 @@ class FormReader:
         if base + size != view.nbytes:
             self.fail(f"truncated or padded: the header announces {base + size} bytes, "
                       f"the data has {view.nbytes}")
-        self.payload = view[base:]
-        if zlib.crc32(self.payload) != crc:
-            self.fail("corrupted data (checksum mismatch)")
-        for name, (kind, _dtype, _shape, off, n) in self.sections.items():
-            if not (isinstance(off, int) and isinstance(n, int) and 0 <= off <= off + n <= size):
+        if not (type(keep) is int and 0 <= keep <= size):
+            self.fail("unreadable header (the kept part lies outside the data)")
+        for name, record in self.sections.items():
+            if not (type(record) is list and len(record) == 7):
+                self.fail(f"unreadable header (section {name!r})")
+            _kind, _dtype, _shape, off, n, crc, raw_n = record
+            if not (type(off) is int and type(n) is int and type(crc) is int and type(raw_n) is int
+                    and 0 <= off <= off + n <= size and (off + n <= keep or off >= keep)):
                 self.fail(f"section {name!r} lies outside the data")
+        # The bytes no checksum covers (the alignment padding) must be zero: every byte of the
+        # file is then checked by the header's checksum, a section's or this.
+        at = start
+        for off, n in sorted((rec[3], rec[4]) for rec in self.sections.values()):
+            if base + off > at and view[at:base + off].tobytes() != bytes(base + off - at):
+                self.fail("corrupted data (padding is not zero)")
+            at = max(at, base + off + n)
+        if view[at:].tobytes() != bytes(view.nbytes - at):
+            self.fail("corrupted data (padding is not zero)")
+        self.keep = keep
+        self.payload = memoryview(bytes(view[base:base + keep])) if keep < size else view[base:]
+        self.late: memoryview | None = view[base:] if keep < size else None
 
     def fail(self, problem: str) -> NoReturn:
         raise CompiledFormError(problem, source=self.source)
 
-    def _raw(self, name: str) -> memoryview:
-        if name not in self.sections:
+    def _raw(self, name: str, checked: bool = True) -> memoryview:
+        """A section's bytes (inflated if stored compressed), its checksum checked at its first
+        read; ``checked=False``: not checked here (a blob of zlib streams, each of which checks
+        itself when inflated: the book's entry chunks; :meth:`verify` still checks it whole)."""
+        record = self.sections.get(name)
+        if record is None:
             self.fail(f"missing section {name!r}")
-        _kind, _dtype, _shape, off, n = self.sections[name]
-        return self.payload[off:off + n]
+        _kind, _dtype, _shape, off, n, crc, raw_n = record
+        if off >= self.keep and n:
+            if self.late is None:
+                self.fail(f"section {name!r} was read already")
+            raw = self.late[off:off + n]
+        else:
+            raw = self.payload[off:off + n]
+        if checked and name not in self._verified:
+            if zlib.crc32(raw) != crc:
+                self.fail(f"corrupted section {name!r} (checksum mismatch)")
+            self._verified.add(name)
+        if raw_n >= 0:
+            try:
+                inflated = zlib.decompress(raw)
+            except zlib.error as exc:
+                self.fail(f"corrupted section {name!r} ({exc})")
+            if len(inflated) != raw_n:
+                self.fail(f"corrupted section {name!r} (inflates to the wrong size)")
+            return memoryview(inflated)
+        return raw
+
+    def verify(self) -> None:
+        """Check every section's checksum now (what a first read of each would check)."""
+        for name, record in self.sections.items():
+            if name not in self._verified and not (record[3] >= self.keep and self.late is None):
+                self._raw(name)
+
+    def drop_late(self) -> None:
+        """Forget the late sections (read into objects already): the reader stops holding ``buf``."""
+        self.late = None
 
     def array(self, name: str) -> np.ndarray:
         raw = self._raw(name)
-        _kind, dtype, shape, _off, _n = self.sections[name]
+        _kind, dtype, shape, _off, _n, _crc, _raw_n = self.sections[name]
         if dtype not in _DTYPES:
             self.fail(f"section {name!r} has an unsupported type {dtype!r}")
         arr = np.frombuffer(raw, dtype=np.dtype(dtype))
         return arr.reshape(shape)
 
-    def blob(self, name: str) -> memoryview:
-        return self._raw(name)
+    def blob(self, name: str, checked: bool = True) -> memoryview:
+        return self._raw(name, checked)
 
     def value(self, name: str, *, decode: Callable[[Any], Any] = decode_value) -> Any:
         return decode(_loads(self._raw(name)))
@@ -379,7 +467,7 @@ def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
     if m.automaton is not None:
         _cls, args = reduce_automaton(m.automaton)     # __reduce__ without pyahocorasick's leak
         blobs, rest = args[0], list(args[1:])
-        w.blob("keys:automaton", b"".join(blobs))
+        w.blob("keys:automaton", b"".join(blobs), late=True)
         automaton_args = [[len(b) for b in blobs], rest]
     for i, table in enumerate(m._table_bytes):
         w.blob(f"keys:table{i}", table)
@@ -463,6 +551,8 @@ def read_keys(r: FormReader, types: CompiledTypes, limits: Any = None) -> Any:
             automaton = ahocorasick.Automaton(parts, *rest)
         except Exception as exc:  # noqa: BLE001 - pyahocorasick raises several types for bad data
             r.fail(f"unreadable automaton ({type(exc).__name__}: {exc})")
+        del blob, parts
+    r.drop_late()           # the automaton's bytes are in its nodes now: the reader lets them go
     tables = tuple(bytes(r.blob(f"keys:table{i}")) for i in range(meta["n_tables"]))
     matcher = types.matcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
                             meta["has_newline"])
@@ -489,16 +579,44 @@ def read_keys(r: FormReader, types: CompiledTypes, limits: Any = None) -> Any:
         regex_line_local=tuple(meta["regex_line_local"]), columns=(cols, specials))
 
 
+@functools.lru_cache(maxsize=4096)
+def _regex_size(source: str, flags: str) -> tuple[int, int]:
+    """(group nesting depth, terms built) of a regex, from its (memoised) parse."""
+    parsed = parse(source, flags)
+    return parsed.depth, expansion(parsed)
+
+
 def _check_regex_claims(r: FormReader, regexes: Sequence[JSRegex], limits: Any) -> None:
     """What a file says of its regexes, held to the limits compiling a book applies (a stated
-    expansion sets how large a regex may build when it is first searched)."""
+    expansion sets how large a regex may build when it is first searched). The expansion is
+    not taken on trust: each regex is parsed again (about 20 us a key; the parse is memoised,
+    so its first search does not parse it a second time) and its terms counted, so a file that
+    understates one is refused here, never by a search that would raise past the limit."""
     total = 0
+    # Without a counted repeat ("{") a pattern builds at most one term per character, and it
+    # nests no deeper than its "(" count: such a pattern within the length limit cannot pass
+    # the other two, and is not parsed here (a cold load parsed ~17 regexes of a corpus book).
+    short = limits.max_regex_length <= limits.max_regex_expansion
     for rx in regexes:
         if type(rx.source) is not str or len(rx.source) > limits.max_regex_length:
             r.fail(f"a regex longer than the limit max_regex_length={limits.max_regex_length}")
-        if type(rx.expansion) is not int or not 0 <= rx.expansion <= limits.max_regex_expansion:
+        if type(rx.flags) is not str or type(rx.expansion) is not int or \
+                not 0 <= rx.expansion <= limits.max_regex_expansion:
             r.fail(f"a regex expanding past the limit max_regex_expansion={limits.max_regex_expansion:,}")
         total += rx.expansion
+        if short and "{" not in rx.source and rx.source.count("(") <= limits.max_regex_nesting:
+            continue
+        try:
+            depth, units = _regex_size(rx.source, rx.flags)
+        except JSRegexError as exc:
+            r.fail(f"an invalid regex /{rx.source[:60]}/{rx.flags[:8]} ({exc})")
+        if depth > limits.max_regex_nesting:
+            r.fail(f"a regex nested past the limit max_regex_nesting={limits.max_regex_nesting}")
+        if units != rx.expansion:
+            if units > limits.max_regex_expansion:
+                r.fail(f"a regex expanding past the limit max_regex_expansion={limits.max_regex_expansion:,} "
+                       f"(the file states {rx.expansion:,} terms, the pattern builds {units:,})")
+            r.fail(f"a regex whose stated size ({rx.expansion:,} terms) is not its own ({units:,})")
     if total > limits.max_regex_expansion:
         r.fail(f"regexes expanding past the limit max_regex_expansion={limits.max_regex_expansion:,} together")
 

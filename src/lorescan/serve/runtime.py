@@ -28,6 +28,7 @@ from typing import Any, Callable
 from ..errors import ScanDeadlineExceeded
 from ..limits import DEFAULT_LIMITS
 from ..match.cache import ChatScan
+from ..match.lsc import CompiledFormError
 from ..match.options import MatchOptions
 from ..st import STEngine, STSettings
 from ..tokens import TiktokenCounter, count_words
@@ -185,6 +186,12 @@ class WorkerState:
         self._released = False          # engines were dropped since the last gc.freeze()
         self._unfrozen_entries = 0      # entries of the engines built since then
         self.store.on_evict = self._release
+
+    def _release_damaged(self, exc: Exception, refs: Any) -> None:
+        """A scan found a section of a stored book's file damaged (checked at its first read):
+        the engines over the request's books go, so a re-upload's repaired book is used next."""
+        if isinstance(exc, CompiledFormError):
+            self._release({ref.id for ref in refs})
 
     def _release(self, book_ids: set[str]) -> None:
         """Drop the engines that use a book the store's LRU let go (engine thread only): an engine

@@ -61,11 +61,12 @@ def write_compiled(compiled: CompiledBook, path: str) -> None:
     save_compiled(compiled, path)
 
 
-def read_compiled(path: str) -> CompiledBook:
+def read_compiled(path: str, verify: bool = False) -> CompiledBook:
     """The CompiledBook stored at ``path`` (a private snapshot of the file; entries, plans and
-    regexes are built when a scan first needs them). Raises CompiledFormError (a
-    LorebookError naming the file) for a damaged or foreign file."""
-    return load_compiled(path)
+    regexes are built when a scan first needs them, each section checked at its first read;
+    ``verify``: every section now). Raises CompiledFormError (a LorebookError naming the file)
+    for a damaged or foreign file."""
+    return load_compiled(path, verify=verify)
 
 
 def _version() -> str:
@@ -254,7 +255,7 @@ class BookStore:
         when either is missing or damaged (an upload of the book then writes both again)."""
         try:
             info = self.info(book_id)
-            read_compiled(self._compiled_path(book_id, DEFAULT_RULES))
+            read_compiled(self._compiled_path(book_id, DEFAULT_RULES), verify=True)
         except (BookNotFound, DamagedBook, FileNotFoundError):
             return None
         except (LorebookError, OSError) as exc:

@@ -7,6 +7,7 @@ request: the hooks are inputs of one scan, and a cached engine is shared as it i
 """
 from __future__ import annotations
 
+import logging
 import random as _random
 from dataclasses import asdict
 from typing import Any, Callable, Sequence, overload
@@ -15,6 +16,7 @@ import msgspec
 
 from ..errors import LorebookError
 from ..macros import macro_table
+from ..match.lsc import CompiledFormError
 from ..match.options import MatchOptions
 from ..slot import BookSettings, SlotBook, SlotEngine
 from ..st import BookSource, Character, ChatMessage, Compat, STEngine, STSettings
@@ -26,6 +28,8 @@ from .store import BookNotFound
 
 __all__ = ["Runtime", "input_error", "substitute_hook", "MACRO_CACHE"]
 
+log = logging.getLogger("lorescan.serve")
+
 MACRO_CACHE = 256           # distinct macro tables kept compiled (oldest dropped first)
 MACRO_CACHE_CHARS = 4096    # only small tables are kept (a chat's names); a big one is built per request
 
@@ -34,7 +38,12 @@ _REQUEST_FIELDS = ("settings", "timed_effects", "messages", "state", "books", "g
 
 
 def input_error(exc: LorebookError, prefix: str = "$") -> HTTPError:
-    """A LorebookError about the request's data (settings, state, messages) as a 422 with a path."""
+    """A LorebookError about the request's data (settings, state, messages) as a 422 with a path;
+    a stored book's compiled file found damaged at a section's first read (a CompiledFormError
+    during a scan) as the documented 409, without the server's paths."""
+    if isinstance(exc, CompiledFormError):
+        log.warning("a stored book's compiled file is damaged: %s", exc)
+        return HTTPError(409, f"a stored book is damaged ({exc.problem}); upload it again to repair it")
     src = exc.source if exc.source in _REQUEST_FIELDS else ""
     path = prefix + (f".{src}" if src else "")
     if isinstance(exc.entry, int) and not isinstance(exc.entry, bool):
@@ -159,6 +168,7 @@ class Runtime(WorkerState):
                                  substitute=self.macros(req.macros), random=rand, deadline=DEADLINE.get(),
                                  layout=req.layout)
         except LorebookError as exc:
+            self._release_damaged(exc, req.books)
             raise input_error(exc) from None
         finally:
             self._after_chat(cache, h0, m0)
@@ -220,6 +230,7 @@ class Runtime(WorkerState):
                                 greeting_index=req.greeting_index, user_icon=req.user_icon,
                                 substitute=self.macros(req.macros), cache=cache, deadline=DEADLINE.get())
         except LorebookError as exc:
+            self._release_damaged(exc, req.books)
             raise input_error(exc) from None
         finally:
             self._after_chat(cache, h0, m0)

@@ -154,7 +154,8 @@ def restore_compiled(data: Any, source: str = "<pickled compiled book>") -> Comp
     return decode_book(data, CompiledBook, source)
 
 
-def load_compiled(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> CompiledBook:
+def load_compiled(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS,
+                  verify: bool = False) -> CompiledBook:
     """The CompiledBook in an ``.lsc`` file (``lorescan compile``), read into private memory
     (a snapshot: the file changing later cannot reach it; see ``lsc.read_compiled_file``).
 
@@ -164,6 +165,9 @@ def load_compiled(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMI
         path: the ``.lsc`` file (written by :func:`~lorescan.match.lsc.save_compiled`).
         limits: what the file's statements about its regexes (length, expansion) are held to; a
             book compiled under raised limits loads under the same ones.
+        verify: check every section's checksum now. By default a section is checked when it
+            is first read (the entry records when the first entry is built), so a damaged
+            section is a CompiledFormError at its first use, naming the file and the section.
 
     Returns:
         The CompiledBook, ready to share between engines and threads.
@@ -175,7 +179,7 @@ def load_compiled(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMI
         OSError: the file cannot be opened.
     """
     data, source = read_compiled_file(path)
-    return decode_book(data, CompiledBook, source, limits)
+    return decode_book(data, CompiledBook, source, limits, verify)
 
 
 def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
