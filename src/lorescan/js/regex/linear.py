@@ -187,7 +187,8 @@ class _Emitter:
         return f"\\x{{{cp:x}}}"
 
     def ranges(self, ranges: tuple[tuple[int, int], ...]) -> str:
-        out = []
+        out: list[str] = []
+        runes: list[tuple[int, int]] = []
         for lo, hi in ranges:
             if self.u:                 # texts on this path hold no lone surrogate: drop them
                 parts = [(lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)]
@@ -200,6 +201,16 @@ class _Emitter:
                 if not self.u and a >= 0xD800 and b <= 0xDFFF:
                     a, b = _PRIVATE + a - 0xD800, _PRIVATE + b - 0xD800
                 out.append(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}")
+                runes.append((a, b))
+        pair = sorted(runes)
+        if len(pair) == 2 and all(a == b for a, b in pair) and 0x41 <= pair[0][0] <= 0x5A \
+                and pair[1][0] == pair[0][0] + 0x20:
+            # RE2 parses a class of exactly an ASCII letter's two cases ([Ss]) as a case-folded
+            # literal, and when it merges that literal with its neighbours in an alternation
+            # (S|x, Sa|Sk) it adds the letter's whole Unicode fold orbit: U+017F for s, U+212A
+            # for k, which JS matches only where its own case table says so. Two plain
+            # literals are merged rune by rune.
+            return f"(?:{out[0]}|{out[1]})"
         return f"[{''.join(out)}]" if out else "[^\\x{0}-\\x{10ffff}]"
 
     def emit(self, node: tuple) -> str:
