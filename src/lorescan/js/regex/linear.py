@@ -178,6 +178,7 @@ def _boundary(node: tuple) -> str | None:
 class _Emitter:
     def __init__(self, unicode_mode: bool) -> None:
         self.u = unicode_mode
+        self.alt = 0                   # how many alternations the node being emitted is inside
 
     def cp(self, cp: int) -> str:
         if _SURROGATES[0] <= cp <= _SURROGATES[1]:
@@ -202,14 +203,14 @@ class _Emitter:
                     a, b = _PRIVATE + a - 0xD800, _PRIVATE + b - 0xD800
                 out.append(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}")
                 runes.append((a, b))
-        pair = sorted(runes)
-        if len(pair) == 2 and all(a == b for a, b in pair) and 0x41 <= pair[0][0] <= 0x5A \
-                and pair[1][0] == pair[0][0] + 0x20:
+        if self.alt and sorted(runes) in ([(0x4B, 0x4B), (0x6B, 0x6B)], [(0x53, 0x53), (0x73, 0x73)]):
             # RE2 parses a class of exactly an ASCII letter's two cases ([Ss]) as a case-folded
-            # literal, and when it merges that literal with its neighbours in an alternation
-            # (S|x, Sa|Sk) it adds the letter's whole Unicode fold orbit: U+017F for s, U+212A
-            # for k, which JS matches only where its own case table says so. Two plain
-            # literals are merged rune by rune.
+            # literal, and where it merges that literal with its neighbours, the alternatives
+            # of an alternation (S|x, and a|k once Sa|Sk loses its prefix), it adds the
+            # letter's Unicode fold orbit: U+017F for s, U+212A for k (no other ASCII letter
+            # has one), where JS matches only what its own case table says. Two plain
+            # literals are merged rune by rune. Outside alternations the case-folded literal
+            # is kept: RE2 searches for a literal prefix of those fast.
             return f"(?:{out[0]}|{out[1]})"
         return f"[{''.join(out)}]" if out else "[^\\x{0}-\\x{10ffff}]"
 
@@ -226,7 +227,11 @@ class _Emitter:
         if kind == "seq":
             return "".join(self.emit(n) for n in node[1])
         if kind == "alt":
-            return "|".join(self.emit(n) for n in node[1])
+            self.alt += 1
+            try:
+                return "|".join(self.emit(n) for n in node[1])
+            finally:
+                self.alt -= 1
         if kind == "group":
             b = _boundary(node[1])
             return b if b is not None else f"(?:{self.emit(node[1])})"
