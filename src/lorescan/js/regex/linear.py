@@ -8,7 +8,9 @@ spells (:class:`_Lowering`), once per regex, and decides:
 **Linear path.** A translation without lookaround (other than the spelt-out ASCII ``\\b`` and
 ``\\B``), backreference, property escape or ``^``/``$`` under ``m`` is re-emitted for RE2
 (``google-re2``): code points as ``\\x{..}``, negated classes as explicit ranges, ``\\Z`` as
-``\\z``, ``\\b`` as RE2's ``\\b`` (RE2's word characters are exactly JS's ``[0-9A-Za-z_]``).
+``\\z``, ``\\b`` as RE2's ``\\b`` (RE2's word characters are exactly JS's ``[0-9A-Za-z_]``), an
+``[Ss]`` or ``[Kk]`` inside an alternation as ``(?:S|s)`` (RE2 widens a merged two-case class to
+U+017F / U+212A).
 Whether a match *exists* does not depend on backtracking order (greedy or lazy, alternative
 order, JS's empty-iteration rule: without backreferences or lookarounds the only state is the
 position), so RE2's answer is JS's answer. RE2 works on UTF-8 and cannot hold surrogates, so
