@@ -99,6 +99,20 @@ def _old_facts(pairs: list[tuple[str, str]], tmp: Path) -> list:
     return json.loads(run.stdout)
 
 
+_PAIR = re.compile(r"\(\?:(\\x\{(?:4b|53)\})\|(\\x\{(?:6b|73)\})\)")
+
+
+def _pairs_respelt(old: list, new: list) -> bool:
+    """The one intended change: inside an alternation an S/s or K/k pair is spelt for RE2 as two
+    literals, which RE2 does not widen to U+017F / U+212A as it widened the old class spelling
+    (V8 does not match them): the RE2 pattern differs only there, its program is no larger."""
+    if len(old) != 7 or len(new) != 7 or old[:6] != new[:6] or not isinstance(new[6][5], str):
+        return False
+    o, n = old[6], new[6]
+    respelt = _PAIR.sub(lambda m: f"[{m[1]}{m[2]}]", n[5])
+    return respelt != n[5] and respelt == o[5] and n[1] <= o[1] and n[0] == o[0] and n[2:5] == o[2:5]
+
+
 def _new_facts(pattern: str, flags: str) -> list:
     try:
         translated, line_local, hazard, units = _translation(pattern, flags, None)
@@ -139,7 +153,7 @@ def _differences(pairs: list[tuple[str, str]], tmp: Path) -> list:
     out = []
     for (pattern, flags), o in zip(pairs, old):
         n = _new_facts(pattern, flags)
-        if n == o:
+        if n == o or _pairs_respelt(o, n):
             continue
         if (pattern, flags) in _ANNEX_B_ESCAPES and o[4] in (None, ["1"]) and n[:4] + n[6:] == o[:4] + o[6:] \
                 and (n[4], n[5]) == _ANNEX_B_ESCAPES[pattern, flags]:
@@ -200,7 +214,7 @@ def test_random_patterns_are_read_as_before(tmp_path):
     differ = []
     for (pattern, flags), o in zip(ordered, old):
         n = _new_facts(pattern, flags)
-        if n == o or (len(n) == len(o) and n[:4] + n[5:] == o[:4] + o[5:] and "u" not in flags
+        if n == o or _pairs_respelt(o, n) or (len(n) == len(o) and n[:4] + n[5:] == o[:4] + o[5:] and "u" not in flags
                       and _SHORT_ESCAPE.search(pattern)):
             continue
         differ.append((pattern, flags, o, n))

@@ -209,6 +209,79 @@ def test_the_prefilter_feeds_the_candidate_lists():
     assert view.match_entry(1, Window(2)).primary is None
 
 
+# -- letters whose JS case class is not their two ASCII cases -------------------------------
+# RE2 reads a class of exactly an ASCII letter's two cases ([Ss], which /s/i lowers to) as a
+# case-folded literal and, merging it with its neighbours (S|x, Sa|Sk), adds the letter's
+# Unicode fold orbit: /(?:I|S)/i matched U+017F, which V8 does not (without u, Canonicalize
+# leaves a non-ASCII character that uppercases to ASCII alone), and whose text lowercased
+# holds neither "i" nor "s": the prefilter skipped a key the regex said matched.
+_BY_KEY = {(c["pattern"], c["flags"]): c for c in DATA["cases"]}
+SPECIAL = ["s", "S", "k", "K", "i", "I", "\u017f", "\u212a", "\u0130", "\u0131", "\u00df", "\u1e9e", "\u03a9", "\u2126",
+           "\u00b5", "\u03bc", "\u03c3", "\u03c2", "\u03a3", "\u1c82"]
+MERGED = ["(?:I|S)", "S|I", "[Ss]|x", "[Kk]|[Ss]", "(?:k|s)+", "Sa|Sk", "(?:a|b)(?:S|K)", "(?<!q)(?:S|x)", "(?:S|x)(?=)"]
+
+
+def _v8_case(pattern: str, flags: str) -> tuple[list[str], list[bool]]:
+    case = _BY_KEY[(pattern, flags)]                # recorded by generate.mjs
+    assert not case["throws"]
+    return case["texts"] + DATA["common_texts"], case["results"]
+
+
+@pytest.mark.parametrize("flags", ["", "i", "u", "iu"])
+@pytest.mark.parametrize("pattern", [f"(?:{c}|x)" for c in SPECIAL] + [f"[{c}]|x" for c in SPECIAL] + MERGED)
+def test_a_letter_with_a_wide_case_class_matches_as_v8_and_holds_a_literal(pattern, flags):
+    texts, results = _v8_case(pattern, flags)
+    lits = required_literals(pattern, flags)
+    assert lits is not None
+    rx = compile_regex_key(pattern, flags)
+    wrong = [(t, hit) for t, hit in zip(texts, results) if rx.search(t, timeout=1.0) != hit]
+    assert not wrong, f"/{pattern}/{flags}: V8 disagrees on (text, V8 result) {wrong!r}"
+    missed = [t for t, hit in zip(texts, results) if hit and not _holds_a_literal(lits, t, flags)]
+    assert not missed, f"/{pattern}/{flags} matches {missed!r} in V8, none holds one of {lits!r}"
+
+
+def test_the_special_letters_reach_both_the_linear_and_the_backtracking_path():
+    paths = {compile_regex_key(p, f).plan.re2 is None for p in MERGED for f in ("i", "iu")}
+    assert paths == {False, True}
+    assert _v8_case("(?:I|S)", "i")[1][_v8_case("(?:I|S)", "i")[0].index("\u017f")] is False
+    assert _v8_case("(?:I|S)", "iu")[1][_v8_case("(?:I|S)", "iu")[0].index("\u017f")] is True
+
+
+@pytest.mark.parametrize("unicode_mode", [False, True])
+@pytest.mark.parametrize("letter", [chr(c) for c in range(0x41, 0x5B)])
+@pytest.mark.parametrize("shape", ["(?:{}|x)", "{}|[xy]", "{}a|{}b", "[{}]", "(?:{})+"])
+def test_an_ascii_letter_matches_its_case_class_and_nothing_more(letter, unicode_mode, shape):
+    flags = "iu" if unicode_mode else "i"
+    pattern = shape.format(letter, letter)
+    cls = {chr(m) for m in _case_classes(unicode_mode)[0].get(ord(letter), (ord(letter),))} | {letter, letter.lower()}
+    near = {chr(cp) for cp in range(0x80, 0x2200) if {chr(cp).lower(), chr(cp).upper(), chr(cp).casefold()} & {
+        letter, letter.lower()}} | cls | {"\u017f", "\u212a", "\u0130", "\u0131"}
+    rx = compile_regex_key(pattern, flags)
+    tail = "b" if "b" in shape else "a" if "a" in shape else ""
+    got = {ch for ch in near if rx.search(MARKER + ch + tail, timeout=1.0)}
+    assert got == cls, (pattern, flags)
+    lits = required_literals(pattern, flags)
+    assert lits is not None and all(_holds_a_literal(lits, ch + tail, flags) for ch in got)
+
+
+@pytest.mark.parametrize("joined", [True, False])
+def test_a_scan_fires_the_keys_v8_matches_on_the_special_letters(joined):
+    keys = [(p, f) for p in ["(?:I|S)", "Sa|Sk", "(?:K|x)", "[Ss]|x", "(?:\u0131|x)", "(?:\u03a3|x)"]
+            for f in ("", "i", "iu")]
+    compiled = compile_book(_book([f"/{p}/{f}" for p, f in keys]))
+    assert all(type(compiled.keys.regex_lits[i]) is tuple for i in range(len(keys)))   # all prefiltered
+    for text in ["\u017f", "\u212a", "s\u212a", "\u017fk", "\u0130", "\u0131", "\u03c2", "\u00b5"]:
+        view = book_view(compiled, [text], joined=joined, regex_timeout=1.0)
+        ref = ReferenceScanView(compiled, [text], joined=joined, regex_timeout=1.0)
+        for i, (p, f) in enumerate(keys):
+            v8 = _BY_KEY.get((p, f))
+            got = view.match_entry(i, Window(1))
+            assert got == ref.match_entry(i, Window(1)), (p, f, text)
+            if v8 is not None and text in v8["texts"] + DATA["common_texts"]:
+                texts = v8["texts"] + DATA["common_texts"]
+                assert (got.primary is not None) == v8["results"][texts.index(text)], (p, f, text)
+
+
 # -- matching at the leading literals --------------------------------------------------------
 @pytest.mark.parametrize("pattern, flags, want", [
     ("\\b(?:drako|vel)s?\\b", "i", ("drako", "vel")),            # "drakos" begins with "drako": dropped

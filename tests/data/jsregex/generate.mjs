@@ -89,6 +89,19 @@ add("\u2126", "iu", "ω", "Ω"); add("[\u00e0-\u00ff]", "i", "À", "Ÿ", "ÿ"); 
 add("Ꭰ", "i", "ꭰ"); add("Ꭰ", "iu", "ꭰ"); add("ꭰ", "iu", "Ꭰ"); add("\u{10400}", "iu", "\u{10428}"); add("\u{10400}", "i", "\u{10428}");
 add("[\u{10400}]", "iu", "\u{10428}"); add("\\u{10428}", "iu", "\u{10400}"); add("DRA+GON", "i", "dragon", "draagon");
 add("dra+gon", "i", "DRAAGON"); add("dra+gon", "", "DRAAGON"); add("ω", "i", "Ω", "\u2126");
+// --- letters whose case class is not the two ASCII cases, in the shapes RE2 merges (an
+// alternation of single characters or of strings sharing a prefix): RE2 reads a class of an
+// ASCII letter's two cases as a case-folded literal and, merging it, adds U+017F or U+212A.
+for (const f of ["", "i", "u", "iu"]) {
+  for (const c of ["s", "S", "k", "K", "i", "I", "\u017f", "\u212a", "\u0130", "\u0131", "\u00df", "\u1e9e", "\u03a9",
+                   "\u2126", "\u00b5", "\u03bc", "\u03c3", "\u03c2", "\u03a3", "\u1c82"]) {
+    add(`(?:${c}|x)`, f, "\u1c82", "\u043e", "\u03c9", "\u039c", "xx");
+    add(`[${c}]|x`, f, "\u1c82", "\u043e", "\u03c9", "\u039c");
+  }
+  add("(?:I|S)", f); add("S|I", f); add("[Ss]|x", f); add("[Kk]|[Ss]", f); add("(?:k|s)+", f, "k\u212a\u017f");
+  add("Sa|Sk", f, "s\u212a", "sa", "SK", "\u017fk"); add("(?:a|b)(?:S|K)", f, "a\u017f", "b\u212a", "ak", "BS");
+  add("(?<!q)(?:S|x)", f); add("(?:S|x)(?=)", f, "\u017fa");
+}
 // --- backreferences
 add("(a)\\1", "", "aa", "ab"); add("(a)|\\1b", "", "b", "ab"); add("\\1(a)", "", "a"); add("(a\\1)", "", "a", "aa");
 add("(a\\1)+", "", "aa", "a"); add("^(?:(a)|b)+\\1$", "", "ab", "aba", "abb", "a"); add("^(?:(a)|b)*\\1$", "", "ab", "b");

@@ -8,7 +8,9 @@ spells (:class:`_Lowering`), once per regex, and decides:
 **Linear path.** A translation without lookaround (other than the spelt-out ASCII ``\\b`` and
 ``\\B``), backreference, property escape or ``^``/``$`` under ``m`` is re-emitted for RE2
 (``google-re2``): code points as ``\\x{..}``, negated classes as explicit ranges, ``\\Z`` as
-``\\z``, ``\\b`` as RE2's ``\\b`` (RE2's word characters are exactly JS's ``[0-9A-Za-z_]``).
+``\\z``, ``\\b`` as RE2's ``\\b`` (RE2's word characters are exactly JS's ``[0-9A-Za-z_]``), an
+``[Ss]`` or ``[Kk]`` inside an alternation as ``(?:S|s)`` (RE2 widens a merged two-case class to
+U+017F / U+212A).
 Whether a match *exists* does not depend on backtracking order (greedy or lazy, alternative
 order, JS's empty-iteration rule: without backreferences or lookarounds the only state is the
 position), so RE2's answer is JS's answer. RE2 works on UTF-8 and cannot hold surrogates, so
@@ -178,6 +180,7 @@ def _boundary(node: tuple) -> str | None:
 class _Emitter:
     def __init__(self, unicode_mode: bool) -> None:
         self.u = unicode_mode
+        self.alt = 0                   # how many alternations the node being emitted is inside
 
     def cp(self, cp: int) -> str:
         if _SURROGATES[0] <= cp <= _SURROGATES[1]:
@@ -187,7 +190,8 @@ class _Emitter:
         return f"\\x{{{cp:x}}}"
 
     def ranges(self, ranges: tuple[tuple[int, int], ...]) -> str:
-        out = []
+        out: list[str] = []
+        runes: list[tuple[int, int]] = []
         for lo, hi in ranges:
             if self.u:                 # texts on this path hold no lone surrogate: drop them
                 parts = [(lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)]
@@ -200,6 +204,16 @@ class _Emitter:
                 if not self.u and a >= 0xD800 and b <= 0xDFFF:
                     a, b = _PRIVATE + a - 0xD800, _PRIVATE + b - 0xD800
                 out.append(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}")
+                runes.append((a, b))
+        if self.alt and sorted(runes) in ([(0x4B, 0x4B), (0x6B, 0x6B)], [(0x53, 0x53), (0x73, 0x73)]):
+            # RE2 parses a class of exactly an ASCII letter's two cases ([Ss]) as a case-folded
+            # literal, and where it merges that literal with its neighbours, the alternatives
+            # of an alternation (S|x, and a|k once Sa|Sk loses its prefix), it adds the
+            # letter's Unicode fold orbit: U+017F for s, U+212A for k (no other ASCII letter
+            # has one), where JS matches only what its own case table says. Two plain
+            # literals are merged rune by rune. Outside alternations the case-folded literal
+            # is kept: RE2 searches for a literal prefix of those fast.
+            return f"(?:{out[0]}|{out[1]})"
         return f"[{''.join(out)}]" if out else "[^\\x{0}-\\x{10ffff}]"
 
     def emit(self, node: tuple) -> str:
@@ -215,7 +229,11 @@ class _Emitter:
         if kind == "seq":
             return "".join(self.emit(n) for n in node[1])
         if kind == "alt":
-            return "|".join(self.emit(n) for n in node[1])
+            self.alt += 1
+            try:
+                return "|".join(self.emit(n) for n in node[1])
+            finally:
+                self.alt -= 1
         if kind == "group":
             b = _boundary(node[1])
             return b if b is not None else f"(?:{self.emit(node[1])})"
