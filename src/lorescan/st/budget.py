@@ -13,7 +13,7 @@ from .turn import Turn, note
 
 __all__ = ["turn_budget", "count_unit", "admit", "extend_budget_text", "start_budget_text", "JoinMemo", "join_memo"]
 
-_MEMO_NODES = 20_000       # joins remembered per engine (emptied whole when reached)
+_MEMO_NODES = 512          # joins remembered per engine (emptied whole when reached): a node holds a count of its joined text, so a few MB at most
 _MEMO_DEPTH = 64           # entries of one loop's admission remembered (a longer one is counted on as before)
 
 
