@@ -142,7 +142,8 @@ def test_chaos_two_workers_kill_truncate_and_slow_clients(tmp_path):
             t.start()
         try:
             time.sleep(CHAOS_SECONDS / 3)
-            (victim_lsc,) = books.glob(f"{base['cedar']}.*.lsc")
+            # the book's compiled file (not a slot pool's keys-only file beside it, <id>.keys-<digest>.lsc)
+            (victim_lsc,) = [p for p in books.glob(f"{base['cedar']}.*.lsc") if ".keys-" not in p.name]
             with open(victim_lsc, "r+b") as fh:        # truncated in place under the workers
                 fh.truncate(os.path.getsize(victim_lsc) // 2)
             killed = workers[0]
