@@ -275,17 +275,10 @@ class BookStore:
         """The book compiled for ``options``: from memory, else from its stored file, else
         compiled now (from the stored default compilation) and stored. BookNotFound if the
         id is unknown (or was deleted by another worker)."""
-        if not self.exists(book_id):
-            self._forget(book_id)
-            raise BookNotFound(book_id)
         key = (book_id, rules_tag(options))
-        with self._lock:
-            found = self._lru.get(key)
-            if found is not None:
-                self._lru.move_to_end(key)
-                self.hits += 1
-                return found[0]
-            self.misses += 1
+        found = self._cached(key)
+        if found is not None:
+            return found
         path = self._compiled_path(book_id, options)
         try:
             t0 = time.perf_counter()
@@ -322,18 +315,11 @@ class BookStore:
         named by a digest of all of them (:func:`keys_tag`), so other specs never read it, and it
         is a keys part alone (``match.compile.load_keys``): a cold slot request reads it instead of
         compiling the pool. BookNotFound if the id is unknown; a damaged file is compiled again."""
-        if not self.exists(book_id):
-            self._forget(book_id)
-            raise BookNotFound(book_id)
         tag = keys_tag(specs, options, limits, name, source)
         key = (book_id, "keys-" + tag)
-        with self._lock:
-            found = self._lru.get(key)
-            if found is not None:
-                self._lru.move_to_end(key)
-                self.hits += 1
-                return found[0]
-            self.misses += 1
+        found = self._cached(key)
+        if found is not None:
+            return found
         path = os.path.join(self.directory, f"{book_id}.keys-{tag}{SUFFIX}")
         try:
             keys = load_keys(path, limits=limits)
@@ -406,6 +392,21 @@ class BookStore:
         path = self._compiled_path(book_id, options)
         self._write_atomic(path, lambda p: write_compiled(compiled, p))
         return os.path.getsize(path)
+
+    def _cached(self, key: tuple[str, str]) -> Any:
+        """The LRU's value for ``key`` (a hit, moved to the end) or None (a miss, counted);
+        BookNotFound when the book ``key[0]`` is not stored (deleted by another worker too)."""
+        if not self.exists(key[0]):
+            self._forget(key[0])
+            raise BookNotFound(key[0])
+        with self._lock:
+            found = self._lru.get(key)
+            if found is not None:
+                self._lru.move_to_end(key)
+                self.hits += 1
+                return found[0]
+            self.misses += 1
+        return None
 
     def _remember(self, key: tuple[str, str], compiled: Any, size: int) -> None:
         evicted: set[str] = set()
