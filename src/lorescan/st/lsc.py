@@ -217,18 +217,28 @@ def _record_bytes(value: list[Any], kind: int) -> bytes:
     """``_dumps(value)``: by msgspec where it writes the same bytes (``kind`` 2, see
     :func:`_json_kind`: plain dicts and lists, no floats; a lone surrogate, which msgspec
     refuses, goes to ``_dumps``), else by ``_dumps``."""
-    if kind == 2 and _msgspec_encode is not None:
-        try:
-            return _msgspec_encode(value)
-        except UnicodeEncodeError:
-            pass
+    if kind == 2:
+        encode = _ENCODER[0]
+        if encode is _UNSET:
+            encode = _ENCODER[0] = _msgspec_encoder()
+        if encode is not None:
+            try:
+                return encode(value)
+            except UnicodeEncodeError:
+                pass
     return _dumps(value)
 
 
-try:                                   # the serve extra's; the records are the same bytes without it
-    from msgspec.json import encode as _msgspec_encode
-except ImportError:                    # pragma: no cover - msgspec is installed wherever the tests run
-    _msgspec_encode = None
+def _msgspec_encoder() -> Callable[[Any], bytes] | None:
+    try:
+        from msgspec.json import encode  # import-cost: the serve extra's, at the first record written (never by a reader)
+    except ImportError:                  # pragma: no cover - msgspec is installed wherever the tests run
+        return None
+    return encode
+
+
+_UNSET: Any = object()
+_ENCODER: list[Any] = [_UNSET]          # msgspec's encoder, None without msgspec: looked up once
 
 
 def _same_attr(a: Any, b: Any) -> bool:
