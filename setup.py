@@ -12,7 +12,7 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNELS = ["_hits_c"]
+KERNELS = ["_hits_c", "_sthash_c"]
 REQUIRED = os.environ.get("LORESCAN_REQUIRE_NATIVE") == "1"
 # Release builds carry no debug symbols: -g0 overrides the -g of Python's own CFLAGS, and
 # the linker strips the symbol table (about 1.7 MB of kernels become about 0.3 MB).

@@ -17,12 +17,16 @@ Measured in the same run:
   of its own (0.4-0.55 s here, nearly all of it importing the readers and the compiler), which a
   catalogue pays once per worker.
 
-The issue's target, 30 books a second per core, is an absolute rate: 33 ms a book. The CPU time a
-book costs in a catalogue measures 31-43 ms here (``serial_cpu_ms_per_book``; about a quarter of it is the
-``.lsc`` entry records' rebuild check, a quarter reading the JSON into entries), and wall time on a
-loaded 2-core machine swings 2-4x beyond that, so the rate is reported (``cpu_books_per_s``,
-``books_per_s_per_core``), not asserted; the ratio to the JSON baseline is (``RATIO_GUARD``, a
-regression guard above the present figure).
+The issue's target, 30 books a second per core, is an absolute rate: 33 ms a book. It is asserted on
+CPU time, which a loaded machine inflates far less than wall time (on this 2-core machine shared
+with other work, wall time swings 2-4x): ``cpu_books_per_s`` is the books over the process CPU
+time (``time.process_time``) of the serial ``compile_one`` calls, at least :data:`RATE_TARGET`; the
+command's own CPU rate (``command_cpu_books_per_s``: the books over the CPU of the parent and its
+workers, fork and pool included) is held to the same target. Measured here (short mode): 21-23 ms
+of CPU a book (43-48 books/s) at a load average of ~3, and 23-25 ms (40-44/s) with four busy
+loops added (load ~6) while the wall time of the same calls swung 3-8x; the command, 40-43/s.
+The ratio to the JSON baseline stays as a regression guard
+(``RATIO_GUARD``; present ~3.8x).
 """
 from __future__ import annotations
 
@@ -46,7 +50,8 @@ from lorescan.st import Compat
 
 N_BOOKS = 60 if SHORT else 200
 JOBS = 2
-RATIO_GUARD = 8.0          # compile / (json.load + json.dump) per book; present: ~3-4.5x
+RATIO_GUARD = 8.0          # compile / (json.load + json.dump) per book; present: ~3.8x
+RATE_TARGET = 30.0         # the issue's books a second per core, on CPU time (see the module docstring)
 OPTIONS = Compat.of("sillytavern").match_options(case_sensitive=False, match_whole_words=False)
 
 
@@ -98,9 +103,13 @@ def bench_compile_a_catalogue_vs_json_load_and_dump(benchmark, catalogue, tmp_pa
         args = argparse.Namespace(book=[str(catalogue)], output=str(out / str(next(runs))), jobs=JOBS, force=False)
         return catalogue_command(args, OPTIONS)
 
+    before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     status = benchmark.pedantic(command, rounds=1, iterations=1, warmup_rounds=0)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    # the parent's CPU and its workers' (joined by the end of the command, so counted as children)
+    command_cpu = sum(a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(after, before))
     assert status == 0
     written = sorted((out / "0").glob("*.lsc"))
     assert len(written) == len(books)
@@ -124,8 +133,16 @@ def bench_compile_a_catalogue_vs_json_load_and_dump(benchmark, catalogue, tmp_pa
             "serial_books_per_s": round(len(books) / t_compile, 1),
             "cpu_books_per_s": round(len(books) / cpu_compile, 1),
             "command_wall_s": round(wall, 2),
+            "command_cpu_s": round(command_cpu, 2),
+            "command_cpu_books_per_s": round(len(books) / command_cpu, 1),
             "books_per_s_per_core": round(len(books) / (wall * JOBS), 1),
             "one_book_command_cpu_ms": round(1000 * sorted(one_cpu)[1], 1)}
     benchmark.extra_info.update(info)
     print("\ncompile:", json.dumps(info))
     assert ratio <= RATIO_GUARD, f"compiling a book costs {ratio:.1f}x json.load + json.dump of it"
+    assert len(books) / cpu_compile >= RATE_TARGET, (
+        f"{len(books) / cpu_compile:.1f} books a CPU second compiled one by one ({1000 * cpu_compile / len(books):.1f} "
+        f"ms a book), below the target of {RATE_TARGET:g} a core")
+    assert len(books) / command_cpu >= RATE_TARGET, (
+        f"lorescan compile --jobs {JOBS}: {len(books) / command_cpu:.1f} books a CPU second (its workers' and "
+        f"its own), below the target of {RATE_TARGET:g} a core")

@@ -166,6 +166,7 @@ NOT_ON_TWINS = {
     "serve/test_serve_janitor.py": "the HTTP service's janitor routes, over HTTP",
     "serve/test_serve_openapi.py": "the OpenAPI document and the served routes, over HTTP",
     "serve/test_serve_replicas.py": "replicas sharing a books folder, over HTTP",
+    "st/test_lsc_records.py": "the compiled form's entry records (no scan)",
     "semantic/test_semantic.py": "embeddings (its own CI step; it compares both backends' scores itself)",
 }
 

@@ -8,16 +8,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["cyrb53", "js_json_stringify", "js_number_to_string", "entry_fingerprint"]
+__all__ = ["cyrb53", "js_json_stringify", "js_number_to_string", "entry_fingerprint", "HASH_BACKEND"]
 
 _M32 = 0xFFFFFFFF
 
 
 def cyrb53(text: str, seed: int = 0) -> int:
-    """SillyTavern's ``getStringHash``: 53-bit cyrb53 over the UTF-16 code units of ``text``."""
+    """SillyTavern's ``getStringHash``: 53-bit cyrb53 over the UTF-16 code units of ``text``
+    (the native kernel ``lorescan._sthash_c`` when built, else its twin :func:`_cyrb53_py`)."""
+    return _cyrb53(text, seed & _M32) if type(text) is str else _cyrb53_py(text, seed)
+
+
+def _cyrb53_py(text: str, seed: int = 0) -> int:
+    """The pure-Python twin of ``lorescan._sthash_c.cyrb53`` (the reference)."""
     h1 = (0xDEADBEEF ^ seed) & _M32
     h2 = (0x41C6CE57 ^ seed) & _M32
     for ch in text:
@@ -33,6 +40,22 @@ def cyrb53(text: str, seed: int = 0) -> int:
     h1 = (((h1 ^ (h1 >> 16)) * 2246822507) & _M32) ^ (((h2 ^ (h2 >> 13)) * 3266489909) & _M32)
     h2 = (((h2 ^ (h2 >> 16)) * 2246822507) & _M32) ^ (((h1 ^ (h1 >> 13)) * 3266489909) & _M32)
     return 4294967296 * (h2 & 0x1FFFFF) + h1
+
+
+def _select_cyrb53() -> tuple[Callable[[str, int], int], str]:
+    """The native cyrb53 if built (and ``LORESCAN_PURE_PYTHON`` is not ``1``), else the twin; a
+    kernel that is built but fails to import is an error, not a fallback (as match/_kernels.py)."""
+    if os.environ.get("LORESCAN_PURE_PYTHON") != "1":
+        try:
+            from .._sthash_c import cyrb53 as native   # import-cost: a small kernel, once per process
+            return native, "native"
+        except ModuleNotFoundError as exc:
+            if exc.name != "lorescan._sthash_c":
+                raise
+    return _cyrb53_py, "python"
+
+
+_cyrb53, HASH_BACKEND = _select_cyrb53()
 
 
 def js_number_to_string(x: float | int) -> str:
@@ -82,8 +105,13 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _js_string(s: str) -> str:
-    out = json.dumps(s, ensure_ascii=False)
-    if _LONE_SURROGATE.search(out):   # Python strs hold code points: any surrogate here is lone
+    return _js_string_fix(json.dumps(s, ensure_ascii=False))
+
+
+def _js_string_fix(out: str) -> str:
+    """``json.dumps`` text with its surrogates escaped, as ``JSON.stringify`` escapes lone ones
+    (Python strs hold code points: any surrogate here is lone; only strings can hold one)."""
+    if _LONE_SURROGATE.search(out):
         out = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
     return out
 
@@ -102,8 +130,63 @@ def _scalar(value: Any) -> str:
     raise TypeError(f"not JSON data: {type(value).__name__}")
 
 
+_PLAIN_DEPTH = 64       # deeper values take the general path (json.dumps recurses in C)
+_JS_INT = 10 ** 21
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``json.dumps`` writes ``value`` as ``JSON.stringify`` does (lone surrogates aside,
+    :func:`_js_string`'s fix): plain dicts with str keys, lists, tuples, str, bool, None, ints
+    below 1e21 and floats whose repr is their JS text, at most :data:`_PLAIN_DEPTH` deep."""
+    stack = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        v, depth = pop()
+        t = type(v)
+        if t is str or t is bool or v is None:
+            continue
+        if t is int:
+            if -_JS_INT < v < _JS_INT:
+                continue
+            return False
+        if t is float:
+            if float.__repr__(v) == js_number_to_string(v):
+                continue
+            return False
+        if depth >= _PLAIN_DEPTH:
+            return False
+        if t is dict:
+            for k, x in v.items():
+                if type(k) is not str:
+                    return False
+                t = type(x)
+                if t is str or t is bool or x is None or (t is int and -_JS_INT < x < _JS_INT):
+                    continue
+                push((x, depth + 1))
+        elif t is list or t is tuple:
+            for x in v:
+                t = type(x)
+                if t is str or t is bool or x is None or (t is int and -_JS_INT < x < _JS_INT):
+                    continue
+                push((x, depth + 1))
+        else:
+            return False
+    return True
+
+
 def js_json_stringify(value: Any) -> str:
     """``JSON.stringify(value)`` for JSON-shaped Python data (no whitespace, JS numbers).
+
+    Plain data (:func:`_plain`: what JSON reading gives) is written by ``json.dumps`` in one
+    call; anything else by :func:`_stringify`.
+    """
+    if _plain(value):
+        return _js_string_fix(json.dumps(value, ensure_ascii=False, separators=(",", ":"), check_circular=False))
+    return _stringify(value)
+
+
+def _stringify(value: Any) -> str:
+    """:func:`js_json_stringify` for any JSON-shaped data (the reference the plain path equals).
 
     Written without recursion: an entry's unknown fields may nest as deep as the loader
     allows, and fingerprinting runs from whatever call depth the caller is at.

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import operator
 import sys
 import zlib
 from typing import Any, Callable
@@ -146,21 +147,115 @@ _JSON_SCALARS = (type(None), bool, int, float, str)
 
 def _json_exact(value: Any) -> bool:
     """True when JSON gives ``value`` back with the same types (no tuples, no non-str keys)."""
-    t = type(value)
-    if t is dict or t is FrozenMap or t is EntryFields:
-        return all(type(k) is str and _json_exact(v) for k, v in value.items())
-    if t is list:
-        return all(_json_exact(v) for v in value)
-    return t in _JSON_SCALARS
+    return _json_kind(value) > 0
+
+
+def _json_kind(value: Any) -> int:
+    """0: JSON does not give ``value`` back with the same types (a tuple, a non-str key, another
+    type); 1: it does; 2: it does, and below the top the containers are plain ``dict`` and
+    ``list`` and no value is a float (what :func:`_record_bytes` may write with msgspec).
+
+    A walk with a stack (no recursion, no call per value); an :class:`EntryFields`' filled
+    defaults are looked at once per set of filled names (:func:`_layer_kind`)."""
+    kind = 2
+    stack = [value]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    top = True
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is str or t is int or t is bool or v is None:
+            continue
+        if t is float:
+            kind = 1
+        elif t is list:
+            extend(v)
+        elif t is dict or t is FrozenMap or t is EntryFields:
+            if t is not dict and not top:
+                kind = 1
+            if t is EntryFields:
+                layer = _layer_kind(v)
+                if not layer:
+                    return 0
+                kind = min(kind, layer)
+            for k, x in _dict_items(v):          # the stored part (an EntryFields' own fields)
+                if type(k) is not str:
+                    return 0
+                push(x)
+        else:
+            return 0
+        top = False
+    return kind
+
+
+_dict_items = dict.items
+_dict_len = dict.__len__
+_LAYER_KIND: dict[frozenset[str], int] = {}
+
+
+def _layer_kind(fields: EntryFields) -> int:
+    # :func:`_json_kind` of an EntryFields' filled defaults: the shared layer's values (the same
+    # for every entry lacking the same fields: looked at once) and displayIndex, the entry's uid.
+    layer = fields._layer
+    names = layer.names
+    kind = _LAYER_KIND.get(names)
+    if kind is None:
+        kind = _json_kind([layer.value(n, None) for n in layer.order if n != "displayIndex"])
+        if len(_LAYER_KIND) >= 256:
+            _LAYER_KIND.clear()
+        _LAYER_KIND[names] = kind
+    if "displayIndex" in names:
+        t = type(fields._uid)
+        if t is float:
+            return min(kind, 1)
+        if t not in _JSON_SCALARS:
+            return 0
+    return kind
+
+
+def _record_bytes(value: list[Any], kind: int) -> bytes:
+    """``_dumps(value)``: by msgspec where it writes the same bytes (``kind`` 2, see
+    :func:`_json_kind`: plain dicts and lists, no floats; a lone surrogate, which msgspec
+    refuses, goes to ``_dumps``), else by ``_dumps``."""
+    if kind == 2:
+        encode = _ENCODER[0]
+        if encode is _UNSET:
+            encode = _ENCODER[0] = _msgspec_encoder()
+        if encode is not None:
+            try:
+                return encode(value)
+            except UnicodeEncodeError:
+                pass
+    return _dumps(value)
+
+
+def _msgspec_encoder() -> Callable[[Any], bytes] | None:
+    try:
+        from msgspec.json import encode  # import-cost: the serve extra's, at the first record written (never by a reader)
+    except ImportError:                  # pragma: no cover - msgspec is installed wherever the tests run
+        return None
+    return encode
+
+
+_UNSET: Any = object()
+_ENCODER: list[Any] = [_UNSET]          # msgspec's encoder, None without msgspec: looked up once
 
 
 def _same_attr(a: Any, b: Any) -> bool:
     return a is b or (type(a) is type(b) and a == b) or _same(a, b)
 
 
+_attrs = operator.attrgetter(*_ATTRS)
+
+
 def _same_entry(rebuilt: Entry, entry: Entry) -> bool:
-    return (list(rebuilt.fields) == list(entry.fields) and rebuilt.filled == entry.filled
-            and all(_same_attr(getattr(rebuilt, name), getattr(entry, name)) for name in _ATTRS))
+    if not (list(rebuilt.fields) == list(entry.fields) and rebuilt.filled == entry.filled):
+        return False
+    a, b = _attrs(rebuilt), _attrs(entry)
+    # every attribute of the same type and equal (``is`` first, as _same_attr), in C; else one by one
+    if a == b and list(map(type, a)) == list(map(type, b)):
+        return True
+    return all(map(_same_attr, a, b))
 
 
 def _entry_record(entry: Entry, source: str) -> bytes:
@@ -172,16 +267,19 @@ def _entry_record(entry: Entry, source: str) -> bytes:
     fields in memory: JSON gives them back with the same types (``_json_exact``)."""
     fields = entry.fields
     try:
-        if _json_exact(fields):
+        kind = _json_kind(fields)
+        if kind:
             if entry.filled and type(fields) is EntryFields:
                 own = fields.own
                 rebuilt = entry_from_fields(own, source=source, uid=entry.uid)
                 if _same_entry(rebuilt, entry):
-                    return _dumps(["d", entry.uid, own])
-            rebuilt = entry_from_fields(dict(fields), source=source, fill_defaults=False, uid=entry.uid,
+                    return _record_bytes(["d", entry.uid, own], kind)
+            # every field as a plain dict (what json.dumps writes of ``fields`` too, in its order)
+            whole = fields.own if type(fields) is EntryFields and _dict_len(fields) == len(fields) else dict(fields)
+            rebuilt = entry_from_fields(whole, source=source, fill_defaults=False, uid=entry.uid,
                                         filled=entry.filled)
             if _same_entry(rebuilt, entry):
-                return _dumps(["f", entry.uid, fields, sorted(entry.filled)])
+                return _record_bytes(["f", entry.uid, whole, sorted(entry.filled)], kind)
     except (LorebookError, TypeError, ValueError):
         pass
     try:
