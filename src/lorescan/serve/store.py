@@ -77,8 +77,21 @@ def _version() -> str:
         return "0.1.0"
 
 
+_TAGS: dict[MatchOptions, str] = {}     # rules_tag by rules (a handful of combinations a worker sees)
+
+
 def rules_tag(options: MatchOptions) -> str:
-    """A short stable name for a set of match rules (part of a compiled file's name)."""
+    """A short stable name for a set of match rules (part of a compiled file's name); computed once
+    per set of rules (every book look-up names its rules)."""
+    found = _TAGS.get(options)
+    if found is None:
+        found = _rules_tag(options)
+        if len(_TAGS) < 64:
+            _TAGS[options] = found
+    return found
+
+
+def _rules_tag(options: MatchOptions) -> str:
     rules = [options.case_sensitive, options.match_whole_words, options.word_chars, options.nospace_scripts,
              options.multiword, options.blank_keys]
     if options.expressions:          # key expressions compile extra keys (tags without them are unchanged)
@@ -151,6 +164,9 @@ class BookStore:
         # called (outside the lock) with the ids of books the LRU let go, so whatever else holds
         # them (the service's engines) can let go too: the cache bound is a bound on the worker
         self.on_evict: Callable[[set[str]], None] | None = None
+        # when set, what the LRU lets go is appended here rather than freed on the spot, so its
+        # owner frees it off a request's path (the service: after the answer is handed over)
+        self.retired: list[Any] | None = None
 
     # -- paths ----------------------------------------------------------------------------
     def _meta_path(self, book_id: str) -> str:
@@ -416,9 +432,11 @@ class BookStore:
             self._lru[key] = (compiled, size)
             self._bytes += size
             while self._bytes > self.cache_bytes and len(self._lru) > 1:
-                (old_id, _), (_, old) = self._lru.popitem(last=False)
+                (old_id, _), (value, old) = self._lru.popitem(last=False)
                 self._bytes -= old
                 evicted.add(old_id)
+                if self.retired is not None and len(self.retired) < 256:
+                    self.retired.append(value)
             evicted -= {k[0] for k in self._lru}
         if evicted and self.on_evict is not None:
             self.on_evict(evicted)
