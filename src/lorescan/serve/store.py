@@ -153,6 +153,8 @@ class BookStore:
         self.limits = limits
         # compiled books by (id, rules tag), and slot pools' compiled keys by (id, "keys-" + keys tag)
         self._lru: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        # the LRU's keys by book id (a look-up by book never walks the LRU: thousands of books)
+        self._keys: dict[str, set[tuple[str, str]]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self._version = _version()
@@ -375,7 +377,7 @@ class BookStore:
     def holds(self, book_id: str) -> bool:
         """Whether some compilation of ``book_id`` is in the in-memory LRU."""
         with self._lock:
-            return any(k[0] == book_id for k in self._lru)
+            return book_id in self._keys
 
     @property
     def loaded(self) -> int:
@@ -430,22 +432,31 @@ class BookStore:
             if key in self._lru:
                 self._bytes -= self._lru.pop(key)[1]
             self._lru[key] = (compiled, size)
+            self._keys.setdefault(key[0], set()).add(key)
             self._bytes += size
             while self._bytes > self.cache_bytes and len(self._lru) > 1:
-                (old_id, _), (value, old) = self._lru.popitem(last=False)
+                old_key, (value, old) = self._lru.popitem(last=False)
                 self._bytes -= old
-                evicted.add(old_id)
+                self._drop_key(old_key)
+                if old_key[0] not in self._keys:        # no other compilation of that book is left
+                    evicted.add(old_key[0])
                 if self.retired is not None and len(self.retired) < 256:
                     self.retired.append(value)
-            evicted -= {k[0] for k in self._lru}
         if evicted and self.on_evict is not None:
             self.on_evict(evicted)
         if self.on_change is not None:
             self.on_change()
 
+    def _drop_key(self, key: tuple[str, str]) -> None:
+        keys = self._keys.get(key[0])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._keys[key[0]]
+
     def _forget(self, book_id: str) -> None:
         with self._lock:
-            for key in [k for k in self._lru if k[0] == book_id]:
+            for key in self._keys.pop(book_id, ()):
                 self._bytes -= self._lru.pop(key)[1]
         if self.on_change is not None:
             self.on_change()
