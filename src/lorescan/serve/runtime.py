@@ -161,7 +161,7 @@ def _counter(name: str) -> Callable[[str], int]:
 
 
 THAW_PASSES = 8            # collect-and-freeze passes between two thaws of the frozen generation (_tidy)
-RETIRED_MAX = 256          # engines and books one job may let go before they are freed on the spot
+RETIRED_MAX = 64           # engines and books one job may let go before they are freed on the spot
 FREEZE_ENTRIES = 5000       # entries built into engines between two collect-and-freeze passes (WorkerState._engine)
 
 
@@ -191,9 +191,10 @@ class WorkerState:
         self._passes = 0                # collect-and-freeze passes since the last thaw
         self._big = False               # the due pass follows a big engine's build (collect at once)
         # engines and compiled books let go during a job, freed once its answer is handed over
+        # (outside a job, as when a test calls a handler directly, they are freed on the spot)
         self.retired: list[Any] = []
+        self._in_job = False
         self.store.on_evict = self._release
-        self.store.retired = self.retired
 
     def _release_damaged(self, exc: Exception, refs: Any) -> None:
         """A scan found a section of a stored book's file damaged (checked at its first read):
@@ -210,11 +211,10 @@ class WorkerState:
             self._released = True
 
     def _retire(self, value: Any) -> None:
-        """Keep ``value`` (let go by the running job) until the job's answer is handed over; a
-        handler called outside ``run`` (tests, benchmarks) frees it at the next bound."""
-        if len(self.retired) >= RETIRED_MAX:
-            self.retired.clear()
-        self.retired.append(value)
+        """Keep ``value`` (let go by the running job) until the job's answer is handed over; outside
+        a job, or past RETIRED_MAX, it is freed now."""
+        if self._in_job and len(self.retired) < RETIRED_MAX:
+            self.retired.append(value)
 
     async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None) -> Any:
         """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first.
@@ -254,6 +254,8 @@ class WorkerState:
             collecting = gc.isenabled()     # the cyclic GC waits for the answer (see _tidy)
             if collecting:
                 gc.disable()
+            self._in_job = True
+            self.store.retired = self.retired
             try:
                 try:
                     value, exc = job(), None
@@ -265,6 +267,8 @@ class WorkerState:
                     pass
                 del value, exc
             finally:
+                self._in_job = False
+                self.store.retired = None
                 self._tidy(collecting)
 
         context = contextvars.copy_context()

@@ -440,7 +440,7 @@ class BookStore:
                 self._drop_key(old_key)
                 if old_key[0] not in self._keys:        # no other compilation of that book is left
                     evicted.add(old_key[0])
-                if self.retired is not None and len(self.retired) < 256:
+                if self.retired is not None and len(self.retired) < 64:
                     self.retired.append(value)
         if evicted and self.on_evict is not None:
             self.on_evict(evicted)
