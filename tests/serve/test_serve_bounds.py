@@ -364,3 +364,98 @@ def test_an_inflight_bound_below_the_largest_request_is_refused_at_start(tmp_pat
                           text=True, timeout=60, env=env)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert proc.stderr.startswith("lorescan: --max-inflight-mb: must be 0 (the default) or at least"), proc.stderr
+
+
+# -- what a worker does around a job -------------------------------------------------------------
+
+def test_writes_of_one_loop_turn_go_out_in_one_send_and_close_or_abort_keep_their_order():
+    import asyncio
+    from lorescan.serve.protocol import _OneSend
+
+    class Transport:
+        def __init__(self) -> None:
+            self.sent: list[bytes] = []
+            self.closed = False
+
+        def write(self, data: bytes) -> None:
+            assert not self.closed, "written after close"
+            self.sent.append(data)
+
+        def is_closing(self) -> bool:
+            return self.closed
+
+        def close(self) -> None:
+            self.closed = True
+
+        abort = close
+
+        def get_extra_info(self, name: str) -> str:
+            return f"info:{name}"
+
+    loop = asyncio.new_event_loop()
+    try:
+        raw = Transport()
+        t = _OneSend(raw, loop)  # type: ignore[arg-type]
+        t.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        t.write(b"")
+        t.write(b"{}")
+        assert raw.sent == []                       # nothing sent within the turn
+        loop.run_until_complete(asyncio.sleep(0))
+        assert raw.sent == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
+        t.write(b"tail")
+        t.close()                                   # what was written goes out before the close
+        assert raw.sent[-1] == b"tail" and raw.closed
+        loop.run_until_complete(asyncio.sleep(0))   # the turn's flush finds nothing left
+        assert len(raw.sent) == 2
+        assert t.get_extra_info("peername") == "info:peername"
+        raw2 = Transport()
+        t2 = _OneSend(raw2, loop)  # type: ignore[arg-type]
+        t2.write(b"dropped")
+        t2.abort()
+        loop.run_until_complete(asyncio.sleep(0))
+        assert raw2.sent == [] and raw2.closed
+    finally:
+        loop.close()
+
+
+def test_a_job_frees_what_it_evicted_after_its_answer_and_leaves_the_gc_as_it_found_it(tmp_path):
+    import asyncio
+    import gc
+
+    from lorescan.serve.app import _ST_DECODER
+    from lorescan.serve.decoding import read_request
+    from lorescan.serve.runtime import ServeConfig
+    from lorescan.serve.turns import Runtime
+
+    rt = Runtime(ServeConfig(books_dir=str(tmp_path / "books"), book_cache_mb=1e-6))   # holds one book
+    ids = [rt.store.put(json.dumps({"entries": {"0": {"uid": 0, "key": [word], "content": f"The {word}."}}}).encode(),
+                        f"{word}.json")["id"] for word in ("lantern", "harbor", "anchor")]
+    seen = []
+
+    async def scan(book_id: str, word: str) -> dict:
+        req = read_request(_ST_DECODER, json.dumps(_scan_body(book_id, f"a {word}")).encode())
+
+        def job() -> bytes:
+            out = rt.st_scan(req)
+            seen.append((gc.isenabled(), len(rt.retired)))
+            return out
+
+        return json.loads(await rt.run(job, 10.0))
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        for book_id, word in zip(ids + ids[:1], ("lantern", "harbor", "anchor", "lantern")):
+            got = asyncio.run(scan(book_id, word))
+            assert got["world_info_before"] == f"The {word}.", got
+            # the engine thread's next task sees the job's aftermath (it runs after the hand-over)
+            after = rt.executor.submit(lambda: (len(rt.retired), gc.isenabled())).result(10)
+            assert after == (0, True), "what the job let go is freed after its answer, and the GC runs again"
+    finally:
+        if not was:
+            gc.disable()
+    # inside each job the GC was paused, and from the second book on the store evicted one
+    assert [enabled for enabled, _ in seen] == [False] * 4
+    assert all(n >= 1 for _, n in seen[1:]), seen
+    assert rt.store.loaded == 1
+    rt.executor.shutdown(wait=True)

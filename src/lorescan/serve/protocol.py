@@ -12,6 +12,13 @@ and the body read so far, for as long as it likes: 50 such sockets all stayed op
 Past either the connection is closed: the request's handler sees the client gone and drops
 what it had read. The deadlines are set per worker process by :func:`configure` (the app
 factory calls it from the worker's config).
+
+It also writes each response in one send: uvicorn writes a response's status line and headers
+when the app starts the response and its body when the app sends it, two ``send`` calls a
+request, and on loopback or a fast network each costs the worker ~30-70 us of CPU (the kernel
+hands the segment to the receiver within the call). :class:`_OneSend` holds what is written
+during one turn of the event loop and sends it together at the end of that turn (before any
+close), so the order of the bytes and of the connection's events is unchanged.
 """
 from __future__ import annotations
 
@@ -21,6 +28,44 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 __all__ = ["BoundedHttpProtocol", "configure"]
+
+
+class _OneSend:
+    """The connection's transport, its writes of one event-loop turn joined into one send."""
+
+    __slots__ = ("_transport", "_loop", "_pending")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self.flush)
+        self._pending.append(data)
+
+    def flush(self) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
+        pending.clear()
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):
@@ -50,6 +95,7 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = _OneSend(transport, self.loop)  # type: ignore[assignment]
         self._arm(self.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:

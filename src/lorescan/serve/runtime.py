@@ -160,6 +160,8 @@ def _counter(name: str) -> Callable[[str], int]:
     return TiktokenCounter(cache_size=TOKEN_CACHE_TEXTS)
 
 
+THAW_PASSES = 8            # collect-and-freeze passes between two thaws of the frozen generation (_tidy)
+RETIRED_MAX = 64           # engines and books one job may let go before they are freed on the spot
 FREEZE_ENTRIES = 5000       # entries built into engines between two collect-and-freeze passes (WorkerState._engine)
 
 
@@ -185,6 +187,13 @@ class WorkerState:
         self.token = token.encode() if token else None
         self._released = False          # engines were dropped since the last gc.freeze()
         self._unfrozen_entries = 0      # entries of the engines built since then
+        self._freeze_due = False        # a collect-and-freeze pass is due after the running job
+        self._passes = 0                # collect-and-freeze passes since the last thaw
+        self._big = False               # the due pass follows a big engine's build (collect at once)
+        # engines and compiled books let go during a job, freed once its answer is handed over
+        # (outside a job, as when a test calls a handler directly, they are freed on the spot)
+        self.retired: list[Any] = []
+        self._in_job = False
         self.store.on_evict = self._release
 
     def _release_damaged(self, exc: Exception, refs: Any) -> None:
@@ -198,8 +207,14 @@ class WorkerState:
         keeps its compiled books alive, so without this ``--book-cache-mb`` would bound the store
         and not the worker (32 engines kept 32 books whatever the cache size)."""
         for key in [k for k in self.engines if any(b[0] in book_ids for b in k[1])]:
-            del self.engines[key]
+            self._retire(self.engines.pop(key))
             self._released = True
+
+    def _retire(self, value: Any) -> None:
+        """Keep ``value`` (let go by the running job) until the job's answer is handed over; outside
+        a job, or past RETIRED_MAX, it is freed now."""
+        if self._in_job and len(self.retired) < RETIRED_MAX:
+            self.retired.append(value)
 
     async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None) -> Any:
         """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first.
@@ -236,14 +251,25 @@ class WorkerState:
                 answer.set_exception(exc)
 
         def hand_over() -> None:
+            collecting = gc.isenabled()     # the cyclic GC waits for the answer (see _tidy)
+            if collecting:
+                gc.disable()
+            self._in_job = True
+            self.store.retired = self.retired
             try:
-                value, exc = job(), None
-            except BaseException as err:    # noqa: BLE001 - the request's task raises it
-                value, exc = None, err
-            try:
-                loop.call_soon_threadsafe(settle, value, exc)
-            except RuntimeError:            # the loop is closed: the worker is stopping
-                pass
+                try:
+                    value, exc = job(), None
+                except BaseException as err:    # noqa: BLE001 - the request's task raises it
+                    value, exc = None, err
+                try:
+                    loop.call_soon_threadsafe(settle, value, exc)
+                except RuntimeError:            # the loop is closed: the worker is stopping
+                    pass
+                del value, exc
+            finally:
+                self._in_job = False
+                self.store.retired = None
+                self._tidy(collecting)
 
         context = contextvars.copy_context()
         self.executor.submit(context.run, hand_over)
@@ -255,6 +281,39 @@ class WorkerState:
             raise HTTPError(503, f"the request took longer than the time limit of {limit:g} s") from None
         finally:
             expire.cancel()
+
+    def _tidy(self, collecting: bool) -> None:
+        """After a job's answer is handed over (engine thread): free what the job let go (evicted
+        books, dropped engines), then run the cyclic-GC passes its allocations made due (paused
+        while it ran, so a collection never lands inside a turn: a young one cost a cold
+        small-book request ~0.2 ms, a full one tens of ms), and the collect-and-freeze pass
+        ``_engine`` asked for. The passes follow CPython's own schedule: generation ``i`` when its
+        count is above its threshold (the oldest such), every generation when the freeze is due."""
+        self.retired.clear()
+        if collecting:
+            gc.enable()
+        if self._freeze_due:
+            self._freeze_due = False
+            self._passes += 1
+            # Engines and compiled books hold no reference cycles, so a dropped one is freed by
+            # its reference count, frozen or not: most passes only freeze (no collection; a full
+            # one walked the heap, ~13-30 ms at a small-book platform's every pass). Every
+            # THAW_PASSES-th pass (at once when the frozen engines are a big book's) thaws the
+            # frozen generation and collects it whole, freeing the cyclic garbage frozen meanwhile.
+            if self._passes >= THAW_PASSES or self._big:
+                self._passes = 0
+                if self._released:
+                    gc.unfreeze()
+                    self._released = False
+                gc.collect()
+            gc.freeze()
+            self._big = False
+            return
+        if not collecting:
+            return
+        counts, thresholds = gc.get_count(), gc.get_threshold()
+        if thresholds[0] and counts[0] > thresholds[0]:
+            gc.collect(2 if counts[2] > thresholds[2] else 1 if counts[1] > thresholds[1] else 0)
 
     def delete_book(self, book_id: str) -> bool:
         """Delete a stored book and drop this worker's engines that use it (engine thread only)."""
@@ -279,23 +338,21 @@ class WorkerState:
             return engine
         self.engines[key] = engine
         while len(self.engines) > self.config.engines:
-            self.engines.popitem(last=False)
+            self._retire(self.engines.popitem(last=False)[1])
             self._released = True
         # A compiled book is ~10^6 long-lived objects: move them out of the cyclic GC's reach,
         # or every full collection walks them all (tens of ms in the middle of some turn).
-        # Frozen objects are never collected as cycles, so after engines were dropped the
-        # frozen generation is thawed first and what only they held is freed. The collection
-        # itself costs tens of ms, so it runs once FREEZE_ENTRIES entries were built into engines
-        # since the last one: at once for a large book, once per many engines of small books
-        # (a platform's cold requests), whose few objects wait unfrozen meanwhile.
+        # The pass runs once FREEZE_ENTRIES entries were built into engines since the last one:
+        # at once for a large book, once per many engines of small books (a platform's cold
+        # requests), whose few objects wait unfrozen meanwhile; after the job's answer is handed
+        # over, never inside the turn, and it collects (tens of ms) only for a large book or every
+        # THAW_PASSES-th time (_tidy).
         compiled = engine.compiled if isinstance(engine, STEngine) else None     # other engines: every time
-        self._unfrozen_entries += FREEZE_ENTRIES if compiled is None else sum(len(cb.entries) for cb in compiled)
+        built = FREEZE_ENTRIES if compiled is None else sum(len(cb.entries) for cb in compiled)
+        self._unfrozen_entries += built
         if self._unfrozen_entries >= FREEZE_ENTRIES:
-            if self._released:
-                gc.unfreeze()
-                self._released = False
-            gc.collect()
-            gc.freeze()
+            self._freeze_due = True
+            self._big = self._big or built >= FREEZE_ENTRIES
             self._unfrozen_entries = 0
         return engine
 

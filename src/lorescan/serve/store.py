@@ -77,8 +77,21 @@ def _version() -> str:
         return "0.1.0"
 
 
+_TAGS: dict[MatchOptions, str] = {}     # rules_tag by rules (a handful of combinations a worker sees)
+
+
 def rules_tag(options: MatchOptions) -> str:
-    """A short stable name for a set of match rules (part of a compiled file's name)."""
+    """A short stable name for a set of match rules (part of a compiled file's name); computed once
+    per set of rules (every book look-up names its rules)."""
+    found = _TAGS.get(options)
+    if found is None:
+        found = _rules_tag(options)
+        if len(_TAGS) < 64:
+            _TAGS[options] = found
+    return found
+
+
+def _rules_tag(options: MatchOptions) -> str:
     rules = [options.case_sensitive, options.match_whole_words, options.word_chars, options.nospace_scripts,
              options.multiword, options.blank_keys]
     if options.expressions:          # key expressions compile extra keys (tags without them are unchanged)
@@ -140,6 +153,8 @@ class BookStore:
         self.limits = limits
         # compiled books by (id, rules tag), and slot pools' compiled keys by (id, "keys-" + keys tag)
         self._lru: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+        # the LRU's keys by book id (a look-up by book never walks the LRU: thousands of books)
+        self._keys: dict[str, set[tuple[str, str]]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self._version = _version()
@@ -151,6 +166,9 @@ class BookStore:
         # called (outside the lock) with the ids of books the LRU let go, so whatever else holds
         # them (the service's engines) can let go too: the cache bound is a bound on the worker
         self.on_evict: Callable[[set[str]], None] | None = None
+        # when set, what the LRU lets go is appended here rather than freed on the spot, so its
+        # owner frees it off a request's path (the service: after the answer is handed over)
+        self.retired: list[Any] | None = None
 
     # -- paths ----------------------------------------------------------------------------
     def _meta_path(self, book_id: str) -> str:
@@ -359,7 +377,7 @@ class BookStore:
     def holds(self, book_id: str) -> bool:
         """Whether some compilation of ``book_id`` is in the in-memory LRU."""
         with self._lock:
-            return any(k[0] == book_id for k in self._lru)
+            return book_id in self._keys
 
     @property
     def loaded(self) -> int:
@@ -414,20 +432,31 @@ class BookStore:
             if key in self._lru:
                 self._bytes -= self._lru.pop(key)[1]
             self._lru[key] = (compiled, size)
+            self._keys.setdefault(key[0], set()).add(key)
             self._bytes += size
             while self._bytes > self.cache_bytes and len(self._lru) > 1:
-                (old_id, _), (_, old) = self._lru.popitem(last=False)
+                old_key, (value, old) = self._lru.popitem(last=False)
                 self._bytes -= old
-                evicted.add(old_id)
-            evicted -= {k[0] for k in self._lru}
+                self._drop_key(old_key)
+                if old_key[0] not in self._keys:        # no other compilation of that book is left
+                    evicted.add(old_key[0])
+                if self.retired is not None and len(self.retired) < 64:
+                    self.retired.append(value)
         if evicted and self.on_evict is not None:
             self.on_evict(evicted)
         if self.on_change is not None:
             self.on_change()
 
+    def _drop_key(self, key: tuple[str, str]) -> None:
+        keys = self._keys.get(key[0])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._keys[key[0]]
+
     def _forget(self, book_id: str) -> None:
         with self._lock:
-            for key in [k for k in self._lru if k[0] == book_id]:
+            for key in self._keys.pop(book_id, ()):
                 self._bytes -= self._lru.pop(key)[1]
         if self.on_change is not None:
             self.on_change()
