@@ -1,0 +1,129 @@
+"""A steady turn's loops replayed from the last turn of the same chat (issue 20, item 6).
+
+A steady chat's turns mostly see the same key hits: the new message brings no variant the
+window did not hold, the dropped one takes none away, and the message windows' unions are
+then the very same sets (``ScanView._message_union`` keeps them turn to turn). The loops of
+:mod:`.activate` are a deterministic function of what they read: the engine's tables, the
+turn's scalars (budget, trigger, character, timed effects, forced and semantic entries,
+match sources, injects) and, through the match views, the hit sets of the message windows
+(every other text they read, the recursion chunks, is made by the loops themselves). So
+when a turn's inputs equal those of a recorded turn and every message union the recorded
+loops read is equal again, the loops would do exactly what they did: their outcome is
+copied instead of recomputed.
+
+A turn is recorded only when nothing outside those inputs could have steered it: no
+``random`` call (probability, group rolls), no substitution hook, no special key (regex,
+macro, blank: they read texts, not hit sets) and no key expression among the entries it
+decided, no entry with a ``delay`` (it reads the chat's length), no minimum activations,
+nothing cut off by the scan's work limits, no window deeper than the views keep unions for.
+The record lives in the chat's :class:`~lorescan.match.cache.ChatScan` (a few per chat,
+immutable once stored: a replay copies what the turn changes).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from ..match.cache import ChatScan
+from ..match.view import ScanView
+from ..model import js_truthy
+from .turn import Turn
+
+__all__ = ["CountingRandom", "turn_key", "replay", "record"]
+
+_MEMO_SLOT = "st.turn"       # the ChatScan's records of this module
+
+
+class CountingRandom:
+    """``random``, counting its calls (a turn that rolled is not recorded)."""
+
+    __slots__ = ("random", "calls")
+
+    def __init__(self, random: Callable[[], float]) -> None:
+        self.random = random
+        self.calls = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return self.random()
+
+
+def turn_key(budget: int, trigger: str, character: Any, source_texts: tuple[str, ...], injects: Sequence[str],
+             sticky: set[str], cooldown: set[str], forced: set[str], semantic: dict[str, str]) -> tuple | None:
+    """The scalars a turn's loops read, as a key (None: not hashable, no replay)."""
+    key = (budget, trigger, character, source_texts, tuple(injects), frozenset(sticky), frozenset(cooldown),
+           frozenset(forced), tuple(semantic.items()) if semantic else ())
+    try:
+        hash(key)
+    except TypeError:           # a Character built with a list of tags
+        return None
+    return key
+
+
+# What run_loops changes on a Turn, copied from a record (containers copied, values shared:
+# they are never changed once made).
+_COPIED = ("activated", "failed", "contents", "units", "notes", "last_windows", "windows")
+_LISTS = ("activated_order", "loops", "levels", "chunk_parts")
+_VALUES = ("chunks", "budget_text_tokens", "budget_text", "budget_node", "overflow", "level", "skew", "state",
+           "basis")
+
+
+def replay(turn: Turn, cache: ChatScan, key: tuple) -> bool:
+    """Put a recorded turn's outcome on ``turn`` when its key and every message union its loops
+    read match this turn's (computing those unions: the new messages are scanned here).
+
+    Returns:
+        Whether it did (else ``turn`` is untouched but for the views' unions, and the loops run).
+    """
+    records = cache.records(_MEMO_SLOT)
+    if not records:
+        return False
+    found = records.get((id(turn.tables), key))
+    if found is None or found[0] is not turn.tables:
+        return False
+    _, reads, state, chunks = found
+    views = turn.views
+    for bi, depth, union in reads:
+        now = views[bi]._message_union(depth)
+        if now is not union and now != union:
+            return False
+    work = views[0].fuzzy_work if views else None
+    if work is not None and work.cuts != (0, 0):
+        return False
+    for name, value in zip(_COPIED, state[0]):
+        setattr(turn, name, value.copy())
+    for name, value in zip(_LISTS, state[1]):
+        setattr(turn, name, list(value))
+    for name, value in zip(_VALUES, state[2]):
+        setattr(turn, name, value)
+    for view, (texts, entries, parts) in zip(views, chunks):
+        if texts:
+            view.chunks.extend(texts)
+            view._chunk_entries.extend(entries)
+            view._chunk_parts.extend(parts)
+    return True
+
+
+def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> None:
+    """Keep ``turn``'s outcome for the next turn of the chat, when nothing but the key and the
+    message unions its loops read steered it (see the module docstring)."""
+    if random.calls or turn.substitute is not None or turn.tables.match_options.expressions:
+        return
+    if turn.regex_budget.cut:
+        return
+    views = turn.views
+    reads = []
+    for bi, view in enumerate(views):
+        if type(view) is not ScanView or view.deep_read or view.fuzzy_work.cuts != (0, 0):
+            return
+        reads.extend((bi, depth, union) for depth, union in view.message_unions.items())
+    for info, *_ in turn.notes.values():
+        plan = views[info.book]._plans[info.index]
+        if not (plan.simple and plan.score_simple):
+            return
+        delay = info.entry.delay
+        if delay and js_truthy(delay):
+            return
+    state = (tuple(getattr(turn, n).copy() for n in _COPIED), tuple(tuple(getattr(turn, n)) for n in _LISTS),
+             tuple(getattr(turn, n) for n in _VALUES))
+    chunks = tuple((tuple(v.chunks), tuple(v._chunk_entries), tuple(v._chunk_parts)) for v in views)
+    cache.keep_record(_MEMO_SLOT, (id(turn.tables), key), (turn.tables, tuple(reads), state, chunks))
