@@ -464,10 +464,13 @@ class STEngine:
                 and settings.min_activations <= 0 else None
             if key is None:
                 run_loops(turn)
-            elif not replay(turn, cache, key):
-                counting = turn.random = CountingRandom(random)
-                run_loops(turn)
-                record(turn, cache, key, counting)     # type: ignore[arg-type]
+            else:
+                done, drawn = replay(turn, cache, key)     # type: ignore[arg-type]
+                if not done:
+                    counting = turn.random = CountingRandom(random, drawn)
+                    turn.rolls = []
+                    run_loops(turn)
+                    record(turn, cache, key, counting)     # type: ignore[arg-type]
         activated = turn.activated_order
         if not dry_run and self._timed_gpos:
             timed_gpos = self._timed_gpos

@@ -5,14 +5,19 @@ window did not hold, the dropped one takes none away, and the message windows' u
 then the very same sets (``ScanView._message_union`` keeps them turn to turn). The loops of
 :mod:`.activate` are a deterministic function of what they read: the engine's tables, the
 turn's scalars (budget, trigger, character, timed effects, forced and semantic entries,
-match sources, injects) and, through the match views, the hit sets of the message windows
-(every other text they read, the recursion chunks, is made by the loops themselves). So
-when a turn's inputs equal those of a recorded turn and every message union the recorded
-loops read is equal again, the loops would do exactly what they did: their outcome is
-copied instead of recomputed.
+match sources, injects), through the match views the hit sets of the message windows
+(every other text they read, the recursion chunks, is made by the loops themselves), and
+the values ``random`` gives. So when a turn's inputs equal those of a recorded turn, every
+message union the recorded loops read is equal again, and each ``random`` value, drawn in
+the same order, decides its probability roll or group roll the way the recorded one did,
+the loops would do exactly what they did: their outcome is copied instead of recomputed
+(a failed probability roll's note gets this turn's value). When a value decides otherwise,
+the values drawn so far are handed to the loops, which run and ask for them in the same
+order (the path up to that roll is the recorded one), so ``random`` is called exactly as
+often as without a replay.
 
 A turn is recorded only when nothing outside those inputs could have steered it: no
-``random`` call (probability, group rolls), no substitution hook, no special key (regex,
+``random`` call other than the rolls logged (``Turn.rolls``), no substitution hook, no special key (regex,
 macro, blank: they read texts, not hit sets) and no key expression among the entries it
 decided, no entry with a ``delay`` (it reads the chat's length), no minimum activations,
 nothing cut off by the scan's work limits, no window deeper than the views keep unions for.
@@ -21,30 +26,48 @@ immutable once stored: a replay copies what the turn changes).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeAlias, cast
 
 from ..match.cache import ChatScan
 from ..match.view import ScanView
 from ..model import js_truthy
+from .budget import probability_detail, probability_passes
+from .groups import weighted_winner
 from .turn import Turn
 
 __all__ = ["CountingRandom", "turn_key", "replay", "record"]
 
 _MEMO_SLOT = "st.turn"       # the ChatScan's records of this module
 
+# (the engine's tables, the message unions read: (view, depth, union), the turn's state (see
+# _COPIED, _LISTS, _VALUES), per view its recursion chunks (texts, entries, parts), the rolls)
+_Record: TypeAlias = "tuple[Any, tuple[tuple[int, int, frozenset[int]], ...], tuple[tuple[Any, ...], ...], " \
+    "tuple[tuple[tuple[Any, ...], ...], ...], tuple[tuple[str, Any, Any, float], ...]]"
+
 
 class CountingRandom:
-    """``random``, counting its calls (a turn that rolled is not recorded)."""
+    """``random``, counting its calls; the values a failed replay drew (``drawn``) come first."""
 
-    __slots__ = ("random", "calls")
+    __slots__ = ("random", "calls", "drawn")
 
-    def __init__(self, random: Callable[[], float]) -> None:
+    def __init__(self, random: Callable[[], float], drawn: Sequence[float] = ()) -> None:
         self.random = random
         self.calls = 0
+        self.drawn = list(drawn)[::-1]
 
     def __call__(self) -> float:
         self.calls += 1
+        if self.drawn:
+            return self.drawn.pop()
         return self.random()
+
+
+def _decides(roll: tuple[str, Any, Any, float], value: float) -> object:
+    """What ``value`` decides at a logged roll: a probability roll passes or not, a group roll's winner."""
+    kind, a, b, _ = roll
+    if kind == "p":
+        return probability_passes(a, value)
+    return weighted_winner(a, b, value)
 
 
 def turn_key(budget: int, trigger: str, character: Any, source_texts: tuple[str, ...], injects: Sequence[str],
@@ -67,51 +90,67 @@ _VALUES = ("chunks", "budget_text_tokens", "budget_text", "budget_node", "overfl
            "basis")
 
 
-def replay(turn: Turn, cache: ChatScan, key: tuple) -> bool:
-    """Put a recorded turn's outcome on ``turn`` when its key and every message union its loops
-    read match this turn's (computing those unions: the new messages are scanned here).
+def replay(turn: Turn, cache: ChatScan, key: tuple) -> tuple[bool, list[float]]:
+    """Put a recorded turn's outcome on ``turn`` when its key, every message union its loops
+    read and what each ``random`` value decides match this turn's (computing those unions:
+    the new messages are scanned here).
 
     Returns:
-        Whether it did (else ``turn`` is untouched but for the views' unions, and the loops run).
+        ``(True, [])`` when it did; else ``(False, drawn)``, ``turn`` untouched but for the
+        views' unions, and ``drawn`` the values taken from ``turn.random`` (the loops' first).
     """
     records = cache.records(_MEMO_SLOT)
     if not records:
-        return False
-    found = records.get((id(turn.tables), key))
+        return False, []
+    found = cast("_Record | None", records.get((id(turn.tables), key)))
     if found is None or found[0] is not turn.tables:
-        return False
-    _, reads, state, chunks = found
+        return False, []
+    _, reads, state, chunks, rolls = found
     views = turn.views
     for bi, depth, union in reads:
         now = views[bi]._message_union(depth)
         if now is not union and now != union:
-            return False
+            return False, []
     work = views[0].fuzzy_work if views else None
     if work is not None and work.cuts != (0, 0):
-        return False
+        return False, []
+    drawn: list[float] = []
+    for roll in rolls:
+        value = turn.random()
+        drawn.append(value)
+        if _decides(roll, value) != _decides(roll, roll[3]):
+            return False, drawn
     for name, value in zip(_COPIED, state[0]):
         setattr(turn, name, value.copy())
     for name, value in zip(_LISTS, state[1]):
         setattr(turn, name, list(value))
     for name, value in zip(_VALUES, state[2]):
         setattr(turn, name, value)
+    notes = turn.notes
+    for roll, value in zip(rolls, drawn):
+        if roll[0] == "p" and not probability_passes(roll[1], value):
+            n = notes.get(roll[2])
+            if n is not None and n[2] == "probability":
+                notes[roll[2]] = (n[0], n[1], n[2], probability_detail(roll[1], value), n[4], n[5])
     for view, (texts, entries, parts) in zip(views, chunks):
         if texts:
             view.chunks.extend(texts)
             view._chunk_entries.extend(entries)
             view._chunk_parts.extend(parts)
-    return True
+    return True, []
 
 
 def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> None:
     """Keep ``turn``'s outcome for the next turn of the chat, when nothing but the key and the
     message unions its loops read steered it (see the module docstring)."""
-    if random.calls or turn.substitute is not None or turn.tables.match_options.expressions:
+    rolls = turn.rolls
+    if rolls is None or random.calls != len(rolls) or turn.substitute is not None \
+            or turn.tables.match_options.expressions:
         return
     if turn.regex_budget.cut:
         return
     views = turn.views
-    reads = []
+    reads: list[tuple[int, int, frozenset[int]]] = []
     for bi, view in enumerate(views):
         if type(view) is not ScanView or view.deep_read or view.fuzzy_work.cuts != (0, 0):
             return
@@ -126,4 +165,4 @@ def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> N
     state = (tuple(getattr(turn, n).copy() for n in _COPIED), tuple(tuple(getattr(turn, n)) for n in _LISTS),
              tuple(getattr(turn, n) for n in _VALUES))
     chunks = tuple((tuple(v.chunks), tuple(v._chunk_entries), tuple(v._chunk_parts)) for v in views)
-    cache.keep_record(_MEMO_SLOT, (id(turn.tables), key), (turn.tables, tuple(reads), state, chunks))
+    cache.keep_record(_MEMO_SLOT, (id(turn.tables), key), (turn.tables, tuple(reads), state, chunks, tuple(rolls)))
