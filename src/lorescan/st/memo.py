@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence, TypeAlias, cast
 
 from ..match.cache import ChatScan
-from ..match.view import ScanView
+from ..match.view import MAX_SCAN_DEPTH, ScanView
 from ..model import js_truthy
 from .budget import probability_detail, probability_passes
 from .groups import weighted_winner
@@ -38,10 +38,14 @@ from .turn import Turn
 __all__ = ["CountingRandom", "turn_key", "replay", "record"]
 
 _MEMO_SLOT = "st.turn"       # the ChatScan's records of this module
+_PER_KEY = 8                 # records kept per key: one per way a turn's rolls went
 
-# (the engine's tables, the message unions read: (view, depth, union), the turn's state (see
+# (the engine's tables, the message unions read: (view, depth, union, the vids that decide
+# there, the union's, the candidates of the widest window), the turn's state (see
 # _COPIED, _LISTS, _VALUES), per view its recursion chunks (texts, entries, parts), the rolls)
-_Record: TypeAlias = "tuple[Any, tuple[tuple[int, int, frozenset[int]], ...], tuple[tuple[Any, ...], ...], " \
+_Record: TypeAlias = "tuple[Any, tuple[tuple[int, int, frozenset[int], frozenset[int], frozenset[int], " \
+    "tuple[int, ...] | None], ...], " \
+    "tuple[tuple[Any, ...], ...], " \
     "tuple[tuple[tuple[Any, ...], ...], ...], tuple[tuple[str, Any, Any, float], ...]]"
 
 
@@ -102,24 +106,38 @@ def replay(turn: Turn, cache: ChatScan, key: tuple) -> tuple[bool, list[float]]:
     records = cache.records(_MEMO_SLOT)
     if not records:
         return False, []
-    found = cast("_Record | None", records.get((id(turn.tables), key)))
-    if found is None or found[0] is not turn.tables:
+    kept = cast("tuple[_Record, ...] | None", records.get((id(turn.tables), key)))
+    if kept is None or kept[0][0] is not turn.tables:
         return False, []
-    _, reads, state, chunks, rolls = found
     views = turn.views
-    for bi, depth, union in reads:
-        now = views[bi]._message_union(depth)
-        if now is not union and now != union:
-            return False, []
     work = views[0].fuzzy_work if views else None
-    if work is not None and work.cuts != (0, 0):
-        return False, []
     drawn: list[float] = []
-    for roll in rolls:
-        value = turn.random()
-        drawn.append(value)
-        if _decides(roll, value) != _decides(roll, roll[3]):
-            return False, drawn
+    # The records of this key differ by what their rolls decided (and perhaps by the unions
+    # they read). Those whose unions match ran with this turn's inputs, so they share one
+    # path up to their first roll and part only where a roll decided otherwise: a value is
+    # drawn only when a record agreeing with every value drawn before needs it, so the
+    # loops would have drawn it too.
+    for found in kept:
+        _, reads, state, chunks, rolls = found
+        if len(rolls) < len(drawn):
+            continue
+        for bi, depth, union, mask, seen, cands in reads:
+            now = views[bi]._message_union(depth)
+            if now is not union and (now & mask != seen
+                                     or cands is not None and tuple(views[bi].candidates(depth, 0) or ()) != cands):
+                break
+        else:
+            if work is not None and work.cuts != (0, 0):
+                return False, drawn
+            for i, roll in enumerate(rolls):
+                if i == len(drawn):
+                    drawn.append(turn.random())
+                if _decides(roll, drawn[i]) != _decides(roll, roll[3]):
+                    break
+            else:
+                break
+    else:
+        return False, drawn
     for name, value in zip(_COPIED, state[0]):
         setattr(turn, name, value.copy())
     for name, value in zip(_LISTS, state[1]):
@@ -150,11 +168,18 @@ def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> N
     if turn.regex_budget.cut:
         return
     views = turn.views
-    reads: list[tuple[int, int, frozenset[int]]] = []
     for bi, view in enumerate(views):
         if type(view) is not ScanView or view.deep_read or view.fuzzy_work.cuts != (0, 0):
             return
-        reads.extend((bi, depth, union) for depth, union in view.message_unions.items())
+    # What a window's union decides: for the walk's widest window, the candidates (the entries
+    # with a key variant in it); for every window, whether the keys of the entries that read
+    # it are in it (an entry reads the windows of its own depth; with the same candidates the
+    # same entries are walked, so no other entry reads one). A window that gained or lost
+    # only other vids (a message of no concern to the entries walked) decides the same.
+    settings = turn.tables.settings
+    widest = min(int(max(settings.scan_depth, turn.tables.max_entry_depth)), MAX_SCAN_DEPTH)
+    keys: dict[tuple[int, int], set[int]] = {}
+    last_windows = turn.last_windows
     for info, *_ in turn.notes.values():
         plan = views[info.book]._plans[info.index]
         if not (plan.simple and plan.score_simple):
@@ -162,7 +187,27 @@ def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> N
         delay = info.entry.delay
         if delay and js_truthy(delay):
             return
+        window = last_windows.get(info.world_uid)
+        if window is not None and window.depth > 0:
+            refs = keys.setdefault((info.book, min(int(window.depth), MAX_SCAN_DEPTH)), set())
+            refs.update(cast(int, r) for _, r in plan.primary)     # (simple plans: every ref an int)
+            refs.update(cast("tuple[int, ...]", plan.secondary))
+            refs.update(cast("tuple[int, ...]", plan.score_primary))
+            refs.update(cast("tuple[int, ...]", plan.score_secondary))
+    reads: list[tuple[int, int, frozenset[int], frozenset[int], frozenset[int], tuple[int, ...] | None]] = []
+    for bi, view in enumerate(views):
+        for depth, union in view.message_unions.items():
+            mask = frozenset(keys.get((bi, depth), ()))
+            reads.append((bi, depth, union, mask, union & mask,
+                          tuple(view.candidates(depth, 0) or ()) if depth == widest else None))
     state = (tuple(getattr(turn, n).copy() for n in _COPIED), tuple(tuple(getattr(turn, n)) for n in _LISTS),
              tuple(getattr(turn, n) for n in _VALUES))
     chunks = tuple((tuple(v.chunks), tuple(v._chunk_entries), tuple(v._chunk_parts)) for v in views)
-    cache.keep_record(_MEMO_SLOT, (id(turn.tables), key), (turn.tables, tuple(reads), state, chunks, tuple(rolls)))
+    decided = tuple(_decides(roll, roll[3]) for roll in rolls)
+    rec = (turn.tables, tuple(reads), state, chunks, tuple(rolls))
+    slot = (id(turn.tables), key)
+    records = cache.records(_MEMO_SLOT)
+    kept = cast("tuple[_Record, ...]", (records or {}).get(slot) or ())
+    # one record per way the rolls went (the one this turn replaces goes), the newest last
+    kept = tuple(r for r in kept if r[0] is turn.tables and tuple(_decides(x, x[3]) for x in r[4]) != decided)
+    cache.keep_record(_MEMO_SLOT, slot, (*kept[-(_PER_KEY - 1):], rec))
