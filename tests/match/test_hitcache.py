@@ -157,3 +157,23 @@ def test_named_texts_is_named_text_of_each_pair_in_order():
     for i in range(600):                       # past the bound: emptied meanwhile, still each pair's string
         got = cache.named_texts([("Ann", f"{i} " + "x" * 500), ("Bob", "hi")])
         assert got == [f"Ann: {i} " + "x" * 500, "Bob: hi"]
+
+
+def test_windows_and_records_kept_for_the_next_turn_are_bounded():
+    cache = ChatScan()
+    for i in range(3 * hitcache._MAX_WINDOWS):
+        cache.put_window(("t", i), ((), (), {}, frozenset()), 10)
+    assert len(cache._windows) == hitcache._MAX_WINDOWS and cache.take_window(("t", 0)) is None
+    assert cache.take_window(("t", 3 * hitcache._MAX_WINDOWS - 1)) is not None
+    big = hitcache._MAX_WINDOW_ITEMS // 4
+    for i in range(8):
+        cache.put_window(("u", i), ((), (), {}, frozenset()), big)
+    assert cache._window_items <= hitcache._MAX_WINDOW_ITEMS
+    assert cache._window_items == sum(n for _, n in cache._windows.values())
+    cache.put_window(("v", 0), ((), (), {}, frozenset()), big + 1)      # larger than a quarter: not kept
+    assert cache.take_window(("v", 0)) is None
+    for i in range(5):
+        cache.keep_record("slot", i, i)
+    assert list(cache.records("slot").items()) == [(i, i) for i in range(5 - hitcache._MAX_RECORDS, 5)]
+    cache.clear()
+    assert cache.records("slot") is None and not cache._windows and cache._window_items == 0

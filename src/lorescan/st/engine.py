@@ -458,8 +458,8 @@ class STEngine:
                     semantic=semantic_hits)
         if tables.entries:
             # a steady turn of a chat may replay its last turn's loops (st/memo.py)
-            key = turn_key(budget, trigger, character, source_texts, scanned_injects, active_sticky,
-                           active_cooldown, forced_keys, semantic_hits) \
+            key = turn_key(self.count_tokens, budget, trigger, character, source_texts, scanned_injects,
+                           active_sticky, active_cooldown, forced_keys, semantic_hits) \
                 if cache is not None and substitute is None and self._view is None \
                 and settings.min_activations <= 0 else None
             if key is None:

@@ -38,7 +38,8 @@ from .turn import Turn
 __all__ = ["CountingRandom", "turn_key", "replay", "record"]
 
 _MEMO_SLOT = "st.turn"       # the ChatScan's records of this module
-_PER_KEY = 8                 # records kept per key: one per way a turn's rolls went
+_PER_KEY = 4                 # records kept per key: one per way a turn's rolls went
+_MAX_NOTES = 512             # a turn that decided about more entries is not recorded (a record holds its notes)
 
 # (the engine's tables, the message unions read: (view, depth, union, the vids that decide
 # there, the union's, the candidates of the widest window), the turn's state (see
@@ -74,10 +75,11 @@ def _decides(roll: tuple[str, Any, Any, float], value: float) -> object:
     return weighted_winner(a, b, value)
 
 
-def turn_key(budget: int, trigger: str, character: Any, source_texts: tuple[str, ...], injects: Sequence[str],
-             sticky: set[str], cooldown: set[str], forced: set[str], semantic: dict[str, str]) -> tuple | None:
+def turn_key(counter: Callable[[str], int], budget: int, trigger: str, character: Any, source_texts: tuple[str, ...],
+             injects: Sequence[str], sticky: set[str], cooldown: set[str], forced: set[str],
+             semantic: dict[str, str]) -> tuple | None:
     """The scalars a turn's loops read, as a key (None: not hashable, no replay)."""
-    key = (budget, trigger, character, source_texts, tuple(injects), frozenset(sticky), frozenset(cooldown),
+    key = (counter, budget, trigger, character, source_texts, tuple(injects), frozenset(sticky), frozenset(cooldown),
            frozenset(forced), tuple(semantic.items()) if semantic else ())
     try:
         hash(key)
@@ -165,7 +167,7 @@ def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> N
     if rolls is None or random.calls != len(rolls) or turn.substitute is not None \
             or turn.tables.match_options.expressions:
         return
-    if turn.regex_budget.cut:
+    if turn.regex_budget.cut or len(turn.notes) > _MAX_NOTES:
         return
     views = turn.views
     for bi, view in enumerate(views):
