@@ -8,7 +8,7 @@ unions of the compile-time content hits of the entries they join where that is e
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import _kernels
 from .compile import EMPTY
@@ -51,11 +51,22 @@ class ViewHits(ViewTexts):
         if depth > _COUNTED_DEPTH:
             self.deep_read = True
             return _kernels.hits.window_union(self._message_hits(d))
-        texts = tuple(self._messages[:d])           # newest first
-        key = (self._matcher.token, depth)
-        cache = self._cache
         work = self.fuzzy_work
         cut = work.cuts
+        # (a text cut off by the scan's work is not a complete answer: the window is not kept)
+        union = self._counted_union((self._matcher.token, depth), tuple(self._messages[:d]), self._newest_hits,
+                                    lambda: work.cuts == cut)
+        self.message_unions[depth] = union
+        return union
+
+    def _counted_union(self, key: tuple, texts: tuple[str, ...], hits_of: Callable[[int], frozenset[int]],
+                       complete: Callable[[], bool]) -> frozenset[int]:
+        """The union of the hit sets of ``texts`` (newest first; ``hits_of(i)`` gives text
+        ``i``'s), from the window this ChatScan kept under ``key`` last turn when it is this
+        one moved on by at most ``_MAX_SHIFT`` new texts (see :meth:`_message_union`); kept
+        again for the next turn when ``complete()`` says every set was whole."""
+        cache = self._cache
+        d = len(texts)
         state = cache.take_window(key)
         if state is not None:
             old_texts, old_hits, counts, union = state
@@ -63,7 +74,7 @@ class ViewHits(ViewTexts):
             for k in range(min(d, _MAX_SHIFT) + 1):
                 kept = d - k
                 if kept <= n_old and texts[k:] == old_texts[:kept]:
-                    new = [self._newest_hits(i) for i in range(k)]
+                    new = [hits_of(i) for i in range(k)]
                     if _kernels.hits.count_step(counts, new, old_hits[kept:]):
                         union = frozenset(counts) if counts else EMPTY
                     hits = (*new, *old_hits[:kept])
@@ -71,13 +82,12 @@ class ViewHits(ViewTexts):
             else:
                 state = None
         if state is None:
-            hits = tuple([self._newest_hits(i) for i in range(d)])
+            hits = tuple([hits_of(i) for i in range(d)])
             counts = {}
             _kernels.hits.count_step(counts, hits, ())
             union = frozenset(counts) if counts else EMPTY
-        if work.cuts == cut:        # a text cut off by the scan's work is not a complete answer
+        if complete():
             cache.put_window(key, (texts, hits, counts, union), len(counts))
-        self.message_unions[depth] = union
         return union
 
     def _message_hits(self, depth: int) -> list[frozenset[int]]:
