@@ -107,3 +107,27 @@ def entries_hit(hits, vid_entries, always):
     for v in hits:
         found.update(vid_entries[v])
     return sorted(found)
+
+
+def count_step(dict counts, added, removed):
+    """Move a window's vid counts on by some texts (see the twin): False when the keys did not change."""
+    cdef bint changed = False
+    cdef object v, c
+    cdef Py_ssize_t n
+    for hits in added:
+        for v in hits:
+            c = counts.get(v)
+            if c is None:
+                changed = True
+                counts[v] = 1
+            else:
+                counts[v] = <Py_ssize_t>c + 1
+    for hits in removed:
+        for v in hits:
+            n = <Py_ssize_t>counts[v] - 1
+            if n:
+                counts[v] = n
+            else:
+                del counts[v]
+                changed = True
+    return changed

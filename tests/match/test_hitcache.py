@@ -23,7 +23,9 @@ def test_each_text_is_scanned_once_across_turns():
         messages = list(reversed(chat[:turn]))
         view = book_view(compiled, messages, cache=cache)
         view.candidates(10, 0)
-    assert cache.miss_count == 3 and cache.hit_count == 3
+    # each text scanned once; the older ones are not even looked up again: the window's vid
+    # counts, kept in the ChatScan from turn to turn, hold them (ScanView._message_union)
+    assert cache.miss_count == 3 and cache.hit_count == 0
 
 
 def test_other_chats_with_the_same_book_reuse_the_hits():
@@ -106,25 +108,29 @@ def test_cached_runs_of_old_messages_give_exact_windows_as_the_chat_grows():
 
 
 def test_message_blocks_align_on_chat_positions_so_a_steady_turn_stores_little():
-    # An engine passes only the newest messages; with oldest_index the blocks of the window
-    # recur from turn to turn (a turn adds its message and now and then one block), while
-    # blocks aligned on the passed slice shift with it and are all new every turn.
+    # An engine passes only the newest messages; with oldest_index the blocks of a window
+    # deeper than the counted ones (viewhits._COUNTED_DEPTH) recur from turn to turn (a turn
+    # adds its message and now and then one block), while blocks aligned on the passed slice
+    # shift with it and are all new every turn. A counted window stores only its new message.
+    from lorescan.match.viewhits import _COUNTED_DEPTH
     compiled = compile_book(book_from_entries("L", [{"uid": i, "key": [f"w{i}"], "content": "c"}
                                                     for i in range(10)]))
-    chat = [f"msg {i} w{i % 10}" for i in range(120)]
+    chat = [f"msg {i} w{i % 10}" for i in range(400)]
 
-    def stored_per_turn(aligned: bool) -> float:
+    def stored_per_turn(aligned: bool, depth: int) -> float:
         cache = ChatScan()
         grown = []
-        for length in range(40, 104):
-            newest = chat[length - 20:length][::-1]
+        for length in range(depth + 20, depth + 84):
+            newest = chat[length - depth:length][::-1]
             before = len(cache)
-            view = book_view(compiled, newest, cache=cache, oldest_index=length - 20 if aligned else 0)
-            expected = book_view(compiled, chat[:length][::-1]).candidates(20, 0)
-            assert view.candidates(20, 0) == expected
+            view = book_view(compiled, newest, cache=cache, oldest_index=length - depth if aligned else 0)
+            expected = book_view(compiled, chat[:length][::-1]).candidates(depth, 0)
+            assert view.candidates(depth, 0) == expected
             grown.append(len(cache) - before)
         return sum(grown[8:]) / len(grown[8:])
-    assert stored_per_turn(True) < 2 < stored_per_turn(False)
+    deep = 2 * _COUNTED_DEPTH
+    assert stored_per_turn(True, deep) < 2 < stored_per_turn(False, deep)
+    assert stored_per_turn(True, 20) == stored_per_turn(False, 20) == 1
 
 
 def test_named_text_gives_the_same_string_object_turn_after_turn_within_its_bound():
@@ -151,3 +157,23 @@ def test_named_texts_is_named_text_of_each_pair_in_order():
     for i in range(600):                       # past the bound: emptied meanwhile, still each pair's string
         got = cache.named_texts([("Ann", f"{i} " + "x" * 500), ("Bob", "hi")])
         assert got == [f"Ann: {i} " + "x" * 500, "Bob: hi"]
+
+
+def test_windows_and_records_kept_for_the_next_turn_are_bounded():
+    cache = ChatScan()
+    for i in range(3 * hitcache._MAX_WINDOWS):
+        cache.put_window(("t", i), ((), (), {}, frozenset()), 10)
+    assert len(cache._windows) == hitcache._MAX_WINDOWS and cache.take_window(("t", 0)) is None
+    assert cache.take_window(("t", 3 * hitcache._MAX_WINDOWS - 1)) is not None
+    big = hitcache._MAX_WINDOW_ITEMS // 4
+    for i in range(8):
+        cache.put_window(("u", i), ((), (), {}, frozenset()), big)
+    assert cache._window_items <= hitcache._MAX_WINDOW_ITEMS
+    assert cache._window_items == sum(n for _, n in cache._windows.values())
+    cache.put_window(("v", 0), ((), (), {}, frozenset()), big + 1)      # larger than a quarter: not kept
+    assert cache.take_window(("v", 0)) is None
+    for i in range(5):
+        cache.keep_record("slot", i, i)
+    assert list(cache.records("slot").items()) == [(i, i) for i in range(5 - hitcache._MAX_RECORDS, 5)]
+    cache.clear()
+    assert cache.records("slot") is None and not cache._windows and cache._window_items == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ def outcome(fn, *args):
 
 
 def test_signatures_match(native_hits):
-    for name in ("text_hits", "bounded_text_hits", "window_union", "entries_hit"):
+    for name in ("text_hits", "bounded_text_hits", "window_union", "entries_hit", "count_step"):
         assert list(inspect.signature(getattr(native_hits, name)).parameters) == \
             list(inspect.signature(getattr(_hits_py, name)).parameters), name
 
@@ -64,6 +65,32 @@ def test_union_and_entries_agree(native_hits, parts, always):
     vid_entries = [tuple(range(v % 4, v % 7)) for v in range(51)]
     hits = _hits_py.window_union(parts)
     assert native_hits.entries_hit(hits, vid_entries, always) == _hits_py.entries_hit(hits, vid_entries, always)
+
+
+@MANY
+@given(start=st.lists(st.frozensets(st.integers(0, 30)), max_size=5),
+       added=st.lists(st.frozensets(st.integers(0, 30)), max_size=4), drop=st.integers(0, 9))
+def test_count_steps_agree(native_hits, start, added, drop):
+    # counts over ``start``, then ``added`` counted in and some of the sets counted before
+    # (``start`` and ``added``) counted out: the same counts and the same answer on both kernels,
+    # the keys are the union of the sets still counted, and False says they did not change
+    counted = start + added
+    removed = counted[:drop]
+    out = []
+    for kernel in (native_hits, _hits_py):
+        counts: dict[int, int] = {}
+        kernel.count_step(counts, start, ())
+        before = set(counts)
+        changed = kernel.count_step(counts, added, removed)
+        assert set(counts) == set().union(*counted[drop:]) and (changed or set(counts) == before)
+        assert all(c > 0 for c in counts.values())
+        out.append((counts, changed))
+    assert out[0] == out[1]
+    counts = {}
+    with pytest.raises(KeyError):
+        native_hits.count_step(counts, (), [frozenset({1})])
+    with pytest.raises(KeyError):
+        _hits_py.count_step(counts, (), [frozenset({1})])
 
 
 def test_corpus_chats_give_the_same_hits(native_hits):

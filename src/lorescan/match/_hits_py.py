@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from . import _wordchars as _ws
 from ..errors import ScanDeadlineExceeded
 
-__all__ = ["text_hits", "bounded_text_hits", "window_union", "entries_hit"]
+__all__ = ["text_hits", "bounded_text_hits", "window_union", "entries_hit", "count_step"]
 
 EMPTY: frozenset[int] = frozenset()
 
@@ -106,3 +106,30 @@ def entries_hit(hits: frozenset[int] | set[int], vid_entries: Sequence[tuple[int
     for v in hits:
         found.update(vid_entries[v])
     return sorted(found)
+
+
+def count_step(counts: dict[int, int], added: Sequence[frozenset[int]], removed: Sequence[frozenset[int]]) -> bool:
+    """Move a window's vid counts on by some texts: every vid of each ``added`` set counted
+    once more, then every vid of each ``removed`` set (sets counted in ``counts`` before)
+    once less, a vid whose count reaches 0 deleted.
+
+    Returns:
+        False when the keys of ``counts`` (the window's union) are those it had; True when a
+        vid's count left or reached 0 along the way (they may have changed).
+    """
+    changed = False
+    for hits in added:
+        for v in hits:
+            c = counts.get(v, 0)
+            if not c:
+                changed = True
+            counts[v] = c + 1
+    for hits in removed:
+        for v in hits:
+            c = counts[v] - 1
+            if c:
+                counts[v] = c
+            else:
+                del counts[v]
+                changed = True
+    return changed

@@ -29,6 +29,9 @@ _ENTRY_OVERHEAD = 160      # key tuple + OrderedDict node, roughly
 _MAX_NAMED = 512           # named_text keeps at most this many messages, in at most max_bytes / 8
 _MAX_DERIVED = 8           # derived keeps at most this many values (a service holds one ChatScan per chat: 200 chats at 1,024 each grew a worker by 50 MB in 10 s of bench_serve)
 _MAX_DERIVED_ITEMS = 1 << 15   # ... holding at most this many set elements in their keys and values (~1 MB)
+_MAX_RECORDS = 2           # records kept per slot (an engine's last turns of this chat; st/memo.py)
+_MAX_WINDOWS = 16          # message windows kept for their next turn (one per matcher and depth in use)
+_MAX_WINDOW_ITEMS = 1 << 15    # ... holding at most this many vid counts in all (~3 MB)
 
 # (matcher token, text) for one text; (matcher token, texts) for a block of messages
 _Key: TypeAlias = tuple[str, str | tuple[str, ...]]
@@ -62,6 +65,9 @@ class ChatScan:
         self._named_bytes = 0
         self._derived: OrderedDict[tuple, tuple[object, int]] = OrderedDict()
         self._derived_items = 0
+        self._windows: OrderedDict[tuple[str, int], tuple[tuple, int]] = OrderedDict()
+        self._window_items = 0
+        self._records: dict[str, OrderedDict[object, object]] = {}
         self.hit_count = 0
         self.miss_count = 0
 
@@ -83,6 +89,9 @@ class ChatScan:
             self._named_bytes = 0
             self._derived.clear()
             self._derived_items = 0
+            self._windows.clear()
+            self._window_items = 0
+            self._records = {}
             self._bytes = 0
 
     def lookup(self, matcher: "KeyMatcher", text: str, work: "FuzzyWork | None" = None) -> frozenset[int]:
@@ -210,6 +219,53 @@ class ChatScan:
                     _, (_, old) = self._derived.popitem(last=False)
                     self._derived_items -= old
         return value
+
+    def take_window(self, key: tuple[str, int]) -> tuple | None:
+        """The state a message window left for its next turn under ``key`` (``(matcher token,
+        depth)``), taken out: the caller owns it (changes it in place) until it gives it back
+        with :meth:`put_window`; a thread that finds none builds its own (see
+        ``ScanView._message_union``)."""
+        with self._lock:
+            found = self._windows.pop(key, None)
+            if found is None:
+                return None
+            self._window_items -= found[1]
+            return found[0]
+
+    def put_window(self, key: tuple[str, int], state: tuple, size: int) -> None:
+        """Keep a window's state (holding ``size`` vid counts) for the next turn: at most
+        ``_MAX_WINDOWS`` of them holding at most ``_MAX_WINDOW_ITEMS`` counts, the oldest
+        dropped (a larger one is not kept). These come on top of ``max_bytes``."""
+        if size > _MAX_WINDOW_ITEMS // 4:
+            return
+        with self._lock:
+            windows = self._windows
+            old = windows.pop(key, None)
+            if old is not None:
+                self._window_items -= old[1]
+            windows[key] = (state, size)
+            self._window_items += size
+            while len(windows) > _MAX_WINDOWS or self._window_items > _MAX_WINDOW_ITEMS:
+                _, (_, n) = windows.popitem(last=False)
+                self._window_items -= n
+
+    def records(self, slot: str) -> "dict[object, object] | None":
+        """The records kept under ``slot`` by :meth:`keep_record` (read-only), or None."""
+        return self._records.get(slot)
+
+    def keep_record(self, slot: str, key: object, value: object) -> None:
+        """Keep ``value`` under ``key`` in ``slot``: something an engine computed for this chat
+        that a later turn may reuse when its key and checks say so (st/memo.py). At most
+        ``_MAX_RECORDS`` per slot, the oldest dropped; a value is never changed once kept.
+        These come on top of ``max_bytes``."""
+        with self._lock:
+            kept = self._records.get(slot)
+            if kept is None:
+                kept = self._records[slot] = OrderedDict()
+            kept.pop(key, None)
+            kept[key] = value
+            while len(kept) > _MAX_RECORDS:
+                kept.popitem(last=False)
 
     def side_matcher(self, key: object, build: Callable[[], object]) -> object:
         """A small per-expansion matcher (macro keys: their text is known only after substitution), built once per ``key``."""

@@ -8,7 +8,7 @@ unions of the compile-time content hits of the entries they join where that is e
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import _kernels
 from .compile import EMPTY
@@ -27,8 +27,68 @@ def _content_union(compiled: "CompiledKeys", owners: Sequence[int]) -> frozenset
 
 
 
+_COUNTED_DEPTH = 64         # message windows up to this depth are kept as vid counts from turn to turn
+_MAX_SHIFT = 4              # ... found again after at most this many new messages
+
+
 class ViewHits(ViewTexts):
     """Hit sets of windows, message runs and recursion chunks (a base of ScanView)."""
+
+    def _message_union(self, depth: int) -> frozenset[int]:
+        """The union of the hit sets of the newest ``depth`` messages.
+
+        A window up to ``_COUNTED_DEPTH`` messages is kept in the ChatScan for the next turn
+        as the count of each vid over its messages: a turn whose window is last turn's moved
+        on by a few new messages (the older ones the very strings, or equal ones) counts
+        the new messages' hits in and the dropped messages' out, and keeps last turn's
+        union (the same object) when no vid came or went. Otherwise (a deeper window, another
+        chat, an edited message) the union is built from the messages' hit sets.
+        """
+        found = self.message_unions.get(depth)
+        if found is not None:
+            return found
+        d = min(depth, self._n_messages)
+        if depth > _COUNTED_DEPTH:
+            self.deep_read = True
+            return _kernels.hits.window_union(self._message_hits(d))
+        work = self.fuzzy_work
+        cut = work.cuts
+        # (a text cut off by the scan's work is not a complete answer: the window is not kept)
+        union = self._counted_union((self._matcher.token, depth), tuple(self._messages[:d]), self._newest_hits,
+                                    lambda: work.cuts == cut)
+        self.message_unions[depth] = union
+        return union
+
+    def _counted_union(self, key: tuple, texts: tuple[str, ...], hits_of: Callable[[int], frozenset[int]],
+                       complete: Callable[[], bool]) -> frozenset[int]:
+        """The union of the hit sets of ``texts`` (newest first; ``hits_of(i)`` gives text
+        ``i``'s), from the window this ChatScan kept under ``key`` last turn when it is this
+        one moved on by at most ``_MAX_SHIFT`` new texts (see :meth:`_message_union`); kept
+        again for the next turn when ``complete()`` says every set was whole."""
+        cache = self._cache
+        d = len(texts)
+        state = cache.take_window(key)
+        if state is not None:
+            old_texts, old_hits, counts, union = state
+            n_old = len(old_texts)
+            for k in range(min(d, _MAX_SHIFT) + 1):
+                kept = d - k
+                if kept <= n_old and texts[k:] == old_texts[:kept]:
+                    new = [hits_of(i) for i in range(k)]
+                    if _kernels.hits.count_step(counts, new, old_hits[kept:]):
+                        union = frozenset(counts) if counts else EMPTY
+                    hits = (*new, *old_hits[:kept])
+                    break
+            else:
+                state = None
+        if state is None:
+            hits = tuple([hits_of(i) for i in range(d)])
+            counts = {}
+            _kernels.hits.count_step(counts, hits, ())
+            union = frozenset(counts) if counts else EMPTY
+        if complete():
+            cache.put_window(key, (texts, hits, counts, union), len(counts))
+        return union
 
     def _message_hits(self, depth: int) -> list[frozenset[int]]:
         """Hit sets covering the newest ``depth`` messages: a few cached aligned runs.
@@ -55,6 +115,10 @@ class ViewHits(ViewTexts):
             lo += size if size >= 4 else 1
         self._msg_parts[d] = parts
         return list(parts)
+
+    def _newest_hits(self, i: int) -> frozenset[int]:
+        m = self._messages[i]                       # (i counts from the newest message)
+        return self._cache.lookup(self._matcher, js_trim(m), self.fuzzy_work) if m else EMPTY
 
     def _single_hits(self, pos: int) -> frozenset[int]:
         m = self._messages[len(self._messages) - 1 - pos]
@@ -109,7 +173,7 @@ class ViewHits(ViewTexts):
                 parts = [base[1], *self._chunk_hit_list()[base[0]:recursion]]
                 self._bounds.pop((depth, sources, base[0]), None)
             else:
-                parts = self._message_hits(depth)
+                parts = [self._message_union(depth)]
                 lookup, matcher, work = self._cache.lookup, self._matcher, self.fuzzy_work
                 for i, text in enumerate(self.sources):
                     if sources >> i & 1 and text:

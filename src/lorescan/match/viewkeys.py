@@ -19,7 +19,7 @@ from ..errors import LorebookError
 from .scanwork import ScanWork
 from .plainkey import match_plain_key
 from .window import MARKER, Window
-from .viewhits import ViewHits
+from .viewhits import _COUNTED_DEPTH, ViewHits
 
 
 class ViewKeys(ViewHits):
@@ -123,9 +123,35 @@ class ViewKeys(ViewHits):
             return always
         return sorted(set(always).union(found))
 
+    def _regex_window_counted(self, window: Window) -> tuple[frozenset[int], frozenset[int]]:
+        """:meth:`_regex_window` with its messages' part counted from turn to turn in the ChatScan
+        (as :meth:`_message_union` counts the literal hits), the other texts added to it."""
+        depth = int(window.depth)
+        messages = tuple(self.segments[:depth] or [""])
+        cuts: list[frozenset[int]] = []
+
+        def hits_of(i: int) -> frozenset[int]:
+            hits, cut = self._regex_text(messages[i])
+            if cut:
+                cuts.append(cut)
+            return hits
+        union = _kernels.hits.window_union
+        part = self._counted_union((self._regex_token, depth), messages, hits_of, lambda: not cuts)
+        rest = self.texts(window)[len(messages):]
+        n_chunks = min(window.recursion, len(self.chunks))       # the last texts; their hits are known
+        first_chunk = len(rest) - n_chunks
+        chunk_hits = self._chunk_hit_list() if n_chunks else []
+        per_text = [self._regex_text(t, chunk_hits[i - first_chunk] if i >= first_chunk else None)
+                    for i, t in enumerate(rest)]
+        found = (union([part, *[h for h, _ in per_text]]), union([*cuts, *[c for _, c in per_text if c]]))
+        self._regex_windows[window] = found
+        return found
+
     def _regex_window(self, window: Window) -> tuple[frozenset[int], frozenset[int]]:
         """(rids that match, rids cut off) over the window's texts: unions of per-text sets."""
         found = self._regex_windows.get(window)
+        if found is None and 0 < window.depth and int(window.depth) <= _COUNTED_DEPTH:
+            found = self._regex_window_counted(window)
         if found is None:
             texts = self.texts(window)
             n_chunks = min(window.recursion, len(self.chunks))   # the last texts; their hits are known

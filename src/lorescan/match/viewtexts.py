@@ -60,6 +60,10 @@ class ViewTexts:
         self._chunk_entries: list[tuple[int, ...] | None] = []
         self._chunk_parts: list[tuple[str, ...] | None] = []
         self._msg_parts: dict[int, list[frozenset[int]]] = {}
+        # the message unions this view read, by depth (what a turn's replay checks, st/memo.py);
+        # _deep_read: it also read a window deeper than they are kept for
+        self.message_unions: dict[int, frozenset[int]] = {}
+        self.deep_read = False
         self._chunk_hits: list[frozenset[int]] = []        # main-matcher hits per chunk, lazily
         self._by_window: dict[Window, frozenset[int]] = {}
         self._last_window: Window | None = None

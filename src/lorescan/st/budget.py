@@ -11,7 +11,7 @@ from .settings import STSettings
 from .tables import EntryInfo, UnitCounts
 from .turn import Turn, note
 
-__all__ = ["turn_budget", "count_unit", "admit", "extend_budget_text", "start_budget_text", "JoinMemo", "join_memo"]
+__all__ = ["turn_budget", "count_unit", "admit", "probability_passes", "probability_detail", "extend_budget_text", "start_budget_text", "JoinMemo", "join_memo"]
 
 _MEMO_NODES = 512          # joins remembered per engine (emptied whole when reached): a node holds a count of its joined text, so a few MB at most
 _MEMO_DEPTH = 64           # entries of one loop's admission remembered (a longer one is counted on as before)
@@ -131,6 +131,16 @@ def count_unit(units: UnitCounts, counter: Callable[[str], int], info: EntryInfo
     return unit, tc
 
 
+def probability_passes(prob: object, roll: float) -> bool:
+    """Whether a roll of ``random()`` = ``roll`` lets an entry of probability ``prob`` through."""
+    return isinstance(prob, (int, float)) and roll * 100 <= prob
+
+
+def probability_detail(prob: object, roll: float) -> str:
+    """The note of an entry whose probability roll failed."""
+    return f"roll {roll * 100:.4g} is above probability {prob!r}"
+
+
 def admit(turn: Turn, pending: list[EntryInfo], t0: int, loop: int) -> list[EntryInfo]:
     """Roll each pending entry's probability and fit it into the budget, in order.
 
@@ -173,10 +183,11 @@ def admit(turn: Turn, pending: list[EntryInfo], t0: int, loop: int) -> list[Entr
         if ent.use_probability and ent.probability != 100 and s.world_uid not in turn.sticky:
             roll = turn.random()
             prob = ent.probability
-            if not (isinstance(prob, (int, float)) and roll * 100 <= prob):
+            if turn.rolls is not None:
+                turn.rolls.append(("p", prob, s.world_uid, roll))
+            if not probability_passes(prob, roll):
                 turn.failed.add(s.world_uid)
-                note(turn, s, "not_activated", "probability", f"roll {roll * 100:.4g} is above probability {prob!r}",
-                     loop)
+                note(turn, s, "not_activated", "probability", probability_detail(prob, roll), loop)
                 continue
         content = s.content
         if substitute is not None:

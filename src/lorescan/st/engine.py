@@ -37,6 +37,7 @@ from .settings import GENERATION_TRIGGERS, Compat, STSettings
 from .tables import EntryInfo, EntryTable, HashIndex, KeyIndex, Tables, UnitCounts
 from .timed import EffectRecord, TimedEffects, evaluate
 from .turn import Turn
+from .memo import CountingRandom, record, replay, turn_key
 
 __all__ = ["STEngine"]
 
@@ -456,7 +457,20 @@ class STEngine:
                     budget=budget, sticky=active_sticky, cooldown=active_cooldown, forced=forced_keys,
                     semantic=semantic_hits)
         if tables.entries:
-            run_loops(turn)
+            # a steady turn of a chat may replay its last turn's loops (st/memo.py)
+            key = turn_key(self.count_tokens, budget, trigger, character, source_texts, scanned_injects,
+                           active_sticky, active_cooldown, forced_keys, semantic_hits) \
+                if cache is not None and substitute is None and self._view is None \
+                and settings.min_activations <= 0 else None
+            if key is None:
+                run_loops(turn)
+            else:
+                done, drawn = replay(turn, cache, key)     # type: ignore[arg-type]
+                if not done:
+                    counting = turn.random = CountingRandom(random, drawn)
+                    turn.rolls = []
+                    run_loops(turn)
+                    record(turn, cache, key, counting)     # type: ignore[arg-type]
         activated = turn.activated_order
         if not dry_run and self._timed_gpos:
             timed_gpos = self._timed_gpos

@@ -10,7 +10,7 @@ from .tables import EntryInfo
 from .turn import Detail, Turn, entry_window, note
 from .result import quoted
 
-__all__ = ["select_in_groups", "group_score", "js_key_order", "PendingList"]
+__all__ = ["select_in_groups", "group_score", "js_key_order", "PendingList", "weighted_winner"]
 
 T = TypeVar("T")
 
@@ -113,6 +113,18 @@ def _order_rank(m: EntryInfo) -> float:
     return -order if not math.isnan(order) else 0.0
 
 
+def weighted_winner(weights: Sequence[float], total: float, value: float) -> int:
+    """The member a weighted roll of ``random()`` = ``value`` picks (docs/sillytavern-mode.md#st-groups):
+    the first whose running weight reaches ``value * total``; -1 when none does."""
+    roll = value * total
+    acc = 0.0
+    for i, w in enumerate(weights):
+        acc += w
+        if roll <= acc:
+            return i
+    return -1
+
+
 def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryInfo]:
     """Apply the inclusion groups to one loop's new entries.
 
@@ -208,16 +220,14 @@ def select_in_groups(turn: Turn, new: list[EntryInfo], loop: int) -> list[EntryI
             top = min(prio, key=_order_rank)     # the first of the lowest rank, as a stable sort's [0]
             drop_others(members, top, (_prioritized, name, top.world_uid))
             continue
-        total = sum(m.entry.group_weight for m in members)
-        roll = turn.random() * total
-        acc = 0.0
-        winner: EntryInfo | None = None
-        for m in members:
-            acc += m.entry.group_weight
-            if roll <= acc:
-                winner = m
-                break
-        if winner is None:
+        weights = [m.entry.group_weight for m in members]
+        total = sum(weights)
+        value = turn.random()
+        if turn.rolls is not None:
+            turn.rolls.append(("g", tuple(weights), total, value))
+        at = weighted_winner(weights, total, value)
+        if at < 0:
             continue
+        winner = members[at]
         drop_others(members, winner, (_lost_roll, name, winner.world_uid))
     return pending.items

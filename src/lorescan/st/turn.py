@@ -51,7 +51,7 @@ class Turn:
                  "character", "chat_length", "budget", "sticky", "cooldown", "forced", "semantic", "activated", "activated_order",
                  "failed", "contents", "chunks", "budget_text_tokens", "budget_text", "budget_node", "units", "overflow",
                  "loops", "levels", "level", "skew", "state", "notes", "last_windows", "texts_of", "basis",
-                 "windows", "chunk_parts")
+                 "windows", "chunk_parts", "rolls")
 
     def __init__(self, tables: Tables, gates: "AlwaysGates", views: Sequence[ScanView],
                  regex_budget: RegexBudget, *, random: Callable[[], float], substitute: Callable[[str], str] | None,
@@ -97,6 +97,9 @@ class Turn:
         # per recursion chunk, the entries whose contents it joins ("\n" between them), in
         # order, and those contents: so an explanation can say whose content a key matched in
         self.chunk_parts: list[tuple[tuple[str, str], ...]] = []
+        # when a turn is being recorded for a replay (st/memo.py): each ``random`` call's
+        # decision, ("p", probability, entry key, value) or ("g", weights, total, value)
+        self.rolls: list[tuple[str, Any, Any, float]] | None = None
 
 
 def note(turn: Turn, info: EntryInfo, outcome: str, reason: str, detail: Detail = "", loop: int | None = None,
