@@ -37,11 +37,24 @@ class MacroTable:
     none of ``markers`` in it is returned as it is (the common case costs one ``in``).
     """
 
-    __slots__ = ("pattern", "value", "markers")
+    __slots__ = ("pattern", "value", "markers", "_key")
 
     def __init__(self, pattern: re.Pattern[str], value: Callable[[re.Match[str]], str],
                  markers: tuple[str, ...] = ("{{",)) -> None:
         self.pattern, self.value, self.markers = pattern, value, markers
+        self._key: tuple | bool | None = None
+
+    def replay_key(self) -> tuple | None:
+        """A value that two hooks share exactly when they substitute every text alike (the
+        pattern, the markers and the table), so a turn recorded under one may be replayed under
+        the other (``lorescan.st.memo``); None when ``value`` is not a table lookup of this module."""
+        key = self._key
+        if key is None:
+            v = self.value
+            key = (self.pattern.pattern, self.pattern.flags, self.markers, v.group,
+                   tuple(sorted(v.table.items()))) if type(v) is _Lookup else False
+            self._key = key
+        return key or None
 
     def _may_hold(self, text: str) -> bool:
         return any(m in text for m in self.markers)
@@ -100,7 +113,7 @@ def macro_table(macros: Mapping[str, str], limits: Limits = DEFAULT_LIMITS) -> M
         return None
     check_macro_table(macros, limits)
     table = {k.lower(): v for k, v in macros.items()}
-    pattern = re.compile(r"\{\{(" + "|".join(re.escape(k) for k in sorted(table, key=len, reverse=True))
+    pattern = re.compile(r"\{\{(" + "|".join(re.escape(k) for k in sorted(table, key=lambda k: (-len(k), k)))
                          + r")\}\}", re.IGNORECASE)
     return MacroTable(pattern, _Lookup(table, 1))
 
@@ -114,7 +127,7 @@ def name_macros(table: Mapping[str, str], limits: Limits = DEFAULT_LIMITS, *,
         return None
     check_macro_table(table, limits, source=source)
     lowered = {k.lower(): v for k, v in table.items()}
-    pattern = re.compile("|".join(re.escape(k) for k in sorted(lowered, key=len, reverse=True)), re.I)
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(lowered, key=lambda k: (-len(k), k))), re.I)
     markers = tuple(sorted({k[:2] if k.startswith("{{") else k[0] for k in lowered}))
     return MacroTable(pattern, _Lookup(lowered, 0), markers)
 

@@ -172,3 +172,32 @@ def test_a_turn_with_macros_or_other_scalars_is_not_replayed_across_them(monkeyp
     assert len(runs) == 3
     engine.scan(chat, max_context=1000, cache=cache, trigger="continue")       # another trigger
     assert len(runs) == 4
+
+
+def test_a_macro_table_replays_under_an_equal_table_and_never_across_another(monkeypatch):
+    from lorescan.macros import macro_table
+    runs = _count_loops(monkeypatch)
+    book = book_from_entries("Lore", [
+        {"uid": 0, "key": ["wolf"], "content": "{{char}} hunts the wolf. river"},
+        {"uid": 1, "key": ["river"], "content": "the river of {{user}}"},
+        {"uid": 2, "key": ["Seraphina"], "content": "she is here"}])
+    settings = STSettings(scan_depth=10, recursive=True)
+    engine = STEngine([BookSource(book, ("global",))], settings, count_tokens=js_count_words)
+    plain = STEngine([BookSource(book, ("global",))], settings, count_tokens=js_count_words)
+    cache = ChatScan()
+    chat = [ChatMessage("u", "a wolf, {{user}}")]
+    tables = [{"char": "Seraphina", "user": "Anon"}, {"char": "Seraphina", "user": "Anon"},
+              {"user": "Anon", "char": "Seraphina"}, {"char": "Bram", "user": "Anon"}, {"char": "Seraphina", "user": "Ida"}]
+    got, want = [], []
+    for table in tables:          # a new hook object every turn, as a platform's request builds it
+        chat.append(ChatMessage("u", "x"))
+        got.append(_observed(engine.scan(chat, max_context=1000, cache=cache, substitute=macro_table(table))))
+    assert len(runs) == 3
+    for n, table in enumerate(tables, 2):
+        want.append(_observed(plain.scan(chat[:n], max_context=1000, substitute=macro_table(table))))
+    # turns 2 and 3 replay turn 1 (equal tables, the second in another order); turn 4's {{char}}
+    # is another name (no "Seraphina" in the recursion: entry 2 does not fire), turn 5's {{user}} another text
+    assert got == want
+    assert [[e["uid"] for e in r[0]["activated"]] for r in got][:4] == [[0, 1, 2]] * 3 + [[0, 1]]
+    engine.scan(chat, max_context=1000, cache=cache, substitute=lambda t: t.replace("{{char}}", "Seraphina"))
+    assert len(runs) == 3 + 5 + 1          # any other hook runs its loops

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import LorebookError, SettingsError
 from ..layout import Layout
 from ..limits import DEFAULT_LIMITS, Limits
+from ..macros import MacroTable
 from .compiled import (FLAG_ACTIVATE, FLAG_ACTIVATE_STRICT, FLAG_CONSTANT, FLAG_DONT_ACTIVATE,
                        FLAG_DONT_ACTIVATE_STRICT, FLAG_TIMED, CompiledBook, compile_book)
 from ..match.cache import ChatScan
@@ -458,9 +459,13 @@ class STEngine:
                     semantic=semantic_hits)
         if tables.entries:
             # a steady turn of a chat may replay its last turn's loops (st/memo.py)
+            # a macro table substitutes as its table says (a pure function of it): part of the key;
+            # any other hook may read state of its own, so its turns are never replayed
+            hook_key = () if substitute is None else \
+                substitute.replay_key() if type(substitute) is MacroTable else None
             key = turn_key(self.count_tokens, budget, trigger, character, source_texts, scanned_injects,
-                           active_sticky, active_cooldown, forced_keys, semantic_hits) \
-                if cache is not None and substitute is None and self._view is None \
+                           active_sticky, active_cooldown, forced_keys, semantic_hits, hook_key) \
+                if cache is not None and hook_key is not None and self._view is None \
                 and settings.min_activations <= 0 else None
             if key is None:
                 run_loops(turn)

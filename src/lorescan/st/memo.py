@@ -17,7 +17,8 @@ order (the path up to that roll is the recorded one), so ``random`` is called ex
 often as without a replay.
 
 A turn is recorded only when nothing outside those inputs could have steered it: no
-``random`` call other than the rolls logged (``Turn.rolls``), no substitution hook, no special key (regex,
+``random`` call other than the rolls logged (``Turn.rolls``), no substitution hook but a
+:class:`~lorescan.macros.MacroTable` (a pure function of its table, which is in the key), no special key (regex,
 macro, blank: they read texts, not hit sets) and no key expression among the entries it
 decided, no entry with a ``delay`` (it reads the chat's length), no minimum activations,
 nothing cut off by the scan's work limits, no window deeper than the views keep unions for.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence, TypeAlias, cast
 
+from ..macros import MacroTable
 from ..match.cache import ChatScan
 from ..match.view import MAX_SCAN_DEPTH, ScanView
 from ..model import js_truthy
@@ -77,10 +79,11 @@ def _decides(roll: tuple[str, Any, Any, float], value: float) -> object:
 
 def turn_key(counter: Callable[[str], int], budget: int, trigger: str, character: Any, source_texts: tuple[str, ...],
              injects: Sequence[str], sticky: set[str], cooldown: set[str], forced: set[str],
-             semantic: dict[str, str]) -> tuple | None:
-    """The scalars a turn's loops read, as a key (None: not hashable, no replay)."""
+             semantic: dict[str, str], hook: tuple = ()) -> tuple | None:
+    """The scalars a turn's loops read, as a key (None: not hashable, no replay); ``hook`` is
+    the macro table's :meth:`~lorescan.macros.MacroTable.replay_key` (``()`` without one)."""
     key = (counter, budget, trigger, character, source_texts, tuple(injects), frozenset(sticky), frozenset(cooldown),
-           frozenset(forced), tuple(semantic.items()) if semantic else ())
+           frozenset(forced), tuple(semantic.items()) if semantic else (), hook)
     try:
         hash(key)
     except TypeError:           # a Character built with a list of tags
@@ -164,7 +167,8 @@ def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> N
     """Keep ``turn``'s outcome for the next turn of the chat, when nothing but the key and the
     message unions its loops read steered it (see the module docstring)."""
     rolls = turn.rolls
-    if rolls is None or random.calls != len(rolls) or turn.substitute is not None \
+    if rolls is None or random.calls != len(rolls) \
+            or turn.substitute is not None and type(turn.substitute) is not MacroTable \
             or turn.tables.match_options.expressions:
         return
     if turn.regex_budget.cut or len(turn.notes) > _MAX_NOTES:
