@@ -181,8 +181,8 @@ def test_a_book_file_holds_its_keys_part_as_a_keys_only_file_holds_it():
     assert (book_header["kind"], keys_header["kind"]) == ("CompiledBook", "CompiledKeys")
     assert keys_sections and all(name.startswith("keys:") for name in keys_sections)
     assert {n for n in book_sections if not n.startswith("keys:")} == {
-        "book:entries", "book:zdict", "book:entry_offsets", "book:book", "book:uids", "book:entry_order", "book:entry_flags",
-        "book:timed_hash_loose", "book:timed_hash_strict"}
+        "book:entries", "book:zdict", "book:entry_offsets", "book:entry_crcs", "book:book", "book:uids", "book:entry_order", "book:entry_flags",
+        "book:timed_hashes"}
     book_keys = {n: v for n, v in book_sections.items() if n.startswith("keys:")}
     assert book_keys.keys() == keys_sections.keys()
     # byte for byte, but for the automaton: pyahocorasick's node blob carries uninitialised padding
@@ -337,19 +337,20 @@ def test_another_format_version_fails_and_says_to_recompile(tmp_path, good_bytes
         _load_bytes(tmp_path, bytes(data))
 
 
-@pytest.mark.parametrize("old", [2, 3, 4])
+@pytest.mark.parametrize("old", [2, 3, 4, 5])
 def test_a_file_of_an_older_format_fails_saying_an_older_lorescan_wrote_it(tmp_path, good_bytes, old):
-    # Version 5 checks each section at its first read and compresses the entry records; a
-    # version-4 file (one payload checksum), a version-3 one (one mixed part) or a version-2 one
-    # (positional special keys) is refused by the version check, never decoded.
-    assert FORMAT_VERSION == 5
+    # Version 6 keeps the key tables out of the loaded copy, narrows offsets and stores only the
+    # timed entries' fingerprints; a version-5 file (both fingerprint columns), a version-4 one
+    # (one payload checksum), a version-3 one (one mixed part) or a version-2 one (positional
+    # special keys) is refused by the version check, never decoded.
+    assert FORMAT_VERSION == 6
     data = bytearray(good_bytes)
     struct.pack_into("<I", data, len(MAGIC), old)
     for load_it in (load_compiled, load_keys):
         path = tmp_path / "bad.lsc"
         path.write_bytes(bytes(data))
         with pytest.raises(LorebookError, match=rf"bad\.lsc: written by an older lorescan \(compiled form version "
-                                                rf"{old}; this lorescan reads version 5\): recompile it with "
+                                                rf"{old}; this lorescan reads version 6\): recompile it with "
                                                 r"`lorescan compile`") as info:
             load_it(path)
         assert isinstance(info.value, CompiledFormError) and info.value.source.endswith("bad.lsc")

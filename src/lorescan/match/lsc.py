@@ -79,15 +79,18 @@ from .options import MatchOptions
 
 __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "FormReader", "FormWriter", "encode_keys",
            "decode_keys", "write_keys", "read_keys", "read_form", "save_compiled", "read_compiled_file",
-           "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
+           "map_compiled_file", "encode_value", "decode_value", "register_value_type", "narrow_offsets"]
 
 MAGIC = b"LORESCN\x00"
 # 2: regex special keys hold a rid into meta["regexes"]; 3: special keys are [kind, fields...]
 # lists (match.keys classes), not positional tuples; 4: the keys and the book are separate
 # parts (sections keys:* and book:*, meta {"keys": ..., "book": ...}); 5: a checksum per
 # section (checked at its first read) instead of one for the payload, the automaton last
-# (not kept after load), 8-byte alignment, the entry records compressed in chunks
-FORMAT_VERSION = 5
+# (not kept after load), 8-byte alignment, the entry records compressed in chunks; 6: the key
+# tables late (copied out at load, not kept twice), CSR offsets int32 when they fit, the timed
+# entries' fingerprints as rows of those entries only (book:timed_hashes), entry records at
+# zlib level 6 against an 8 KB dictionary
+FORMAT_VERSION = 6
 _PRE = struct.Struct("<8sIII")        # magic, format version, header length, header CRC-32
 _ALIGN = 8           # numpy's widest column type (int64, float64)
 # A tiny form (a book of a few entries: its file is mostly fixed-size parts, the automaton's
@@ -96,7 +99,7 @@ _ALIGN = 8           # numpy's widest column type (int64, float64)
 # than it saves there: the automaton barely compresses), its entry records in chunks.
 _SQUEEZE_MIN = 64
 _TINY = 96 << 10      # sections' bytes: ~35 corpus entries (a smaller book's file stayed above its JSON)
-_DTYPES = frozenset({"|u1", "<i4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
+_DTYPES = frozenset({"|u1", "<i4", "<u4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
 
 
 class CompiledFormError(LorebookError):
@@ -291,6 +294,15 @@ class FormReader:
             if name not in self._verified and not (record[3] >= self.keep and self.late is None):
                 self._raw(name)
 
+    def settle(self, later: Sequence[str], meta: Any) -> None:
+        """After a load: keep only the records of the sections in ``later`` (read after the
+        load, or copied by a save) and ``meta`` for the header's meta. The header's other
+        records and values were read into objects (a small book's header, held as decoded,
+        was an eighth of its loaded size)."""
+        self.sections = {name: self.sections[name] for name in later if name in self.sections}
+        self._verified &= self.sections.keys()
+        self.meta = meta
+
     def drop_late(self) -> None:
         """Forget the late sections (read into objects already): the reader stops holding ``buf``."""
         self.late = None
@@ -301,7 +313,8 @@ class FormReader:
         if dtype not in _DTYPES:
             self.fail(f"section {name!r} has an unsupported type {dtype!r}")
         arr = np.frombuffer(raw, dtype=np.dtype(dtype))
-        return arr.reshape(shape)
+        # (a 1-D column as read: a reshaped view is a second array object per column)
+        return arr if len(shape) == 1 and arr.shape[0] == shape[0] else arr.reshape(shape)
 
     def blob(self, name: str, checked: bool = True) -> memoryview:
         return self._raw(name, checked)
@@ -327,14 +340,14 @@ def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
         blobs, rest = args[0], list(args[1:])
         w.blob("keys:automaton", b"".join(blobs), late=True)
         automaton_args = [[len(b) for b in blobs], rest]
-    for i, table in enumerate(m._table_bytes):
-        w.blob(f"keys:table{i}", table)
+    for i, table in enumerate(m._table_bytes):      # (late: copied into the matcher's own bytes)
+        w.blob(f"keys:table{i}", table, late=True)
     if keys._columns is not None:
         cols, specials = keys._columns
     else:
         cols, specials = build_columns(keys.specs, keys.plans, keys.plans_sub, keys.vid_entries, keys.content_hits)
     for name, column in cols.items():
-        w.array(f"keys:col:{name}", column)
+        w.array(f"keys:col:{name}", narrow_offsets(column) if name.endswith("_offsets") else column)
     regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard, rx.expansion] for rx in keys.regexes]
     o = keys.options
     return {"name": keys.name, "n_entries": len(keys.plans),
@@ -347,6 +360,15 @@ def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
             "specials": [_encode_special(s) for s in specials],
             "regexes": regexes, "regex_lits": keys.regex_lits,
             "regex_hazards": keys.regex_hazards, "regex_line_local": keys.regex_line_local}
+
+
+def narrow_offsets(offsets: Any) -> Any:
+    """A CSR offset column as int32 when its last offset fits (a small book's file and loaded
+    copy hold half the bytes), else as it is (int64)."""
+    offsets = np.asarray(offsets)
+    if offsets.dtype == np.int64 and (len(offsets) == 0 or int(offsets[-1]) < 2 ** 31):
+        return offsets.astype(np.int32)
+    return offsets
 
 
 def encode_keys(keys: Any) -> bytes:
@@ -410,8 +432,8 @@ def read_keys(r: FormReader, types: CompiledTypes, limits: Any = None) -> Any:
         except Exception as exc:  # noqa: BLE001 - pyahocorasick raises several types for bad data
             r.fail(f"unreadable automaton ({type(exc).__name__}: {exc})")
         del blob, parts
-    r.drop_late()           # the automaton's bytes are in its nodes now: the reader lets them go
     tables = tuple(bytes(r.blob(f"keys:table{i}")) for i in range(meta["n_tables"]))
+    r.drop_late()           # the automaton's and tables' bytes are in objects now: the reader lets them go
     matcher = types.matcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
                             meta["has_newline"])
     # The regexes are translated on their first search (JSRegex compiles itself once and
