@@ -79,7 +79,7 @@ from .options import MatchOptions
 
 __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "FormReader", "FormWriter", "encode_keys",
            "decode_keys", "write_keys", "read_keys", "read_form", "save_compiled", "read_compiled_file",
-           "map_compiled_file", "encode_value", "decode_value", "register_value_type", "narrow_offsets"]
+           "map_compiled_file", "encode_value", "decode_value", "register_value_type", "narrow_offsets", "narrow_ints"]
 
 MAGIC = b"LORESCN\x00"
 # 2: regex special keys hold a rid into meta["regexes"]; 3: special keys are [kind, fields...]
@@ -141,7 +141,7 @@ def _solid_dictionary() -> bytes:
             '{"document":null,"raw_entries":{},"read_fields":{},"order":{"\\u0000t":["0"]},"container":null,"extra":'
             '{"key_by_uid":{"\\u0000d":[[0,"0"]]},"entries_list":false,"top_keys":{"\\u0000t":["entries"]}')
     return _dumps(header) + book.encode() + _ST_ENTRY_TEXT.replace('"d"', '"f"', 1).encode() + _ST_ENTRY_TEXT.encode()
-_DTYPES = frozenset({"|u1", "<i4", "<u4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
+_DTYPES = frozenset({"|u1", "|i1", "<i2", "<i4", "<u4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
 
 
 class CompiledFormError(LorebookError):
@@ -440,7 +440,7 @@ def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
     else:
         cols, specials = build_columns(keys.specs, keys.plans, keys.plans_sub, keys.vid_entries, keys.content_hits)
     for name, column in cols.items():
-        w.array(f"keys:col:{name}", narrow_offsets(column) if name.endswith("_offsets") else column)
+        w.array(f"keys:col:{name}", narrow_ints(column))
     regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard, rx.expansion] for rx in keys.regexes]
     o = keys.options
     return {"name": keys.name, "n_entries": len(keys.plans),
@@ -462,6 +462,26 @@ def narrow_offsets(offsets: Any) -> Any:
     if offsets.dtype == np.int64 and (len(offsets) == 0 or int(offsets[-1]) < 2 ** 31):
         return offsets.astype(np.int32)
     return offsets
+
+
+_NARROW = (np.int8, np.int16, np.int32)
+
+
+def narrow_ints(column: Any) -> Any:
+    """A signed integer column (int32 or int64) in the narrowest of int8, int16 and int32 that
+    holds its values, else as it is: a small book's key tables are mostly int16 (its readers
+    take each row's values as Python ints, whatever the type)."""
+    column = np.asarray(column)
+    if column.dtype not in (np.int32, np.int64):
+        return column
+    if not len(column):
+        return column.astype(np.int8)
+    lo, hi = int(column.min()), int(column.max())
+    for t in _NARROW:
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return column.astype(t)
+    return column
 
 
 def encode_keys(keys: Any) -> bytes:
