@@ -128,6 +128,14 @@ class CompiledBook:
         rows = self.timed_hashes
         return int(rows[int(np.searchsorted(rows[:, 0], i)), 2 if strict else 1])
 
+    def timed_hash_map(self, world: str, strict: bool) -> dict[int, int]:
+        """Entry index -> stored fingerprint of every timed entry named ``world`` (empty: none
+        stored under that name): :meth:`timed_hash` for all of them at once."""
+        if world != self.name:
+            return {}
+        rows = self.timed_hashes
+        return dict(zip(rows[:, 0].tolist(), rows[:, 2 if strict else 1].tolist()))
+
     def content_of(self, i: int) -> str:
         """Entry ``i``'s content (what ``keys.content_hits[i]`` are the hits of)."""
         return self.entries[i].content
