@@ -101,6 +101,10 @@ _ALIGN = 8           # numpy's widest column type (int64, float64)
 # compresses), its entry records one by one.
 _SQUEEZE_MIN = 64
 _TINY = 96 << 10      # sections' bytes: ~35 corpus entries (a smaller book's file stayed above its JSON)
+# A form of at most this many sections' bytes is solid (inflating a whole form costs ~1.5 us a
+# KB at load: only books of up to ~15 entries, where the fixed costs made the file larger than
+# its JSON; at 96 KB the platform benchmark's loads took 10 % longer)
+_SOLID_SIZE = 48 << 10
 _SOLID = struct.Struct("<I")        # a solid form's stream starts with its header's length
 _SOLID_MAX = 4 * _TINY              # what a solid form's stream may inflate to (the header, padding)
 # SillyTavern's entry template as an entry record writes it: part of the solid forms' preset
@@ -201,7 +205,7 @@ class FormWriter:
         # A tiny form (a book of a few entries: its file is mostly fixed costs) is solid: its
         # header and sections are one zlib stream, one checksum over it (no section's own).
         if solid is None:
-            solid = sum(len(item[4]) for item in self.added) <= _TINY
+            solid = sum(len(item[4]) for item in self.added) <= _SOLID_SIZE
         sections: dict[str, list[Any]] = {}
         parts: list[bytes] = []
         size = keep = 0
