@@ -341,7 +341,9 @@ def _check_fields(fields: Mapping[str, Any], *, source: str, uid: object) -> Non
                                     field=f"characterFilter.{sub}")
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+# weakref_slot: a loaded compiled book keeps the entries it built only while an engine (or anything
+# else) holds them (lorescan.match.columns.lazy_sequence(weak=True)), not for the book's life.
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Entry:
     """One lorebook entry: every stored field plus typed views used by the engine.
 

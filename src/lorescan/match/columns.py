@@ -8,6 +8,7 @@ compact form (``match.lsc``) writes the columns as they are.
 """
 from __future__ import annotations
 
+import weakref
 from array import array
 from typing import Any, Callable, Iterator, Sequence
 
@@ -26,10 +27,10 @@ class _Lazy(Sequence):
 
     __slots__ = ("_n", "_make", "_items")
 
-    def __init__(self, n: int, make: Callable[[int], Any]) -> None:
+    def __init__(self, n: int, make: Callable[[int], Any], weak: bool = False) -> None:
         self._n = n
         self._make = make
-        self._items: dict[int, Any] = {}
+        self._items: Any = weakref.WeakValueDictionary() if weak else {}
 
     def __len__(self) -> int:
         return self._n
@@ -244,6 +245,12 @@ def lazy_tables(cols: dict[str, np.ndarray], specials: list[Any], plan_type: Cal
 
 
 
-def lazy_sequence(n: int, make: Callable[[int], Any]) -> Sequence[Any]:
-    """A read-only sequence of ``n`` items whose item ``i`` is ``make(i)``, built once on first use."""
-    return _Lazy(n, make)
+def lazy_sequence(n: int, make: Callable[[int], Any], *, weak: bool = False) -> Sequence[Any]:
+    """A read-only sequence of ``n`` items whose item ``i`` is ``make(i)``, built once on first use.
+
+    ``weak``: an item is kept only while something else holds it (its type must take weak
+    references), and built again when asked for after that: a loaded book's entries, which the
+    engines over it hold in their own entry records, so an entry a turn built goes with the
+    engine instead of staying with the book for its life (a book cache of small books held
+    the entries of every turn it had served)."""
+    return _Lazy(n, make, weak)

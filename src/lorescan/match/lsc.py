@@ -79,24 +79,73 @@ from .options import MatchOptions
 
 __all__ = ["CompiledFormError", "CompiledTypes", "FORMAT_VERSION", "MAGIC", "FormReader", "FormWriter", "encode_keys",
            "decode_keys", "write_keys", "read_keys", "read_form", "save_compiled", "read_compiled_file",
-           "map_compiled_file", "encode_value", "decode_value", "register_value_type"]
+           "map_compiled_file", "encode_value", "decode_value", "register_value_type", "narrow_offsets", "narrow_ints"]
 
 MAGIC = b"LORESCN\x00"
 # 2: regex special keys hold a rid into meta["regexes"]; 3: special keys are [kind, fields...]
 # lists (match.keys classes), not positional tuples; 4: the keys and the book are separate
 # parts (sections keys:* and book:*, meta {"keys": ..., "book": ...}); 5: a checksum per
 # section (checked at its first read) instead of one for the payload, the automaton last
-# (not kept after load), 8-byte alignment, the entry records compressed in chunks
-FORMAT_VERSION = 5
+# (not kept after load), 8-byte alignment, the entry records compressed in chunks; 6: the key
+# tables late (copied out at load, not kept twice), CSR offsets int32 when they fit, the timed
+# entries' fingerprints as rows of those entries only (book:timed_hashes), entry records at
+# zlib level 6 against an 8 KB dictionary
+FORMAT_VERSION = 6
 _PRE = struct.Struct("<8sIII")        # magic, format version, header length, header CRC-32
 _ALIGN = 8           # numpy's widest column type (int64, float64)
 # A tiny form (a book of a few entries: its file is mostly fixed-size parts, the automaton's
-# node blob, the book's fields, the header) stores its sections zlib-compressed, read whole
-# once. A larger form stores what a load or a first turn reads as it is (inflating costs more
-# than it saves there: the automaton barely compresses), its entry records in chunks.
+# node blob, the book's fields, the header) is solid: the header and sections one zlib stream,
+# inflated whole at load, the automaton as its pattern words (rebuilt at load: a few tens of
+# us there; its node blob was most of a tiny file). A larger form stores what a load or a
+# first turn reads as it is (inflating costs more than it saves there: the automaton barely
+# compresses), its entry records one by one.
 _SQUEEZE_MIN = 64
 _TINY = 96 << 10      # sections' bytes: ~35 corpus entries (a smaller book's file stayed above its JSON)
-_DTYPES = frozenset({"|u1", "<i4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
+# A form of at most this many sections' bytes is solid (inflating a whole form costs ~1.5 us a
+# KB at load: only books of up to ~15 entries, where the fixed costs made the file larger than
+# its JSON; at 96 KB the platform benchmark's loads took 10 % longer)
+_SOLID_SIZE = 48 << 10
+_SOLID = struct.Struct("<I")        # a solid form's stream starts with its header's length
+_SOLID_MAX = 4 * _TINY              # what a solid form's stream may inflate to (the header, padding)
+# SillyTavern's entry template as an entry record writes it: part of the solid forms' preset
+# dictionary (compression context only: a change here changes no reading, only how well a tiny
+# file compresses; the match core may not import the book model, so it is written out here).
+_ST_ENTRY_TEXT = (
+    '["d",0,{"uid":0,"key":[],"keysecondary":[],"comment":"","content":"","constant":false,"vectorized":false,'
+    '"selective":true,"selectiveLogic":0,"addMemo":false,"order":100,"position":0,"disable":false,'
+    '"ignoreBudget":false,"excludeRecursion":false,"preventRecursion":false,"matchPersonaDescription":false,'
+    '"matchCharacterDescription":false,"matchCharacterPersonality":false,"matchCharacterDepthPrompt":false,'
+    '"matchScenario":false,"matchCreatorNotes":false,"delayUntilRecursion":0,"probability":100,'
+    '"useProbability":true,"depth":4,"outletName":"","group":"","groupOverride":false,"groupWeight":100,'
+    '"scanDepth":null,"caseSensitive":null,"matchWholeWords":null,"useGroupScoring":null,"automationId":"",'
+    '"role":0,"sticky":null,"cooldown":null,"delay":null,"triggers":[],"displayIndex":0,'
+    '"characterFilter":{"isExclude":false,"names":[],"tags":[]}}]')
+_BOOK_SECTIONS = ("book:zdict", "book:entries", "book:entry_offsets", "book:entry_crcs", "book:book", "book:uids",
+                  "book:entry_order", "book:entry_flags", "book:timed_hashes")
+
+
+@functools.lru_cache(maxsize=1)
+def _solid_dictionary() -> bytes:
+    """The preset dictionary of every solid form's stream: what a tiny book's header and
+    records repeat (a header of this layout, the section names, the entry template), so a
+    tiny file pays for little beyond its own data. Fixed for a format version: a stream made
+    with another names its dictionary's Adler-32, and is refused as another lorescan's."""
+    names = [f"keys:col:{n}" for n in TABLE_COLUMNS] + list(_BOOK_SECTIONS) + \
+        [f"keys:table{i}" for i in range(5)] + ["keys:words"]
+    t: dict[str, list[Any]] = {"\x00t": []}
+    header = {"lorescan": "", "kind": "CompiledBook", "meta": {
+        "keys": {"name": "", "n_entries": 0, "options": [False, False, "ascii", False, "substring", "match_all", False],
+                 "token": "", "model": 0, "n_variants": 0, "has_newline": False, "n_tables": 5, "automaton": None,
+                 "always": t, "always_sub": t, "chunk_union_exact": True, "macro_keys": [], "specials": [],
+                 "regexes": [], "regex_lits": t, "regex_hazards": t, "regex_line_local": t},
+        "book": {"name": "", "source": "", "n_entries": 0, "levels": t, "max_entry_depth": 0, "embeddings": None,
+                 "unit_tokens": None}},
+        "sections": {n: ["array", "<i4", [0], 0, 0, 0, -1] for n in names}, "size": 0, "keep": 0}
+    book = ('{"fields":{"\\u0000m":{}},"entry_keys":{"\\u0000t":["0"]},"format":"sillytavern","origin":{"\\u0000o":'
+            '{"document":null,"raw_entries":{},"read_fields":{},"order":{"\\u0000t":["0"]},"container":null,"extra":'
+            '{"key_by_uid":{"\\u0000d":[[0,"0"]]},"entries_list":false,"top_keys":{"\\u0000t":["entries"]}')
+    return _dumps(header) + book.encode() + _ST_ENTRY_TEXT.replace('"d"', '"f"', 1).encode() + _ST_ENTRY_TEXT.encode()
+_DTYPES = frozenset({"|u1", "|i1", "<i2", "<i4", "<u4", "<i8", "<f4", "<f8"})      # what the arrays of a compiled form may hold
 
 
 class CompiledFormError(LorebookError):
@@ -129,11 +178,11 @@ class FormWriter:
     own) goes after all the others, so a reader keeps only the bytes before it (``keep``)."""
 
     def __init__(self) -> None:
-        self.added: list[tuple[str, str, str, list[int], bytes, bool, int]] = []
+        self.added: list[tuple[str, str, str, list[int], bytes, bool, int, Any]] = []
 
     def _add(self, name: str, kind: str, dtype: str, shape: tuple[int, ...], data: bytes, late: bool = False,
-             squeeze: int = 0) -> None:
-        self.added.append((name, kind, dtype, list(shape), data, late, squeeze))
+             squeeze: int = 0, solid_alt: Any = None) -> None:
+        self.added.append((name, kind, dtype, list(shape), data, late, squeeze, solid_alt))
 
     def array(self, name: str, arr: Any) -> None:
         arr = np.ascontiguousarray(arr)
@@ -141,29 +190,35 @@ class FormWriter:
         arr = arr.astype(dtype, copy=False)
         self._add(name, "array", dtype.str, arr.shape, arr.tobytes())
 
-    def blob(self, name: str, data: bytes, *, late: bool = False, squeeze: int = 0) -> None:
-        """``squeeze``: store the blob zlib-compressed when it is at most this long, or when
-        the form is tiny (it is inflated whole at its read, so only for what is read whole
-        once); -1: never (a blob compressed in parts already)."""
-        self._add(name, "blob", "", (), bytes(data), late, squeeze)
+    def blob(self, name: str, data: bytes, *, late: bool = False, squeeze: int = 0,
+             solid_alt: tuple[str, bytes] | None = None) -> None:
+        """``squeeze``: store the blob zlib-compressed when it is at most this long (it is
+        inflated whole at its read, so only for what is read whole once); -1: never (a blob
+        compressed in parts already). ``solid_alt``: (name, bytes) written instead in a solid
+        form (the automaton's pattern words instead of its node blob)."""
+        self._add(name, "blob", "", (), bytes(data), late, squeeze, solid_alt)
 
     def value(self, name: str, value: Any, *, encode: Callable[[Any], Any] = encode_value) -> None:
         self._add(name, "value", "", (), _dumps(encode(value)), False, 0)
 
-    def finish(self, kind: str, meta: Any) -> bytes:
+    def finish(self, kind: str, meta: Any, solid: bool | None = None) -> bytes:
+        # A tiny form (a book of a few entries: its file is mostly fixed costs) is solid: its
+        # header and sections are one zlib stream, one checksum over it (no section's own).
+        if solid is None:
+            solid = sum(len(item[4]) for item in self.added) <= _SOLID_SIZE
         sections: dict[str, list[Any]] = {}
         parts: list[bytes] = []
         size = keep = 0
-        # A tiny form (a book of a few entries) is mostly fixed costs: every section is squeezed.
-        tiny = sum(len(item[4]) for item in self.added) <= _TINY
         for late in (False, True):
             if late:
                 keep = size
-            for name, skind, dtype, shape, data, is_late, squeeze in self.added:
+            for name, skind, dtype, shape, data, is_late, squeeze, solid_alt in self.added:
                 if is_late is not late:
                     continue
                 raw_n = -1
-                if squeeze >= 0 and _SQUEEZE_MIN <= len(data) <= (_TINY if tiny else squeeze):
+                if solid and solid_alt is not None:
+                    name, data = solid_alt
+                elif not solid and squeeze >= 0 and _SQUEEZE_MIN <= len(data) <= squeeze:
                     packed = zlib.compress(data, 6)
                     if len(packed) <= 0.8 * len(data):
                         data, raw_n = packed, len(data)
@@ -171,14 +226,19 @@ class FormWriter:
                 if pad:
                     parts.append(b"\x00" * pad)
                     size += pad
-                sections[name] = [skind, dtype, shape, size, len(data), zlib.crc32(data), raw_n]
+                sections[name] = [skind, dtype, shape, size, len(data), 0 if solid else zlib.crc32(data), raw_n]
                 parts.append(data)
                 size += len(data)
         payload = b"".join(parts)
         header = _dumps({"lorescan": lorescan_version(), "kind": kind, "meta": encode_value(meta),
                          "sections": sections, "size": len(payload), "keep": keep})
-        if tiny:             # (a JSON header starts with "{", a zlib stream never does)
-            header = zlib.compress(header, 6)
+        if solid and len(header) + len(payload) > _SOLID_MAX - _ALIGN:
+            return self.finish(kind, meta, False)        # (a header of many long keys)
+        if solid:            # (a JSON header starts with "{", a zlib stream never does)
+            head = _SOLID.pack(len(header)) + header
+            c = zlib.compressobj(9, zdict=_solid_dictionary())
+            body = c.compress(head + b"\x00" * (-len(head) % _ALIGN) + payload) + c.flush()
+            return _PRE.pack(MAGIC, FORMAT_VERSION, len(body), zlib.crc32(body)) + body
         pre = _PRE.pack(MAGIC, FORMAT_VERSION, len(header), zlib.crc32(header))
         head = pre + header
         return head + b"\x00" * (-len(head) % _ALIGN) + payload
@@ -187,7 +247,8 @@ class FormWriter:
 class FormReader:
     """One compiled form, its header checked on construction (magic, versions, header
     checksum, size, section bounds); each section's own checksum is checked the first time
-    the section is read (:meth:`verify` checks them all).
+    the section is read (:meth:`verify` checks them all). A solid form (a tiny one: header and
+    sections one zlib stream) is checked whole by its one checksum and inflated here.
 
     The sections before the header's ``keep`` are copied into private memory the reader
     keeps; the late ones (the automaton) stay views of ``buf`` until :meth:`drop_late`, so a
@@ -214,8 +275,14 @@ class FormReader:
         header_bytes = view[_PRE.size:start]
         if zlib.crc32(header_bytes) != hcrc:
             self.fail("corrupted header (checksum mismatch)")
+        solid = header_bytes[:1] != b"{"
+        if solid:
+            if start != view.nbytes:
+                self.fail(f"truncated or padded: the header announces {start} bytes, the data has {view.nbytes}")
+            view, start = self._inflate(header_bytes)
+            header_bytes = view[_SOLID.size:start]
         try:
-            header = _loads(header_bytes if header_bytes[:1] == b"{" else zlib.decompress(header_bytes))
+            header = _loads(header_bytes)
             ours = lorescan_version()
             if header["lorescan"] != ours:
                 self.fail(f"compiled by lorescan {header['lorescan']}, this is lorescan {ours}: "
@@ -239,7 +306,8 @@ class FormReader:
                 self.fail(f"unreadable header (section {name!r})")
             _kind, _dtype, _shape, off, n, crc, raw_n = record
             if not (type(off) is int and type(n) is int and type(crc) is int and type(raw_n) is int
-                    and 0 <= off <= off + n <= size and (off + n <= keep or off >= keep)):
+                    and 0 <= off <= off + n <= size and (off + n <= keep or off >= keep)
+                    and not (solid and raw_n != -1)):
                 self.fail(f"section {name!r} lies outside the data")
         # The bytes no checksum covers (the alignment padding) must be zero: every byte of the
         # file is then checked by the header's checksum, a section's or this.
@@ -250,9 +318,33 @@ class FormReader:
             at = max(at, base + off + n)
         if view[at:].tobytes() != bytes(view.nbytes - at):
             self.fail("corrupted data (padding is not zero)")
+        if solid:            # every byte was checked with the stream
+            self._verified = set(self.sections)
         self.keep = keep
-        self.payload = memoryview(bytes(view[base:base + keep])) if keep < size else view[base:]
+        self.payload = memoryview(bytes(view[base:base + keep])) if keep < size or solid else view[base:]
         self.late: memoryview | None = view[base:] if keep < size else None
+
+    def _inflate(self, body: memoryview) -> tuple[memoryview, int]:
+        """A solid form's stream, inflated (at most what a tiny form can hold), and where its
+        header ends."""
+        zdict = _solid_dictionary()
+        # a zlib stream made with a preset dictionary names it (FDICT, then its Adler-32)
+        if body.nbytes < 6 or not body[1] & 0x20 or int.from_bytes(body[2:6], "big") != zlib.adler32(zdict):
+            self.fail("written by another lorescan (its compressed form does not match this lorescan's): "
+                      "recompile it with `lorescan compile`")
+        inflate = zlib.decompressobj(zdict=zdict)
+        try:
+            data = inflate.decompress(body, _SOLID_MAX)
+        except zlib.error as exc:
+            self.fail(f"corrupted data ({exc})")
+        if not inflate.eof or inflate.unused_data:
+            self.fail("corrupted data (the compressed form is cut short or too large)")
+        if len(data) < _SOLID.size:
+            self.fail("truncated inside the header")
+        start = _SOLID.size + _SOLID.unpack_from(data, 0)[0]
+        if start > len(data):
+            self.fail("truncated inside the header")
+        return memoryview(data), start
 
     def fail(self, problem: str) -> NoReturn:
         raise CompiledFormError(problem, source=self.source)
@@ -291,17 +383,33 @@ class FormReader:
             if name not in self._verified and not (record[3] >= self.keep and self.late is None):
                 self._raw(name)
 
+    def settle(self, later: Sequence[str], meta: Any) -> None:
+        """After a load: keep only the records of the sections in ``later`` (read after the
+        load, or copied by a save) and ``meta`` for the header's meta. The header's other
+        records and values were read into objects (a small book's header, held as decoded,
+        was an eighth of its loaded size)."""
+        self.sections = {name: self.sections[name] for name in later if name in self.sections}
+        self._verified &= self.sections.keys()
+        self.meta = meta
+
     def drop_late(self) -> None:
         """Forget the late sections (read into objects already): the reader stops holding ``buf``."""
         self.late = None
 
     def array(self, name: str) -> np.ndarray:
         raw = self._raw(name)
-        _kind, dtype, shape, _off, _n, _crc, _raw_n = self.sections[name]
+        _kind, dtype, shape, off, n, _crc, raw_n = self.sections[name]
         if dtype not in _DTYPES:
             self.fail(f"section {name!r} has an unsupported type {dtype!r}")
-        arr = np.frombuffer(raw, dtype=np.dtype(dtype))
-        return arr.reshape(shape)
+        dt = np.dtype(dtype)
+        if raw_n < 0 and 0 < n and off + n <= self.keep and n % dt.itemsize == 0:
+            # a view of the kept bytes themselves: no slice object per column kept as its base
+            del raw
+            arr = np.frombuffer(self.payload, dtype=dt, count=n // dt.itemsize, offset=off)
+        else:
+            arr = np.frombuffer(raw, dtype=dt)
+        # (a 1-D column as read: a reshaped view is a second array object per column)
+        return arr if len(shape) == 1 and arr.shape[0] == shape[0] else arr.reshape(shape)
 
     def blob(self, name: str, checked: bool = True) -> memoryview:
         return self._raw(name, checked)
@@ -325,16 +433,18 @@ def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
     if m.automaton is not None:
         _cls, args = reduce_automaton(m.automaton)     # __reduce__ without pyahocorasick's leak
         blobs, rest = args[0], list(args[1:])
-        w.blob("keys:automaton", b"".join(blobs), late=True)
+        # A solid form holds the pattern words instead (pattern id order), rebuilt at load.
+        words = [w for w, _ in sorted(m.automaton.items(), key=lambda item: item[1])]
+        w.blob("keys:automaton", b"".join(blobs), late=True, solid_alt=("keys:words", _dumps(words)))
         automaton_args = [[len(b) for b in blobs], rest]
-    for i, table in enumerate(m._table_bytes):
-        w.blob(f"keys:table{i}", table)
+    for i, table in enumerate(m._table_bytes):      # (late: copied into the matcher's own bytes)
+        w.blob(f"keys:table{i}", table, late=True)
     if keys._columns is not None:
         cols, specials = keys._columns
     else:
         cols, specials = build_columns(keys.specs, keys.plans, keys.plans_sub, keys.vid_entries, keys.content_hits)
     for name, column in cols.items():
-        w.array(f"keys:col:{name}", column)
+        w.array(f"keys:col:{name}", narrow_ints(column))
     regexes = [[rx.source, rx.flags, rx.line_local, rx.hazard, rx.expansion] for rx in keys.regexes]
     o = keys.options
     return {"name": keys.name, "n_entries": len(keys.plans),
@@ -347,6 +457,35 @@ def write_keys(w: FormWriter, keys: Any) -> dict[str, Any]:
             "specials": [_encode_special(s) for s in specials],
             "regexes": regexes, "regex_lits": keys.regex_lits,
             "regex_hazards": keys.regex_hazards, "regex_line_local": keys.regex_line_local}
+
+
+def narrow_offsets(offsets: Any) -> Any:
+    """A CSR offset column as int32 when its last offset fits (a small book's file and loaded
+    copy hold half the bytes), else as it is (int64)."""
+    offsets = np.asarray(offsets)
+    if offsets.dtype == np.int64 and (len(offsets) == 0 or int(offsets[-1]) < 2 ** 31):
+        return offsets.astype(np.int32)
+    return offsets
+
+
+_NARROW = (np.int8, np.int16, np.int32)
+
+
+def narrow_ints(column: Any) -> Any:
+    """A signed integer column (int32 or int64) in the narrowest of int8, int16 and int32 that
+    holds its values, else as it is: a small book's key tables are mostly int16 (its readers
+    take each row's values as Python ints, whatever the type)."""
+    column = np.asarray(column)
+    if column.dtype not in (np.int32, np.int64):
+        return column
+    if not len(column):
+        return column.astype(np.int8)
+    lo, hi = int(column.min()), int(column.max())
+    for t in _NARROW:
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return column.astype(t)
+    return column
 
 
 def encode_keys(keys: Any) -> bytes:
@@ -396,7 +535,9 @@ def read_keys(r: FormReader, types: CompiledTypes, limits: Any = None) -> Any:
     if type(meta) is not dict:
         r.fail("holds no compiled keys")
     automaton = None
-    if meta["automaton"] is not None:
+    if meta["automaton"] is not None and r.has("keys:words"):
+        automaton = _rebuilt_automaton(r, meta)
+    elif meta["automaton"] is not None:
         lengths, rest = meta["automaton"]
         blob = r.blob("keys:automaton")
         if sum(lengths) != blob.nbytes:
@@ -410,8 +551,8 @@ def read_keys(r: FormReader, types: CompiledTypes, limits: Any = None) -> Any:
         except Exception as exc:  # noqa: BLE001 - pyahocorasick raises several types for bad data
             r.fail(f"unreadable automaton ({type(exc).__name__}: {exc})")
         del blob, parts
-    r.drop_late()           # the automaton's bytes are in its nodes now: the reader lets them go
     tables = tuple(bytes(r.blob(f"keys:table{i}")) for i in range(meta["n_tables"]))
+    r.drop_late()           # the automaton's and tables' bytes are in objects now: the reader lets them go
     matcher = types.matcher(meta["token"], automaton, tables, meta["model"], meta["n_variants"],
                             meta["has_newline"])
     # The regexes are translated on their first search (JSRegex compiles itself once and
@@ -435,6 +576,21 @@ def read_keys(r: FormReader, types: CompiledTypes, limits: Any = None) -> Any:
         chunk_union_exact=meta["chunk_union_exact"], macro_keys=tuple(MacroKey(*m) for m in meta["macro_keys"]),
         regexes=regexes, regex_lits=tuple(meta["regex_lits"]), regex_hazards=tuple(meta["regex_hazards"]),
         regex_line_local=tuple(meta["regex_line_local"]), columns=(cols, specials))
+
+
+def _rebuilt_automaton(r: FormReader, meta: dict[str, Any]) -> Any:
+    """A solid form's automaton, from its pattern words (word i is pattern id i)."""
+    words = _loads(r.blob("keys:words"))
+    n_patterns = r.sections["keys:table0"][4] // 4 if r.has("keys:table0") else -1
+    if type(words) is not list or len(words) != n_patterns or not all(type(w) is str and w for w in words):
+        r.fail("the automaton's words do not match the key tables")
+    automaton = ahocorasick.Automaton(ahocorasick.STORE_INTS)
+    for pid, word in enumerate(words):
+        automaton.add_word(word, pid)
+    if len(automaton) != len(words):
+        r.fail("the automaton's words are not distinct")
+    automaton.make_automaton()
+    return automaton
 
 
 @functools.lru_cache(maxsize=4096)

@@ -73,9 +73,10 @@ class CompiledBook:
     uids: Sequence[int | str]
     entry_order: Any
     entry_flags: Any
-    # (loose, strict): per entry, int64, SillyTavern's fingerprint of each FLAG_TIMED entry under
-    # the book's own name with decorators read without / with strict_lines (0 elsewhere)
-    timed_hashes: tuple[Any, Any]
+    # int64, shape (timed entries, 3): per FLAG_TIMED entry, ascending, (entry index, SillyTavern's
+    # fingerprint under the book's own name with decorators read without strict_lines, with them);
+    # only the timed entries' rows (two columns over every entry were most of a small book's columns)
+    timed_hashes: Any
     levels: tuple[float, ...]
     max_entry_depth: int
     embeddings: Any     # None, or (model name, entry indices int32, float32 rows): lorescan.semantic.store
@@ -89,7 +90,7 @@ class CompiledBook:
     memo: dict[Any, Any]
 
     def __init__(self, *, keys: CompiledKeys, entries: Sequence[Entry], entry_order: Any, entry_flags: Any,
-                 timed_hashes: tuple[Any, Any], levels: tuple[float, ...], max_entry_depth: int,
+                 timed_hashes: Any, levels: tuple[float, ...], max_entry_depth: int,
                  book: Lorebook | None = None,
                  load_book: Any = None, name: str | None = None, uids: Sequence[int | str] | None = None,
                  embeddings: Any = None, unit_tokens: Any = None) -> None:
@@ -124,7 +125,16 @@ class CompiledBook:
         book's own name."""
         if world != self.name or not int(self.entry_flags[i]) & FLAG_TIMED:
             return None
-        return int(self.timed_hashes[1 if strict else 0][i])
+        rows = self.timed_hashes
+        return int(rows[int(np.searchsorted(rows[:, 0], i)), 2 if strict else 1])
+
+    def timed_hash_map(self, world: str, strict: bool) -> dict[int, int]:
+        """Entry index -> stored fingerprint of every timed entry named ``world`` (empty: none
+        stored under that name): :meth:`timed_hash` for all of them at once."""
+        if world != self.name:
+            return {}
+        rows = self.timed_hashes
+        return dict(zip(rows[:, 0].tolist(), rows[:, 2 if strict else 1].tolist()))
 
     def content_of(self, i: int) -> str:
         """Entry ``i``'s content (what ``keys.content_hits[i]`` are the hits of)."""
@@ -247,20 +257,22 @@ def _entry_flags(entry: Entry) -> int:
     return flags
 
 
-def _timed_hashes(entries: Sequence[Entry], flags: Any, world: str) -> tuple[Any, Any]:
+def _timed_hashes(entries: Sequence[Entry], flags: Any, world: str) -> Any:
     # Only the timed entries: a fingerprint costs ~30 us per kilobyte of entry (the native cyrb53;
     # ~0.3 ms on its pure-Python twin), too much for every entry of a large book;
     # timed-effect records of an ordinary chat name timed entries (st.tables.HashIndex looks at them first).
-    loose, strict = np.zeros(len(entries), dtype=np.int64), np.zeros(len(entries), dtype=np.int64)
-    for i in np.flatnonzero(flags & FLAG_TIMED).tolist():
+    timed = np.flatnonzero(flags & FLAG_TIMED).tolist()
+    rows = np.zeros((len(timed), 3), dtype=np.int64)
+    for j, i in enumerate(timed):
         e = entries[i]
-        for out, strict_lines in ((loose, False), (strict, True)):
+        rows[j, 0] = i
+        for col, strict_lines in ((1, False), (2, True)):
             if strict_lines and not e.content.startswith("@@"):
-                out[i] = loose[i]          # no decorator line: both readings are the same
+                rows[j, 2] = rows[j, 1]          # no decorator line: both readings are the same
                 continue
             decorators, content = parse_st_decorators(e.content, strict_lines=strict_lines)
-            out[i] = entry_fingerprint(e.fields, uid=e.uid, world=world, content=content, decorators=decorators)
-    return loose, strict
+            rows[j, col] = entry_fingerprint(e.fields, uid=e.uid, world=world, content=content, decorators=decorators)
+    return rows
 
 
 def _unit_tokens(entries: Sequence[Entry]) -> tuple[str, str, Any]:

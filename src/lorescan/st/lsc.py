@@ -28,7 +28,10 @@ import json
 import math
 import operator
 import sys
+import threading
+import weakref
 import zlib
+from collections import OrderedDict
 from typing import Any, Callable
 
 import numpy as np
@@ -37,12 +40,13 @@ from ..errors import LorebookError
 from ..match.columns import lazy_sequence
 from ..match.compile import TYPES as KEY_TYPES
 from ..match.lsc import (CompiledFormError, FormReader, FormWriter, ValueDecoder, ValueEncoder, read_form,
-                         read_keys, write_keys)
+                         narrow_offsets, read_keys, write_keys)
 from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields
 
 __all__ = ["BOOK_KIND", "encode_book", "decode_book", "encode_value", "decode_value"]
 
 BOOK_KIND = "CompiledBook"
+_TIMED = 32          # st.compiled.FLAG_TIMED (st.compiled imports this module)
 
 
 # -- small values with the model's types ----------------------------------------------------
@@ -299,9 +303,10 @@ def encode_book(cb: Any) -> bytes:
     if loaded is not None:
         # A loaded book whose entries were never all built: copy its sections as they are.
         source = loaded.meta["book"]["source"]
-        for name in ("book:entries", "book:zdict", "book:book", "book:uids"):
+        for name in _LATER:
             w.blob(name, loaded.blob(name), squeeze=-1 if name == "book:entries" else 0)
-        w.array("book:entry_offsets", loaded.array("book:entry_offsets"))
+        w.array("book:entry_offsets", cb._load_book.records.off)
+        w.array("book:entry_crcs", cb._load_book.records.crcs)
         n_entries = loaded.meta["book"]["n_entries"]
     else:
         book = cb.book
@@ -319,8 +324,7 @@ def encode_book(cb: Any) -> bytes:
         w.value("book:uids", list(cb.uids), encode=encode_value)
     w.array("book:entry_order", np.asarray(cb.entry_order, dtype=np.float64))
     w.array("book:entry_flags", np.asarray(cb.entry_flags, dtype=np.uint8))
-    w.array("book:timed_hash_loose", np.asarray(cb.timed_hashes[0], dtype=np.int64))
-    w.array("book:timed_hash_strict", np.asarray(cb.timed_hashes[1], dtype=np.int64))
+    w.array("book:timed_hashes", np.asarray(cb.timed_hashes, dtype=np.int64))
     embedded = cb.embeddings
     if embedded is not None:         # meaning-based activation's entry embeddings (lorescan.semantic.store)
         w.array("book:emb:rows", np.asarray(embedded[1], dtype=np.int32))
@@ -353,6 +357,9 @@ def decode_book(data: Any, make: Callable[..., Any], source: str = "<pickled com
     return read_form(data, source, read)
 
 
+_LATER = ("book:entries", "book:zdict", "book:book", "book:uids")
+
+
 def _read_book(r: FormReader, make: Callable[..., Any], limits: Any = None) -> Any:
     if r.kind != BOOK_KIND:
         r.fail(f"holds a {r.kind!r}, not a compiled book")
@@ -362,7 +369,9 @@ def _read_book(r: FormReader, make: Callable[..., Any], limits: Any = None) -> A
     keys = read_keys(r, KEY_TYPES, limits)
     if len(keys) != n:
         r.fail("the keys part does not match the entry count")
-    entries = lazy_sequence(n, _EntryRecords(r, n, source).entry)
+    records = _EntryRecords(r, n, source)
+    # weak: an entry a turn built stays while the engine's entry records hold it, not with the book
+    entries = lazy_sequence(n, records.entry, weak=True)
 
     def load_book() -> Lorebook:
         b = r.value("book:book", decode=lambda d: decode_value(d, entry_fields=lambda i: entries[i].fields))
@@ -370,10 +379,13 @@ def _read_book(r: FormReader, make: Callable[..., Any], limits: Any = None) -> A
                         entry_keys=tuple(b["entry_keys"]), source=source, format=b["format"],
                         origin=b["origin"])
     load_book.reader = r          # type: ignore[attr-defined]  # encode_book copies from it
+    load_book.records = records   # type: ignore[attr-defined]
     order, flags = r.array("book:entry_order"), r.array("book:entry_flags")
-    hashes = (r.array("book:timed_hash_loose"), r.array("book:timed_hash_strict"))
-    if any(column.shape != (n,) for column in (order, flags) + hashes):
+    hashes = r.array("book:timed_hashes")
+    if any(column.shape != (n,) for column in (order, flags)):
         r.fail("entry columns do not match the entry count")
+    if hashes.ndim != 2 or hashes.shape[1] != 3 or not np.array_equal(hashes[:, 0], np.flatnonzero(flags & _TIMED)):
+        r.fail("the timed entries' fingerprints do not match the entries")
     embeddings = None
     if meta["embeddings"] is not None:
         rows, matrix = r.array("book:emb:rows"), r.array("book:emb:matrix")
@@ -388,64 +400,101 @@ def _read_book(r: FormReader, make: Callable[..., Any], limits: Any = None) -> A
                                         and all(isinstance(x, str) for x in counted)):
             r.fail("the entries' token counts do not match the entries")
         unit_tokens = (counted[0], counted[1], column)
+    # What the loaded book reads later: the entry records, the book's fields and the uids (the
+    # rest is in objects and arrays already, each checked at its read).
+    r.settle(_LATER, {"book": meta})
     return make(keys=keys, load_book=load_book, name=meta["name"], entries=entries, uids=_lazy_uids(r, n),
                 entry_order=order, entry_flags=flags, timed_hashes=hashes, levels=tuple(meta["levels"]),
                 max_entry_depth=meta["max_entry_depth"], embeddings=embeddings, unit_tokens=unit_tokens)
 
 
-# Entry records are compressed one by one (zlib level 1) against a preset dictionary of the
+# Entry records are compressed one by one (zlib level 6) against a preset dictionary of the
 # book (``book:zdict``: its first records, which hold the field names and default values every
 # record repeats): a turn builds the entries it touches in any order, each from its own ~1 KB
-# stream (a few us), and a loaded book holds its entries at about 0.4 of their JSON's size.
-# Every record is compressed (a stream carries the checksum its first read checks).
-ZDICT = 4096
-_LEVEL = 1
+# stream (a few us), and a loaded book holds its entries at about a quarter of their JSON's
+# size (level 1 and a 4 KB dictionary: a third; a level-6 record costs ~10 us more to write).
+# Every record is compressed (a stream carries the checksum its first read checks). The
+# dictionary, inflated, is not kept by the book: the few books that built an entry last share
+# a process-wide cache of them (``_ZDICTS``), so a cache of books held after their turns does not
+# hold a dictionary each.
+ZDICT = 8192
+_LEVEL = 6
+_ZDICTS_KEPT = 16
+_ZDICTS: "OrderedDict[int, tuple[Any, bytes]]" = OrderedDict()     # id(records) -> (weak ref, zdict)
+_ZDICTS_LOCK = threading.Lock()
 
 
 def _write_records(w: FormWriter, records: list[bytes]) -> None:
-    """``book:zdict`` (the preset dictionary), ``book:entries`` (the records, each a zlib stream,
-    end to end) and ``book:entry_offsets`` (where each record starts, and the end)."""
+    """``book:zdict`` (the preset dictionary), ``book:entries`` (the records, each a raw deflate
+    stream, end to end), ``book:entry_offsets`` (where each record starts, and the end) and
+    ``book:entry_crcs`` (each stored record's CRC-32: a zlib stream's Adler-32 covers what it
+    inflates to, not the padding bits of its last byte, so a flipped bit there went unseen)."""
     zdict = b"".join(records)[:ZDICT]
     stored: list[bytes] = []
     for rec in records:
-        c = zlib.compressobj(_LEVEL, zdict=zdict) if zdict else zlib.compressobj(_LEVEL)
+        c = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, zdict=zdict) if zdict else \
+            zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
         stored.append(c.compress(rec) + c.flush())
     offsets = np.zeros(len(records) + 1, dtype=np.int64)
     if records:
         np.cumsum([len(r) for r in stored], out=offsets[1:])
-    w.blob("book:zdict", zdict, squeeze=ZDICT)     # (inflated once, at the first entry built)
+    w.blob("book:zdict", zdict, squeeze=ZDICT)     # (inflated when an entry is built: _EntryRecords.zdict)
     w.blob("book:entries", b"".join(stored), squeeze=-1)
-    w.array("book:entry_offsets", offsets)
+    w.array("book:entry_offsets", narrow_offsets(offsets))
+    w.array("book:entry_crcs", np.array([zlib.crc32(r) for r in stored], dtype=np.uint32))
 
 
 class _EntryRecords:
     """The entries of a loaded book, each built from its own record at its first use.
 
-    The offsets are checked here, their checksums at their first read; ``book:entries`` is not
-    checked whole at the first entry (``FormReader.verify`` does): each compressed record is a
-    zlib stream checked by its own Adler-32 as it is inflated, and a record that does not
-    inflate (or read) is a CompiledFormError naming the file and the section."""
+    The offsets and checksums are checked here, their sections' checksums at their first read;
+    ``book:entries`` is not checked whole at the first entry (``FormReader.verify`` does): each
+    record is checked against its own CRC-32 before it is inflated, and a record that does not
+    match, inflate or read is a CompiledFormError naming the file and the section."""
 
-    __slots__ = ("r", "source", "off", "blob", "zdict")
+    __slots__ = ("r", "source", "off", "crcs", "blob", "__weakref__")
 
     def __init__(self, r: FormReader, n: int, source: str) -> None:
         self.r, self.source = r, source
         off = self.off = r.array("book:entry_offsets")
         if len(off) != n + 1 or int(off[0]) != 0 or (n and not np.all(np.diff(off) > 0)):
             r.fail("entry table does not match the entry count")
+        self.crcs = r.array("book:entry_crcs")
+        if self.crcs.shape != (n,):
+            r.fail("entry checksums do not match the entry count")
         self.blob: memoryview | None = None           # book:entries, read on first use
-        self.zdict = b""
+
+    def zdict(self) -> bytes:
+        """The records' preset dictionary, from the shared cache of the books that built an
+        entry last, or inflated again (a few us)."""
+        key = id(self)
+        with _ZDICTS_LOCK:
+            found = _ZDICTS.get(key)
+            if found is not None and found[0]() is self:
+                _ZDICTS.move_to_end(key)
+                return found[1]
+        zdict = bytes(self.r.blob("book:zdict"))
+        with _ZDICTS_LOCK:
+            _ZDICTS[key] = (weakref.ref(self), zdict)
+            _ZDICTS.move_to_end(key)
+            while len(_ZDICTS) > _ZDICTS_KEPT:
+                _ZDICTS.popitem(last=False)
+        return zdict
 
     def entry(self, i: int) -> Entry:
         blob = self.blob
         if blob is None:
-            blob = self.blob = self.r.blob("book:entries", checked=False)
-            self.zdict = bytes(self.r.blob("book:zdict"))
+            blob = self.r.blob("book:entries", checked=False)
             if blob.nbytes != int(self.off[-1]):
                 self.r.fail("section 'book:entries' does not match its entry table")
-        inflate = zlib.decompressobj(zdict=self.zdict) if self.zdict else zlib.decompressobj()
+            self.blob = blob
+        stored = blob[int(self.off[i]):int(self.off[i + 1])]
+        if zlib.crc32(stored) != int(self.crcs[i]):
+            self.r.fail(f"corrupted section 'book:entries' (entry {i}: checksum mismatch)")
+        zdict = self.zdict()
+        inflate = zlib.decompressobj(-15, zdict=zdict) if zdict else zlib.decompressobj(-15)
         try:
-            raw = inflate.decompress(blob[int(self.off[i]):int(self.off[i + 1])])
+            raw = inflate.decompress(stored)
         except zlib.error as exc:
             self.r.fail(f"corrupted section 'book:entries' (entry {i}: {exc})")
         if not inflate.eof or inflate.unused_data:

@@ -137,11 +137,17 @@ class EntryTable(Sequence[EntryInfo]):
             index.setdefault(tables[bi][ei], gpos)
         return index
 
-    def stored_hash(self, gpos: int) -> int | None:
+    def stored_hash(self, gpos: int, maps: dict[int, dict[int, int]] | None = None) -> int | None:
         """The fingerprint of the entry at ``gpos`` as its compiled book stored it (None: not
-        stored), read without building the entry's record."""
+        stored), read without building the entry's record. ``maps``: a caller's dict, filled
+        with each book's stored fingerprints at its first look (many entries looked up at once)."""
         bi = self._order_book[gpos]
-        return self._compiled[bi].timed_hash(self._order_index[gpos], self._worlds[bi], self._strict)
+        if maps is None:
+            return self._compiled[bi].timed_hash(self._order_index[gpos], self._worlds[bi], self._strict)
+        stored = maps.get(bi)
+        if stored is None:
+            stored = maps[bi] = self._compiled[bi].timed_hash_map(self._worlds[bi], self._strict)
+        return stored.get(self._order_index[gpos])
 
     def _build(self, gpos: int) -> EntryInfo:
         bi, ei = self._order_book[gpos], self._order_index[gpos]
@@ -247,8 +253,9 @@ class HashIndex:
         if first is None:
             entries = self._entries
             first = {}
+            maps: dict[int, dict[int, int]] = {}
             for gpos in self._timed:         # first in global order wins, as SillyTavern's find does
-                h = entries.stored_hash(gpos)
+                h = entries.stored_hash(gpos, maps)
                 if h is None:
                     h = entries[gpos].hash
                 first.setdefault(h, gpos)
