@@ -42,7 +42,7 @@ class MacroTable:
     def __init__(self, pattern: re.Pattern[str], value: Callable[[re.Match[str]], str],
                  markers: tuple[str, ...] = ("{{",)) -> None:
         self.pattern, self.value, self.markers = pattern, value, markers
-        self._key: tuple | bool | None = None
+        self._key: tuple | bool | None = None     # False: not a table lookup
 
     def replay_key(self) -> tuple | None:
         """A value that two hooks share exactly when they substitute every text alike (the
@@ -54,7 +54,7 @@ class MacroTable:
             key = (self.pattern.pattern, self.pattern.flags, self.markers, v.group,
                    tuple(sorted(v.table.items()))) if type(v) is _Lookup else False
             self._key = key
-        return key or None
+        return key if isinstance(key, tuple) else None
 
     def _may_hold(self, text: str) -> bool:
         return any(m in text for m in self.markers)
