@@ -72,16 +72,16 @@ def _engine(book) -> STEngine:
 
 
 def _alternating(plain, expr, rounds):
-    """Median seconds of ``plain`` and ``expr``, called in turn ``rounds`` times (the order
+    """Median CPU seconds of ``plain`` and ``expr``, called in turn ``rounds`` times (the order
     swapped every round), and the median of the per-round ratios expr / plain: adjacent calls
     see the same load on a shared machine, so the ratio moves less than either time."""
     times: tuple[list[float], list[float]] = ([], [])
     for r in range(rounds):
         pair = ((0, plain), (1, expr)) if r % 2 == 0 else ((1, expr), (0, plain))
         for i, fn in pair:
-            t = time.perf_counter()
+            t = time.thread_time()      # CPU time: a wait for a core on a loaded machine is not the turn's
             fn()
-            times[i].append(time.perf_counter() - t)
+            times[i].append(time.thread_time() - t)
     ratios = [e / p for p, e in zip(*times)]
     return statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios)
 
