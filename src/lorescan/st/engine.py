@@ -38,7 +38,7 @@ from .settings import GENERATION_TRIGGERS, Compat, STSettings
 from .tables import EntryInfo, EntryTable, HashIndex, KeyIndex, Tables, UnitCounts
 from .timed import EffectRecord, TimedEffects, evaluate
 from .turn import Turn
-from .memo import CountingRandom, record, replay, turn_key
+from .memo import FULL, PLAIN, CountingRandom, attempted, attempts, record, replay, turn_key
 
 __all__ = ["STEngine"]
 
@@ -467,10 +467,15 @@ class STEngine:
                            active_sticky, active_cooldown, forced_keys, semantic_hits, hook_key) \
                 if cache is not None and hook_key is not None and self._view is None \
                 and settings.min_activations <= 0 else None
-            if key is None:
+            # a chat whose replays keep missing backs off for a while (memo.attempts: speed only)
+            mode = PLAIN if key is None else attempts(cache, tables)     # type: ignore[arg-type]
+            if mode == PLAIN:
                 run_loops(turn)
             else:
-                done, drawn = replay(turn, cache, key)     # type: ignore[arg-type]
+                done, drawn = False, []
+                if mode == FULL:
+                    done, drawn = replay(turn, cache, key)     # type: ignore[arg-type]
+                    attempted(cache, tables, done)             # type: ignore[arg-type]
                 if not done:
                     counting = turn.random = CountingRandom(random, drawn)
                     turn.rolls = []
