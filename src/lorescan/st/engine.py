@@ -472,7 +472,8 @@ class STEngine:
             if mode == PLAIN:
                 run_loops(turn)
             else:
-                done, drawn = False, []
+                done = False
+                drawn: list[float] = []
                 if mode == FULL:
                     done, drawn = replay(turn, cache, key)     # type: ignore[arg-type]
                     attempted(cache, tables, done)             # type: ignore[arg-type]
