@@ -463,13 +463,14 @@ class STEngine:
             # any other hook may read state of its own, so its turns are never replayed
             hook_key = () if substitute is None else \
                 substitute.replay_key() if type(substitute) is MacroTable else None
+            # a chat whose replays keep missing backs off for a while (memo.attempts: speed only;
+            # a plain turn builds no key)
+            mode = attempts(cache, tables) if cache is not None and hook_key is not None \
+                and self._view is None and settings.min_activations <= 0 else PLAIN
             key = turn_key(self.count_tokens, budget, trigger, character, source_texts, scanned_injects,
-                           active_sticky, active_cooldown, forced_keys, semantic_hits, hook_key) \
-                if cache is not None and hook_key is not None and self._view is None \
-                and settings.min_activations <= 0 else None
-            # a chat whose replays keep missing backs off for a while (memo.attempts: speed only)
-            mode = PLAIN if key is None else attempts(cache, tables)     # type: ignore[arg-type]
-            if mode == PLAIN:
+                           active_sticky, active_cooldown, forced_keys, semantic_hits, hook_key if hook_key is not None else ()) \
+                if mode != PLAIN else None
+            if key is None:
                 run_loops(turn)
             else:
                 done = False
