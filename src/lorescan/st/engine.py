@@ -468,7 +468,8 @@ class STEngine:
             mode = attempts(cache, tables) if cache is not None and hook_key is not None \
                 and self._view is None and settings.min_activations <= 0 else PLAIN
             key = turn_key(self.count_tokens, budget, trigger, character, source_texts, scanned_injects,
-                           active_sticky, active_cooldown, forced_keys, semantic_hits, hook_key if hook_key is not None else ()) \
+                           active_sticky, active_cooldown, forced_keys, semantic_hits,
+                           hook_key if hook_key is not None else ()) \
                 if mode != PLAIN else None
             if key is None:
                 run_loops(turn)
