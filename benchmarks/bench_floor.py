@@ -60,11 +60,14 @@ EVERY_TARGET = 10
 NAIVE_TARGET = 1.0
 # Books still over a target here, asserted at this guard instead. weyland (214 keyed entries)
 # measured 4.4-5.4x in short runs here: its window gains candidates nearly every turn (no replay),
-# a group roll and regex keys run every turn, and the automaton pass is most of its floor.
+# a group roll and regex keys run every turn, and the automaton pass is most of its floor. Since
+# a chat whose replays keep missing backs off (st/memo.attempts: no replay attempt, no record)
+# and the walk looks windows up once per loop: 4.5-4.87x in nine short runs (main 4.87-5.13x in
+# the same runs), so it is still guarded, at 5.5x.
 # Measured before the steady-turn replay (three short runs): monster-hunter 10.3-11.7x, arcanthea
 # 6.7-7.0x, weyland 4.7-5.5x, zh-cheryl 10.3-12.8x, zh-ai-guide 9.3-10.7x, zh-dou-rpg 9.2-10.6x,
 # eldoria 7.5-9.3x, the command-lorebook export 8.7-9.2x.
-GUARDS: dict[str, float] = {"en-weyland-251.json": 6}
+GUARDS: dict[str, float] = {"en-weyland-251.json": 5.5}
 CHATS = {"en": ("corpus/chats/en-dmc-group-branch734.jsonl", 300),
          "zh": ("corpus/chats/zh-muyanran-branch214.jsonl", 80)}
 

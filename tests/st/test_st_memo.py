@@ -201,3 +201,27 @@ def test_a_macro_table_replays_under_an_equal_table_and_never_across_another(mon
     assert [[e["uid"] for e in r[0]["activated"]] for r in got][:4] == [[0, 1, 2]] * 3 + [[0, 1]]
     engine.scan(chat, max_context=1000, cache=cache, substitute=lambda t: t.replace("{{char}}", "Seraphina"))
     assert len(runs) == 3 + 5 + 1          # any other hook runs its loops
+
+
+def test_a_chat_whose_replays_keep_missing_backs_off_and_retries(monkeypatch):
+    # every turn of the first ten brings a new candidate (no replay can match), then the chat
+    # is steady: after four missed replays in a row the chat stops trying (plain turns,
+    # doubling), then records once and tries again; once steady, its retry replays and it
+    # replays every turn again. Each turn's result is the no-cache engine's.
+    runs = _count_loops(monkeypatch)
+    tries = []
+    real = engine_module.replay
+    monkeypatch.setattr(engine_module, "replay", lambda *a: (tries.append(1), real(*a))[1])
+    book = book_from_entries("Lore", [{"uid": i, "key": [f"w{i}"], "content": f"c{i}"} for i in range(10)])
+    engine = STEngine([book], STSettings(scan_depth=3), count_tokens=js_count_words)
+    plain = STEngine([book], STSettings(scan_depth=3), count_tokens=js_count_words)
+    cache = ChatScan()
+    chat = [ChatMessage("u", "start")]
+    for n in range(40):
+        chat.append(ChatMessage("u", f"w{n}" if n < 10 else "x"))
+        got = engine.scan(chat, max_context=1000, cache=cache)
+        assert _observed(got) == _observed(plain.scan(chat, max_context=1000))
+        if n == 9:
+            # turns 1-4 try and miss; 5-6 plain, 7 records, 8 tries (a miss), 9-10 plain
+            assert len(tries) == 5
+    assert len(runs) == 40 + 13      # the plain engine ran 40; turns 14-40 (27) replay

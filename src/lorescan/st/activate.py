@@ -8,7 +8,7 @@ other entry cannot activate and costs nothing.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence, cast
+from typing import Any, Iterable, Sequence, cast
 
 from ..match.expr import ExprLayout
 from ..match.view import MAX_SCAN_DEPTH, ScanView, Window
@@ -304,6 +304,8 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     plain = turn.gates.plain
     views, last_windows = turn.views, turn.last_windows
     excluding = turn.state == RECURSION and tables.settings.recursive
+    # entry_window's answer by the entry's (scan depth, sources): the loop's skew and chunks are fixed here
+    windows: dict[tuple[Any, int], Window] = {}
     for info in walk:
         ref = info.world_uid
         if ref in activated or ref in failed:
@@ -318,7 +320,10 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
                 notes[ref] = (info, "not_activated", "exclude_recursion", "cannot be activated by recursion", loop,
                               None)
                 continue
-            win = entry_window(turn, info)
+            wk = (info.entry.scan_depth, info.sources)
+            win = windows.get(wk)
+            if win is None:
+                win = windows[wk] = entry_window(turn, info)
             m = views[info.book].match_entry(info.index, win)
             if m.primary is None:
                 why = "no primary key matched"

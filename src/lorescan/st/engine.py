@@ -38,7 +38,7 @@ from .settings import GENERATION_TRIGGERS, Compat, STSettings
 from .tables import EntryInfo, EntryTable, HashIndex, KeyIndex, Tables, UnitCounts
 from .timed import EffectRecord, TimedEffects, evaluate
 from .turn import Turn
-from .memo import CountingRandom, record, replay, turn_key
+from .memo import FULL, PLAIN, CountingRandom, attempted, attempts, record, replay, turn_key
 
 __all__ = ["STEngine"]
 
@@ -463,14 +463,22 @@ class STEngine:
             # any other hook may read state of its own, so its turns are never replayed
             hook_key = () if substitute is None else \
                 substitute.replay_key() if type(substitute) is MacroTable else None
+            # a chat whose replays keep missing backs off for a while (memo.attempts: speed only;
+            # a plain turn builds no key)
+            mode = attempts(cache, tables) if cache is not None and hook_key is not None \
+                and self._view is None and settings.min_activations <= 0 else PLAIN
             key = turn_key(self.count_tokens, budget, trigger, character, source_texts, scanned_injects,
-                           active_sticky, active_cooldown, forced_keys, semantic_hits, hook_key) \
-                if cache is not None and hook_key is not None and self._view is None \
-                and settings.min_activations <= 0 else None
+                           active_sticky, active_cooldown, forced_keys, semantic_hits,
+                           hook_key if hook_key is not None else ()) \
+                if mode != PLAIN else None
             if key is None:
                 run_loops(turn)
             else:
-                done, drawn = replay(turn, cache, key)     # type: ignore[arg-type]
+                done = False
+                drawn: list[float] = []
+                if mode == FULL:
+                    done, drawn = replay(turn, cache, key)     # type: ignore[arg-type]
+                    attempted(cache, tables, done)             # type: ignore[arg-type]
                 if not done:
                     counting = turn.random = CountingRandom(random, drawn)
                     turn.rolls = []

@@ -37,10 +37,13 @@ from .budget import probability_detail, probability_passes
 from .groups import weighted_winner
 from .turn import Turn
 
-__all__ = ["CountingRandom", "turn_key", "replay", "record"]
+__all__ = ["CountingRandom", "turn_key", "replay", "record", "attempts", "attempted", "FULL", "RECORD", "PLAIN"]
 
 _MEMO_SLOT = "st.turn"       # the ChatScan's records of this module
 _PER_KEY = 4                 # records kept per key: one per way a turn's rolls went
+_BACKOFF_SLOT = "st.turn.backoff"   # the ChatScan's miss counters of this module, per engine tables
+_MISSES = 4                  # replays missed in a row before a chat's turns stop trying for a while
+_MAX_WAIT = 16               # the longest a chat backs off (plain turns before it records and tries again)
 _MAX_NOTES = 512             # a turn that decided about more entries is not recorded (a record holds its notes)
 
 # (the engine's tables, the message unions read: (view, depth, union, the vids that decide
@@ -89,6 +92,55 @@ def turn_key(counter: Callable[[str], int], budget: int, trigger: str, character
     except TypeError:           # a Character built with a list of tags
         return None
     return key
+
+
+# What a turn of a chat does about its record (:func:`attempts`): replay and record, only record
+# (the turn before a retry: a replay then finds this turn's record), or neither.
+FULL, RECORD, PLAIN = 2, 1, 0
+
+
+def attempts(cache: ChatScan, tables: Any) -> int:
+    """Whether this turn of the chat tries to replay and records (FULL), only records (RECORD)
+    or runs its loops plainly (PLAIN): after ``_MISSES`` missed replays in a row (a chat
+    whose windows gain candidates nearly every turn) the chat backs off, its turns plain
+    for ``wait`` turns (doubling up to ``_MAX_WAIT`` while its retries miss), then one
+    records and the next tries again. A pure speed choice: a replay gives what the loops
+    give, so a turn's result is the same whichever it does (``random`` is called as often)."""
+    records = cache.records(_BACKOFF_SLOT)
+    got = records.get(id(tables)) if records else None
+    if got is None:
+        return FULL
+    owner, misses, wait, period = cast("tuple[Any, int, int, int]", got)
+    if owner is not tables or misses < _MISSES:
+        return FULL
+    if wait > 1:
+        cache.keep_record(_BACKOFF_SLOT, id(tables), (tables, misses, wait - 1, period))
+        return PLAIN
+    if wait == 1:
+        cache.keep_record(_BACKOFF_SLOT, id(tables), (tables, misses, 0, period))
+        return RECORD
+    return FULL
+
+
+def attempted(cache: ChatScan, tables: Any, hit: bool) -> None:
+    """Count a FULL turn's replay: a hit resets the chat's misses, a miss counts (backing off
+    at ``_MISSES``, each further missed retry waiting twice as long, up to ``_MAX_WAIT``)."""
+    records = cache.records(_BACKOFF_SLOT)
+    got = records.get(id(tables)) if records else None
+    owner, misses, wait, period = cast("tuple[Any, int, int, int]", got) if got is not None else (tables, 0, 0, 1)
+    if owner is not tables:
+        misses, period = 0, 1
+    if hit:
+        if misses:
+            cache.keep_record(_BACKOFF_SLOT, id(tables), (tables, 0, 0, 1))
+        return
+    misses += 1
+    if misses >= _MISSES:
+        period = min(period * 2, _MAX_WAIT) if misses > _MISSES else 2
+        cache.keep_record(_BACKOFF_SLOT, id(tables), (tables, _MISSES + 1 if misses > _MISSES else misses,
+                                                      period + 1, period))
+    else:
+        cache.keep_record(_BACKOFF_SLOT, id(tables), (tables, misses, 0, period))
 
 
 # What run_loops changes on a Turn, copied from a record (containers copied, values shared:
