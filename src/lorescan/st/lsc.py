@@ -559,8 +559,22 @@ class _EntryRecords:
 def _lazy_uids(r: FormReader, n: int) -> Any:
     decoded: list[Any] = []
 
-    def make(i: int) -> Any:
+    def whole() -> tuple[Any, ...]:
         if not decoded:
-            decoded.append(r.value("book:uids", decode=decode_value))
-        return decoded[0][i]
-    return lazy_sequence(n, make)
+            uids = r.value("book:uids", decode=_decode_uids)
+            if type(uids) is not list or len(uids) != n:
+                r.fail("the uids do not match the entry count")
+            decoded.append(tuple(uids))
+        return decoded[0]
+
+    return lazy_sequence(n, lambda i: whole()[i], whole=whole)
+
+
+_PLAIN_SCALARS = frozenset((int, str, bool, float, type(None)))
+
+
+def _decode_uids(data: Any) -> Any:
+    """``decode_value(data)``; a list of plain values (what a book's uids are) is itself."""
+    if type(data) is list and _PLAIN_SCALARS.issuperset(map(type, data)):
+        return data
+    return decode_value(data)
