@@ -12,6 +12,7 @@ import base64
 from typing import Any, Callable
 
 _TAG = "\x00"      # tagged objects are one-key dicts whose key starts with NUL
+_PLAIN = frozenset((str, int, float, bool, type(None)))      # values that decode as themselves
 
 
 def encode_value(value: Any) -> Any:
@@ -111,7 +112,10 @@ class ValueDecoder:
         if t is list:
             out: list[Any] = []
             self.objects.append(out)
-            out.extend(run(v) for v in data)
+            if _PLAIN.issuperset(map(type, data)):     # no container, no tag inside: as it is
+                out.extend(data)
+            else:
+                out.extend(run(v) for v in data)
             return out
         if t is not dict:
             return data
@@ -119,7 +123,7 @@ class ValueDecoder:
             (k, v), = data.items()
             if k.startswith(_TAG):
                 if k == "\x00t":
-                    return tuple(run(x) for x in v)
+                    return tuple(v) if _PLAIN.issuperset(map(type, v)) else tuple(run(x) for x in v)
                 if k == "\x00r":
                     return self.objects[v]
                 if k == "\x00d":
@@ -140,8 +144,11 @@ class ValueDecoder:
                 return self.tagged(k, v)
         made_dict: dict[Any, Any] = {}
         self.objects.append(made_dict)
-        for key, value in data.items():
-            made_dict[key] = run(value)
+        if _PLAIN.issuperset(map(type, data.values())):
+            made_dict.update(data)
+        else:
+            for key, value in data.items():
+                made_dict[key] = run(value)
         return made_dict
 
     def tagged(self, tag: str, data: Any) -> Any:
