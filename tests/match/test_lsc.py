@@ -312,24 +312,6 @@ def test_the_small_value_encoder_keeps_types():
         encode_value(object())
 
 
-
-_LEAF = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | st.text(max_size=4)
-
-
-@given(st.lists(st.recursive(_LEAF, lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
-                             | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=12),
-                min_size=1, max_size=4), st.lists(st.integers(0, 3), max_size=6))
-@settings(max_examples=300, deadline=None)
-def test_values_with_shared_containers_and_flat_lists_come_back_shared_in_the_same_places(parts, picks):
-    # the decoder numbers containers in pre-order, flat ones (read as they are) included
-    value = {"parts": parts, "again": [parts[i % len(parts)] for i in picks], "flat": [1, "a", None, 2.5]}
-    back = decode_value(json.loads(json.dumps(encode_value(value))))
-    assert back == value
-    for i, j in zip(picks, range(len(picks))):
-        part = parts[i % len(parts)]
-        if isinstance(part, (list, dict)):
-            assert back["again"][j] is back["parts"][i % len(parts)]
-
 # -- bad files ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

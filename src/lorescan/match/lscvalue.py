@@ -12,7 +12,6 @@ import base64
 from typing import Any, Callable
 
 _TAG = "\x00"      # tagged objects are one-key dicts whose key starts with NUL
-_PLAIN = frozenset((str, int, float, bool, type(None)))      # values that decode as themselves
 
 
 def encode_value(value: Any) -> Any:
@@ -112,10 +111,7 @@ class ValueDecoder:
         if t is list:
             out: list[Any] = []
             self.objects.append(out)
-            if _PLAIN.issuperset(map(type, data)):     # no container, no tag inside: as it is
-                out.extend(data)
-            else:
-                out.extend(run(v) for v in data)
+            out.extend(run(v) for v in data)
             return out
         if t is not dict:
             return data
@@ -123,7 +119,7 @@ class ValueDecoder:
             (k, v), = data.items()
             if k.startswith(_TAG):
                 if k == "\x00t":
-                    return tuple(v) if _PLAIN.issuperset(map(type, v)) else tuple(run(x) for x in v)
+                    return tuple(run(x) for x in v)
                 if k == "\x00r":
                     return self.objects[v]
                 if k == "\x00d":
@@ -144,11 +140,8 @@ class ValueDecoder:
                 return self.tagged(k, v)
         made_dict: dict[Any, Any] = {}
         self.objects.append(made_dict)
-        if _PLAIN.issuperset(map(type, data.values())):
-            made_dict.update(data)
-        else:
-            for key, value in data.items():
-                made_dict[key] = run(value)
+        for key, value in data.items():
+            made_dict[key] = run(value)
         return made_dict
 
     def tagged(self, tag: str, data: Any) -> Any:
