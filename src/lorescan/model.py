@@ -560,8 +560,9 @@ def _shape_plan(names: tuple[str, ...], types: tuple[type, ...]) -> Any:
                 cf = p
         else:
             return False
+    getter: Any = None
     if not ints:
-        getter = None
+        pass
     elif len(ints) == 1:
         getter = operator.itemgetter(slice(ints[0], ints[0] + 1))
     else:
