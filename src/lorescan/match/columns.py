@@ -26,7 +26,7 @@ class _Lazy(Sequence):
     plans and hit sets, and a list of ``n`` empty slots per table cost 13 MB at 100k entries.
     ``whole``: every item at once, in order (what iterating reads: one call, not one per item)."""
 
-    __slots__ = ("_n", "_make", "_items", "_whole")
+    __slots__ = ("_n", "_make", "_items", "_whole", "_found", "_weak")
 
     def __init__(self, n: int, make: Callable[[int], Any], weak: bool = False,
                  whole: Callable[[], Sequence[Any]] | None = None) -> None:
@@ -34,6 +34,10 @@ class _Lazy(Sequence):
         self._make = make
         self._items: Any = weakref.WeakValueDictionary() if weak else {}
         self._whole = whole
+        self._weak = weak
+        # what the path a turn takes reads: the items' dict, or the weak dict's own dict of
+        # references (read without a Python-level call; the weak dict still adds and drops them)
+        self._found: dict[Any, Any] = self._items.data if weak else self._items
 
     def __len__(self) -> int:
         return self._n
@@ -41,10 +45,13 @@ class _Lazy(Sequence):
     def __getitem__(self, i: Any) -> Any:
         if type(i) is slice:           # before the dict: a slice is hashable from Python 3.12
             return [self[j] for j in range(*i.indices(self._n))]
-        try:
-            return self._items[i]      # built already (the path a turn takes)
-        except KeyError:
-            pass
+        found = self._found.get(i, _UNBUILT)       # built already (the path a turn takes)
+        if found is not _UNBUILT:
+            if not self._weak:
+                return found
+            found = found()
+            if found is not None:
+                return found
         i = range(self._n)[i]          # IndexError / negative indexes as a list does
         item = self._items.get(i, _UNBUILT)
         if item is _UNBUILT:
