@@ -8,10 +8,15 @@ once, with SillyTavern's JavaScript truthiness rules (docs/sillytavern-mode.md#s
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import operator
+from collections import deque
 from dataclasses import dataclass, field
 from collections.abc import ItemsView, KeysView, ValuesView
 from enum import IntEnum
+from itertools import repeat
+from types import MemberDescriptorType
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from .errors import LorebookError
@@ -408,6 +413,23 @@ class Entry:
         return {k: v for k, v in f.items() if k not in self.filled}
 
 
+# Entry.__init__ (a frozen dataclass's: one object.__setattr__ call per attribute, its keyword
+# arguments bound first) is a third of building an entry from fields; _new_entry sets the same
+# slots through their descriptors in one C loop. Its callers give it frozen ``fields`` and
+# ``card_fields``, so __post_init__ has nothing to do.
+_ENTRY_SLOTS = tuple(getattr(Entry, f.name) for f in dataclasses.fields(Entry))
+_set_slot = MemberDescriptorType.__set__
+
+
+def _new_entry(values: tuple[Any, ...]) -> Entry:
+    """``Entry(*values)`` (every attribute, in field order)."""
+    if len(values) != len(_ENTRY_SLOTS):
+        raise TypeError(f"an Entry has {len(_ENTRY_SLOTS)} attributes, got {len(values)}")
+    entry = object.__new__(Entry)
+    deque(map(_set_slot, _ENTRY_SLOTS, repeat(entry), values), 0)
+    return entry
+
+
 _MATCH_FLAGS = ("matchPersonaDescription", "matchCharacterDescription", "matchCharacterPersonality",
                 "matchCharacterDepthPrompt", "matchScenario", "matchCreatorNotes")
 
@@ -475,7 +497,126 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
     elif filled is not None:
         names = shared_names(filled)
         own, layer = _relayer(own, names, uid)
+    return _typed_entry(uid, own, layer, names, data, card_fields)
+
+
+def entry_from_stored(fields: dict[str, Any], *, source: str, uid: Any, filled: Iterable[str]) -> Entry:
+    """``entry_from_fields(fields, source=source, fill_defaults=False, uid=uid, filled=filled)``
+    for a plain dict the caller gives away (the compact compiled form's decoded record: it is
+    not copied): the same entry, the same errors. The field checks go through
+    :func:`_fast_checked` (one pass per record shape); any record it does not vouch for gets
+    every check of :func:`_check_fields`."""
+    uid = fields.get("uid", uid)
+    t = type(uid)
+    if not ((t is int or (t is str and uid)) and _fast_checked(fields)):
+        return entry_from_fields(fields, source=source, fill_defaults=False, uid=uid, filled=filled)
+    own = data = fields
+    names: frozenset[str] = _NO_NAMES
+    layer = _NO_DEFAULTS
+    if filled:
+        names = shared_names(filled)
+        own, layer = _relayer(own, names, uid)
+    return _typed_entry(uid, own, layer, names, data, None)
+
+
+_NO_NAMES: frozenset[str] = _NO_DEFAULTS.names      # the names of no filled default (Entry.to_dict's fast case)
+
+# -- the field checks of one record shape, once (entry_from_stored) --------------------------
+# A shape is the field names in order and the type of each value. For a shape whose every
+# modelled field holds a type _check_fields accepts without more (str, list, dict or bool where
+# allowed, null where nullable, int where numbers are: a float or any other type leaves the
+# record to _check_fields), what is left to check per record is the range of its ints, the
+# items of its key lists and its characterFilter.
+_SHAPES: dict[tuple[tuple[str, ...], tuple[type, ...]], Any] = {}
+_LIST_FIELDS = ("key", "keysecondary", "triggers")
+_NONE = type(None)
+_CF_ITEM_TYPES = frozenset((str, int, bool))
+
+
+def _shape_plan(names: tuple[str, ...], types: tuple[type, ...]) -> Any:
+    """False when a record of this shape needs :func:`_check_fields`; else (a getter of its ints'
+    values or None, the positions of its key lists, the position of its characterFilter or -1)."""
+    ints: list[int] = []
+    lists: list[int] = []
+    cf = -1
+    for p, (name, t) in enumerate(zip(names, types)):
+        spec = _FIELD_TYPES.get(name)
+        if spec is None:
+            continue
+        allowed, nullable = spec
+        if t is int:
+            if int not in allowed:
+                return False
+            ints.append(p)
+        elif t is _NONE:
+            if not nullable:
+                return False
+        elif t in (str, list, dict, bool):
+            if t not in allowed:
+                return False
+            if t is list and name in _LIST_FIELDS:
+                lists.append(p)
+            elif t is dict and name == "characterFilter":
+                cf = p
+        else:
+            return False
+    getter: Any = None
+    if not ints:
+        pass
+    elif len(ints) == 1:
+        getter = operator.itemgetter(slice(ints[0], ints[0] + 1))
+    else:
+        getter = operator.itemgetter(*ints)
+    return getter, tuple(lists), cf
+
+
+def _fast_checked(fields: dict[str, Any]) -> bool:
+    """True when :func:`_check_fields` would accept ``fields`` (a plain dict); False when it
+    must be asked (it may accept them too, or raise the error naming the field)."""
+    values = tuple(fields.values())
+    shape = (tuple(fields), tuple(map(type, values)))
+    plan = _SHAPES.get(shape)
+    if plan is None:
+        if len(_SHAPES) >= 1024:
+            _SHAPES.clear()
+        plan = _SHAPES[shape] = _shape_plan(*shape)
+    if plan is False:
+        return False
+    ints, lists, cf = plan
+    if ints is not None:
+        got = ints(values)
+        if max(got) > _MAX_NUMBER or min(got) < -_MAX_NUMBER:
+            return False
+    for p in lists:
+        try:
+            "".join(values[p])         # every item a string, in C (a TypeError names none)
+        except TypeError:
+            return False
+    if cf >= 0:
+        get = values[cf].get
+        for sub in ("names", "tags"):
+            items = get(sub, _NO_ITEMS)
+            if type(items) is not list or (items and not _CF_ITEM_TYPES.issuperset(map(type, items))):
+                return False
+    return True
+
+
+_NO_ITEMS: list[Any] = []
+
+# -- the typed attributes ----------------------------------------------------------------------
+# The flags read with JavaScript truthiness; for values of these types Python's is the same.
+_FLAG_NAMES = ("constant", "selective", "ignoreBudget", "excludeRecursion", "preventRecursion", "useProbability",
+               "groupOverride", "useGroupScoring", "caseSensitive", "matchWholeWords") + _MATCH_FLAGS
+_PLAIN_TRUTHY = frozenset((bool, int, str, _NONE))
+
+
+def _typed_entry(uid: Any, own: dict[str, Any], layer: "_Defaults", names: frozenset[str],
+                 data: Mapping[str, Any], card_fields: Mapping[str, Any] | None) -> Entry:
+    """The Entry of checked fields: ``data`` all of them, ``own`` the stored ones, ``layer``
+    the filled defaults ``names`` (built without Entry.__init__: :func:`_new_entry`)."""
     g = data.get
+    flag_values = tuple(map(g, _FLAG_NAMES))
+    flags = tuple(map(bool if _PLAIN_TRUTHY.issuperset(map(type, flag_values)) else js_truthy, flag_values))
     key = g("key")
     keysecondary = g("keysecondary")
     dur = g("delayUntilRecursion")
@@ -488,37 +629,37 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
     cf = g("characterFilter") or {}
     weight = g("groupWeight")
     order = g("order")
-    cf_names = tuple(str(x) for x in cf.get("names") or ())
-    cf_tags = tuple(str(x) for x in cf.get("tags") or ())
-    cf_exclude = js_truthy(cf.get("isExclude"))
-    return Entry(
-        uid=uid, fields=EntryFields(own, layer, uid), filled=names,
-        key=tuple(key) if isinstance(key, list) else (),
-        keysecondary=tuple(keysecondary) if isinstance(keysecondary, list) else (),
-        content=g("content") or "", comment=g("comment") or "",
-        constant=js_truthy(g("constant")), disable=_js_loose_true(g("disable")),
-        selective=js_truthy(g("selective")),
-        selective_logic=None if g("selectiveLogic") is None else g("selectiveLogic"),
-        order=order if isinstance(order, (int, float)) and not isinstance(order, bool) else math.nan,
-        position=g("position"), depth=g("depth"), role=g("role"),
-        outlet_name=g("outletName") or "",
-        ignore_budget=js_truthy(g("ignoreBudget")),
-        exclude_recursion=js_truthy(g("excludeRecursion")),
-        prevent_recursion=js_truthy(g("preventRecursion")),
-        delay_until_recursion=dur_level,
-        match_sources=_MATCH_SOURCE_TUPLES[sum(1 << i for i, f in enumerate(_MATCH_FLAGS) if js_truthy(g(f)))],
-        probability=g("probability"), use_probability=js_truthy(g("useProbability")),
-        group=g("group") or "", group_override=js_truthy(g("groupOverride")),
-        group_weight=100 if weight is None else weight,
-        use_group_scoring=_tri(g("useGroupScoring")),
-        scan_depth=g("scanDepth"),
-        case_sensitive=_tri(g("caseSensitive")), match_whole_words=_tri(g("matchWholeWords")),
-        sticky=g("sticky"), cooldown=g("cooldown"), delay=g("delay"),
-        triggers=tuple(g("triggers") or ()),
-        character_filter=(_NO_FILTER[cf_exclude] if not cf_names and not cf_tags
-                          else (cf_exclude, cf_names, cf_tags)),
-        card_fields=FrozenMap(card_fields) if card_fields else EMPTY_MAP,
-    )
+    disable = g("disable")
+    cf_names = cf.get("names")
+    cf_names = tuple(map(str, cf_names)) if cf_names else ()
+    cf_tags = cf.get("tags")
+    cf_tags = tuple(map(str, cf_tags)) if cf_tags else ()
+    cf_exclude = cf.get("isExclude")
+    cf_exclude = cf_exclude if cf_exclude is True or cf_exclude is False else js_truthy(cf_exclude)
+    selective_logic = g("selectiveLogic")
+    triggers = g("triggers")
+    return _new_entry((
+        uid, EntryFields(own, layer, uid), names,                               # uid, fields, filled
+        tuple(key) if isinstance(key, list) else (),                            # key
+        tuple(keysecondary) if isinstance(keysecondary, list) else (),          # keysecondary
+        g("content") or "", g("comment") or "",                                 # content, comment
+        flags[0], disable is True or (disable is not False and _js_loose_true(disable)),  # constant, disable
+        flags[1], selective_logic,                                              # selective, selective_logic
+        order if isinstance(order, (int, float)) and not isinstance(order, bool) else math.nan,
+        g("position"), g("depth"), g("role"), g("outletName") or "",           # position .. outlet_name
+        flags[2], flags[3], flags[4], dur_level,                                # ignore_budget .. delay_until_recursion
+        _MATCH_SOURCES[flags[10:]],                                             # match_sources
+        g("probability"), flags[5],                                             # probability, use_probability
+        g("group") or "", flags[6], 100 if weight is None else weight,          # group .. group_weight
+        None if flag_values[7] is None else flags[7],                           # use_group_scoring
+        g("scanDepth"),                                                         # scan_depth
+        None if flag_values[8] is None else flags[8],                           # case_sensitive
+        None if flag_values[9] is None else flags[9],                           # match_whole_words
+        g("sticky"), g("cooldown"), g("delay"),                                 # sticky, cooldown, delay
+        tuple(triggers) if triggers else (),                                    # triggers
+        _NO_FILTER[cf_exclude] if not cf_names and not cf_tags else (cf_exclude, cf_names, cf_tags),
+        FrozenMap(card_fields) if card_fields else EMPTY_MAP,                   # card_fields
+    ))
 
 
 def _relayer(own: dict[str, Any], names: frozenset[str], uid: Any) -> tuple[dict[str, Any], _Defaults]:
@@ -553,6 +694,7 @@ def _same_json(a: Any, b: Any) -> bool:
 _MATCH_SOURCE_TUPLES: tuple[Any, ...] = tuple(tuple(bool(bits >> i & 1) for i in range(len(_MATCH_FLAGS)))
                                               for bits in range(1 << len(_MATCH_FLAGS)))
 _NO_FILTER = {False: (False, (), ()), True: (True, (), ())}
+_MATCH_SOURCES = {t: t for t in _MATCH_SOURCE_TUPLES}   # six flags -> the shared tuple of them
 
 
 def _deep_copy_json(value: Any) -> Any:

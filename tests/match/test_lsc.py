@@ -720,3 +720,49 @@ def test_a_cold_engine_over_a_loaded_book_reads_a_timed_record_without_fingerpri
     assert got.to_json() == want.to_json()
     assert [k.key for k in got.activated] == ["timed.0"]            # the sticky record kept it active
 
+
+
+def _crafted(tmp_path, record: bytes, n: int = 120) -> Path:
+    """A .lsc whose entry 1 record is ``record``, written by the writer itself: every checksum
+    holds (a tool that knows the format, not a damaged file)."""
+    from lorescan.st import lsc as book_lsc
+    book = book_from_entries("b", [{"uid": i, "key": [f"k{i}"], "content": f"entry {i} " * 30} for i in range(n)])
+    cb = compile_book(dataclasses.replace(book, source="b.json"))     # the book's file: what its errors name
+    write = book_lsc._entry_record
+    real = [write(e, "b.json") for e in cb.entries]
+    real[1] = record
+    records = iter(real)
+    path = tmp_path / "crafted.lsc"
+    try:
+        book_lsc._entry_record = lambda entry, source: next(records)
+        save_compiled(cb, path)
+    finally:
+        book_lsc._entry_record = write
+    load_compiled(path, verify=True)          # every checksum holds
+    return path
+
+
+@pytest.mark.parametrize("field, value, where", [
+    ("order", "x", "order"), ("order", 2**53 + 1, "order"), ("depth", 1e300, "depth"), ("key", [1], "key[0]"),
+    ("key", "k1", "key"), ("content", 5, "content"), ("triggers", ["t", None], "triggers[1]"),
+    ("characterFilter", {"isExclude": False, "names": [None], "tags": []}, "characterFilter.names"),
+    ("constant", {}, "constant"), ("uid", True, "uid")])
+def test_a_crafted_lsc_with_valid_checksums_and_an_ill_typed_field_names_the_entry_and_field(tmp_path, field, value, where):
+    stored = ["f", 1, {"uid": 1, "key": ["k1"], "content": "entry 1", "order": 100, "depth": 4, "triggers": []}, []]
+    stored[2][field] = value
+    path = _crafted(tmp_path, json.dumps(stored).encode())
+    loaded = load_compiled(path)
+    assert loaded.entries[0].uid == 0                      # the others build
+    with pytest.raises(LorebookError) as caught:
+        STEngine([BookSource(loaded, ("global",))], STSettings()).scan([ChatMessage("u", "k1 k0", True)], max_context=8000)
+    assert (caught.value.source, caught.value.entry, caught.value.field) == ("b.json", True if field == "uid" else 1, where)
+
+
+@pytest.mark.parametrize("record", [b"not json", b'"f"', b"[]", b'["f", 1]', b'["f", 1, [], []]', b'["d", 1, 5]',
+                                    b'["q", 1, {}, []]', b'["a", {"uid": 1}]', b'["f", 1, {"key": []}, [[1]]]',
+                                    b"[" * 100_000 + b"]" * 100_000])
+def test_a_crafted_lsc_record_of_no_known_form_is_a_compiled_form_error_naming_the_file(tmp_path, record):
+    path = _crafted(tmp_path, record)
+    loaded = load_compiled(path)
+    with pytest.raises(CompiledFormError, match=r"crafted\.lsc: corrupted section 'book:entries' \(entry 1 is not an entry record"):
+        loaded.entries[1]

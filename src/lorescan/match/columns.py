@@ -23,14 +23,21 @@ class _Lazy(Sequence):
     """A read-only sequence whose item ``i`` is ``make(i)``, built once on first use.
 
     The items built so far are kept in a dict: a turn asks for a few of a large book's
-    plans and hit sets, and a list of ``n`` empty slots per table cost 13 MB at 100k entries."""
+    plans and hit sets, and a list of ``n`` empty slots per table cost 13 MB at 100k entries.
+    ``whole``: every item at once, in order (what iterating reads: one call, not one per item)."""
 
-    __slots__ = ("_n", "_make", "_items")
+    __slots__ = ("_n", "_make", "_items", "_whole", "_found", "_weak")
 
-    def __init__(self, n: int, make: Callable[[int], Any], weak: bool = False) -> None:
+    def __init__(self, n: int, make: Callable[[int], Any], weak: bool = False,
+                 whole: Callable[[], Sequence[Any]] | None = None) -> None:
         self._n = n
         self._make = make
         self._items: Any = weakref.WeakValueDictionary() if weak else {}
+        self._whole = whole
+        self._weak = weak
+        # what the path a turn takes reads: the items' dict, or the weak dict's own dict of
+        # references (read without a Python-level call; the weak dict still adds and drops them)
+        self._found: dict[Any, Any] = self._items.data if weak else self._items
 
     def __len__(self) -> int:
         return self._n
@@ -38,10 +45,13 @@ class _Lazy(Sequence):
     def __getitem__(self, i: Any) -> Any:
         if type(i) is slice:           # before the dict: a slice is hashable from Python 3.12
             return [self[j] for j in range(*i.indices(self._n))]
-        try:
-            return self._items[i]      # built already (the path a turn takes)
-        except KeyError:
-            pass
+        found = self._found.get(i, _UNBUILT)       # built already (the path a turn takes)
+        if found is not _UNBUILT:
+            if not self._weak:
+                return found
+            found = found()
+            if found is not None:
+                return found
         i = range(self._n)[i]          # IndexError / negative indexes as a list does
         item = self._items.get(i, _UNBUILT)
         if item is _UNBUILT:
@@ -49,6 +59,11 @@ class _Lazy(Sequence):
         return item
 
     def __iter__(self) -> Iterator[Any]:
+        if self._whole is not None:
+            return iter(self._whole())
+        return self._each()
+
+    def _each(self) -> Iterator[Any]:
         for i in range(self._n):
             yield self[i]
 
@@ -245,12 +260,15 @@ def lazy_tables(cols: dict[str, np.ndarray], specials: list[Any], plan_type: Cal
 
 
 
-def lazy_sequence(n: int, make: Callable[[int], Any], *, weak: bool = False) -> Sequence[Any]:
+def lazy_sequence(n: int, make: Callable[[int], Any], *, weak: bool = False,
+                  whole: Callable[[], Sequence[Any]] | None = None) -> Sequence[Any]:
     """A read-only sequence of ``n`` items whose item ``i`` is ``make(i)``, built once on first use.
 
     ``weak``: an item is kept only while something else holds it (its type must take weak
     references), and built again when asked for after that: a loaded book's entries, which the
     engines over it hold in their own entry records, so an entry a turn built goes with the
     engine instead of staying with the book for its life (a book cache of small books held
-    the entries of every turn it had served)."""
-    return _Lazy(n, make, weak)
+    the entries of every turn it had served). ``whole``: all ``n`` items at once, in order, for
+    iterating (an immutable sequence of the same items ``make`` gives: a loaded book's uids,
+    decoded once)."""
+    return _Lazy(n, make, weak, whole)

@@ -41,7 +41,7 @@ from ..match.columns import lazy_sequence
 from ..match.compile import TYPES as KEY_TYPES
 from ..match.lsc import (CompiledFormError, FormReader, FormWriter, ValueDecoder, ValueEncoder, read_form,
                          narrow_offsets, read_keys, write_keys)
-from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields
+from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields, entry_from_stored
 
 __all__ = ["BOOK_KIND", "encode_book", "decode_book", "encode_value", "decode_value"]
 
@@ -134,16 +134,63 @@ _ENTRY_FIELDS = tuple(f.name for f in dataclasses.fields(Entry))
 _ATTRS = tuple(n for n in _ENTRY_FIELDS if n != "fields")   # fields: checked by _json_exact
 
 
-def _entry_from_record(record: list[Any], source: str) -> Entry:
-    if record[0] == "a":                  # every attribute stored as is
-        return Entry(**decode_value(record[1]))
-    if record[0] == "d":                  # the file's own fields; the defaults filled in again
+def _entry_from_record(record: Any, source: str) -> Entry:
+    """The entry of a decoded record. Raises LorebookError for ill-typed fields (as
+    ``entry_from_fields``), TypeError/ValueError/... for a record of no known form."""
+    tag = record[0]
+    if tag == "f":                        # every field as stored, which of them are filled defaults
+        _, uid, fields, filled = record
+        return entry_from_stored(_canonical(fields), source=source, uid=uid, filled=filled)
+    if tag == "d":                        # the file's own fields; the defaults filled in again
         _, uid, fields = record
-        return entry_from_fields({sys.intern(k): v for k, v in fields.items()}, source=source, uid=uid)
-    _, uid, fields, filled = record
-    # Field names are shared by every entry; each json.loads call would make its own copies.
-    fields = {sys.intern(k): v for k, v in fields.items()}
-    return entry_from_fields(fields, source=source, fill_defaults=False, uid=uid, filled=filled)
+        return entry_from_fields(_canonical(fields), source=source, uid=uid)
+    if tag == "a":                        # every attribute stored as is
+        return Entry(**decode_value(record[1]))
+    raise ValueError(f"unknown record form {tag!r:.20}")
+
+
+# Field names are shared by every entry: each decoded record would hold its own copies. A
+# record's names (in its order) map to the process's one copy of each (sys.intern), looked up
+# as one tuple; msgspec's decoder gives the same name objects record after record already.
+_CANON: dict[tuple[str, ...], tuple[str, ...]] = {}
+_is = operator.is_
+
+
+def _canonical(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with interned names (the same dict when its names are those already)."""
+    names = tuple(fields)
+    canon = _CANON.get(names)
+    if canon is None:
+        canon = tuple(map(sys.intern, names))
+        if len(_CANON) >= 1024:
+            _CANON.clear()
+        _CANON[names] = canon
+    if all(map(_is, canon, names)):
+        return fields
+    return dict(zip(canon, fields.values()))
+
+
+def _decode_record(raw: bytes) -> Any:
+    """``_loads(raw)``: by msgspec where it reads the record (the same values: ints of any size,
+    floats correctly rounded, the same last-wins duplicate keys), else (NaN, infinities, lone
+    surrogates, anything msgspec refuses) by ``_loads``."""
+    decoder = _DECODER[0]
+    if decoder is _UNSET:
+        decoder = _DECODER[0] = _msgspec_decoder()
+    if decoder is not None:
+        try:
+            return decoder[0](raw)
+        except decoder[1]:
+            pass
+    return _loads(raw)
+
+
+def _msgspec_decoder() -> tuple[Callable[[bytes], Any], type[Exception]] | None:
+    try:
+        import msgspec  # import-cost: the serve extra's, at the first entry a loaded book builds
+    except ImportError:                  # pragma: no cover - msgspec is installed wherever the tests run
+        return None
+    return msgspec.json.Decoder().decode, msgspec.DecodeError
 
 
 _JSON_SCALARS = (type(None), bool, int, float, str)
@@ -243,6 +290,7 @@ def _msgspec_encoder() -> Callable[[Any], bytes] | None:
 
 _UNSET: Any = object()
 _ENCODER: list[Any] = [_UNSET]          # msgspec's encoder, None without msgspec: looked up once
+_DECODER: list[Any] = [_UNSET]          # (msgspec's decode, its error), None without msgspec: looked up once
 
 
 def _same_attr(a: Any, b: Any) -> bool:
@@ -499,14 +547,34 @@ class _EntryRecords:
             self.r.fail(f"corrupted section 'book:entries' (entry {i}: {exc})")
         if not inflate.eof or inflate.unused_data:
             self.r.fail(f"corrupted section 'book:entries' (entry {i} is cut short)")
-        return _entry_from_record(_loads(raw), self.source)
+        try:
+            return _entry_from_record(_decode_record(raw), self.source)
+        except LorebookError:
+            raise                         # an ill-typed field, named
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError) as exc:
+            self.r.fail(f"corrupted section 'book:entries' (entry {i} is not an entry record: "
+                        f"{type(exc).__name__}: {str(exc)[:120]})")
 
 
 def _lazy_uids(r: FormReader, n: int) -> Any:
     decoded: list[Any] = []
 
-    def make(i: int) -> Any:
+    def whole() -> tuple[Any, ...]:
         if not decoded:
-            decoded.append(r.value("book:uids", decode=decode_value))
-        return decoded[0][i]
-    return lazy_sequence(n, make)
+            uids = r.value("book:uids", decode=_decode_uids)
+            if type(uids) is not list or len(uids) != n:
+                r.fail("the uids do not match the entry count")
+            decoded.append(tuple(uids))
+        return decoded[0]
+
+    return lazy_sequence(n, lambda i: whole()[i], whole=whole)
+
+
+_PLAIN_SCALARS = frozenset((int, str, bool, float, type(None)))
+
+
+def _decode_uids(data: Any) -> Any:
+    """``decode_value(data)``; a list of plain values (what a book's uids are) is itself."""
+    if type(data) is list and _PLAIN_SCALARS.issuperset(map(type, data)):
+        return data
+    return decode_value(data)
