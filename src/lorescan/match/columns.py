@@ -37,7 +37,7 @@ class _Lazy(Sequence):
         self._weak = weak
         # what the path a turn takes reads: the items' dict, or the weak dict's own dict of
         # references (read without a Python-level call; the weak dict still adds and drops them)
-        self._found: dict[Any, Any] = cast(Any, self._items).data if weak else self._items
+        self._found: dict[Any, Any] = cast(Any, self._items).data if weak else cast(Any, self._items)
 
     def __len__(self) -> int:
         return self._n
