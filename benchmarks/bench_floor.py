@@ -67,7 +67,9 @@ NAIVE_TARGET = 1.0
 # Measured before the steady-turn replay (three short runs): monster-hunter 10.3-11.7x, arcanthea
 # 6.7-7.0x, weyland 4.7-5.5x, zh-cheryl 10.3-12.8x, zh-ai-guide 9.3-10.7x, zh-dou-rpg 9.2-10.6x,
 # eldoria 7.5-9.3x, the command-lorebook export 8.7-9.2x.
-GUARDS: dict[str, float] = {"en-weyland-251.json": 5.5}
+# arcanthea measures 4.3-4.7x here but 5.04x once in a clean-clone CI run (its median of medians
+# 3.5x): no margin under its 5x target either, so it is guarded at 5.5x too.
+GUARDS: dict[str, float] = {"en-weyland-251.json": 5.5, "en-chub-world-of-arcanthea.json": 5.5}
 CHATS = {"en": ("corpus/chats/en-dmc-group-branch734.jsonl", 300),
          "zh": ("corpus/chats/zh-muyanran-branch214.jsonl", 80)}
 
