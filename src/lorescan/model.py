@@ -346,10 +346,17 @@ def _check_fields(fields: Mapping[str, Any], *, source: str, uid: object) -> Non
                                     field=f"characterFilter.{sub}")
 
 
-# weakref_slot: a loaded compiled book keeps the entries it built only while an engine (or anything
-# else) holds them (lorescan.match.columns.lazy_sequence(weak=True)), not for the book's life.
-@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
-class Entry:
+class _WeakReferable:
+    """A ``__weakref__`` slot for :class:`Entry`: a loaded compiled book keeps the entries it built
+    only while an engine (or anything else) holds them (lorescan.match.columns.lazy_sequence(weak=True)),
+    not for the book's life. A base class rather than ``dataclass(weakref_slot=True)``, which
+    Python 3.10 does not have."""
+
+    __slots__ = ("__weakref__",)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Entry(_WeakReferable):
     """One lorebook entry: every stored field plus typed views used by the engine.
 
     ``fields`` holds the entry exactly as read, in file order (including fields lorescan
