@@ -294,7 +294,7 @@ def _load_settings_file(path: str) -> dict[str, Any]:
     data: Any
     if path.lower().endswith(".toml"):
         try:
-            import tomllib
+            import tomllib  # import-cost: TOML is read only for a TOML file (on 3.10 this is not the stdlib)
         except ModuleNotFoundError:     # Python 3.10: tomli is a dependency there (pyproject.toml)
             import tomli as tomllib  # type: ignore[no-redef]  # import-cost: the 3.10 fallback of the stdlib tomllib
         try:
