@@ -133,7 +133,7 @@ TWIN_MODULES = frozenset({
     "replay/test_replay_vocabulary.py", "replay/test_report.py", "replay/test_report_browser.py", "test_readme.py",
     "serve/test_serve.py", "serve/test_serve_ops.py", "semantic/test_semantic_engine.py", "semantic/test_semantic_slot.py",
     "test_twin_selection.py", "app/test_compilecmd.py", "serve/test_chat_prefix.py", "app/test_cli.py",
-    "slot/test_slot_plans.py", "serve/test_serve_bounds.py",
+    "slot/test_slot_plans.py", "serve/test_serve_bounds.py", "serve/test_serve_inline.py",
     "st/test_stable_placement.py", "match/test_expr.py", "match/test_expr_engine.py", "formats/test_expr_formats.py",
     "test_determinism.py", "serve/test_serve_chaos.py", "replay/test_replay_ray.py",   # their own CI steps (-m contention, -m chaos, -m ray)
 })

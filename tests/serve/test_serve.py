@@ -652,7 +652,7 @@ def test_a_restart_serves_a_stored_book_without_compiling(tmp_path):
         log = second.log_text()
     assert metric(text.decode(), "lorescan_book_compiles_total") == 0
     assert metric(text.decode(), "lorescan_book_file_loads_total") == 1
-    assert f"loaded compiled book {info['id']}" in log and "compiled book 'Saltmere'" not in log
+    assert "compiled book 'Saltmere'" not in log      # the load itself is a debug line (one per cold request)
 
 
 def test_bearer_token_auth(tmp_path):

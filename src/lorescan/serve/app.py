@@ -69,10 +69,13 @@ def build_app(config: ServeConfig) -> Starlette:
 
     async def turn(request: Request, decoder: msgspec.json.Decoder, handle: Callable[[Any], bytes]) -> Response:
         t0 = time.monotonic()
-        req = read_request(decoder, await read_body(request, max_body))
+        raw = await read_body(request, max_body)
+        req = read_request(decoder, raw)
         t1 = time.monotonic()
         timing: list[float] = []
-        body = await rt.run(lambda: handle(req), config.time_limit, timing)
+        # a small turn runs on the event loop (serve.runtime's docstring); a JanitorAI book comes in the body
+        inline = rt.inline_ok([b.id for b in getattr(req, "books", ())], len(raw))
+        body = await rt.run(lambda: handle(req), config.time_limit, timing, inline=inline)
         response = json_response(body)
         # Server-Timing: where a turn's time went inside the worker (read, decode+validate,
         # wait for the engine thread, scan+encode there).

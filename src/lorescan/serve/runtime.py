@@ -6,6 +6,13 @@ safe to share between threads (STEngine's docstring); one engine thread keeps sc
 order, off the event loop, and a request that runs past its time limit is answered 503 while its
 scan finishes in the background (a scan still queued when its deadline passes is skipped; key
 matching stops at the deadline, and the native kernel lets the event loop run while it works).
+
+A small turn runs on the event loop itself instead (:meth:`WorkerState.inline_ok`): its books
+total at most ``INLINE_BOOK_BYTES`` of compiled file, its body at most ``INLINE_BODY_BYTES``, and
+the engine thread has nothing queued or running, so the order of jobs and the one-job-at-a-time
+rule hold. Handing such a turn to the engine thread and its answer back woke two threads and cost
+a platform's cold small-book request ~0.2 ms of the worker's CPU (bench_platform); what such a
+turn can block the loop for is a few ms, and its scan still stops at its deadline.
 What a worker keeps between requests is derived from books alone (compiled books, engines) or
 from text alone (per-chat key-hit caches), so no caller can see another's state. The three
 modes' handlers are :mod:`.turns`.
@@ -23,7 +30,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..errors import ScanDeadlineExceeded
 from ..limits import DEFAULT_LIMITS
@@ -160,6 +167,8 @@ def _counter(name: str) -> Callable[[str], int]:
     return TiktokenCounter(cache_size=TOKEN_CACHE_TEXTS)
 
 
+INLINE_BOOK_BYTES = 512 * 1024   # a turn runs on the event loop when its books' compiled files total at most this
+INLINE_BODY_BYTES = 256 * 1024   # ... and its request body is at most this (WorkerState.inline_ok)
 THAW_PASSES = 8            # collect-and-freeze passes between two thaws of the frozen generation (_tidy)
 RETIRED_MAX = 64           # engines and books one job may let go before they are freed on the spot
 FREEZE_ENTRIES = 5000       # entries built into engines between two collect-and-freeze passes (WorkerState._engine)
@@ -195,6 +204,25 @@ class WorkerState:
         self.retired: list[Any] = []
         self._in_job = False
         self.store.on_evict = self._release
+        # jobs handed to the engine thread, and those it has finished (tidied up too): each is
+        # written by one thread only, so equal counts mean the engine thread is idle
+        self._submitted = 0
+        self._finished = 0
+        self._tidy_due: tuple[asyncio.Handle, bool] | None = None   # an inline job's tidy-up, on the loop
+
+    def inline_ok(self, book_ids: Iterable[str], body_bytes: int) -> bool:
+        """Whether a turn over ``book_ids`` with a body of ``body_bytes`` may run on the event
+        loop (event-loop thread only): the engine thread is idle and the turn is small (the
+        module docstring). A book that is not stored counts as large (its 404 comes from the
+        engine thread, as before)."""
+        if self._submitted != self._finished or body_bytes > INLINE_BODY_BYTES:
+            return False
+        total = 0
+        for book_id in book_ids:
+            total += self.store.stored_bytes(book_id)
+            if total > INLINE_BOOK_BYTES:
+                return False
+        return True
 
     def _release_damaged(self, exc: Exception, refs: Any) -> None:
         """A scan found a section of a stored book's file damaged (checked at its first read):
@@ -216,10 +244,15 @@ class WorkerState:
         if self._in_job and len(self.retired) < RETIRED_MAX:
             self.retired.append(value)
 
-    async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None) -> Any:
+    async def run(self, fn: Callable[[], Any], limit: float, timing: list[float] | None = None, *,
+                  inline: bool = False) -> Any:
         """Run ``fn`` on the engine thread; 503 when ``limit`` seconds pass first.
 
+        ``inline``: run it on the event loop now, as the engine thread would (``inline_ok`` said
+        so just before; the GC paused while it runs, what it let go freed and the due GC passes run
+        after its answer is sent), 503 when it ends past ``limit``.
         ``timing`` (if given) receives the seconds spent queued and running there."""
+        self._tidy_now()            # an inline job's tidy-up still due comes before the next job
         submitted = time.monotonic()
         deadline = submitted + limit
 
@@ -272,7 +305,17 @@ class WorkerState:
                 self._tidy(collecting)
 
         context = contextvars.copy_context()
-        self.executor.submit(context.run, hand_over)
+        if inline:
+            return self._run_inline(context, job, deadline, limit, loop)
+        self._submitted += 1
+
+        def counted() -> None:
+            try:
+                context.run(hand_over)
+            finally:
+                self._finished += 1
+
+        self.executor.submit(counted)
         expire = loop.call_later(limit, settle, None, asyncio.TimeoutError())
         try:
             return await answer
@@ -281,6 +324,43 @@ class WorkerState:
             raise HTTPError(503, f"the request took longer than the time limit of {limit:g} s") from None
         finally:
             expire.cancel()
+
+    def _run_inline(self, context: contextvars.Context, job: Callable[[], Any], deadline: float, limit: float,
+                    loop: asyncio.AbstractEventLoop) -> Any:
+        """``job`` on the event loop, in ``context`` (its DEADLINE stays there), as ``hand_over``
+        runs it on the engine thread; the tidy-up waits for two turns of the loop, so the answer's
+        bytes (written at the end of the next one, serve.protocol) go out first."""
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
+        self._in_job = True
+        self.store.retired = self.retired
+        try:
+            value = context.run(job)
+        except (TimeLimit, ScanDeadlineExceeded):
+            self.metrics.inc("lorescan_request_timeouts_total")
+            raise HTTPError(503, f"the request took longer than the time limit of {limit:g} s") from None
+        finally:
+            self._in_job = False
+            self.store.retired = None
+            self._tidy_due = (loop.call_soon(self._tidy_soon, loop), collecting)
+        if time.monotonic() > deadline:
+            self.metrics.inc("lorescan_request_timeouts_total")
+            raise HTTPError(503, f"the request took longer than the time limit of {limit:g} s")
+        return value
+
+    def _tidy_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        due = self._tidy_due
+        if due is not None:
+            self._tidy_due = (loop.call_soon(self._tidy_now), due[1])
+
+    def _tidy_now(self) -> None:
+        """Run an inline job's tidy-up if it is still due (event-loop thread)."""
+        due = self._tidy_due
+        if due is not None:
+            self._tidy_due = None
+            due[0].cancel()
+            self._tidy(due[1])
 
     def _tidy(self, collecting: bool) -> None:
         """After a job's answer is handed over (engine thread): free what the job let go (evicted
