@@ -783,6 +783,31 @@ def test_ctrl_c_of_a_replay_batch_ends_in_one_message_not_a_traceback(tmp_path, 
     assert not (out / "run.json").exists() and list(out.rglob("*.pickle")) == [] and list(out.rglob("*.tmp")) == []
 
 
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks on this platform")
+def test_a_ctrl_c_while_pool_workers_still_start_does_not_end_them(tmp_path):
+    # A Ctrl-C that reached a pool worker while it was still importing lorescan (before its
+    # initializer ignores SIGINT) printed a traceback and broke the pool (seen in CI under load,
+    # as a flaky failure of the test above). Workers start with SIGINT held back, whatever the
+    # timing: here every worker is sent SIGINT the moment it exists.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from lorescan.formats import load
+    from lorescan.replay.run import _init_worker, _submit
+    from lorescan.replay.turns import ReplayJob, _ship
+    book = tmp_path / "book.json"
+    book.write_text(json.dumps({"entries": {"0": {"uid": 0, "key": ["the"], "content": "A dragon."}}}))
+    job = ReplayJob("sillytavern", _ship([load(book)], directory=str(tmp_path)))
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker,
+                             initargs=(job,)) as pool:
+        futures = []
+        for _ in range(4):
+            futures.append(_submit(pool, os.getpid))
+            for pid in list(pool._processes):
+                os.kill(pid, signal.SIGINT)
+        pids = {f.result(timeout=120) for f in futures}
+    assert 1 <= len(pids) <= 2 and os.getpid() not in pids
+
+
 def test_every_chat_of_a_replay_batch_has_a_row_even_one_with_no_turn(tmp_path):
     # A chat of a greeting only (no reply after it, no user message at its end) produced no
     # row at all: counted nowhere, as if it had not been given.

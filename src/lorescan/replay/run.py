@@ -93,6 +93,20 @@ def _init_worker(job: ReplayJob) -> None:
     _WORKER = Replayer(job)
 
 
+def _submit(pool: ProcessPoolExecutor, fn: Callable[..., Any], *args: Any) -> Any:
+    """``pool.submit`` with SIGINT held back in this thread while it runs. A worker that submit
+    starts inherits the signal mask, so a Ctrl-C that comes while the worker is still importing
+    lorescan (before ``_init_worker`` ignores SIGINT) cannot end it in a traceback; the parent
+    gets that Ctrl-C as soon as the mask is restored, so none is lost."""
+    if not hasattr(signal, "pthread_sigmask"):          # Windows: no signal masks
+        return pool.submit(fn, *args)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _work(shard: Shard, part: str) -> tuple[int, int, int, int]:
     assert _WORKER is not None
     cols = _WORKER.replay_items(list(read_shard(shard)))
@@ -237,7 +251,7 @@ def replay_batch(books: Sequence[Any], chats: str | os.PathLike[str], out: str |
                 pending: set = set()
                 try:
                     for i, shard in enumerate(shards):
-                        pending.add(pool.submit(_work, shard, str(rows_dir / f"part-{i:06d}.parquet")))
+                        pending.add(_submit(pool, _work, shard, str(rows_dir / f"part-{i:06d}.parquet")))
                         if len(pending) >= 2 * workers:            # stream: a bounded number in flight
                             done, pending = wait(pending, return_when=FIRST_COMPLETED)
                             for f in done:
