@@ -38,16 +38,19 @@ interleaved with the in-process requests of the same turns, and checks the servi
 the same entries. A request's worker CPU (all its threads, ``/proc/<pid>/task/*/schedstat``) is
 counted from just before it to just before the next request, so what the worker does after
 answering (it frees evicted books and runs the GC passes a turn made due then) is counted too.
-The issue's target (p50 <= in-process p50 + 1 ms) is not reached: the worker's CPU p50 is
-~1.6 ms above the in-process request's (1,000 and 2,000 books, load averages 3-7), about 0.5 ms
-of it on the event-loop thread (HTTP, msgspec's decoding of the body, the hand-off to the engine
-thread) and the rest on the engine thread (the book store's bookkeeping, the result's JSON,
-freeing the evicted book and its engine, young-generation collections of a worker's larger heap),
-so that difference is held to a guard (``HTTP_EXTRA_CPU_GUARD``), and the worker's p99 to 4x the
+The issue's target (p50 <= in-process p50 + 1 ms) is met on a quiet machine but without margin on
+a loaded one: the worker's CPU p50 is 0.73 ms above the in-process request's at a load average of
+0.9 and 0.90 ms at 1.3 (1,000 books), 0.7-1.4 ms at 3.6-4.1 with a CI run beside it. A small turn
+runs on the event loop when the engine thread is idle (``serve.runtime``: the hand-off to the
+engine thread and back cost ~0.3 ms of it); what is left is not more work: 60 of these requests
+called through the ASGI app in one process cost 14.9 M instructions each against 16.5 M for the
+in-process request (callgrind), but a worker that sleeps between requests on a shared machine
+finds its caches cold (a cold request measured 0.6 ms slower right after an 8 MB sweep of memory
+than right after another request). So that difference is held to a guard
+(``HTTP_EXTRA_CPU_GUARD``) and reported with ``meets_target_1ms``, and the worker's p99 to 4x the
 in-process p99 (``HTTP_P99_CPU_GUARD``: a collection of the whole heap inside a turn made it
 71-100 ms, now 9-11 ms). Wall time through the service is reported, not asserted: each request
-wakes two threads of the worker and the client, and on a loaded machine each wake-up may wait for
-a CPU (at a load average of 7, the wall p50 read 13.7 ms against 7.6 ms in process).
+wakes the worker and then the client, and on a loaded machine each wake-up may wait for a CPU (at a load average of 7, the wall p50 read 13.7 ms against 7.6 ms in process).
 """
 from __future__ import annotations
 
@@ -87,7 +90,7 @@ FLOOR_P99_TARGET = 10
 FLOOR_P50_GUARD = 25                # wall time, regression guards (a loaded machine's waits included)
 FLOOR_P99_GUARD = 40
 NAIVE_GUARD = 0.15
-HTTP_EXTRA_S = 0.001                # the issue's target: the service adds at most 1 ms at p50 (not reached)
+HTTP_EXTRA_S = 0.001                # the issue's target: the service adds at most 1 ms at p50 (reported)
 HTTP_EXTRA_CPU_GUARD = 0.0025       # asserted: the worker's CPU per request at p50 at most the in-process one's + 2.5 ms
 HTTP_P99_CPU_GUARD = 4              # asserted: the worker's CPU p99 at most 4x the in-process request's p99
 
