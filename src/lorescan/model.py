@@ -483,7 +483,8 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
     if isinstance(uid, bool) or not isinstance(uid, (int, str)) or (isinstance(uid, str) and not uid):
         raise LorebookError(f"uid must be an integer, got {uid!r:.40}", source=source, entry=uid,
                             field="uid")
-    _check_fields(fields, source=source, uid=uid)
+    if not (type(fields) is dict and _fast_checked(fields)):   # a plain dict of a shape seen before: one pass
+        _check_fields(fields, source=source, uid=uid)
     own = dict(fields)
     data: Mapping[str, Any] = own          # what the typed attributes below read
     layer = _NO_DEFAULTS

@@ -21,6 +21,7 @@ signal while waiting for its next task on the lock ``terminate`` holds, and the 
 from __future__ import annotations
 
 import argparse
+import gc
 import multiprocessing
 import os
 import signal
@@ -285,8 +286,17 @@ def _run_pool(jobs: list[Job], n_jobs: int, options: Any, force: bool, progress:
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
     stop = ctx.Event()
+    # The parent's objects out of the collector's reach while the workers fork: a worker's
+    # collections would otherwise walk (and so copy, page by page) everything it inherited.
+    frozen = ctx.get_start_method() == "fork"
+    if frozen:
+        gc.freeze()
     with _Interrupt() as interrupt:
-        pool = ctx.Pool(n_jobs, initializer=_init_pool_worker, initargs=(options, force, stop))
+        try:
+            pool = ctx.Pool(n_jobs, initializer=_init_pool_worker, initargs=(options, force, stop))
+        finally:
+            if frozen:
+                gc.unfreeze()
         try:
             # chunks by hand: imap_unordered's own chunking returns a plain generator (no timeout)
             chunks = [jobs[i:i + _CHUNK] for i in range(0, len(jobs), _CHUNK)]
