@@ -225,3 +225,26 @@ def test_a_chat_whose_replays_keep_missing_backs_off_and_retries(monkeypatch):
             # turns 1-4 try and miss; 5-6 plain, 7 records, 8 tries (a miss), 9-10 plain
             assert len(tries) == 5
     assert len(runs) == 40 + 13      # the plain engine ran 40; turns 14-40 (27) replay
+
+
+def test_a_group_score_read_in_a_decorator_activated_entrys_window_is_part_of_the_record():
+    # Two @@activate entries of one scored group, one with a key and scan depth 1: last turn its
+    # key scored it the winner; this turn its one-message window lost the key, so the group rolls.
+    # The record did not note that window (the entry was activated by its decorator, not its key),
+    # so the turn replayed last turn's winner (found by the property test above).
+    def entry(uid, key, depth):
+        return {"uid": uid, "key": key, "content": "@@activate\n", "group": "g", "groupWeight": 100,
+                "scanDepth": depth}
+    book = book_from_entries("Lore", [entry(0, ["wolf"], 1), entry(1, [], None)])
+    settings = STSettings(scan_depth=2, budget_percent=1, use_group_scoring=True)
+    memo, plain = (STEngine([BookSource(book, ("global",))], settings, count_tokens=js_count_words,
+                            random=random.Random(0).random) for _ in range(2))
+    cache = ChatScan()
+    texts: list[str] = []
+    for text in ["wolf", ""]:
+        texts.append(text)
+        msgs = [ChatMessage("User" if i % 2 else "Moon", t) for i, t in enumerate(texts)]
+        got = memo.scan(msgs, max_context=200, cache=cache)
+        want = plain.scan(msgs, max_context=200)
+        assert _observed(got) == _observed(want)
+    assert [e.uid for e in want.activated] == [1]          # the roll, not last turn's winner

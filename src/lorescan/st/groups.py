@@ -71,13 +71,14 @@ def group_score(turn: Turn, info: EntryInfo) -> int:
     e = info.entry
     if not e.key:
         return 0
+    window = turn.score_windows[info.world_uid] = entry_window(turn, info)   # a replay checks what it read
     if turn.tables.match_options.expressions and info.exprs is not None:
         # an expression counts as one key, matching when true (docs/improved-profile.md#key-expressions)
-        hp, hs = turn.views[info.book].key_hits(info.index, entry_window(turn, info))
+        hp, hs = turn.views[info.book].key_hits(info.index, window)
         rp, rs, _ = info.exprs.resolve(hp, hs)
         p, sec = sum(rp), sum(rs)
     else:
-        p, sec = turn.views[info.book].score_entry(info.index, entry_window(turn, info))
+        p, sec = turn.views[info.book].score_entry(info.index, window)
     if e.keysecondary:
         logic = e.selective_logic
         if logic == SelectiveLogic.AND_ANY:

@@ -237,7 +237,7 @@ def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> N
     settings = turn.tables.settings
     widest = min(int(max(settings.scan_depth, turn.tables.max_entry_depth)), MAX_SCAN_DEPTH)
     keys: dict[tuple[int, int], set[int]] = {}
-    last_windows = turn.last_windows
+    last_windows, score_windows = turn.last_windows, turn.score_windows
     for info, *_ in turn.notes.values():
         plan = views[info.book]._plans[info.index]
         if not (plan.simple and plan.score_simple):
@@ -245,8 +245,11 @@ def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> N
         delay = info.entry.delay
         if delay and js_truthy(delay):
             return
-        window = last_windows.get(info.world_uid)
-        if window is not None and window.depth > 0:
+        # the window its keys matched in, and the one its group score read (an entry activated
+        # otherwise, by a decorator say, is still scored by its keys in its own window)
+        for window in (last_windows.get(info.world_uid), score_windows.get(info.world_uid)):
+            if window is None or window.depth <= 0:
+                continue
             refs = keys.setdefault((info.book, min(int(window.depth), MAX_SCAN_DEPTH)), set())
             refs.update(cast(int, r) for _, r in plan.primary)     # (simple plans: every ref an int)
             refs.update(cast("tuple[int, ...]", plan.secondary))

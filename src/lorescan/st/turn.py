@@ -50,7 +50,7 @@ class Turn:
     __slots__ = ("tables", "gates", "views", "regex_budget", "random", "substitute", "counter", "trigger",
                  "character", "chat_length", "budget", "sticky", "cooldown", "forced", "semantic", "activated", "activated_order",
                  "failed", "contents", "chunks", "budget_text_tokens", "budget_text", "budget_node", "units", "overflow",
-                 "loops", "levels", "level", "skew", "state", "notes", "last_windows", "texts_of", "basis",
+                 "loops", "levels", "level", "skew", "state", "notes", "last_windows", "score_windows", "texts_of", "basis",
                  "windows", "chunk_parts", "rolls")
 
     def __init__(self, tables: Tables, gates: "AlwaysGates", views: Sequence[ScanView],
@@ -88,6 +88,7 @@ class Turn:
         self.state = INITIAL
         self.notes: dict[str, Note] = {}
         self.last_windows: dict[str, Window] = {}
+        self.score_windows: dict[str, Window] = {}    # the window a group score read (st/memo.py)
         self.texts_of: list[Callable[[], WindowTexts]] = []   # per book, made when a turn ends
         # the walk's candidates of the last loop: (max_depth, recursion chunks, entries)
         self.basis: tuple[int, int, list[EntryInfo]] | None = None
