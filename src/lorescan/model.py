@@ -476,7 +476,7 @@ def entry_from_fields(fields: Mapping[str, Any], *, source: str = "<memory>",
     ``card_fields``: the card-only fields of a Character Card entry (``Entry.card_fields``).
     Raises :class:`LorebookError` naming the entry and field for ill-typed values.
     """
-    if not isinstance(fields, Mapping):
+    if type(fields) is not dict and not isinstance(fields, Mapping):   # (the ABC's check only off the usual path)
         raise LorebookError(f"an entry must be an object, got {type(fields).__name__}",
                             source=source, entry=uid)
     uid = fields.get("uid", uid)

@@ -31,3 +31,13 @@ def test_a_deep_branch_beside_shallow_ones_is_found_and_scalars_have_no_depth():
     check_depth("text", limit=0, source="w.json")
     with pytest.raises(FormatError):
         check_depth([], limit=0, source="w.json")
+
+
+def test_containers_of_other_types_count_as_deep_as_plain_ones():
+    # not what a JSON parser makes, but what a caller may hand in: a dict or list subclass
+    # beside a value of another type still counts a level (the per-item path, not the C one)
+    from collections import OrderedDict, UserString
+    value = {"a": [UserString("x"), OrderedDict(b=[[1]])], "c": (1, 2)}
+    check_depth(value, limit=5, source="o.json")
+    with pytest.raises(FormatError):
+        check_depth(value, limit=4, source="o.json")

@@ -10,6 +10,7 @@ import json
 import math
 import re
 import zlib
+from itertools import compress
 from typing import Any
 
 from ..errors import FormatError
@@ -58,11 +59,21 @@ def check_depth(value: Any, *, limit: int, source: str) -> None:
             raise FormatError(f"JSON nested deeper than {limit} levels", source=source)
         deeper: list[Any] = []
         for item in level:
-            deeper += [c for c in (item.values() if isinstance(item, dict) else item) if isinstance(c, _CONTAINERS)]
+            values = item.values() if isinstance(item, dict) else item
+            types = set(map(type, values))
+            if types <= _JSON_SCALARS:
+                continue
+            if types <= _JSON_TYPES:    # what a JSON parser makes: the containers picked out in C
+                deeper += compress(values, map(_PLAIN_CONTAINERS.__contains__, map(type, values)))
+            else:
+                deeper += [c for c in values if isinstance(c, _CONTAINERS)]
         level = deeper
 
 
 _CONTAINERS = (dict, list)
+_PLAIN_CONTAINERS = frozenset(_CONTAINERS)
+_JSON_SCALARS = frozenset((str, int, float, bool, type(None)))
+_JSON_TYPES = _JSON_SCALARS | _PLAIN_CONTAINERS
 
 
 def parse_json(data: bytes | str, *, source: str, limits: Limits = DEFAULT_LIMITS) -> Any:

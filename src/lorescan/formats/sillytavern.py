@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+from operator import is_not
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from ..errors import FormatError, LorebookError
-from ..model import Entry, Lorebook, Origin, entry_from_fields
+from ..model import Entry, EntryFields, Lorebook, Origin, entry_from_fields
 from ._mapping import json_equal
 
 __all__ = ["read_world", "write_world", "st_key_order", "book_from_entries", "load_world_file"]
@@ -16,6 +17,19 @@ _MAX_INDEX = 2**32 - 2
 
 
 _GONE: Any = object()     # a field the model did not keep (a sentinel no JSON value is)
+
+
+def _kept_as_read(raw: Any, fields: Any) -> bool:
+    # True when the entry's stored fields are ``raw``'s own names in order with the very same
+    # values (the usual case, found in C: no per-field step); False leaves it to the field loop
+    return (type(raw) is dict and type(fields) is EntryFields and _dict_len(fields) == len(raw)
+            and list(raw) == list(_dict_iter(fields))
+            and not any(map(is_not, raw.values(), _dict_values(fields))))
+
+
+_dict_len = dict.__len__
+_dict_iter = dict.__iter__
+_dict_values = dict.values
 
 
 def _array_index(key: str) -> int | None:
@@ -76,7 +90,7 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
     normalised: dict[Any, dict[str, tuple[Any, Any]]] = {}
     for k in keys_in_order:
         raw = by_key[k]
-        if not isinstance(raw, Mapping):
+        if type(raw) is not dict and not isinstance(raw, Mapping):     # (the ABC's check only off the usual path)
             raise LorebookError(f"an entry must be an object, got {type(raw).__name__}", source=source,
                                 entry=k)
         index = _array_index(k)
@@ -88,14 +102,15 @@ def read_world(data: Any, *, source: str = "<memory>", name: str | None = None,
         seen[entry.uid] = k
         entries.append(entry)
         # values the model normalised on reading (a null characterFilter): restore on write
-        read = entry.fields.get
-        changed = {}
-        for f, was in raw.items():
-            now = read(f, _GONE)
-            if now is not was and now is not _GONE and not _same(was, now):
-                changed[f] = (was, now)
-        if changed:
-            normalised[entry.uid] = changed
+        if not _kept_as_read(raw, entry.fields):
+            read = entry.fields.get
+            changed = {}
+            for f, was in raw.items():
+                now = read(f, _GONE)
+                if now is not was and now is not _GONE and not _same(was, now):
+                    changed[f] = (was, now)
+            if changed:
+                normalised[entry.uid] = changed
     if name is None:
         own = data.get("name")
         if isinstance(own, str) and own:

@@ -32,6 +32,7 @@ import threading
 import weakref
 import zlib
 from collections import OrderedDict
+from itertools import compress
 from typing import Any, Callable
 
 import numpy as np
@@ -206,22 +207,28 @@ def _json_kind(value: Any) -> int:
     type); 1: it does; 2: it does, and below the top the containers are plain ``dict`` and
     ``list`` and no value is a float (what :func:`_record_bytes` may write with msgspec).
 
-    A walk with a stack (no recursion, no call per value); an :class:`EntryFields`' filled
-    defaults are looked at once per set of filled names (:func:`_layer_kind`)."""
+    A walk over the containers only, with a stack (no recursion): each container's keys and
+    values are sorted out by their types in C (one set of types, one ``compress`` of the
+    containers among them), so a string or number costs no Python step. An
+    :class:`EntryFields`' filled defaults are looked at once per set of filled names
+    (:func:`_layer_kind`)."""
+    t = type(value)
+    if t in _SCALAR_TYPES:
+        return 2
+    if t is float:
+        return 1
+    if t not in _CONTAINER_TYPES:
+        return 0
     kind = 2
     stack = [value]
-    pop, push, extend = stack.pop, stack.append, stack.extend
+    pop, extend = stack.pop, stack.extend
     top = True
     while stack:
         v = pop()
         t = type(v)
-        if t is str or t is int or t is bool or v is None:
-            continue
-        if t is float:
-            kind = 1
-        elif t is list:
-            extend(v)
-        elif t is dict or t is FrozenMap or t is EntryFields:
+        if t is list:
+            items: Any = v
+        else:                                    # a dict, FrozenMap or EntryFields
             if t is not dict and not top:
                 kind = 1
             if t is EntryFields:
@@ -229,16 +236,30 @@ def _json_kind(value: Any) -> int:
                 if not layer:
                     return 0
                 kind = min(kind, layer)
-            for k, x in _dict_items(v):          # the stored part (an EntryFields' own fields)
-                if type(k) is not str:
-                    return 0
-                push(x)
-        else:
-            return 0
+            if _dict_len(v) and not _ONLY_STR.issuperset(map(type, _dict_iter(v))):
+                return 0                         # (the stored part: an EntryFields' own fields)
+            items = _dict_values(v)
         top = False
+        types = set(map(type, items))
+        if types <= _SCALAR_TYPES:
+            continue
+        if float in types:
+            kind = 1
+            types.discard(float)
+            if types <= _SCALAR_TYPES:
+                continue
+        if not types <= _PLAIN_TYPES:
+            return 0
+        extend(compress(items, map(_CONTAINER_TYPES.__contains__, map(type, items))))
     return kind
 
 
+_SCALAR_TYPES = frozenset((str, int, bool, type(None)))      # what JSON gives back as itself (not float)
+_CONTAINER_TYPES = frozenset((list, dict, FrozenMap, EntryFields))
+_PLAIN_TYPES = _SCALAR_TYPES | _CONTAINER_TYPES
+_ONLY_STR = frozenset((str,))
+_dict_iter = dict.__iter__
+_dict_values = dict.values
 _dict_items = dict.items
 _dict_len = dict.__len__
 _LAYER_KIND: dict[frozenset[str], int] = {}
@@ -300,8 +321,15 @@ def _same_attr(a: Any, b: Any) -> bool:
 _attrs = operator.attrgetter(*_ATTRS)
 
 
+def _field_names(fields: Any) -> list[str]:
+    # list(fields) in C for an EntryFields (its own names, then its layer's: what its __iter__ yields)
+    if type(fields) is EntryFields:
+        return [*_dict_iter(fields), *fields._layer.order]
+    return list(fields)
+
+
 def _same_entry(rebuilt: Entry, entry: Entry) -> bool:
-    if not (list(rebuilt.fields) == list(entry.fields) and rebuilt.filled == entry.filled):
+    if not (rebuilt.filled == entry.filled and _field_names(rebuilt.fields) == _field_names(entry.fields)):
         return False
     a, b = _attrs(rebuilt), _attrs(entry)
     # every attribute of the same type and equal (``is`` first, as _same_attr), in C; else one by one
@@ -479,9 +507,12 @@ def _write_records(w: FormWriter, records: list[bytes]) -> None:
     inflates to, not the padding bits of its last byte, so a flipped bit there went unseen)."""
     zdict = b"".join(records)[:ZDICT]
     stored: list[bytes] = []
+    # one compressor primed with the dictionary, copied per record (the same streams as a new
+    # compressobj each: the priming, hashing the whole dictionary, is paid once a book)
+    primed = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, zdict=zdict) if zdict else \
+        zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
     for rec in records:
-        c = zlib.compressobj(_LEVEL, zlib.DEFLATED, -15, zdict=zdict) if zdict else \
-            zlib.compressobj(_LEVEL, zlib.DEFLATED, -15)
+        c = primed.copy()
         stored.append(c.compress(rec) + c.flush())
     offsets = np.zeros(len(records) + 1, dtype=np.int64)
     if records:
