@@ -22,12 +22,10 @@ _GONE: Any = object()     # a field the model did not keep (a sentinel no JSON v
 def _kept_as_read(raw: Any, fields: Any) -> bool:
     # True when the entry's stored fields are ``raw``'s own names in order with the very same
     # values (the usual case, found in C: no per-field step); False leaves it to the field loop
-    return (type(raw) is dict and type(fields) is EntryFields and _dict_len(fields) == len(raw)
-            and list(raw) == list(_dict_iter(fields))
+    return (type(raw) is dict and type(fields) is EntryFields and list(raw) == list(_dict_iter(fields))
             and not any(map(is_not, raw.values(), _dict_values(fields))))
 
 
-_dict_len = dict.__len__
 _dict_iter = dict.__iter__
 _dict_values = dict.values
 
