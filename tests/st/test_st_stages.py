@@ -122,3 +122,37 @@ def test_removing_a_missing_item_removes_the_last_one_only_under_sillytaverns_qu
     assert quirky.items == ["a"]
     fixed = PendingList(["a", "b"], quirk=False)
     assert fixed.remove("z") is None and fixed.items == ["a", "b"]
+
+
+def _key_engine(sources):
+    return st.STEngine(sources, count_tokens=js_count_words)
+
+
+def test_a_key_is_found_without_the_key_table_where_the_table_would_find_it():
+    # "Lore.x.5" names both Lore's uid "x.5" and Lore.x's uid 5
+    lore = book_from_entries("Lore", [{"uid": u, "key": ["k"], "content": "c"}
+                                      for u in (1, "2", "x.5", 7, 3, -4)])
+    other = book_from_entries("Lore.x", [{"uid": 5, "key": ["k"], "content": "c"}])
+    keys = [f"{w}.{u}" for w, us in (("Lore", (1, 2, "x.5", 7, 3, -4)), ("Lore.x", (5,))) for u in us]
+    misses = ["Lore.9", "Lore.", "Lore", "Nope.1", "Lore.01", "Lore.+1", "Lore.-0", "Lore.x.", "Lore.1 ", ".1"]
+    sources = [st.BookSource(lore, ("global",)), st.BookSource(other, ("character",))]
+    reference = _key_engine(sources).tables.by_key
+    expected = {k: reference._table().get(k) for k in keys + misses}
+    assert all(expected[k] is not None for k in keys) and all(expected[k] is None for k in misses)
+    for k in keys + misses:
+        fresh = _key_engine(sources).tables.by_key
+        assert fresh.position(k) == expected[k], k
+        assert fresh._index is None, f"{k}: the key table was built"
+    # a key two entries have: the later global position, as the table keeps
+    entries = list(_key_engine(sources).tables.entries)
+    at = [g for g, info in enumerate(entries) if info.world_uid == "Lore.x.5"]
+    assert len(at) == 2 and expected["Lore.x.5"] == max(at)
+
+
+def test_a_repeated_uid_or_a_book_in_two_roles_falls_back_to_the_key_table():
+    twice = book_from_entries("Twice", [{"uid": 1, "key": ["k"], "content": "c"}])
+    sources = [st.BookSource(twice, ("global", "character"))]
+    reference = _key_engine(sources).tables.by_key
+    fresh = _key_engine(sources).tables.by_key
+    assert fresh.position("Twice.1") == reference._table()["Twice.1"]
+    assert fresh.position("Twice.2") is None

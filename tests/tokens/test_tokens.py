@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from lorescan.model import Lorebook, entry_from_fields
 from lorescan.st import BookSource, Compat, STEngine
 from lorescan.js.text import js_count_words
-from lorescan.tokens import ConcatCount, IncrementalCount, PrependCount, TiktokenCounter, count_text, count_words, resolve_offline_encoding
+from lorescan.tokens import (ConcatCount, IncrementalCount, PrependCount, TiktokenCounter, count_text, count_words,
+                             edited_text_count, resolve_offline_encoding)
 
 
 @pytest.fixture(scope="module")
@@ -564,3 +565,41 @@ def test_joins_around_characters_of_another_unicode_version_count_the_joined_tex
     for p in parts:
         inc.append(p)
     assert inc.total == whole
+
+
+# -- edited_text_count: a content's count after its macros changed it -------------------------
+
+@settings(max_examples=1500, deadline=None)
+@given(paragraphs=st.lists(PART, min_size=1, max_size=8), edits=st.lists(st.tuples(st.integers(0, 7), PART),
+                                                                          max_size=3))
+def test_an_edited_texts_count_from_its_originals_equals_full_reencoding(tik, paragraphs, edits):
+    base = "".join(p + "\n" for p in paragraphs)
+    changed = list(paragraphs)
+    for at, replacement in edits:
+        changed[at % len(changed)] = replacement
+    text = "".join(p + "\n" for p in changed)
+    tc = edited_text_count(tik, text, base, _tik_count(tik, _clean(base)))
+    event("from the paragraphs" if tc is not None else "counted whole")
+    if tc is None:
+        return
+    assert tc.total == _tik_count(tik, text) and tc.exact
+    whole = count_text(tik, text)
+    assert (tc.first, tc.last, tc.hard, tc.unsure) == (whole.first, whole.last, whole.hard, whole.unsure)
+    assert tc.shape(tik) == whole.shape(tik)
+
+
+def _clean(text: str) -> str:
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def test_an_edited_text_is_counted_from_its_paragraphs_only_where_that_pays(tik):
+    base = "".join(f"Paragraph {i} about {{{{char}}}} and the sea.\n" if i == 3 else f"Paragraph {i} is plain.\n"
+                   for i in range(12))
+    text = base.replace("{{char}}", "Seraphina")
+    tc = edited_text_count(tik, text, base, _tik_count(tik, base))
+    assert tc is not None and tc.total == _tik_count(tik, text)
+    one = "{{char}} walks in.\n"
+    assert edited_text_count(tik, one.replace("{{char}}", "Ann"), one, _tik_count(tik, one)) is None   # one paragraph
+    assert edited_text_count(count_words, text, base, 5) is None                                      # not tiktoken
+    split = base.replace("{{char}}", "Ann\nBob")                  # the substitution added a paragraph
+    assert edited_text_count(tik, split, base, _tik_count(tik, base)) is None

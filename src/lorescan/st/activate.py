@@ -287,13 +287,11 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
             walk = entries
             turn.basis = None
         else:
-            by_key = tables.by_key
-            for k in turn.sticky:
-                if k in by_key:
-                    gposes.add(by_key[k].gpos)
-            for k in (*turn.forced, *turn.semantic):
-                if k in by_key:
-                    gposes.add(by_key[k].gpos)
+            position = tables.by_key.position
+            for k in (*turn.sticky, *turn.forced, *turn.semantic):
+                g = position(k)
+                if g is not None:
+                    gposes.add(g)
             walk = entries.many(sorted(gposes))
             turn.basis = (max_depth, rec, walk)
     new: list[EntryInfo] = []

@@ -126,7 +126,9 @@ def count_unit(units: UnitCounts, counter: Callable[[str], int], info: EntryInfo
     else:
         unit = content + "\n"
     # a count the compiled book stored for this counter (a cold engine's first count), else count it
-    tc = units.stored(counter, info, content, unit) or count_text(counter, unit, limit=limit)
+    # (a content its macros changed: from the stored count of its own, recounting what changed)
+    tc = units.stored(counter, info, content, unit) or units.edited(counter, info, unit) \
+        or count_text(counter, unit, limit=limit)
     cache[info.gpos] = (content, unit, tc)
     return unit, tc
 

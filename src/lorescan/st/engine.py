@@ -11,6 +11,7 @@ only data the turn kept.
 from __future__ import annotations
 
 import random as _random
+from array import array
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -49,7 +50,7 @@ def _default_random() -> float:
     return _random.random()
 
 
-def _flagged(entry_at: list[list[int]], compiled: Sequence[CompiledBook], bits: int) -> list[int]:
+def _flagged(entry_at: Sequence[Sequence[int]], compiled: Sequence[CompiledBook], bits: int) -> list[int]:
     """The global positions of the entries with any of the compile-time flags ``bits``, ascending."""
     return sorted(entry_at[bi][ei] for bi, cb in enumerate(compiled)
                   for ei in np.flatnonzero(np.asarray(cb.entry_flags) & bits).tolist())
@@ -166,6 +167,10 @@ class STEngine:
             bis = [add(s) for s in srcs]
             if not bis:
                 return np.zeros(0, np.int64), np.zeros(0, np.int64)
+            if len(bis) == 1:                  # one book (a platform's usual request): its own order
+                orders = self.compiled[bis[0]].entry_order
+                perm = np.argsort(np.where(np.isnan(orders), 0.0, -orders), kind="stable")
+                return np.full(len(perm), bis[0], np.int64), perm
             orders = np.concatenate([self.compiled[bi].entry_order for bi in bis])
             books = np.concatenate([np.full(len(self.compiled[bi].entry_order), bi, np.int64) for bi in bis])
             index = np.concatenate([np.arange(len(self.compiled[bi].entry_order)) for bi in bis])
@@ -192,12 +197,15 @@ class STEngine:
         # Entry records are built when a scan first needs them (a loaded book has no Entry objects yet).
         entries = EntryTable(compiled, worlds, order_book_list, order_index_list, strict)
         gpos = np.arange(len(order_book))
-        entry_at = []
+        entry_at: list[array[int]] = []
         for bi, cb in enumerate(compiled):
             where = np.zeros(len(cb.entry_order), np.int64)
-            mask = order_book == bi
-            where[order_index[mask]] = gpos[mask]
-            entry_at.append(where.tolist())
+            if len(compiled) == 1:
+                where[order_index] = gpos
+            else:
+                mask = order_book == bi
+                where[order_index[mask]] = gpos[mask]
+            entry_at.append(array("q", where.tobytes()))    # machine integers (Tables keeps them as they are)
         # Entries that can activate without a key hit must always be walked (docs/sillytavern-mode.md#st-gates, gates 10-14).
         timed = _flagged(entry_at, compiled, FLAG_TIMED)
         always_bits = FLAG_CONSTANT | ((FLAG_ACTIVATE_STRICT | FLAG_DONT_ACTIVATE_STRICT) if strict
@@ -206,7 +214,7 @@ class STEngine:
             settings=settings, compat=self.compat, match_options=self.match_options, limits=limits,
             regex_timeout=regex_timeout, strict=strict, compiled=compiled, worlds=worlds, entries=entries,
             entry_at=tuple(entry_at),
-            by_key=KeyIndex(entries, worlds, compiled, order_book_list, order_index_list),
+            by_key=KeyIndex(entries, worlds, compiled, order_book_list, order_index_list, entry_at),
             by_hash=HashIndex(entries, timed),
             always=tuple(entries.many(_flagged(entry_at, compiled, always_bits))),
             levels=tuple(sorted({lv for cb in compiled for lv in cb.levels})),

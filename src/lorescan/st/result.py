@@ -104,6 +104,9 @@ class ChatMessage:
     is_user: bool = False
 
 
+_KNOWN_ROLES = frozenset(ROLES)
+
+
 @dataclass(frozen=True, slots=True)
 class BookSource:
     """A book and the roles it plays in an engine.
@@ -119,6 +122,11 @@ class BookSource:
 
     def __post_init__(self) -> None:
         roles = self.roles
+        try:
+            if type(roles) is tuple and roles and _KNOWN_ROLES.issuperset(roles):   # the usual case
+                return
+        except TypeError:             # an unhashable role: named below
+            pass
         valid = ", ".join(ROLES)
         if isinstance(roles, (str, bytes)) or not isinstance(roles, (tuple, list, frozenset, set)):
             raise SettingsError(f"roles must be a tuple of role names ({valid}), got {roles!r:.60}; "

@@ -21,7 +21,7 @@ from .compiled import CompiledBook
 from ..match.expr import ExprLayout, layout_of
 from ..match.options import MatchOptions
 from ..model import Entry
-from ..tokens import TextCount, TiktokenCounter, stored_text_count, unicode_tables
+from ..tokens import TextCount, TiktokenCounter, edited_text_count, stored_text_count, unicode_tables
 from ..js.stdecorators import parse_st_decorators
 from .result import EntryId
 from .settings import Compat, STSettings
@@ -174,16 +174,23 @@ class KeyIndex:
     """Entry key (``"<book>.<uid>"``) -> :class:`EntryInfo`; the key table is built on first use
     and published whole."""
 
-    __slots__ = ("_entries", "_worlds", "_compiled", "_order_book", "_order_index", "_index")
+    __slots__ = ("_entries", "_worlds", "_compiled", "_order_book", "_order_index", "_index", "_entry_at", "_uids")
 
     def __init__(self, entries: EntryTable, worlds: Sequence[str], compiled: Sequence[CompiledBook],
-                 order_book: list[int], order_index: list[int]) -> None:
+                 order_book: list[int], order_index: list[int],
+                 entry_at: Sequence[Sequence[int]] | None = None) -> None:
         self._entries, self._worlds, self._compiled = entries, worlds, compiled
         books, index = array("q", order_book), array("q", order_index)
         if isinstance(entries, EntryTable) and books == entries._order_book and index == entries._order_index:
             books, index = entries._order_book, entries._order_index      # the same order: shared
         self._order_book, self._order_index = books, index
         self._index: dict[str, int] | None = None
+        # entry_at[book][index] -> global position, kept only when each entry has exactly one
+        # (no book takes part twice): then position() finds a key without the key table
+        if entry_at is not None and len(books) != sum(len(cb.entry_order) for cb in compiled):
+            entry_at = None
+        self._entry_at = entry_at
+        self._uids: dict[int, list[int | str]] = {}
 
     def _table(self) -> dict[str, int]:
         index = self._index
@@ -198,6 +205,39 @@ class KeyIndex:
 
     def __contains__(self, key: object) -> bool:
         return key in self._table()
+
+    def position(self, key: str) -> int | None:
+        """The global position of ``self[key]`` (None: no entry has that key). A cold engine
+        asks for a few keys a turn (its sticky and forced entries): they are found in the
+        books' uid lists (C searches) without building the key table, unless a uid repeats."""
+        index = self._index
+        if index is not None or self._entry_at is None:
+            return self._table().get(key)
+        found = -1
+        for bi, world in enumerate(self._worlds):
+            n = len(world)
+            if not key.startswith(world) or key[n:n + 1] != ".":
+                continue
+            tail = key[n + 1:]
+            uids = self._uids.get(bi)
+            if uids is None:
+                uids = self._uids[bi] = uid_list(self._compiled[bi])
+            wanted: list[int | str] = [tail]
+            if tail[-1:].isdigit():           # an integer uid is written in decimal: "7", "-7"
+                try:
+                    number = int(tail)
+                except ValueError:
+                    pass
+                else:
+                    if str(number) == tail:
+                        wanted.append(number)
+            for uid in wanted:
+                count = uids.count(uid)
+                if count > 1:                 # a uid twice in one book: the table says which wins
+                    return self._table().get(key)
+                if count:
+                    found = max(found, self._entry_at[bi][uids.index(uid)])
+        return None if found < 0 else found
 
     def __getitem__(self, key: str) -> EntryInfo:
         return self._entries[self._table()[key]]
@@ -299,15 +339,31 @@ class UnitCounts:
         entries = self._entries
         if entries is None or not (content is info.content or content == info.content):
             return None
-        owner, usable = self._usable
-        if owner is not counter:
-            usable = tuple(_counts_apply(cb, counter) for cb in entries._compiled)
-            self._usable = (counter, usable)
-        apply = usable[info.book]
+        apply = self._apply(entries, counter)[info.book]
         if not apply:
             return None
         stored = int(entries._compiled[info.book].unit_tokens[2][info.index])
         return stored_text_count(counter, unit, stored, apply == 2)
+
+    def edited(self, counter: Any, info: EntryInfo, unit: str) -> TextCount | None:
+        """The count of ``unit``, a content of ``info``'s entry other than its own (its macros
+        substituted) plus "\n", from the count its compiled book stores for the entry's own:
+        only the paragraphs in which the two differ are counted (``tokens.edited_text_count``).
+        None: no such count is stored, or it would not pay (count ``unit`` whole)."""
+        entries = self._entries
+        if entries is None or not self._apply(entries, counter)[info.book]:
+            return None
+        stored = int(entries._compiled[info.book].unit_tokens[2][info.index])
+        if stored < 0:
+            return None
+        return edited_text_count(counter, unit, info.content + "\n", stored >> 1)
+
+    def _apply(self, entries: EntryTable, counter: Any) -> tuple[int, ...]:
+        owner, usable = self._usable
+        if owner is not counter:
+            usable = tuple(_counts_apply(cb, counter) for cb in entries._compiled)
+            self._usable = (counter, usable)
+        return usable
 
 
 def _counts_apply(compiled: CompiledBook, counter: Any) -> int:

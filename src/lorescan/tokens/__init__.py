@@ -25,9 +25,9 @@ long-text steps patch ``lorescan.tokens.joined`` (``_LONG``, ``_STEP``, ``_LONG_
 from __future__ import annotations
 
 from .counters import CacheInfo, TiktokenCounter, TokenCounter, count_words, resolve_offline_encoding, shared_counter
-from .joined import (ConcatCount, IncrementalCount, PrependCount, TextCount, count_text, count_upto, storable_count,
-                     stored_text_count, unicode_tables)
+from .joined import (ConcatCount, IncrementalCount, PrependCount, TextCount, count_text, count_upto,
+                     edited_text_count, storable_count, stored_text_count, unicode_tables)
 
 __all__ = ["count_words", "TiktokenCounter", "IncrementalCount", "resolve_offline_encoding", "TextCount",
            "count_text", "count_upto", "ConcatCount", "PrependCount", "shared_counter", "storable_count",
-           "stored_text_count", "unicode_tables"]
+           "stored_text_count", "edited_text_count", "unicode_tables"]

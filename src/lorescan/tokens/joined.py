@@ -15,7 +15,7 @@ from .counters import (TiktokenCounter, TokenCounter, _has_surrogate, _is_js_spa
                        count_words)
 
 __all__ = ["IncrementalCount", "TextCount", "count_text", "count_upto", "ConcatCount", "PrependCount",
-           "storable_count", "stored_text_count", "unicode_tables"]
+           "storable_count", "stored_text_count", "edited_text_count", "unicode_tables"]
 
 
 class IncrementalCount:
@@ -203,6 +203,41 @@ def stored_text_count(counter: TokenCounter, text: str, stored: int, same_tables
     total = stored >> 1
     if (stored & 1) if same_tables else _unsure(text):     # such a text's joins are counted whole
         return TextCount(total, True, text[0], text[-1], unsure=True)
+    hard = _WS.match(text) is None
+    return TextCount(total, True, text[0], text[-1], hard, None, text, None if hard else _shape(counter, text))
+
+
+# A text's "paragraphs": it cut after each "\n" that a non-whitespace character follows, where
+# (module comment above) the counts of the two sides add. Two texts that differ in a few
+# paragraphs (a content before and after its macros are substituted) differ in count only by
+# those paragraphs' counts.
+_SEAM = regex.compile(r"\n(?=\S)")
+
+
+def _paragraphs(text: str) -> list[str]:
+    cuts = [m.end() for m in _SEAM.finditer(text)]
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+
+
+def edited_text_count(counter: TokenCounter, text: str, base: str, base_total: int) -> TextCount | None:
+    """:func:`count_text` of ``text`` without a limit, from ``base_total``, the exact count of
+    ``base`` (an earlier form of ``text``, as a content before its macros were substituted)
+    under the same tiktoken ``counter``: only the paragraphs in which the two differ are
+    counted (an addition, exact by the seam rule above). None where that would not pay or the
+    rule is not vouched for (count ``text`` whole): a counter other than tiktoken, a long
+    text, surrogates or a character of unsure class in either, paragraphs that do not pair up,
+    or changed paragraphs as long as ``text``."""
+    if (not isinstance(counter, TiktokenCounter) or not text or len(text) > _LONG or len(base) > _LONG
+            or _has_surrogate(text) or _has_surrogate(base) or _unsure(text) or _unsure(base)):
+        return None
+    ours, theirs = _paragraphs(text), _paragraphs(base)
+    if len(ours) != len(theirs) or len(ours) < 2:
+        return None
+    changed = [(a, b) for a, b in zip(ours, theirs) if a != b]
+    if sum(len(a) + len(b) for a, b in changed) >= len(text):
+        return None
+    encode = counter.encoding.encode_ordinary
+    total = base_total + sum(len(encode(a)) - len(encode(b)) for a, b in changed)
     hard = _WS.match(text) is None
     return TextCount(total, True, text[0], text[-1], hard, None, text, None if hard else _shape(counter, text))
 
