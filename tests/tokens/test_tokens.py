@@ -571,14 +571,15 @@ def test_joins_around_characters_of_another_unicode_version_count_the_joined_tex
 
 @settings(max_examples=1500, deadline=None)
 @given(paragraphs=st.lists(PART, min_size=1, max_size=8), edits=st.lists(st.tuples(st.integers(0, 7), PART),
-                                                                          max_size=3))
-def test_an_edited_texts_count_from_its_originals_equals_full_reencoding(tik, paragraphs, edits):
+                                                                          max_size=3), known=st.booleans())
+def test_an_edited_texts_count_from_its_originals_equals_full_reencoding(tik, paragraphs, edits, known):
     base = "".join(p + "\n" for p in paragraphs)
     changed = list(paragraphs)
     for at, replacement in edits:
         changed[at % len(changed)] = replacement
     text = "".join(p + "\n" for p in changed)
-    tc = edited_text_count(tik, text, base, _tik_count(tik, _clean(base)))
+    # known: the base's unsure bit as a stored count carries it (else the function decides it)
+    tc = edited_text_count(tik, text, base, _tik_count(tik, _clean(base)), _unsure(base) if known else None)
     event("from the paragraphs" if tc is not None else "counted whole")
     if tc is None:
         return
@@ -586,6 +587,11 @@ def test_an_edited_texts_count_from_its_originals_equals_full_reencoding(tik, pa
     whole = count_text(tik, text)
     assert (tc.first, tc.last, tc.hard, tc.unsure) == (whole.first, whole.last, whole.hard, whole.unsure)
     assert tc.shape(tik) == whole.shape(tik)
+
+
+def _unsure(text: str) -> bool:
+    from lorescan.tokens.counters import _unsure as unsure
+    return unsure(text)
 
 
 def _clean(text: str) -> str:

@@ -26,9 +26,11 @@ import gc
 import hashlib
 import itertools
 import os
+import threading
 import uuid
 import weakref
 from array import array
+from collections import OrderedDict
 from dataclasses import FrozenInstanceError, dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -127,7 +129,9 @@ class KeyMatcher:
         self.model = model
         self.n_variants = n_variants
         self.has_newline = has_newline
-        has = [bool(len(b)) and int(np.frombuffer(b, dtype=np.intc).max()) >= 0 for b in table_bytes[:5]]
+        # a vid column finds something when any of its values is not SKIP (-1: all four bytes 0xFF)
+        has = [bool(b.strip(b"\xff")) if type(b) is bytes
+               else bool(len(b)) and int(np.frombuffer(b, dtype=np.intc).max()) >= 0 for b in table_bytes[:5]]
         # A sixth table, when present, is the FuzzyIndex of the book's fuzzy keys (match/fuzzy.py).
         self.fuzzy: Any = None
         if len(table_bytes) > 5:
@@ -183,6 +187,32 @@ class KeyMatcher:
 
 
 _SCAN_BATCH = 2_000      # texts per fuzzy batch in scan_many (bounds the per-text word sets held at once)
+
+
+# Side matchers (a book's macro keys as one substitution expanded them) by (model, specs): a
+# card's {{char}} keys expand to the same names in every chat of the card, and a cold engine
+# over it would build the same small automaton again for each. A KeyMatcher is immutable and
+# its hits a pure function of it and the text, so one is shared by every chat cache and thread.
+_SIDE: "OrderedDict[tuple[int, tuple[VariantSpec, ...]], KeyMatcher]" = OrderedDict()
+_SIDE_KEPT = 256
+_SIDE_LOCK = threading.Lock()
+
+
+def side_matcher(specs: tuple[VariantSpec, ...], model: int) -> KeyMatcher:
+    """``build_matcher(specs, model)``, kept process-wide for the last ``_SIDE_KEPT`` spec lists."""
+    key = (model, specs)
+    with _SIDE_LOCK:
+        found = _SIDE.get(key)
+        if found is not None:
+            _SIDE.move_to_end(key)
+            return found
+    built = build_matcher(specs, model)
+    with _SIDE_LOCK:
+        found = _SIDE.setdefault(key, built)
+        _SIDE.move_to_end(key)
+        while len(_SIDE) > _SIDE_KEPT:
+            _SIDE.popitem(last=False)
+    return found
 
 
 def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = None) -> KeyMatcher:

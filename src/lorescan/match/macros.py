@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Sequence, TypeAlias, cast
 from ..errors import LorebookError
 from ..macros import expand_within
 from .cache import ChatScan
-from .compile import SKIP, VariantSpec, build_matcher, classify_key
+from .compile import SKIP, VariantSpec, classify_key, side_matcher
 from .keys import MacroKey, PlainKey, RegexKey
 from ..js.regex import RegexTooComplex
 from ..js.text import js_trim
@@ -104,7 +104,7 @@ def _build(compiled: "CompiledKeys", expanded: Sequence[str], cache: ChatScan, m
     spec_list = tuple(specs)
     model = compiled.matcher.model
     matcher = cast("KeyMatcher", cache.side_matcher((compiled.matcher.token, spec_list),
-                                                    lambda: build_matcher(spec_list, model)))
+                                                    lambda: side_matcher(spec_list, model)))
     walked: list[int] = []
     by_vid: dict[int, list[int]] = {}
     by_side: dict[int, list[int]] = {}

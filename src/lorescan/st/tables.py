@@ -351,12 +351,15 @@ class UnitCounts:
         only the paragraphs in which the two differ are counted (``tokens.edited_text_count``).
         None: no such count is stored, or it would not pay (count ``unit`` whole)."""
         entries = self._entries
-        if entries is None or not self._apply(entries, counter)[info.book]:
+        apply = 0 if entries is None else self._apply(entries, counter)[info.book]
+        if not apply:
             return None
-        stored = int(entries._compiled[info.book].unit_tokens[2][info.index])
+        stored = int(entries._compiled[info.book].unit_tokens[2][info.index])   # type: ignore[union-attr]
         if stored < 0:
             return None
-        return edited_text_count(counter, unit, info.content + "\n", stored >> 1)
+        # the stored unsure bit holds under this process's Unicode tables (apply == 2)
+        return edited_text_count(counter, unit, info.content + "\n", stored >> 1,
+                                 bool(stored & 1) if apply == 2 else None)
 
     def _apply(self, entries: EntryTable, counter: Any) -> tuple[int, ...]:
         owner, usable = self._usable

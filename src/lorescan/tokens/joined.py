@@ -219,22 +219,26 @@ def _paragraphs(text: str) -> list[str]:
     return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
 
 
-def edited_text_count(counter: TokenCounter, text: str, base: str, base_total: int) -> TextCount | None:
+def edited_text_count(counter: TokenCounter, text: str, base: str, base_total: int,
+                      base_unsure: bool | None = None) -> TextCount | None:
     """:func:`count_text` of ``text`` without a limit, from ``base_total``, the exact count of
     ``base`` (an earlier form of ``text``, as a content before its macros were substituted)
     under the same tiktoken ``counter``: only the paragraphs in which the two differ are
     counted (an addition, exact by the seam rule above). None where that would not pay or the
     rule is not vouched for (count ``text`` whole): a counter other than tiktoken, a long
     text, surrogates or a character of unsure class in either, paragraphs that do not pair up,
-    or changed paragraphs as long as ``text``."""
+    or changed paragraphs as long as ``text``. ``base_unsure``: whether ``base`` holds such a
+    character, when known (a stored count's bit); ``text``'s other characters are ``base``'s."""
     if (not isinstance(counter, TiktokenCounter) or not text or len(text) > _LONG or len(base) > _LONG
-            or _has_surrogate(text) or _has_surrogate(base) or _unsure(text) or _unsure(base)):
+            or _has_surrogate(text) or _has_surrogate(base)):
+        return None
+    if base_unsure if base_unsure is not None else _unsure(base):
         return None
     ours, theirs = _paragraphs(text), _paragraphs(base)
     if len(ours) != len(theirs) or len(ours) < 2:
         return None
     changed = [(a, b) for a, b in zip(ours, theirs) if a != b]
-    if sum(len(a) + len(b) for a, b in changed) >= len(text):
+    if sum(len(a) + len(b) for a, b in changed) >= len(text) or any(_unsure(a) for a, _ in changed):
         return None
     encode = counter.encoding.encode_ordinary
     total = base_total + sum(len(encode(a)) - len(encode(b)) for a, b in changed)
