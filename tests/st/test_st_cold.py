@@ -9,6 +9,7 @@ import random
 import pytest
 
 import lorescan.st.budget as budget_module
+import lorescan.st.lsc as lsc_module
 import lorescan.st.tables as tables_module
 from lorescan import BookSource, ChatMessage, STEngine, STSettings
 from lorescan.match.lsc import save_compiled
@@ -192,3 +193,27 @@ def test_timed_records_find_their_entries_from_the_stored_fingerprints(tmp_path,
     assert got == want
     reason = {d["uid"]: d["reason"] for d in got["diagnostics"]}[uid]
     assert reason == {"sticky": "sticky", "cooldown": "cooldown", "unknown": "key"}[kind]
+
+
+@pytest.mark.parametrize("cooldown", [5, 2.5, None])
+def test_evaluating_a_timed_record_reads_the_entry_without_building_it(tmp_path, monkeypatch, cooldown):
+    # an entry on cooldown that no key of the chat wakes: evaluation reads its record's sticky and
+    # cooldown and builds nothing (a float is left to the entry's own build, with the same answer)
+    fields = {"uid": 9, "key": ["nowhere-in-the-chat"], "content": "Asleep.", "sticky": 3 if cooldown is None else None,
+              "cooldown": cooldown}
+    book = Lorebook(name="timed", entries=(entry_from_fields(fields, uid=9),))
+    reference = STEngine([BookSource(book, ("character",))], SETTINGS)
+    info = reference.tables.entries[0]
+    state = {"sticky": {}, "cooldown": {"timed.9": {"hash": info.hash, "start": 1, "end": 99, "protected": False}}}
+    built: list[int] = []
+    build = lsc_module._EntryRecords.entry
+    monkeypatch.setattr(lsc_module._EntryRecords, "entry", lambda self, i: built.append(i) or build(self, i))
+    compiled = _loaded(tmp_path, book, True)
+    engine = STEngine([BookSource(compiled, ("character",))], SETTINGS)
+    got = engine.tables.by_hash.get(info.hash)
+    assert (got.key, got.sticky, got.cooldown) == ("timed.9", fields["sticky"], cooldown)
+    assert built == ([0] if type(cooldown) is float else []), built
+    r = engine.scan(_chat(), max_context=600, random=random.Random(7).random, timed_effects=state)
+    want = reference.scan(_chat(), max_context=600, random=random.Random(7).random, timed_effects=state)
+    assert r.to_json(diagnostics=True) == want.to_json(diagnostics=True)
+    assert r.timed_effects == want.timed_effects

@@ -136,6 +136,17 @@ class CompiledBook:
         rows = self.timed_hashes
         return dict(zip(rows[:, 0].tolist(), rows[:, 2 if strict else 1].tolist()))
 
+    def timed_values(self, i: int) -> tuple[Any, Any]:
+        """Entry ``i``'s ``(sticky, cooldown)``, what timed-effect evaluation reads of an entry a
+        record names: a loaded book reads them from the entry's record without building it."""
+        records = getattr(self._load_book, "records", None)
+        if records is not None:
+            found = records.timed_values(i)
+            if found is not None:
+                return found
+        entry = self.entries[i]
+        return entry.sticky, entry.cooldown
+
     def content_of(self, i: int) -> str:
         """Entry ``i``'s content (what ``keys.content_hits[i]`` are the hits of)."""
         return self.entries[i].content

@@ -494,6 +494,7 @@ def _read_book(r: FormReader, make: Callable[..., Any], limits: Any = None) -> A
 # a process-wide cache of them (``_ZDICTS``), so a cache of books held after their turns does not
 # hold a dictionary each.
 ZDICT = 8192
+_MAX_DURATION = 2**53     # a sticky or cooldown read from a record as model.py bounds numbers
 _LEVEL = 6
 _ZDICTS_KEPT = 16
 _ZDICTS: "OrderedDict[int, tuple[Any, bytes]]" = OrderedDict()     # id(records) -> (weak ref, zdict)
@@ -560,7 +561,24 @@ class _EntryRecords:
                 _ZDICTS.popitem(last=False)
         return zdict
 
-    def entry(self, i: int) -> Entry:
+    def timed_values(self, i: int) -> tuple[Any, Any] | None:
+        """Entry ``i``'s ``sticky`` and ``cooldown`` as its record stores them, read without
+        building the entry (what timed-effect evaluation asks of an entry a record names).
+        None: a record this does not vouch for (build the entry: its checks name what is wrong)."""
+        raw = self._inflated(i)           # a damaged record: the error building it would raise
+        try:
+            record = _decode_record(raw)
+        except (TypeError, ValueError, RecursionError):
+            return None
+        if type(record) is not list or not record or record[0] not in ("f", "d") \
+                or len(record) != (4 if record[0] == "f" else 3) or type(record[2]) is not dict:
+            return None
+        values = (record[2].get("sticky"), record[2].get("cooldown"))   # absent: the default, null
+        if all(v is None or (type(v) is int and -_MAX_DURATION <= v <= _MAX_DURATION) for v in values):
+            return values
+        return None
+
+    def _inflated(self, i: int) -> bytes:
         blob = self.blob
         if blob is None:
             blob = self.r.blob("book:entries", checked=False)
@@ -578,6 +596,10 @@ class _EntryRecords:
             self.r.fail(f"corrupted section 'book:entries' (entry {i}: {exc})")
         if not inflate.eof or inflate.unused_data:
             self.r.fail(f"corrupted section 'book:entries' (entry {i} is cut short)")
+        return raw
+
+    def entry(self, i: int) -> Entry:
+        raw = self._inflated(i)
         try:
             return _entry_from_record(_decode_record(raw), self.source)
         except LorebookError:

@@ -149,6 +149,16 @@ class EntryTable(Sequence[EntryInfo]):
             stored = maps[bi] = self._compiled[bi].timed_hash_map(self._worlds[bi], self._strict)
         return stored.get(self._order_index[gpos])
 
+    def timed(self, gpos: int) -> TimedEntry:
+        """What timed-effect evaluation reads of the entry at ``gpos`` (its record is not built for it)."""
+        info = self._items[gpos]
+        if info is not None:
+            return info.timed()
+        bi, ei = self._order_book[gpos], self._order_index[gpos]
+        cb = self._compiled[bi]
+        sticky, cooldown = cb.timed_values(ei)
+        return TimedEntry(EntryId(self._worlds[bi], cb.uids[ei]).key, sticky, cooldown)
+
     def _build(self, gpos: int) -> EntryInfo:
         bi, ei = self._order_book[gpos], self._order_index[gpos]
         cb, world = self._compiled[bi], self._worlds[bi]
@@ -270,8 +280,9 @@ class HashIndex:
     The timed entries (sticky or cooldown set), which the records of an ordinary chat name,
     are looked at first, in global order. Their fingerprints are read from the compiled books'
     stored columns (``CompiledBook.timed_hash``) into a fingerprint -> global position table
-    the first time a record is looked up, so an engine builds no entry record for them: only
-    the entries a record names are built. A fingerprint that is not stored (a book taking part
+    the first time a record is looked up, so an engine builds no entry record for them; the
+    entries a record names are not built either (``EntryTable.timed``: a loaded book's record
+    gives its sticky and cooldown). A fingerprint that is not stored (a book taking part
     under another name) is computed from the entry's record (about a millisecond each) when
     that table is built; it is a pure function of the entry, so threads that race write the
     same value. A record naming any other entry (edited, or written by another version) makes
@@ -306,13 +317,13 @@ class HashIndex:
         """The entry with fingerprint ``h``, timed entries first; None if there is none."""
         gpos = self._timed_table().get(h)
         if gpos is not None:
-            return self._entries[gpos].timed()
+            return self._entries.timed(gpos)
         index = self._all
         if index is None:
             index = self._entries.fingerprint_index()
             self._all = index
         gpos = index.get(h)
-        return None if gpos is None else self._entries[gpos].timed()
+        return None if gpos is None else self._entries.timed(gpos)
 
 
 class UnitCounts:
