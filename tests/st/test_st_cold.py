@@ -210,10 +210,12 @@ def test_evaluating_a_timed_record_reads_the_entry_without_building_it(tmp_path,
     monkeypatch.setattr(lsc_module._EntryRecords, "entry", lambda self, i: built.append(i) or build(self, i))
     compiled = _loaded(tmp_path, book, True)
     engine = STEngine([BookSource(compiled, ("character",))], SETTINGS)
-    got = engine.tables.by_hash.get(info.hash)
+    got = engine.tables.by_hash.get(info.hash, False)
     assert (got.key, got.sticky, got.cooldown) == ("timed.9", fields["sticky"], cooldown)
     assert built == ([0] if type(cooldown) is float else []), built
+    built.clear()
     r = engine.scan(_chat(), max_context=600, random=random.Random(7).random, timed_effects=state)
+    assert built == ([0] if type(cooldown) is float else []), built
     want = reference.scan(_chat(), max_context=600, random=random.Random(7).random, timed_effects=state)
     assert r.to_json(diagnostics=True) == want.to_json(diagnostics=True)
     assert r.timed_effects == want.timed_effects

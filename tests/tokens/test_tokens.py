@@ -604,8 +604,35 @@ def test_an_edited_text_is_counted_from_its_paragraphs_only_where_that_pays(tik)
     text = base.replace("{{char}}", "Seraphina")
     tc = edited_text_count(tik, text, base, _tik_count(tik, base))
     assert tc is not None and tc.total == _tik_count(tik, text)
-    one = "{{char}} walks in.\n"
-    assert edited_text_count(tik, one.replace("{{char}}", "Ann"), one, _tik_count(tik, one)) is None   # one paragraph
+    one = "The lighthouse keeper of Saltmere, {{char}}, walks in and nods to {{user}}.\n"
+    edited = one.replace("{{char}}", "Ann").replace("{{user}}", "Bob")
+    tc = edited_text_count(tik, edited, one, _tik_count(tik, one))     # one paragraph: cut at the words
+    assert tc is not None and tc.total == _tik_count(tik, edited)
     assert edited_text_count(count_words, text, base, 5) is None                                      # not tiktoken
     split = base.replace("{{char}}", "Ann\nBob")                  # the substitution added a paragraph
-    assert edited_text_count(tik, split, base, _tik_count(tik, base)) is None
+    tc = edited_text_count(tik, split, base, _tik_count(tik, base))
+    assert tc is not None and tc.total == _tik_count(tik, split)
+    whole = "{{char}}\n"                                          # nothing shared to leave out
+    assert edited_text_count(tik, "Ann\n", whole, _tik_count(tik, whole)) is None
+
+
+WORD = st.one_of(st.sampled_from(["the", "lighthouse", "1820", "don't", "I'm", "—", "...", "(see", "it)", "東京",
+                                  "naïve", "  ", "\t", "\n", "\n\n", " \n", ":", "'s", "{{char}}", "{{user}}"]), TRICKY,
+                 st.sampled_from(["{{char}}", "{{user}}", "{{char}}'s", "({{user}})"]))
+NAME = st.one_of(st.sampled_from(["Ann", "Seraphina Rose", "O'Neil", "", " ", "Ann\nBob", "42", "  x", "é.", "\n"]),
+                 TRICKY)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(words=st.lists(WORD, min_size=1, max_size=30), seps=st.lists(st.sampled_from([" ", "", "\n", ", ", "  "]),
+                                                                     min_size=30, max_size=30),
+       char=NAME, user=NAME)
+def test_a_content_with_macros_counts_from_its_stored_count_as_tiktoken_counts_it(tik, words, seps, char, user):
+    base = "".join(w + sep for w, sep in zip(words, seps)) + "\n"
+    text = base.replace("{{char}}", char).replace("{{user}}", user)
+    if text == base or not text:
+        return
+    tc = edited_text_count(tik, text, base, _tik_count(tik, base))
+    event("from the seams" if tc is not None else "counted whole")
+    if tc is not None:
+        assert tc.total == _tik_count(tik, text)

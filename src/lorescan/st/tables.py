@@ -280,9 +280,9 @@ class HashIndex:
     The timed entries (sticky or cooldown set), which the records of an ordinary chat name,
     are looked at first, in global order. Their fingerprints are read from the compiled books'
     stored columns (``CompiledBook.timed_hash``) into a fingerprint -> global position table
-    the first time a record is looked up, so an engine builds no entry record for them; the
-    entries a record names are not built either (``EntryTable.timed``: a loaded book's record
-    gives its sticky and cooldown). A fingerprint that is not stored (a book taking part
+    the first time a record is looked up, so an engine builds no entry record for them: a
+    sticky record's entry is built (the turn activates it), a cooldown record's is only read
+    (``EntryTable.timed``: a loaded book's record gives its sticky and cooldown). A fingerprint that is not stored (a book taking part
     under another name) is computed from the entry's record (about a millisecond each) when
     that table is built; it is a pure function of the entry, so threads that race write the
     same value. A record naming any other entry (edited, or written by another version) makes
@@ -292,6 +292,7 @@ class HashIndex:
     """
 
     __slots__ = ("_entries", "_timed", "_first", "_all")
+    peeks = True                             # get(h, False) reads an entry without building it (st.timed)
 
     def __init__(self, entries: EntryTable, timed: Sequence[int]) -> None:
         self._entries = entries
@@ -313,17 +314,20 @@ class HashIndex:
             self._first = first               # published whole
         return first
 
-    def get(self, h: int) -> TimedEntry | None:
-        """The entry with fingerprint ``h``, timed entries first; None if there is none."""
+    def get(self, h: int, build: bool = True) -> TimedEntry | None:
+        """The entry with fingerprint ``h``, timed entries first; None if there is none.
+        ``build``: build its record (a sticky entry's: the turn activates it); else only its
+        sticky and cooldown are read (an entry on cooldown a turn may never reach)."""
         gpos = self._timed_table().get(h)
-        if gpos is not None:
-            return self._entries.timed(gpos)
-        index = self._all
-        if index is None:
-            index = self._entries.fingerprint_index()
-            self._all = index
-        gpos = index.get(h)
-        return None if gpos is None else self._entries.timed(gpos)
+        if gpos is None:
+            index = self._all
+            if index is None:
+                index = self._entries.fingerprint_index()
+                self._all = index
+            gpos = index.get(h)
+            if gpos is None:
+                return None
+        return self._entries[gpos].timed() if build else self._entries.timed(gpos)
 
 
 class UnitCounts:

@@ -173,6 +173,9 @@ class EntriesByHash(Protocol):
 
     def get(self, h: int, /) -> TimedEntry | None: ...
 
+    # An implementation may also take ``get(h, False)`` (look the entry up without building its
+    # record) and say so with a true ``peeks`` attribute.
+
 
 def evaluate(state: TimedEffects, chat_length: int, entries: EntriesByHash) -> ActiveEffects:
     """Age the records at scan start (docs/sillytavern-mode.md#st-timed), in place: the caller passes a copy.
@@ -187,6 +190,7 @@ def evaluate(state: TimedEffects, chat_length: int, entries: EntriesByHash) -> A
         The keys (``"<book>.<uid>"``) of the entries currently sticky and on cooldown.
     """
     active = ActiveEffects(set(), set())
+    peeks = getattr(entries, "peeks", False)     # get(h, False): the entry read, not built (HashIndex)
     for kind in ("sticky", "cooldown"):
         records: dict[str, EffectRecord] = getattr(state, kind)
         for key in list(records):
@@ -196,7 +200,11 @@ def evaluate(state: TimedEffects, chat_length: int, entries: EntriesByHash) -> A
             if chat_length <= rec.start and not rec.protected:
                 del records[key]
                 continue
-            entry = entries.get(rec.hash)
+            # a sticky record's entry is activated this turn: built; a cooldown's only read
+            if kind == "sticky" or not peeks:
+                entry = entries.get(rec.hash)
+            else:
+                entry = entries.get(rec.hash, False)   # type: ignore[call-arg]
             if entry is None:
                 if chat_length >= rec.end:
                     del records[key]

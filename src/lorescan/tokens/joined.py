@@ -6,6 +6,8 @@ of :mod:`lorescan.tokens` (import from there)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress
+from operator import ne
 from typing import Any
 
 import regex
@@ -207,37 +209,74 @@ def stored_text_count(counter: TokenCounter, text: str, stored: int, same_tables
     return TextCount(total, True, text[0], text[-1], hard, None, text, None if hard else _shape(counter, text))
 
 
-# A text's "paragraphs": it cut after each "\n" that a non-whitespace character follows, where
-# (module comment above) the counts of the two sides add. Two texts that differ in a few
-# paragraphs (a content before and after its macros are substituted) differ in count only by
-# those paragraphs' counts.
-_SEAM = regex.compile(r"\n(?=\S)")
+# Seams: positions where tiktoken's pieces of a text always break, so that the count of the
+# text is the count of the part before plus the count of the part after. (1) After a "\n" that
+# a non-whitespace character follows (module comment above). (2) Before a space (U+0020) that
+# follows a non-whitespace character: every piece that can hold that character (letters,
+# 1-3 digits, a contraction, a punctuation run with the [\r\n] after it) stops at a space, and
+# the pieces from the space on depend only on the text from there (no look-behind). A
+# paragraph is a text cut at seams (1). Two texts that differ in a few places (a content before
+# and after its macros are substituted) differ in count only by what lies between the seams
+# around each place: those parts are counted, the rest is the base's count.
+_PARAGRAPH = regex.compile(r"\n(?=\S)")
 
 
 def _paragraphs(text: str) -> list[str]:
-    cuts = [m.end() for m in _SEAM.finditer(text)]
+    cuts = [m.end() for m in _PARAGRAPH.finditer(text)]
     return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+
+
+def _ends_hard(piece: str) -> bool:
+    # a space after this piece is a seam (2): the piece ends with a non-whitespace character
+    return bool(piece) and _WS.match(piece[-1]) is None
+
+
+def _word_changes(text: str, base: str) -> list[tuple[str, str]] | None:
+    """The parts in which ``text`` and ``base`` differ, cut at seams (2) of both, when the two
+    have as many spaces (None: they do not). Both are split at every space (in C) and compared
+    piece for piece (in C); each run of changed pieces is widened to the nearest seams."""
+    ours, theirs = text.split(" "), base.split(" ")
+    n = len(ours)
+    if n != len(theirs):
+        return None
+    changed: list[tuple[str, str]] = []
+    covered = -1
+    for i in compress(range(n), map(ne, ours, theirs)):
+        if i <= covered:
+            continue
+        lo = i                          # the space before piece lo: a seam of both texts
+        while lo > 0 and not (_ends_hard(ours[lo - 1]) and _ends_hard(theirs[lo - 1])):
+            lo -= 1
+        hi = i                          # the space after piece hi: a seam of both, the next piece the same
+        while hi + 1 < n and not (ours[hi + 1] == theirs[hi + 1] and _ends_hard(ours[hi]) and _ends_hard(theirs[hi])):
+            hi += 1
+        lead = " " if lo > 0 else ""
+        changed.append((lead + " ".join(ours[lo:hi + 1]), lead + " ".join(theirs[lo:hi + 1])))
+        covered = hi
+    return changed
 
 
 def edited_text_count(counter: TokenCounter, text: str, base: str, base_total: int,
                       base_unsure: bool | None = None) -> TextCount | None:
     """:func:`count_text` of ``text`` without a limit, from ``base_total``, the exact count of
     ``base`` (an earlier form of ``text``, as a content before its macros were substituted)
-    under the same tiktoken ``counter``: only the paragraphs in which the two differ are
-    counted (an addition, exact by the seam rule above). None where that would not pay or the
-    rule is not vouched for (count ``text`` whole): a counter other than tiktoken, a long
-    text, surrogates or a character of unsure class in either, paragraphs that do not pair up,
-    or changed paragraphs as long as ``text``. ``base_unsure``: whether ``base`` holds such a
+    under the same tiktoken ``counter``: only what lies between the seams around each place
+    the two differ is counted (an addition, exact by the seam rules above). None where that
+    would not pay or the rules are not vouched for (count ``text`` whole): a counter other
+    than tiktoken, a long text, surrogates or a character of unsure class in either, or
+    changed parts as long as ``text``. ``base_unsure``: whether ``base`` holds such a
     character, when known (a stored count's bit); ``text``'s other characters are ``base``'s."""
     if (not isinstance(counter, TiktokenCounter) or not text or len(text) > _LONG or len(base) > _LONG
             or _has_surrogate(text) or _has_surrogate(base)):
         return None
     if base_unsure if base_unsure is not None else _unsure(base):
         return None
-    ours, theirs = _paragraphs(text), _paragraphs(base)
-    if len(ours) != len(theirs) or len(ours) < 2:
-        return None
-    changed = [(a, b) for a, b in zip(ours, theirs) if a != b]
+    changed = _word_changes(text, base)     # the usual substitution: words for words
+    if changed is None:                     # else the paragraphs, when they pair up
+        ours, theirs = _paragraphs(text), _paragraphs(base)
+        if len(ours) != len(theirs):
+            return None
+        changed = [(a, b) for a, b in zip(ours, theirs) if a != b]
     if sum(len(a) + len(b) for a, b in changed) >= len(text) or any(_unsure(a) for a, _ in changed):
         return None
     encode = counter.encoding.encode_ordinary
