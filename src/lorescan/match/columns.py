@@ -103,17 +103,9 @@ def _csr_pairs(n_rows: int, rows: array[int], values: array[int]) -> tuple[np.nd
     return offsets, v.astype(np.int32)
 
 
-def _cells(column: np.ndarray) -> memoryview:
-    """``column`` (1-D) as a memoryview: its items read as Python ints and its slices made
-    without a numpy scalar or array object each (what a turn's few rows are read through)."""
-    return memoryview(np.ascontiguousarray(column, dtype=column.dtype.newbyteorder("=")))  # type: ignore[arg-type]
-
-
 def _csr_rows(offsets: np.ndarray, values: np.ndarray, wrap: Callable[[list[int]], Any]) -> _Lazy:
-    off, vals = _cells(offsets), _cells(values)
-
     def make(i: int) -> Any:
-        return wrap(vals[off[i]:off[i + 1]].tolist())
+        return wrap(values[offsets[i]:offsets[i + 1]].tolist())
     return _Lazy(len(offsets) - 1, make)
 
 
@@ -214,19 +206,15 @@ class _PlanColumns:
 
 def _plan_seq(offsets: np.ndarray, values: np.ndarray, flags: np.ndarray, specials: list[Any],
               plan_type: Callable[..., Any]) -> _Lazy:
-    off, vals, flag = _cells(offsets), _cells(values), _cells(flags)
+    def refs(j: int) -> list[Any]:
+        return [v if v >= -1 else specials[-2 - v] for v in values[offsets[j]:offsets[j + 1]].tolist()]
 
     def make(i: int) -> Any:
-        # an entry's four rows (primary pairs, secondary, score primary, score secondary) are
-        # adjacent: read as one slice, split at the row offsets
-        a, b, c, d, e = off[4 * i:4 * i + 5].tolist()
-        row = vals[a:e].tolist()
-        if row and min(row) < -1:          # a special key: ref -2 - i is specials[i]
-            row = [v if v >= -1 else specials[-2 - v] for v in row]
-        pri = row[:b - a]
-        f = flag[i]
-        return plan_type(tuple(zip(pri[0::2], pri[1::2])), tuple(row[b - a:c - a]), bool(f & 1),
-                         tuple(row[c - a:d - a]), tuple(row[d - a:]), bool(f & 2))
+        j = 4 * i
+        pri = refs(j)
+        f = int(flags[i])
+        return plan_type(tuple(zip(pri[0::2], pri[1::2])), tuple(refs(j + 1)), bool(f & 1),
+                         tuple(refs(j + 2)), tuple(refs(j + 3)), bool(f & 2))
     return _Lazy(len(flags), make)
 
 
@@ -263,8 +251,8 @@ def lazy_tables(cols: dict[str, np.ndarray], specials: list[Any], plan_type: Cal
         return (text, bool(f & 1), bool(f & 2))
     plans = _plan_seq(cols["plans_offsets"], cols["plans_values"], cols["plans_flags"], specials, plan_type)
     subs = _plan_seq(cols["sub_offsets"], cols["sub_values"], cols["sub_flags"], specials, plan_type)
-    sub_index = _cells(cols["sub_index"])
-    plans_sub = _Lazy(len(sub_index), lambda i: plans[i] if sub_index[i] < 0 else subs[sub_index[i]])
+    sub_index = cols["sub_index"]
+    plans_sub = _Lazy(len(sub_index), lambda i: plans[i] if sub_index[i] < 0 else subs[int(sub_index[i])])
     return (_Lazy(len(spec_flags), make_spec), plans, plans_sub,
             _csr_rows(cols["vid_offsets"], cols["vid_values"], tuple),
             _csr_rows(cols["hit_offsets"], cols["hit_values"], _frozen_hits))
