@@ -215,7 +215,9 @@ def compile_book(book: Lorebook, options: MatchOptions = MatchOptions(), *,
         token_counts: also count each entry's content under the default token counter (the
             process-wide tiktoken cl100k counter, ``tokens.shared_counter``) and keep the counts
             in the compiled form, so an engine over a loaded book counts no content its turns
-            admit unchanged (about as long again as the rest of compiling a book of long contents).
+            admit unchanged, and of a content its macros changed only the words around each change
+            (``tokens.edited_text_count``; about as long again as the rest of compiling a book of
+            long contents).
 
     Returns:
         The immutable :class:`CompiledBook`, to share between engines and threads.
