@@ -22,15 +22,14 @@ from contents costs a union, not a rescan (see ``CompiledKeys.chunk_union_exact`
 """
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import itertools
 import os
-import threading
 import uuid
 import weakref
 from array import array
-from collections import OrderedDict
 from dataclasses import FrozenInstanceError, dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -189,30 +188,14 @@ class KeyMatcher:
 _SCAN_BATCH = 2_000      # texts per fuzzy batch in scan_many (bounds the per-text word sets held at once)
 
 
-# Side matchers (a book's macro keys as one substitution expanded them) by (model, specs): a
+# Side matchers (a book's macro keys as one substitution expanded them) by (specs, model): a
 # card's {{char}} keys expand to the same names in every chat of the card, and a cold engine
 # over it would build the same small automaton again for each. A KeyMatcher is immutable and
 # its hits a pure function of it and the text, so one is shared by every chat cache and thread.
-_SIDE: "OrderedDict[tuple[int, tuple[VariantSpec, ...]], KeyMatcher]" = OrderedDict()
-_SIDE_KEPT = 256
-_SIDE_LOCK = threading.Lock()
-
-
+@functools.lru_cache(maxsize=256)
 def side_matcher(specs: tuple[VariantSpec, ...], model: int) -> KeyMatcher:
-    """``build_matcher(specs, model)``, kept process-wide for the last ``_SIDE_KEPT`` spec lists."""
-    key = (model, specs)
-    with _SIDE_LOCK:
-        found = _SIDE.get(key)
-        if found is not None:
-            _SIDE.move_to_end(key)
-            return found
-    built = build_matcher(specs, model)
-    with _SIDE_LOCK:
-        found = _SIDE.setdefault(key, built)
-        _SIDE.move_to_end(key)
-        while len(_SIDE) > _SIDE_KEPT:
-            _SIDE.popitem(last=False)
-    return found
+    """``build_matcher(specs, model)``, kept process-wide for the last 256 spec lists."""
+    return build_matcher(specs, model)
 
 
 def build_matcher(specs: Sequence[VariantSpec], model: int, token: str | None = None) -> KeyMatcher:

@@ -42,7 +42,8 @@ from ..match.columns import lazy_sequence
 from ..match.compile import TYPES as KEY_TYPES
 from ..match.lsc import (CompiledFormError, FormReader, FormWriter, ValueDecoder, ValueEncoder, read_form,
                          narrow_offsets, read_keys, write_keys)
-from ..model import Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields, entry_from_stored
+from ..model import (_MAX_NUMBER, Entry, EntryFields, FrozenMap, Lorebook, Origin, entry_from_fields,
+                     entry_from_stored)
 
 __all__ = ["BOOK_KIND", "encode_book", "decode_book", "encode_value", "decode_value"]
 
@@ -494,7 +495,6 @@ def _read_book(r: FormReader, make: Callable[..., Any], limits: Any = None) -> A
 # a process-wide cache of them (``_ZDICTS``), so a cache of books held after their turns does not
 # hold a dictionary each.
 ZDICT = 8192
-_MAX_DURATION = 2**53     # a sticky or cooldown read from a record as model.py bounds numbers
 _LEVEL = 6
 _ZDICTS_KEPT = 16
 _ZDICTS: "OrderedDict[int, tuple[Any, bytes]]" = OrderedDict()     # id(records) -> (weak ref, zdict)
@@ -574,7 +574,7 @@ class _EntryRecords:
                 or len(record) != (4 if record[0] == "f" else 3) or type(record[2]) is not dict:
             return None
         values = (record[2].get("sticky"), record[2].get("cooldown"))   # absent: the default, null
-        if all(v is None or (type(v) is int and -_MAX_DURATION <= v <= _MAX_DURATION) for v in values):
+        if all(v is None or (type(v) is int and -_MAX_NUMBER <= v <= _MAX_NUMBER) for v in values):
             return values
         return None
 

@@ -282,8 +282,8 @@ class HashIndex:
     stored columns (``CompiledBook.timed_hash``) into a fingerprint -> global position table
     the first time a record is looked up, so an engine builds no entry record for them: a
     sticky record's entry is built (the turn activates it), a cooldown record's is only read
-    (``EntryTable.timed``: a loaded book's record gives its sticky and cooldown). A fingerprint that is not stored (a book taking part
-    under another name) is computed from the entry's record (about a millisecond each) when
+    (``EntryTable.timed``: a loaded book's record gives its sticky and cooldown). A
+    fingerprint that is not stored (a book taking part under another name) is computed from the entry's record (about a millisecond each) when
     that table is built; it is a pure function of the entry, so threads that race write the
     same value. A record naming any other entry (edited, or written by another version) makes
     the first lookup that misses read every entry's fingerprint from its compiled book's table
@@ -351,37 +351,39 @@ class UnitCounts:
     def stored(self, counter: Any, info: EntryInfo, content: str, unit: str) -> TextCount | None:
         """The count of ``unit`` (``content + "\n"``) for ``info``'s entry from its compiled book,
         when the book stores it for ``counter`` and ``content`` is the entry's own; else None."""
-        entries = self._entries
-        if entries is None or not (content is info.content or content == info.content):
+        if not (content is info.content or content == info.content):
             return None
-        apply = self._apply(entries, counter)[info.book]
+        apply, stored = self._stored(counter, info)
         if not apply:
             return None
-        stored = int(entries._compiled[info.book].unit_tokens[2][info.index])
         return stored_text_count(counter, unit, stored, apply == 2)
 
     def edited(self, counter: Any, info: EntryInfo, unit: str) -> TextCount | None:
         """The count of ``unit``, a content of ``info``'s entry other than its own (its macros
         substituted) plus "\n", from the count its compiled book stores for the entry's own:
-        only the paragraphs in which the two differ are counted (``tokens.edited_text_count``).
+        only the words around each change are counted (``tokens.edited_text_count``).
         None: no such count is stored, or it would not pay (count ``unit`` whole)."""
-        entries = self._entries
-        apply = 0 if entries is None else self._apply(entries, counter)[info.book]
-        if not apply:
-            return None
-        stored = int(entries._compiled[info.book].unit_tokens[2][info.index])   # type: ignore[union-attr]
-        if stored < 0:
+        apply, stored = self._stored(counter, info)
+        if not apply or stored < 0:
             return None
         # the stored unsure bit holds under this process's Unicode tables (apply == 2)
         return edited_text_count(counter, unit, info.content + "\n", stored >> 1,
                                  bool(stored & 1) if apply == 2 else None)
 
-    def _apply(self, entries: EntryTable, counter: Any) -> tuple[int, ...]:
+    def _stored(self, counter: Any, info: EntryInfo) -> tuple[int, int]:
+        """(:func:`_counts_apply` of ``info``'s book for ``counter``, the count stored for the
+        entry's own content: meaningful only when the first is not 0)."""
+        entries = self._entries
+        if entries is None:
+            return 0, -1
         owner, usable = self._usable
         if owner is not counter:
             usable = tuple(_counts_apply(cb, counter) for cb in entries._compiled)
             self._usable = (counter, usable)
-        return usable
+        apply = usable[info.book]
+        if not apply:
+            return 0, -1
+        return apply, int(entries._compiled[info.book].unit_tokens[2][info.index])
 
 
 def _counts_apply(compiled: CompiledBook, counter: Any) -> int:
