@@ -13,6 +13,8 @@ Run: ``PYTHONPATH=src python -m pytest benchmarks/bench_match.py`` (add
 from __future__ import annotations
 
 import resource
+import statistics
+import time
 
 import ahocorasick
 import pytest
@@ -139,17 +141,33 @@ def bench_steady_turn(benchmark, synthetic_book, n, depth):
 @pytest.mark.benchmark(group="depth")
 def bench_depth_100_costs_less_than_twice_depth_10(benchmark, synthetic_book):
     compiled = _compiled(synthetic_book, 10_000)
-    shallow = Chat(compiled, 10, 2 * ROUNDS + 5)
+    rounds = 4 * ROUNDS
+    shallow, deep = Chat(compiled, 10, rounds + 5), Chat(compiled, 100, rounds + 5)
 
-    def one_round():
-        args, _ = shallow.next_turn()
-        shallow.turn(*args)
-    # interleave nothing: depth 10 median first, then depth 100 under the benchmark fixture
-    depth10 = median_seconds(one_round, 2 * ROUNDS)
-    deep = Chat(compiled, 100, ROUNDS + 5)
-    benchmark.pedantic(deep.turn, setup=deep.next_turn, rounds=ROUNDS, iterations=1)
+    def timed(chat: Chat) -> float:
+        (messages,), _ = chat.next_turn()
+        t = time.perf_counter()
+        chat.turn(messages)
+        return time.perf_counter() - t
+    # interleaved turn by turn, alternating which depth goes first, and the ratio is the median of the
+    # per-pair ratios: a slow spell on a shared machine hits both turns of a pair alike (measured
+    # one after the other, a CI run once gave 2.05x against 1.1-1.3x here)
+    ratios, shallow_times, deep_times = [], [], []
+    for r in range(rounds):
+        if r % 2:
+            d = timed(deep)
+            s = timed(shallow)
+        else:
+            s = timed(shallow)
+            d = timed(deep)
+        shallow_times.append(s)
+        deep_times.append(d)
+        ratios.append(d / s)
+    benchmark.pedantic(deep.turn, setup=deep.next_turn, rounds=ROUNDS, iterations=1)   # the table's row
     if benchmark.disabled:
         return
-    ratio = benchmark.stats.stats.median / depth10
-    benchmark.extra_info.update(depth10_seconds=depth10, depth100_over_depth10=round(ratio, 2))
-    assert ratio < 2, f"a depth-100 turn costs {ratio:.2f}x a depth-10 turn"
+    ratio = statistics.median(ratios)
+    benchmark.extra_info.update(depth10_seconds=statistics.median(shallow_times),
+                                depth100_seconds=statistics.median(deep_times),
+                                depth100_over_depth10=round(ratio, 2))
+    assert ratio < 2, f"a depth-100 turn costs {ratio:.2f}x a depth-10 turn (median of {rounds} pairs)"
