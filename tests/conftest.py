@@ -124,7 +124,7 @@ TWIN_MODULES = frozenset({
     "test_model.py", "match/test_regex_keys.py", "match/test_regex_prefilter.py", "match/test_spans.py",
     "test_conformance.py", "st/test_scan_diagnostics.py", "st/test_scan_differential.py", "st/test_scan_engine.py",
     "st/test_scan_examples.py", "app/test_scan_explain.py", "st/test_st_api.py", "st/test_st_hooks.py", "st/test_st_sharing.py",
-    "st/test_st_cold.py", "st/test_st_stages.py", "st/test_st_walk.py", "st/test_st_memo.py", "test_state_fuzz.py", "tokens/test_tokens.py",
+    "st/test_st_cold.py", "st/test_st_plain_walk.py", "st/test_st_stages.py", "st/test_st_walk.py", "st/test_st_memo.py", "test_state_fuzz.py", "tokens/test_tokens.py",
     "slot/test_slot_bulk.py", "slot/test_slot_engine.py", "slot/test_slot_examples.py", "slot/test_slot_properties.py",
     "slot/test_slot_revised.py", "slot/test_slot_spans.py",
     "janitor/test_janitor_conformance.py", "janitor/test_janitor_engine.py", "janitor/test_janitor_explain.py",

@@ -36,7 +36,7 @@ from .lsc import decode_book, encode_book
 
 __all__ = ["CompiledBook", "compile_book", "key_spec", "load_compiled", "restore_compiled",
            "FLAG_CONSTANT", "FLAG_ACTIVATE", "FLAG_DONT_ACTIVATE", "FLAG_ACTIVATE_STRICT",
-           "FLAG_DONT_ACTIVATE_STRICT", "FLAG_TIMED"]
+           "FLAG_DONT_ACTIVATE_STRICT", "FLAG_TIMED", "FLAG_PLAIN", "FLAG_PLAIN_NOT_IN_RECURSION"]
 
 # Bits of CompiledBook.entry_flags: what an engine must know about every entry up front.
 FLAG_CONSTANT = 1
@@ -45,6 +45,12 @@ FLAG_DONT_ACTIVATE = 4        # @@dont_activate
 FLAG_ACTIVATE_STRICT = 8      # the same under strict_lines (docs/improved-profile.md#decorators)
 FLAG_DONT_ACTIVATE_STRICT = 16
 FLAG_TIMED = 32               # sticky or cooldown is set
+# The walk decides the entry from its primary keys alone, in the turn's own window, when the turn
+# does not touch it (st.activate._plain_kind, and further: no scanDepth of its own, no match
+# sources), so a turn walks it without building its record until a key matches; NOT_IN_RECURSION:
+# the same, but excludeRecursion is set (a recursion loop stops it there).
+FLAG_PLAIN = 64
+FLAG_PLAIN_NOT_IN_RECURSION = 128
 
 
 class CompiledBook:
@@ -267,6 +273,13 @@ def _entry_flags(entry: Entry) -> int:
             flags |= (act if "@@activate" in decorators else 0) | (dont if "@@dont_activate" in decorators else 0)
     if js_truthy(entry.sticky) or js_truthy(entry.cooldown):
         flags |= FLAG_TIMED
+    _, names, tags = entry.character_filter
+    if not (flags & (FLAG_CONSTANT | FLAG_ACTIVATE | FLAG_DONT_ACTIVATE | FLAG_ACTIVATE_STRICT
+                     | FLAG_DONT_ACTIVATE_STRICT)
+            or entry.disable or entry.triggers or names or tags or (entry.delay and js_truthy(entry.delay))
+            or entry.delay_until_recursion or not entry.key or (entry.selective and entry.keysecondary)
+            or entry.scan_depth is not None or any(entry.match_sources)):
+        flags |= FLAG_PLAIN_NOT_IN_RECURSION if entry.exclude_recursion else FLAG_PLAIN
     return flags
 
 

@@ -35,6 +35,7 @@ from ..match.view import MAX_SCAN_DEPTH, ScanView
 from ..model import js_truthy
 from .budget import probability_detail, probability_passes
 from .groups import weighted_winner
+from .tables import PlainRef
 from .turn import Turn
 
 __all__ = ["CountingRandom", "turn_key", "replay", "record", "attempts", "attempted", "FULL", "RECORD", "PLAIN"]
@@ -242,9 +243,10 @@ def record(turn: Turn, cache: ChatScan, key: tuple, random: CountingRandom) -> N
         plan = views[info.book]._plans[info.index]
         if not (plan.simple and plan.score_simple):
             return
-        delay = info.entry.delay
-        if delay and js_truthy(delay):
-            return
+        if not isinstance(info, PlainRef):   # (a plain entry has no delay: st.compiled.FLAG_PLAIN)
+            delay = info.entry.delay
+            if delay and js_truthy(delay):
+                return
         # the window its keys matched in, and the one its group score read (an entry activated
         # otherwise, by a decorator say, is still scored by its keys in its own window)
         for window in (last_windows.get(info.world_uid), score_windows.get(info.world_uid)):

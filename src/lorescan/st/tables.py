@@ -12,12 +12,12 @@ import re
 import threading
 from array import array
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, cast
 
 from ..js.sthash import entry_fingerprint
 from ..js.text import JS_WHITESPACE
 from ..limits import Limits
-from .compiled import CompiledBook
+from .compiled import FLAG_PLAIN, FLAG_PLAIN_NOT_IN_RECURSION, CompiledBook
 from ..match.expr import ExprLayout, layout_of
 from ..match.options import MatchOptions
 from ..model import Entry
@@ -27,7 +27,7 @@ from .result import EntryId
 from .settings import Compat, STSettings
 from .timed import TimedEntry
 
-__all__ = ["EntryInfo", "Tables", "EntryTable", "KeyIndex", "HashIndex", "UnitCounts",
+__all__ = ["EntryInfo", "PlainRef", "Tables", "EntryTable", "KeyIndex", "HashIndex", "UnitCounts",
            "split_group_names"]
 
 
@@ -94,6 +94,27 @@ class EntryInfo:
         return TimedEntry(self.world_uid, self.entry.sticky, self.entry.cooldown)
 
 
+class PlainRef:
+    """An entry the walk decides from its primary keys alone (its compiled flags say so:
+    ``FLAG_PLAIN`` / ``FLAG_PLAIN_NOT_IN_RECURSION``), named before its record is built: a
+    turn matches its keys by ``book``/``index`` and builds the record (``EntryTable[gpos]``)
+    only when one matches, so an entry that a key of it merely brought into the candidates
+    costs no record. ``kind``: its walk kind (st.activate: 1 plain, 2 plain but not in
+    recursion); ``eid``/``world_uid`` as :class:`EntryInfo` names it."""
+
+    __slots__ = ("gpos", "book", "index", "eid", "world_uid", "kind")
+
+    def __init__(self, gpos: int, book: int, index: int, eid: EntryId, kind: int) -> None:
+        self.gpos, self.book, self.index, self.eid, self.kind = gpos, book, index, eid, kind
+        self.world_uid = eid.key
+
+    def __repr__(self) -> str:
+        return f"PlainRef({self.gpos}, {self.world_uid!r})"
+
+
+_PLAIN_FLAGS = FLAG_PLAIN | FLAG_PLAIN_NOT_IN_RECURSION
+
+
 class EntryTable(Sequence[EntryInfo]):
     """The engine's entries in global order (``gpos`` -> :class:`EntryInfo`), each built on first use."""
 
@@ -128,6 +149,32 @@ class EntryTable(Sequence[EntryInfo]):
                         items[g] = self._build(g)
                         self._unbuilt -= 1
         return [items[g] for g in positions]  # type: ignore[misc]
+
+    def walkable(self, positions: Sequence[int], lazy: bool = True) -> list[EntryInfo | PlainRef]:
+        """``many(positions)``, but (``lazy``) an entry not built yet whose compiled flags make it
+        plain (:class:`PlainRef`) is named by a PlainRef instead of built."""
+        if not (lazy and self._unbuilt):
+            return cast("list[EntryInfo | PlainRef]", self.many(positions))
+        items, books, indexes, compiled, worlds = self._items, self._order_book, self._order_index, \
+            self._compiled, self._worlds
+        out: list[EntryInfo | PlainRef] = []
+        missing = False
+        for g in positions:
+            info = items[g]
+            if info is None:
+                bi, ei = books[g], indexes[g]
+                cb = compiled[bi]
+                flags = int(cb.entry_flags[ei]) & _PLAIN_FLAGS
+                if flags:
+                    out.append(PlainRef(g, bi, ei, EntryId(worlds[bi], cb.uids[ei]),
+                                        1 if flags == FLAG_PLAIN else 2))
+                    continue
+                missing = True
+            out.append(info)  # type: ignore[arg-type]  # (None: built below)
+        if missing:
+            built = iter(self.many([g for g, o in zip(positions, out) if o is None]))
+            out = [next(built) if o is None else o for o in out]
+        return out
 
     def fingerprint_index(self) -> dict[int, int]:
         """Fingerprint -> the global position of the first entry that has it."""

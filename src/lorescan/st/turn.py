@@ -11,12 +11,12 @@ from ..match.view import MAX_SCAN_DEPTH, ScanView, Window, WindowTexts
 from ..model import Entry
 from ..tokens import PrependCount, TextCount
 from .result import Character, LoopRecord
-from .tables import EntryInfo, Tables
+from .tables import EntryInfo, PlainRef, Tables
 
 if TYPE_CHECKING:
     from .activate import AlwaysGates
 
-__all__ = ["Turn", "Note", "Detail", "detail_text", "note", "entry_window", "effective_depth", "INITIAL",
+__all__ = ["Turn", "Note", "Detail", "detail_text", "note", "entry_window", "window_for", "effective_depth", "INITIAL",
            "RECURSION", "MIN_ACTIVATIONS", "NONE"]
 
 INITIAL, RECURSION, MIN_ACTIVATIONS, NONE = "INITIAL", "RECURSION", "MIN_ACTIVATIONS", "NONE"
@@ -25,7 +25,7 @@ Detail: TypeAlias = "str | tuple[Any, ...]"
 """A note's detail: the words, or ``(format, *args)`` whose call gives them (built only if an
 explanation is read: most turns never format the details of the entries a group dropped)."""
 
-Note: TypeAlias = "tuple[EntryInfo, str, str, Detail, int | None, str | None]"
+Note: TypeAlias = "tuple[EntryInfo | PlainRef, str, str, Detail, int | None, str | None]"
 """The latest decision about an entry: ``(entry, outcome, reason, detail, loop, key)``. A plain
 tuple (a turn makes dozens); the explanation turns the ones it is asked about into
 :class:`~lorescan.st.result.Diagnostic` records."""
@@ -91,7 +91,7 @@ class Turn:
         self.score_windows: dict[str, Window] = {}    # the window a group score read (st/memo.py)
         self.texts_of: list[Callable[[], WindowTexts]] = []   # per book, made when a turn ends
         # the walk's candidates of the last loop: (max_depth, recursion chunks, entries)
-        self.basis: tuple[int, int, list[EntryInfo]] | None = None
+        self.basis: tuple[int, int, list[EntryInfo | PlainRef]] | None = None
         # one Window per (scan depth field, sources, skew, chunks): entries share them, so the
         # views' per-window caches hit by identity
         self.windows: dict[tuple, Window] = {}
@@ -115,7 +115,11 @@ def effective_depth(entry: Entry, global_depth: int) -> float:
     """docs/sillytavern-mode.md#st-scan-text steps 1-3. A fractional depth is kept: SillyTavern tests ``depth <= 0``
     (empty haystack) before slicing, so 0.5 scans no message but still the sources,
     injects and recursion text; the view truncates when it slices."""
-    d = entry.scan_depth if entry.scan_depth is not None else global_depth
+    return _depth(entry.scan_depth, global_depth)
+
+
+def _depth(scan_depth: Any, global_depth: int) -> float:
+    d = scan_depth if scan_depth is not None else global_depth
     if isinstance(d, float) and not math.isfinite(d):
         return MAX_SCAN_DEPTH if d > 0 else 0
     return min(d, MAX_SCAN_DEPTH)
@@ -123,11 +127,16 @@ def effective_depth(entry: Entry, global_depth: int) -> float:
 
 def entry_window(turn: Turn, info: EntryInfo) -> Window:
     """The window an entry scans in the current loop."""
-    scan_depth = info.entry.scan_depth
+    return window_for(turn, info.entry.scan_depth, info.sources)
+
+
+def window_for(turn: Turn, scan_depth: Any, sources: int) -> Window:
+    """The window of an entry of this ``scan_depth`` (None: the global one) and match-source
+    bits in the current loop."""
     rec = turn.chunks if turn.state != MIN_ACTIVATIONS else 0
-    wkey = (scan_depth, info.sources, turn.skew, rec)
+    wkey = (scan_depth, sources, turn.skew, rec)
     window = turn.windows.get(wkey)
     if window is None:
-        depth = effective_depth(info.entry, turn.tables.settings.scan_depth + turn.skew)
-        window = turn.windows[wkey] = Window(depth, info.sources, rec)
+        depth = _depth(scan_depth, turn.tables.settings.scan_depth + turn.skew)
+        window = turn.windows[wkey] = Window(depth, sources, rec)
     return window
