@@ -254,34 +254,6 @@ def _plain_kind(turn: Turn, info: EntryInfo) -> int:
     return _PLAIN_NOT_IN_RECURSION if e.exclude_recursion else _PLAIN
 
 
-def _gate_walked(turn: Turn, info: EntryInfo, ref: str, now: bool, loop: int, new: list[EntryInfo],
-                 static_bits: int) -> None:
-    """The walk's gates of an entry that is not plain, or that the turn touches (sticky, on
-    cooldown, forced, semantic): its once-decided verdict, else :func:`gate`."""
-    notes = turn.notes
-    verdict = turn.gates.verdicts.get(info.gpos)
-    if verdict is not None and not now:
-        if verdict[3] & static_bits:
-            static = static_gate(turn, info)
-            if static is not None:
-                notes[ref] = (info, "not_activated", static[0], static[1], loop, None)
-                return
-        if verdict[0]:
-            new.append(info)
-            notes[ref] = (info, "activated", verdict[1], verdict[2], loop, None)
-        else:
-            notes[ref] = (info, "not_activated", verdict[1], verdict[2], loop, None)
-        return
-    ok, reason, detail, matched, window = gate(turn, info)
-    if ok:
-        new.append(info)
-        notes[ref] = (info, "activated", reason, detail, loop, matched)
-    else:
-        notes[ref] = (info, "not_activated", reason, detail, loop, matched)
-    if window is not None:
-        turn.last_windows[ref] = window
-
-
 def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
     """The entries this loop activates before groups and budget, in activation order."""
     tables = turn.tables
@@ -328,6 +300,7 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
             turn.basis = (max_depth, rec, walk)
     new: list[EntryInfo] = []
     activated, failed, notes = turn.activated, turn.failed, turn.notes
+    verdicts = turn.gates.verdicts
     touched = turn.sticky or turn.cooldown or turn.forced or turn.semantic
     static_bits = _NEEDS_TURN | (_NEEDS_CHARACTER if turn.character is not None else 0)
     plain = turn.gates.plain
@@ -339,44 +312,82 @@ def _walk(turn: Turn, loop: int) -> list[EntryInfo]:
         ref = item.world_uid
         if ref in activated or ref in failed:
             continue
-        now = (ref in turn.sticky or ref in turn.cooldown or ref in turn.forced or ref in turn.semantic) if touched \
-            else False
-        kind: int | None
-        if type(item) is PlainRef and not now:
-            # plain by its compiled flags (no scanDepth of its own, no match sources): the key
-            # gate below, in the loop's own window; its record is built when a key matches
-            kind = item.kind
-            win = windows.get(_OWN_WINDOW)
-            if win is None:
-                win = windows[_OWN_WINDOW] = window_for(turn, None, 0)
+        if type(item) is PlainRef:
+            if not (touched and (ref in turn.sticky or ref in turn.cooldown or ref in turn.forced
+                                 or ref in turn.semantic)):
+                # plain by its compiled flags (no scanDepth of its own, no match sources): its key
+                # gate (or gate 7) in the loop's own window; its record is built when a key matches
+                if item.kind == _PLAIN_NOT_IN_RECURSION and excluding:
+                    notes[ref] = (item, "not_activated", "exclude_recursion", "cannot be activated by recursion",
+                                  loop, None)
+                    continue
+                win = windows.get(_OWN_WINDOW)
+                if win is None:
+                    win = windows[_OWN_WINDOW] = window_for(turn, None, 0)
+                m = views[item.book].match_entry(item.index, win)
+                if m.primary is None:
+                    why = "no primary key matched"
+                    if m.timed_out:
+                        why += " (" + "; ".join(views[item.book].cut_off_report(m.timed_out)) + ")"
+                    notes[ref] = (item, "not_activated", "no_key_match", why, loop, None)
+                else:
+                    info = entries[item.gpos]
+                    key = info.entry.key[m.primary]
+                    new.append(info)
+                    notes[ref] = (info, "activated", "key", (_primary_matched, key), loop, key)
+                last_windows[ref] = win
+                continue
+            info = entries[item.gpos]          # the turn touches it: the gates below read its record
         else:
-            info = entries[item.gpos] if type(item) is PlainRef else cast(EntryInfo, item)
-            kind = plain.get(info.gpos)
-            if kind is None:
-                kind = plain[info.gpos] = _plain_kind(turn, info)
-            if not kind or now:
-                _gate_walked(turn, info, ref, now, loop, new, static_bits)
+            info = item  # type: ignore[assignment]  # (an EntryInfo: no cast() call on the hot path)
+        kind = plain.get(info.gpos)
+        if kind is None:
+            kind = plain[info.gpos] = _plain_kind(turn, info)
+        if kind and not (touched and (ref in turn.sticky or ref in turn.cooldown or ref in turn.forced
+                                      or ref in turn.semantic)):
+            # gate() of a plain entry, inlined: its key gate (or gate 7, exclude recursion)
+            if kind == _PLAIN_NOT_IN_RECURSION and excluding:
+                notes[ref] = (info, "not_activated", "exclude_recursion", "cannot be activated by recursion", loop,
+                              None)
                 continue
             wk = (info.entry.scan_depth, info.sources)
             win = windows.get(wk)
             if win is None:
                 win = windows[wk] = entry_window(turn, info)
-        # gate() of a plain entry, inlined: its key gate (or gate 7, exclude recursion)
-        if kind == _PLAIN_NOT_IN_RECURSION and excluding:
-            notes[ref] = (item, "not_activated", "exclude_recursion", "cannot be activated by recursion", loop, None)
+            m = views[info.book].match_entry(info.index, win)
+            if m.primary is None:
+                why = "no primary key matched"
+                if m.timed_out:
+                    why += " (" + "; ".join(views[info.book].cut_off_report(m.timed_out)) + ")"
+                notes[ref] = (info, "not_activated", "no_key_match", why, loop, None)
+            else:
+                key = info.entry.key[m.primary]
+                new.append(info)
+                notes[ref] = (info, "activated", "key", (_primary_matched, key), loop, key)
+            last_windows[ref] = win
             continue
-        m = views[item.book].match_entry(item.index, win)
-        if m.primary is None:
-            why = "no primary key matched"
-            if m.timed_out:
-                why += " (" + "; ".join(views[item.book].cut_off_report(m.timed_out)) + ")"
-            notes[ref] = (item, "not_activated", "no_key_match", why, loop, None)
-        else:
-            info = entries[item.gpos] if type(item) is PlainRef else cast(EntryInfo, item)
-            key = info.entry.key[m.primary]
+        verdict = verdicts.get(info.gpos)
+        if verdict is not None and not (touched and (ref in turn.sticky or ref in turn.cooldown
+                                                      or ref in turn.forced or ref in turn.semantic)):
+            if verdict[3] & static_bits:
+                static = static_gate(turn, info)
+                if static is not None:
+                    notes[ref] = (info, "not_activated", static[0], static[1], loop, None)
+                    continue
+            if verdict[0]:
+                new.append(info)
+                notes[ref] = (info, "activated", verdict[1], verdict[2], loop, None)
+            else:
+                notes[ref] = (info, "not_activated", verdict[1], verdict[2], loop, None)
+            continue
+        ok, reason, detail, matched, window = gate(turn, info)
+        if ok:
             new.append(info)
-            notes[ref] = (info, "activated", "key", (_primary_matched, key), loop, key)
-        last_windows[ref] = win
+            notes[ref] = (info, "activated", reason, detail, loop, matched)
+        else:
+            notes[ref] = (info, "not_activated", reason, detail, loop, matched)
+        if window is not None:
+            turn.last_windows[ref] = window
     # Sticky entries first, then global order. SillyTavern activates the caller's forced
     # object in place of the entry; it is not in the global order (indexOf = -1), so it
     # sorts before the other non-sticky entries (docs/sillytavern-mode.md#st-loop step 3).

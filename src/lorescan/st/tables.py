@@ -119,7 +119,7 @@ class EntryTable(Sequence[EntryInfo]):
     """The engine's entries in global order (``gpos`` -> :class:`EntryInfo`), each built on first use."""
 
     __slots__ = ("_compiled", "_worlds", "_order_book", "_order_index", "_strict", "_items", "_lock",
-                 "_unbuilt")
+                 "_unbuilt", "_refs")
 
     def __init__(self, compiled: Sequence[CompiledBook], worlds: Sequence[str], order_book: list[int],
                  order_index: list[int], strict: bool) -> None:
@@ -130,6 +130,8 @@ class EntryTable(Sequence[EntryInfo]):
         self._items: list[EntryInfo | None] = [None] * len(order_book)
         self._unbuilt = len(order_book)      # records not built yet (changed under the lock)
         self._lock = threading.Lock()
+        # walkable's PlainRefs by global position (pure values: threads that race store equal ones)
+        self._refs: dict[int, PlainRef] = {}
 
     def __len__(self) -> int:
         return len(self._items)
@@ -152,29 +154,29 @@ class EntryTable(Sequence[EntryInfo]):
 
     def walkable(self, positions: Sequence[int], lazy: bool = True) -> list[EntryInfo | PlainRef]:
         """``many(positions)``, but (``lazy``) an entry not built yet whose compiled flags make it
-        plain (:class:`PlainRef`) is named by a PlainRef instead of built."""
+        plain is named by a :class:`PlainRef` (one per entry, kept) instead of built."""
+        items = self._items
         if not (lazy and self._unbuilt):
             return cast("list[EntryInfo | PlainRef]", self.many(positions))
-        items, books, indexes, compiled, worlds = self._items, self._order_book, self._order_index, \
+        missing = [g for g in positions if items[g] is None]
+        if not missing:
+            return [items[g] for g in positions]  # type: ignore[misc]
+        refs, books, indexes, compiled, worlds = self._refs, self._order_book, self._order_index, \
             self._compiled, self._worlds
-        out: list[EntryInfo | PlainRef] = []
-        missing = False
-        for g in positions:
-            info = items[g]
-            if info is None:
-                bi, ei = books[g], indexes[g]
-                cb = compiled[bi]
-                flags = int(cb.entry_flags[ei]) & _PLAIN_FLAGS
-                if flags:
-                    out.append(PlainRef(g, bi, ei, EntryId(worlds[bi], cb.uids[ei]),
-                                        1 if flags == FLAG_PLAIN else 2))
-                    continue
-                missing = True
-            out.append(info)  # type: ignore[arg-type]  # (None: built below)
-        if missing:
-            built = iter(self.many([g for g, o in zip(positions, out) if o is None]))
-            out = [next(built) if o is None else o for o in out]
-        return out
+        build = []
+        for g in missing:
+            if g in refs:
+                continue
+            bi, ei = books[g], indexes[g]
+            cb = compiled[bi]
+            flags = int(cb.entry_flags[ei]) & _PLAIN_FLAGS
+            if flags:
+                refs[g] = PlainRef(g, bi, ei, EntryId(worlds[bi], cb.uids[ei]), 1 if flags == FLAG_PLAIN else 2)
+            else:
+                build.append(g)
+        if build:
+            self.many(build)
+        return [refs[g] if (i := items[g]) is None else i for g in positions]
 
     def fingerprint_index(self) -> dict[int, int]:
         """Fingerprint -> the global position of the first entry that has it."""
