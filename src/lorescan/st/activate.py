@@ -14,6 +14,7 @@ from ..match.expr import ExprLayout
 from ..match.view import MAX_SCAN_DEPTH, ScanView, Window
 from ..model import SelectiveLogic, js_truthy
 from .budget import admit, extend_budget_text, start_budget_text
+from .compiled import keys_alone_decide
 from .groups import select_in_groups
 from .result import LoopRecord, LoopState, quoted
 from .tables import EntryInfo, PlainRef
@@ -244,14 +245,10 @@ def _plain_kind(turn: Turn, info: EntryInfo) -> int:
     secondary logic or key expressions; :func:`gate` of such an entry is its key gate (_walk
     inlines it). ``_PLAIN_NOT_IN_RECURSION``: the same but for ``exclude_recursion`` (in a
     recursion loop of a recursive scan it stops there). ``_OTHER``: anything else."""
-    e = info.entry
-    _, names, tags = e.character_filter
-    if (e.disable or e.triggers or names or tags or (e.delay and js_truthy(e.delay))
-            or e.delay_until_recursion or info.activate or info.dont_activate
-            or e.constant or not info.has_keys or (e.selective and e.keysecondary)
+    if (info.activate or info.dont_activate or not keys_alone_decide(info.entry)
             or (turn.tables.match_options.expressions and info.exprs is not None)):
         return _OTHER
-    return _PLAIN_NOT_IN_RECURSION if e.exclude_recursion else _PLAIN
+    return _PLAIN_NOT_IN_RECURSION if info.entry.exclude_recursion else _PLAIN
 
 
 def _walk(turn: Turn, loop: int) -> list[EntryInfo]:

@@ -273,14 +273,21 @@ def _entry_flags(entry: Entry) -> int:
             flags |= (act if "@@activate" in decorators else 0) | (dont if "@@dont_activate" in decorators else 0)
     if js_truthy(entry.sticky) or js_truthy(entry.cooldown):
         flags |= FLAG_TIMED
-    _, names, tags = entry.character_filter
-    if not (flags & (FLAG_CONSTANT | FLAG_ACTIVATE | FLAG_DONT_ACTIVATE | FLAG_ACTIVATE_STRICT
-                     | FLAG_DONT_ACTIVATE_STRICT)
-            or entry.disable or entry.triggers or names or tags or (entry.delay and js_truthy(entry.delay))
-            or entry.delay_until_recursion or not entry.key or (entry.selective and entry.keysecondary)
-            or entry.scan_depth is not None or any(entry.match_sources)):
+    if not (flags & (FLAG_ACTIVATE | FLAG_DONT_ACTIVATE | FLAG_ACTIVATE_STRICT | FLAG_DONT_ACTIVATE_STRICT)) \
+            and keys_alone_decide(entry) and entry.scan_depth is None and not any(entry.match_sources):
         flags |= FLAG_PLAIN_NOT_IN_RECURSION if entry.exclude_recursion else FLAG_PLAIN
     return flags
+
+
+def keys_alone_decide(entry: Entry) -> bool:
+    """Whether the entry's primary keys alone decide it, its decorators, the engine's key
+    expressions and the turn's timed state aside: no static gate can stop it (disabled,
+    triggers, a character filter, a delay), no delay until recursion, not constant, primary
+    keys and no secondary logic. What ``st.activate``'s plain kind and ``FLAG_PLAIN`` share."""
+    _, names, tags = entry.character_filter
+    return not (entry.disable or entry.triggers or names or tags or (entry.delay and js_truthy(entry.delay))
+                or entry.delay_until_recursion or entry.constant or not entry.key
+                or (entry.selective and entry.keysecondary))
 
 
 def _timed_hashes(entries: Sequence[Entry], flags: Any, world: str) -> Any:
