@@ -61,9 +61,9 @@ request, by the profile's shares mostly in loading the book (about 0.85 ms again
 direct). A guess is that the cache's eviction at every load puts the new book in cold memory,
 but a worker with a one-book cache was not cheaper in a try (p50 3.9-4.0 ms against 3.4-4.0 ms),
 so that is not settled. Answering a turn without Starlette's router and middleware saved
-nothing measurable (-31 us, in the noise). The worker's own process adds the rest: it sleeps between requests and finds its
-caches cold (a cold request measured 0.6 ms slower right after an 8 MB sweep of memory than
-right after another request). So that difference is held to a guard
+nothing measurable (-31 us, in the noise). The worker's own process adds the rest: it sleeps
+between requests and finds its caches cold (a cold request measured 0.6 ms slower right after an
+8 MB sweep of memory than right after another request). So that difference is held to a guard
 (``HTTP_EXTRA_CPU_GUARD``) and reported with ``meets_target_1ms``, and the worker's p99 to 4x the
 in-process p99 (``HTTP_P99_CPU_GUARD``: a collection of the whole heap inside a turn made it
 71-100 ms, now 9-11 ms). Wall time through the service is reported, not asserted: each request
